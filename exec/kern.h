@@ -1,0 +1,125 @@
+/* The compute kernels: plain C functions over contiguous float32 buffers.
+ *
+ * Both executors (the op-by-op interpreter and the compiled plan) call these and
+ * nothing else for arithmetic, so any difference between the two modes comes from
+ * scheduling and memory, never from the math.  Every function here:
+ *   - takes sizes explicitly, never allocates, never prints, never exits;
+ *   - writes its whole output (no reliance on zeroed memory) unless it is named *_acc;
+ *   - layouts: images NHWC, conv filters HWIO [KH, KW, Cin, Cout], matrices row-major.
+ * BLAS calls live in kern_blas.c only. */
+#ifndef GRAPHC_KERN_H
+#define GRAPHC_KERN_H
+#include <stddef.h>
+#include <stdint.h>
+#include <stdbool.h>
+
+#define KERN_MAX_RANK 6
+
+/* ---- elementwise, with NumPy broadcasting ------------------------------------ */
+typedef enum KBinary { KB_ADD, KB_SUB, KB_MUL, KB_DIV, KB_COUNT } KBinary;
+
+/* y[yshape] = a[ashape] op b[bshape]; shapes right-aligned as in NumPy; yshape is the
+ * broadcast shape (rank yrank >= arank, brank).  Fast paths for equal shapes, a scalar
+ * side and a trailing-vector side (a bias). */
+void kern_binary(KBinary op, const float *a, const int64_t *ashape, int arank,
+                 const float *b, const int64_t *bshape, int brank,
+                 float *y, const int64_t *yshape, int yrank);
+
+/* y[yshape] = sum of x[xshape] over the broadcast axes: the adjoint of broadcasting
+ * yshape to xshape (yshape right-aligned, each dim equal to xshape's or 1). */
+void kern_sum_to(const float *x, const int64_t *xshape, int xrank,
+                 float *y, const int64_t *yshape, int yrank);
+
+typedef enum KUnary { KU_RELU, KU_SIGMOID, KU_TANH, KU_EXP, KU_LOG, KU_NEG, KU_SQRT, KU_COUNT } KUnary;
+void kern_unary(KUnary op, const float *x, float *y, size_t n);
+/* dx = dy * f'(.) given the forward input x and output y (each kernel uses what it
+ * needs: relu x>0, sigmoid y(1-y), tanh 1-y^2, exp y, log 1/x, neg -1, sqrt 0.5/y). */
+void kern_unary_grad(KUnary op, const float *x, const float *y, const float *dy, float *dx, size_t n);
+
+void kern_scale(const float *x, float s, float *y, size_t n);          /* y = s*x */
+void kern_fill(float *y, float v, size_t n);
+void kern_copy(const float *x, float *y, size_t n);
+void kern_axpy_acc(float a, const float *x, float *y, size_t n);       /* y += a*x */
+
+/* ---- rows: softmax family over the last axis of [rows, cols] -------------------- */
+void kern_softmax(const float *x, float *y, size_t rows, size_t cols);
+void kern_softmax_grad(const float *y, const float *dy, float *dx, size_t rows, size_t cols);
+void kern_log_softmax(const float *x, float *y, size_t rows, size_t cols);
+void kern_log_softmax_grad(const float *y, const float *dy, float *dx, size_t rows, size_t cols);
+
+/* Mean over rows of -log softmax(logits)[label].  Returns 0, or -1 - r for the first
+ * row r whose label is outside [0, cols) (the loss is then not written). */
+int kern_cross_entropy(const float *logits, const int32_t *labels, size_t rows, size_t cols, float *loss);
+/* dlogits = dloss * (softmax(logits) - onehot(label)) / rows.  Same status as above. */
+int kern_cross_entropy_grad(const float *logits, const int32_t *labels, float dloss,
+                            float *dlogits, size_t rows, size_t cols);
+/* Number of rows whose argmax equals the label (ties: the first maximum). */
+size_t kern_count_correct(const float *logits, const int32_t *labels, size_t rows, size_t cols);
+
+/* mean((a-b)^2) over n; its gradient with respect to a (that for b is the negation). */
+void kern_mse(const float *a, const float *b, size_t n, float *loss);
+void kern_mse_grad(const float *a, const float *b, float dloss, float *da, size_t n);
+
+/* Sum and mean of all n elements into y[0]. */
+void kern_sum_all(const float *x, size_t n, float *y);
+
+/* ---- matrix product (kern_blas.c) ---------------------------------------------- */
+/* C[M,N] = alpha * op(A) op(B) + beta * C, op = transpose if ta/tb; A, B row-major
+ * as stored ([M,K] or [K,M]; [K,N] or [N,K]). beta = 0 overwrites C. */
+void kern_gemm(bool ta, bool tb, size_t M, size_t N, size_t K, float alpha,
+               const float *A, const float *B, float beta, float *C);
+/* How many threads BLAS may use (the executors call this once; 0 = BLAS default). */
+void kern_blas_threads(int n);
+const char *kern_blas_info(void);   /* e.g. "OpenBLAS 0.3.21, core Haswell, 2 threads" */
+
+/* ---- convolution, NHWC x HWIO -> NHWC ------------------------------------------- */
+typedef struct KConv {
+    int64_t n, h, w, c;       /* input batch, height, width, channels */
+    int64_t kh, kw, f;        /* filter height, width, output channels */
+    int64_t sh, sw;           /* strides */
+    int64_t pt, pl;           /* zero padding at top and left (bottom/right implied) */
+    int64_t oh, ow;           /* output height and width */
+} KConv;
+
+/* Scratch bytes the conv kernels need for these sizes (im2col in bounded chunks). */
+size_t kern_conv2d_scratch(const KConv *p);
+void kern_conv2d(const KConv *p, const float *x, const float *w, float *y, float *scratch);
+void kern_conv2d_grad_input(const KConv *p, const float *dy, const float *w, float *dx, float *scratch);
+void kern_conv2d_grad_filter(const KConv *p, const float *x, const float *dy, float *dw, float *scratch);
+
+/* ---- pooling, NHWC ---------------------------------------------------------------- */
+typedef struct KPool {
+    int64_t n, h, w, c;
+    int64_t kh, kw, sh, sw, pt, pl, oh, ow;
+} KPool;
+/* Padding cells are ignored (max over real cells; avg divides by real cells). */
+void kern_maxpool(const KPool *p, const float *x, float *y);
+/* dx from x, y and dy: the gradient goes to the first cell equal to the max. */
+void kern_maxpool_grad(const KPool *p, const float *x, const float *y, const float *dy, float *dx);
+void kern_avgpool(const KPool *p, const float *x, float *y);
+void kern_avgpool_grad(const KPool *p, const float *dy, float *dx);
+/* [n, hw, c] -> [n, c] mean over hw, and its gradient. */
+void kern_global_avgpool(const float *x, float *y, size_t n, size_t hw, size_t c);
+void kern_global_avgpool_grad(const float *dy, float *dx, size_t n, size_t hw, size_t c);
+
+/* ---- concat along one axis: inputs viewed as [outer, len_i * inner] -------------- */
+/* y's row stride is total_len*inner; input i goes to column offset (sum of earlier
+ * len_j) * inner.  The gradient is kern_slice_cols for each input. */
+void kern_concat(const float *const *xs, const int64_t *lens, int nx, size_t outer, size_t inner, float *y);
+void kern_slice(const float *y, int64_t total_len, int64_t off, int64_t len, size_t outer, size_t inner, float *x);
+
+/* ---- dropout with inverted scaling, counter-based mask ---------------------------- */
+/* keep element i iff rng_unit(rng_at(seed, stream, i)) >= rate; kept values are scaled
+ * by 1/(1-rate).  The gradient regenerates the same mask from the same arguments. */
+void kern_dropout(const float *x, float *y, size_t n, float rate, uint64_t seed, uint64_t stream);
+void kern_dropout_grad(const float *dy, float *dx, size_t n, float rate, uint64_t seed, uint64_t stream);
+
+/* ---- optimizer updates, in place ---------------------------------------------------- */
+void kern_sgd(float *w, const float *g, size_t n, float lr);
+/* v = mu*v + g; w -= lr*(nesterov ? g + mu*v : v)   (PyTorch's formulation) */
+void kern_momentum(float *w, float *v, const float *g, size_t n, float lr, float mu, bool nesterov);
+/* Adam (Kingma & Ba) with bias correction at step t (1-based). */
+void kern_adam(float *w, float *m, float *v, const float *g, size_t n, float lr,
+               float beta1, float beta2, float eps, int64_t t);
+
+#endif

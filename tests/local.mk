@@ -1,0 +1,4 @@
+# Check suites, one binary per area.  Each links the library.
+TEST_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+TEST_LIBS = $(GRAPHC_LIBS) $(CHECK_LIBS)
+AM_TESTS_ENVIRONMENT = top_srcdir='$(top_srcdir)'; top_builddir='$(top_builddir)'; export top_srcdir top_builddir; CK_DEFAULT_TIMEOUT=600; export CK_DEFAULT_TIMEOUT;
