@@ -1,1 +1,4 @@
-# data
+# The real MNIST ships with graphc (see data/mnist/README.md for source and license).
+EXTRA_DIST += %D%/mnist/README.md %D%/mnist/train-images-idx3-ubyte.gz \
+	%D%/mnist/train-labels-idx1-ubyte.gz %D%/mnist/t10k-images-idx3-ubyte.gz \
+	%D%/mnist/t10k-labels-idx1-ubyte.gz

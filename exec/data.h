@@ -1,0 +1,85 @@
+/* Datasets for training and evaluation: the IDX format of MNIST (plain or gzip),
+ * seeded synthetic data, and a deterministic, resumable stream of batches.
+ *
+ * Library code: errors go to the DiagSink, each naming the file and the field at
+ * fault; nothing here prints or exits.  Every size computation is overflow-checked. */
+#ifndef GRAPHC_DATA_H
+#define GRAPHC_DATA_H
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "util/diag.h"
+
+#define IDX_MAX_RANK 4
+/* A larger IDX payload is refused before anything is allocated. */
+#define IDX_MAX_BYTES ((int64_t)2 << 30)
+
+/* One IDX file: rank dims, then dims[0]*...*dims[rank-1] unsigned bytes. */
+typedef struct IdxData {
+    int rank;
+    int64_t dims[IDX_MAX_RANK];
+    int64_t size;      /* bytes in data: the product of the dims */
+    uint8_t *data;
+} IdxData;
+
+/* Reads an IDX file of unsigned bytes (type 0x08), gzip-compressed or not (zlib
+ * tells them apart by content, not by name).  The header is checked against the
+ * decompressed length: no byte missing, none left over.  Returns 0, or -1 with a
+ * message naming `path` in `d` (and *out zeroed). */
+int idx_load(const char *path, IdxData *out, DiagSink *d);
+void idx_free(IdxData *idx);
+
+typedef struct Dataset {
+    int64_t count;
+    int rank;
+    int64_t shape[4];      /* per-sample shape, e.g. {28,28,1} */
+    int64_t sample_size;   /* product of shape */
+    float *x;              /* count*sample_size floats scaled to [0,1] */
+    int32_t *y;            /* count labels in [0, nclasses) */
+    int32_t nclasses;
+    char *name;
+} Dataset;
+
+/* Loads MNIST from `dir`: train-images-idx3-ubyte + train-labels-idx1-ubyte (or the
+ * t10k-* pair when !train), each preferring the .gz name and falling back to the
+ * uncompressed one.  Images must be rank 3, labels rank 1, counts equal, labels 0..9.
+ * Pixels are scaled by 1/255 into shape {rows, cols, 1}.  Returns 0, or -1 with a
+ * message in `d` and *out zeroed. */
+int dataset_load_mnist(const char *dir, bool train, Dataset *out, DiagSink *d);
+
+/* `count` seeded random samples of the given per-sample shape (rank 1..4), labels
+ * uniform in [0, nclasses).  Learnable: class c has a fixed random prototype in [0,1)
+ * (a pure function of seed, c and the element index, so nothing per class is stored)
+ * and a sample is its prototype plus uniform noise of +-0.15, clamped to [0,1].
+ * Costs O(count * sample_size), so a huge sample with a small count is cheap.
+ * Returns 0, or -1 with a message in `d` and *out zeroed. */
+int dataset_synthetic(Dataset *out, int64_t count, const int64_t *shape, int rank,
+                      int32_t nclasses, uint64_t seed, DiagSink *d);
+
+/* Frees and zeroes; safe on a zeroed Dataset and twice. */
+void dataset_free(Dataset *ds);
+
+/* ---- batches ---------------------------------------------------------------------
+ * The stream is a sequence of passes over the data.  Pass p visits the samples in the
+ * order of a permutation of [0, count): with shuffle, Fisher-Yates (i from count-1
+ * down to 1, swap i with rng_below(rng_at(seed, p, i), i + 1)); without, identity.
+ * Each pass yields floor(count / batch) batches, the remainder dropped (tf.data's
+ * repeat().batch(b, drop_remainder=True)).  Batch number `step` counts across passes,
+ * so a run resumes from any step with the same batches. */
+
+/* floor(count / batch); 0 when batch <= 0 or batch > count. */
+int64_t dataset_batches_per_pass(const Dataset *ds, int64_t batch);
+
+/* Fills x[batch*sample_size] and y[batch] (either may be NULL) with batch number
+ * `step` >= 0.  With shuffle, perm_cache holds count int64 and *perm_cache_pass the
+ * pass it holds (-1 at first): a pass's permutation is computed once, on its first
+ * batch.  Requires 1 <= batch <= count (and perm_cache with shuffle); otherwise
+ * nothing is written. */
+void dataset_batch(const Dataset *ds, int64_t batch, int64_t step, bool shuffle, uint64_t seed,
+                   float *x, int32_t *y, int64_t *perm_cache, int64_t *perm_cache_pass);
+
+/* Copies samples [first, first+n) in order, for evaluation; the caller handles the
+ * last partial batch.  The range is clamped to [0, count). */
+void dataset_slice(const Dataset *ds, int64_t first, int64_t n, float *x, int32_t *y);
+
+#endif

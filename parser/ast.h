@@ -1,0 +1,120 @@
+/* The syntax tree of a .net file, as the parser builds it.
+ *
+ * Ownership: every node, string and array lives in the Program's arena and is freed
+ * with it at once (ast_free); nothing in the tree is freed on its own.  That is why the
+ * grammar's %destructor has nothing to release. */
+#ifndef GRAPHC_AST_H
+#define GRAPHC_AST_H
+#include <stdbool.h>
+#include <stdint.h>
+#include "util/diag.h"
+#include "util/mem.h"
+
+typedef enum AstKind {
+    AST_INT,      /* integer literal: ival */
+    AST_FLOAT,    /* floating literal: fval */
+    AST_STRING,   /* "text": str */
+    AST_NAME,     /* a value or keyword-constant name: str */
+    AST_CALL,     /* fn(args...): call */
+    AST_BINARY,   /* l op r: bin */
+    AST_NEG,      /* -e: neg */
+    AST_KWARG,    /* name=value, only directly inside a call: kw */
+    AST_KIND_COUNT
+} AstKind;
+
+typedef struct Ast Ast;
+struct Ast {
+    AstKind kind;
+    Loc loc;              /* the whole expression */
+    union {
+        int64_t ival;     /* AST_INT */
+        double fval;      /* AST_FLOAT */
+        char *str;        /* AST_STRING (unescaped), AST_NAME */
+        struct {
+            char *fn;     /* callee name */
+            Loc fn_loc;   /* just the callee name */
+            Ast **args;   /* positional and keyword arguments, in source order */
+            int nargs;
+        } call;
+        struct {
+            char op;      /* one of + - * / */
+            Ast *l, *r;
+        } bin;
+        Ast *neg;         /* AST_NEG: the negated operand */
+        struct {
+            char *name;   /* keyword */
+            Loc name_loc;
+            Ast *value;
+        } kw;
+    } u;
+};
+
+/* A dimension in a type: a number, or a symbol such as B bound when the model runs. */
+typedef struct AstDim {
+    bool is_sym;
+    int64_t value;        /* when !is_sym */
+    char *sym;            /* when is_sym */
+    Loc loc;
+} AstDim;
+
+typedef struct AstType {
+    char *dtype;          /* as written: f32, i32 (checked when lowering) */
+    Loc dtype_loc;
+    AstDim *dims;
+    int rank;
+    Loc loc;              /* dtype through ']' */
+} AstType;
+
+typedef enum StmtKind {
+    ST_INPUT,   /* input NAME: TYPE */
+    ST_PARAM,   /* param NAME: TYPE = INIT */
+    ST_ASSIGN,  /* NAME = EXPR */
+    ST_OUTPUT,  /* output NAME [= EXPR] */
+    ST_TRAIN,   /* train { key = EXPR ... } */
+    ST_KIND_COUNT
+} StmtKind;
+
+typedef struct TrainEntry {
+    char *key;
+    Loc key_loc;
+    Ast *value;
+} TrainEntry;
+
+typedef struct Stmt {
+    StmtKind kind;
+    Loc loc;              /* the whole statement */
+    char *name;           /* defined name (not for ST_TRAIN) */
+    Loc name_loc;
+    AstType type;         /* ST_INPUT, ST_PARAM */
+    Ast *expr;            /* ST_ASSIGN, ST_PARAM (initializer), ST_OUTPUT (may be NULL) */
+    TrainEntry *entries;  /* ST_TRAIN */
+    int nentries;
+} Stmt;
+
+typedef struct Program {
+    Arena arena;          /* owns everything below */
+    char *model_name;     /* from `model NAME`, or NULL */
+    Loc model_loc;
+    Stmt **stmts;
+    int nstmts;
+    int stmt_cap;
+} Program;
+
+/* Parses `src`, reporting every error to `d`.  Returns a Program (possibly partial)
+ * or NULL when out of memory; check d->nerrors for failure. */
+Program *parse_program(const Source *src, DiagSink *d);
+void ast_free(Program *p);
+
+/* Builders used by the grammar. */
+Ast *ast_new(Program *p, AstKind kind, Loc loc);
+Stmt *ast_stmt(Program *p, StmtKind kind, Loc loc);
+void ast_push_stmt(Program *p, Stmt *s);
+/* Appends to a growable array in the arena: returns the new array (old one abandoned). */
+void *ast_grow(Program *p, void *array, int count, size_t elem);
+
+/* Text dump of the tree (graphc dump --stage ast --format text). */
+void ast_dump_text(const Program *p, const Source *src, FILE *out);
+void ast_dump_json(const Program *p, const Source *src, FILE *out);
+const char *ast_kind_name(AstKind k);
+
+#endif

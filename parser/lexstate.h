@@ -1,0 +1,16 @@
+/* State shared by the lexer and the parser for one parse. */
+#ifndef GRAPHC_LEXSTATE_H
+#define GRAPHC_LEXSTATE_H
+#include "parser/ast.h"
+
+struct LexState {
+    Program *prog;       /* where tokens' strings are allocated */
+    DiagSink *diag;      /* where errors go */
+    const Source *src;
+    uint32_t offset;     /* byte offset of the next token */
+    int depth;           /* open ( and [: newlines inside are blanks */
+    int last_newline;    /* the last token returned was NEWLINE (or nothing yet) */
+};
+
+char *lex_unescape(struct LexState *ls, const char *s, size_t n, Loc loc);
+#endif

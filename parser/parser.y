@@ -1,0 +1,291 @@
+/* The .net grammar.  A pure parser with byte-offset locations; every syntax error is
+ * reported to the diagnostic sink and parsing resumes at the next statement, so one
+ * run reports every error in the file. */
+%require "3.6"
+%define api.pure full
+%define api.prefix {netyy}
+%define api.location.type {Loc}
+%define parse.error custom
+%define parse.lac full
+%locations
+%expect 0
+%param {void *scanner}
+%parse-param {struct LexState *ls}
+
+%code requires {
+#include "parser/ast.h"
+struct LexState;
+}
+
+%code provides {
+int netyylex(NETYYSTYPE *lval, Loc *lloc, void *scanner);
+}
+
+%code {
+#include <string.h>
+#include "parser/lexstate.h"
+
+/* The few flex entry points we call (flex's own header is not generated). */
+typedef void *yyscan_t;
+typedef struct yy_buffer_state *YY_BUFFER_STATE;
+int netyylex_init_extra(struct LexState *extra, yyscan_t *scanner);
+int netyylex_destroy(yyscan_t scanner);
+YY_BUFFER_STATE netyy_scan_bytes(const char *bytes, int len, yyscan_t scanner);
+void netyy_delete_buffer(YY_BUFFER_STATE b, yyscan_t scanner);
+
+#define YYLLOC_DEFAULT(Cur, Rhs, N)                      \
+    do {                                                 \
+        if (N) {                                         \
+            (Cur).start = YYRHSLOC(Rhs, 1).start;        \
+            (Cur).end = YYRHSLOC(Rhs, N).end;            \
+        } else {                                         \
+            (Cur).start = (Cur).end = YYRHSLOC(Rhs, 0).end; \
+        }                                                \
+    } while (0)
+
+/* Bison calls this only for "memory exhausted"; syntax errors go through
+ * yyreport_syntax_error below. */
+static void netyyerror(Loc *loc, void *scanner, struct LexState *ls, const char *msg)
+{
+    (void)scanner;
+    diag_error(ls->diag, *loc, "%s", msg);
+}
+
+static Ast *mk_call(struct LexState *ls, Loc loc, char *fn, Loc fn_loc, Ast **args, int nargs);
+static Ast *mk_bin(struct LexState *ls, Loc loc, char op, Ast *l, Ast *r);
+}
+
+%union {
+    int64_t ival;
+    double fval;
+    char *str;
+    Ast *ast;
+    Stmt *stmt;
+    struct { Ast **v; int n; } list;
+    struct { AstDim *v; int n; } dims;
+    AstDim dim;
+    AstType type;
+    struct { TrainEntry *v; int n; } entries;
+    TrainEntry entry;
+}
+
+/* Everything is allocated in the Program's arena and freed with it at once, so no
+ * semantic value needs a destructor when the parser discards it. */
+
+%token NEWLINE "end of line"
+%token <str> IDENT "name"
+%token <ival> INT "integer"
+%token <fval> FLOAT "number"
+%token <str> STRING "string"
+%token KW_MODEL "'model'" KW_INPUT "'input'" KW_OUTPUT "'output'" KW_PARAM "'param'" KW_TRAIN "'train'"
+
+%left '+' '-'
+%left '*' '/'
+%precedence NEG
+
+%type <ast> expr primary arg
+%type <list> args
+%type <dims> dims
+%type <dim> dim
+%type <type> type
+%type <stmt> stmt
+%type <entries> entries
+%type <entry> entry
+
+%%
+
+program
+    : model_decl stmts
+    ;
+
+model_decl
+    : %empty
+    | KW_MODEL IDENT NEWLINE      { ls->prog->model_name = $2; ls->prog->model_loc = @2; }
+    | KW_MODEL error NEWLINE      { yyerrok; }
+    ;
+
+stmts
+    : %empty
+    | stmts NEWLINE
+    | stmts stmt NEWLINE          { if ($2) ast_push_stmt(ls->prog, $2); }
+    | stmts error NEWLINE         { yyerrok; }
+    ;
+
+stmt
+    : KW_INPUT IDENT ':' type
+        { $$ = ast_stmt(ls->prog, ST_INPUT, @$); if ($$) { $$->name = $2; $$->name_loc = @2; $$->type = $4; } }
+    | KW_PARAM IDENT ':' type '=' expr
+        { $$ = ast_stmt(ls->prog, ST_PARAM, @$); if ($$) { $$->name = $2; $$->name_loc = @2; $$->type = $4; $$->expr = $6; } }
+    | IDENT '=' expr
+        { $$ = ast_stmt(ls->prog, ST_ASSIGN, @$); if ($$) { $$->name = $1; $$->name_loc = @1; $$->expr = $3; } }
+    | KW_OUTPUT IDENT
+        { $$ = ast_stmt(ls->prog, ST_OUTPUT, @$); if ($$) { $$->name = $2; $$->name_loc = @2; } }
+    | KW_OUTPUT IDENT '=' expr
+        { $$ = ast_stmt(ls->prog, ST_OUTPUT, @$); if ($$) { $$->name = $2; $$->name_loc = @2; $$->expr = $4; } }
+    | KW_TRAIN '{' entries '}'
+        { $$ = ast_stmt(ls->prog, ST_TRAIN, @$); if ($$) { $$->entries = $3.v; $$->nentries = $3.n; } }
+    | KW_TRAIN '{' entries entry '}'
+        {
+            $$ = ast_stmt(ls->prog, ST_TRAIN, @$);
+            TrainEntry *v = ast_grow(ls->prog, $3.v, $3.n, sizeof *v);
+            if ($$ && v) { v[$3.n] = $4; $$->entries = v; $$->nentries = $3.n + 1; }
+        }
+    ;
+
+entries
+    : %empty                      { $$.v = NULL; $$.n = 0; }
+    | entries NEWLINE             { $$ = $1; }
+    | entries entry NEWLINE
+        {
+            $$ = $1;
+            TrainEntry *v = ast_grow(ls->prog, $1.v, $1.n, sizeof *v);
+            if (v) { v[$1.n] = $2; $$.v = v; $$.n = $1.n + 1; }
+        }
+    | entries error NEWLINE       { $$ = $1; yyerrok; }
+    ;
+
+entry
+    : IDENT '=' expr              { $$.key = $1; $$.key_loc = @1; $$.value = $3; }
+    ;
+
+type
+    : IDENT '[' dims ']'          { $$.dtype = $1; $$.dtype_loc = @1; $$.dims = $3.v; $$.rank = $3.n; $$.loc = @$; }
+    | IDENT '[' ']'               { $$.dtype = $1; $$.dtype_loc = @1; $$.dims = NULL; $$.rank = 0; $$.loc = @$; }
+    ;
+
+dims
+    : dim                         { $$.v = ast_grow(ls->prog, NULL, 0, sizeof(AstDim)); if ($$.v) $$.v[0] = $1; $$.n = 1; }
+    | dims ',' dim
+        {
+            $$ = $1;
+            AstDim *v = ast_grow(ls->prog, $1.v, $1.n, sizeof *v);
+            if (v) { v[$1.n] = $3; $$.v = v; $$.n = $1.n + 1; }
+        }
+    ;
+
+dim
+    : INT                         { $$.is_sym = false; $$.value = $1; $$.sym = NULL; $$.loc = @$; }
+    | IDENT                       { $$.is_sym = true; $$.value = 0; $$.sym = $1; $$.loc = @$; }
+    | '-' INT                     { $$.is_sym = false; $$.value = -$2; $$.sym = NULL; $$.loc = @$; }
+    ;
+
+expr
+    : primary
+    | expr '+' expr               { $$ = mk_bin(ls, @$, '+', $1, $3); }
+    | expr '-' expr               { $$ = mk_bin(ls, @$, '-', $1, $3); }
+    | expr '*' expr               { $$ = mk_bin(ls, @$, '*', $1, $3); }
+    | expr '/' expr               { $$ = mk_bin(ls, @$, '/', $1, $3); }
+    | '-' expr %prec NEG          { $$ = ast_new(ls->prog, AST_NEG, @$); if ($$) $$->u.neg = $2; }
+    ;
+
+primary
+    : INT                         { $$ = ast_new(ls->prog, AST_INT, @$); if ($$) $$->u.ival = $1; }
+    | FLOAT                       { $$ = ast_new(ls->prog, AST_FLOAT, @$); if ($$) $$->u.fval = $1; }
+    | STRING                      { $$ = ast_new(ls->prog, AST_STRING, @$); if ($$) $$->u.str = $1; }
+    | IDENT                       { $$ = ast_new(ls->prog, AST_NAME, @$); if ($$) $$->u.str = $1; }
+    | IDENT '(' ')'               { $$ = mk_call(ls, @$, $1, @1, NULL, 0); }
+    | IDENT '(' args ')'          { $$ = mk_call(ls, @$, $1, @1, $3.v, $3.n); }
+    | IDENT '(' args ',' ')'      { $$ = mk_call(ls, @$, $1, @1, $3.v, $3.n); }
+    | IDENT '(' error ')'         { $$ = mk_call(ls, @$, $1, @1, NULL, 0); }
+    | '(' expr ')'                { $$ = $2; if ($$) $$->loc = @$; }
+    ;
+
+args
+    : arg                         { $$.v = ast_grow(ls->prog, NULL, 0, sizeof(Ast *)); if ($$.v) $$.v[0] = $1; $$.n = 1; }
+    | args ',' arg
+        {
+            $$ = $1;
+            Ast **v = ast_grow(ls->prog, $1.v, $1.n, sizeof *v);
+            if (v) { v[$1.n] = $3; $$.v = v; $$.n = $1.n + 1; }
+        }
+    ;
+
+arg
+    : expr
+    | IDENT '=' expr
+        {
+            $$ = ast_new(ls->prog, AST_KWARG, @$);
+            if ($$) { $$->u.kw.name = $1; $$->u.kw.name_loc = @1; $$->u.kw.value = $3; }
+        }
+    ;
+
+%%
+
+static Ast *mk_call(struct LexState *ls, Loc loc, char *fn, Loc fn_loc, Ast **args, int nargs)
+{
+    Ast *a = ast_new(ls->prog, AST_CALL, loc);
+    if (!a) return NULL;
+    a->u.call.fn = fn;
+    a->u.call.fn_loc = fn_loc;
+    a->u.call.args = args;
+    a->u.call.nargs = nargs;
+    return a;
+}
+
+static Ast *mk_bin(struct LexState *ls, Loc loc, char op, Ast *l, Ast *r)
+{
+    Ast *a = ast_new(ls->prog, AST_BINARY, loc);
+    if (!a) return NULL;
+    a->u.bin.op = op;
+    a->u.bin.l = l;
+    a->u.bin.r = r;
+    return a;
+}
+
+/* "unexpected X; expected A, B or C": the expected set is exact thanks to LAC. */
+static int yyreport_syntax_error(const yypcontext_t *ctx, void *scanner, struct LexState *ls)
+{
+    (void)scanner;
+    enum { MAXEXP = 6 };
+    yysymbol_kind_t expected[MAXEXP];
+    int n = yypcontext_expected_tokens(ctx, expected, MAXEXP);
+    yysymbol_kind_t got = yypcontext_token(ctx);
+    char msg[512];
+    size_t len = 0;
+    len += (size_t)snprintf(msg + len, sizeof msg - len, "unexpected %s", yysymbol_name(got));
+    if (n > 0 && n <= MAXEXP - 1) {
+        len += (size_t)snprintf(msg + len, sizeof msg - len, "; expected ");
+        for (int i = 0; i < n && len < sizeof msg; i++)
+            len += (size_t)snprintf(msg + len, sizeof msg - len, "%s%s",
+                                    i == 0 ? "" : i == n - 1 ? " or " : ", ", yysymbol_name(expected[i]));
+    }
+    diag_error(ls->diag, *yypcontext_location(ctx), "%s", msg);
+    return 0;
+}
+
+Program *parse_program(const Source *src, DiagSink *d)
+{
+    Program *p = gc_calloc(1, sizeof *p);
+    if (!p) return NULL;
+    arena_init(&p->arena);
+    if (src->len > UINT32_MAX - 1) {
+        diag_plain(d, "'%s': file too large", src->name);
+        return p;
+    }
+    if (memchr(src->text, 0, src->len)) {
+        uint32_t at = (uint32_t)((const char *)memchr(src->text, 0, src->len) - src->text);
+        diag_error(d, ((Loc){at, at + 1}), "NUL byte in source: this is not a text file");
+        return p;
+    }
+    size_t valid = utf8_valid_prefix(src->text, src->len);
+    if (valid != src->len) {
+        diag_error(d, ((Loc){(uint32_t)valid, (uint32_t)valid + 1}),
+                   "invalid UTF-8 byte 0x%02x: a .net file is UTF-8 text", (unsigned char)src->text[valid]);
+        return p;
+    }
+    struct LexState st = { .prog = p, .diag = d, .src = src, .offset = 0, .depth = 0, .last_newline = 1 };
+    yyscan_t scanner;
+    if (netyylex_init_extra(&st, &scanner)) {
+        diag_plain(d, "out of memory");
+        return p;
+    }
+    YY_BUFFER_STATE buf = netyy_scan_bytes(src->text, (int)src->len, scanner);
+    int rc = netyyparse(scanner, &st);
+    netyy_delete_buffer(buf, scanner);
+    netyylex_destroy(scanner);
+    if (rc == 2) diag_plain(d, "out of memory while parsing '%s'", src->name);
+    if (p->arena.failed) diag_plain(d, "out of memory while parsing '%s'", src->name);
+    if (d->nerrors == 0 && p->nstmts == 0)
+        diag_error(d, ((Loc){0, 0}), "empty model: expected statements such as 'input x: f32[B, 4]'");
+    return p;
+}
