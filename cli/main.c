@@ -1,3 +1,122 @@
 #include "config.h"
-#include <stdio.h>
-int main(void) { puts(PACKAGE_STRING); return 0; }
+#include <errno.h>
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include "cli/cli.h"
+
+static const char usage[] =
+    "usage: graphc COMMAND [OPTIONS] FILE.net\n"
+    "\n"
+    "A static-graph compiler and executor for neural networks.\n"
+    "\n"
+    "commands:\n"
+    "  check FILE            parse, lower and shape-check a model; print a summary\n"
+    "  dump FILE --stage S   print the graph at stage S (ast, graph, train)\n"
+    "  run FILE              train the model as its train block says, then evaluate\n"
+    "  eval FILE --weights P evaluate saved weights on the test set\n"
+    "\n"
+    "options:\n"
+    "  -h, --help            show this help (or a command's: graphc COMMAND --help)\n"
+    "  -V, --version         show the version\n"
+    "\n"
+    "exit status: 0 success, 1 bad model or input file, 2 bad usage.\n"
+    "docs: docs/language.md (the .net language), docs/architecture.md.\n";
+
+int cli_usage_error(const char *cmd, const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, "graphc%s%s: ", cmd ? " " : "", cmd ? cmd : "");
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\nTry 'graphc %s--help'.\n", cmd ? cmd : "");
+    if (cmd) { /* keep the hint on one line: "graphc run --help" */ }
+    return EXIT_USAGE;
+}
+
+bool cli_parse_i64(const char *cmd, const char *flag, const char *s, int64_t lo, int64_t hi, int64_t *out)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi) {
+        cli_usage_error(cmd, "%s: expected an integer from %lld to %lld, got '%s'", flag, (long long)lo, (long long)hi, s);
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
+bool cli_parse_f64(const char *cmd, const char *flag, const char *s, double lo, double hi, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || !(v >= lo && v <= hi)) {
+        cli_usage_error(cmd, "%s: expected a number from %g to %g, got '%s'", flag, lo, hi, s);
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
+int cli_load_model(Model *m, const char *path)
+{
+    memset(m, 0, sizeof *m);
+    diag_init(&m->diag, NULL);
+    if (source_load(&m->src, path, &m->diag) != 0) {
+        diag_flush(&m->diag, stderr);
+        return -1;
+    }
+    m->diag.src = &m->src;
+    int rc = compile_source(&m->src, &m->diag, &m->prog, &m->graph);
+    if (rc != 0 || m->diag.nerrors) {
+        diag_flush(&m->diag, stderr);
+        fprintf(stderr, "%s: %d error%s\n", m->src.name, m->diag.nerrors, m->diag.nerrors == 1 ? "" : "s");
+        return -1;
+    }
+    diag_flush(&m->diag, stderr);   /* warnings, if any */
+    return 0;
+}
+
+void cli_free_model(Model *m)
+{
+    graph_free(m->graph);
+    ast_free(m->prog);
+    diag_free(&m->diag);
+    source_free(&m->src);
+    memset(m, 0, sizeof *m);
+}
+
+static const struct {
+    const char *name;
+    int (*fn)(int, char **);
+} commands[] = {
+    { "check", cmd_check },
+    { "dump", cmd_dump },
+    { "run", cmd_run },
+    { "eval", cmd_eval },
+};
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fputs(usage, stderr);
+        return EXIT_USAGE;
+    }
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "-h") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "help") == 0) {
+        fputs(usage, stdout);
+        return EXIT_OK;
+    }
+    if (strcmp(cmd, "-V") == 0 || strcmp(cmd, "--version") == 0) {
+        printf("%s\n", PACKAGE_STRING);
+        return EXIT_OK;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (strcmp(commands[i].name, cmd) == 0) return commands[i].fn(argc - 1, argv + 1);
+    fprintf(stderr, "graphc: unknown command '%s'\n\n%s", cmd, usage);
+    return EXIT_USAGE;
+}

@@ -1,1 +1,2 @@
-# models
+MODELS = %D%/mnist.net %D%/mnist-adam.net %D%/mlp.net %D%/lenet5.net %D%/resnet.net %D%/large.net %D%/siamese.net
+EXTRA_DIST += $(MODELS)

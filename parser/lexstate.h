@@ -9,6 +9,7 @@ struct LexState {
     const Source *src;
     uint32_t offset;     /* byte offset of the next token */
     int depth;           /* open ( and [: newlines inside are blanks */
+    Loc open[64];        /* where the innermost 64 of them were opened */
     int last_newline;    /* the last token returned was NEWLINE (or nothing yet) */
 };
 

@@ -250,6 +250,11 @@ static int yyreport_syntax_error(const yypcontext_t *ctx, void *scanner, struct 
                                     i == 0 ? "" : i == n - 1 ? " or " : ", ", yysymbol_name(expected[i]));
     }
     diag_error(ls->diag, *yypcontext_location(ctx), "%s", msg);
+    /* A statement keyword inside an open bracket: almost always a missing ')'. */
+    if (ls->depth > 0 && ls->depth <= 64) {
+        Loc open = ls->open[ls->depth - 1];
+        diag_note(ls->diag, open, "this '%c' is not closed", ls->src->text[open.start]);
+    }
     return 0;
 }
 

@@ -64,6 +64,9 @@ void diag_line_col(const Source *src, uint32_t off, int *line, int *col)
 
 static const char *level_name[DIAG_LEVEL_COUNT] = { "error", "warning", "note" };
 
+/* The source line of `loc` and a caret line under its span.  Bytes that are not
+ * printable UTF-8 text are shown as '?', one column each, so a message about a binary
+ * file neither sprays control codes on the terminal nor misplaces the caret. */
 static void show_line(DiagSink *d, Loc loc)
 {
     const Source *s = d->src;
@@ -71,21 +74,30 @@ static void show_line(DiagSink *d, Loc loc)
     uint32_t ls = start, le = start;
     while (ls > 0 && s->text[ls - 1] != '\n') ls--;
     while (le < s->len && s->text[le] != '\n') le++;
-    /* Very long lines (random bytes) are cut so the message stays one screen. */
-    uint32_t shown_end = le - ls > 200 ? ls + 200 : le;
+    uint32_t shown_end = le - ls > 200 ? ls + 200 : le;   /* one screen at most */
+    uint32_t end = loc.end > shown_end ? shown_end : loc.end;
+    char caret[512];
+    size_t cl = 0;
     append(d, "  ", 2);
-    append(d, s->text + ls, shown_end - ls);
-    append(d, "\n  ", 3);
-    for (uint32_t i = ls; i < start && i < shown_end; i++) {
+    for (uint32_t i = ls; i < shown_end;) {
         unsigned char ch = (unsigned char)s->text[i];
-        if (ch == '\t') append(d, "\t", 1);
-        else if (!is_cont(ch)) append(d, " ", 1);
+        size_t n = 1;
+        if (ch >= 0x80) {
+            n = (ch & 0xE0) == 0xC0 ? 2 : (ch & 0xF0) == 0xE0 ? 3 : 4;
+            size_t room = shown_end - i < 4 ? shown_end - i : 4;
+            if (utf8_valid_prefix(s->text + i, room < n ? room : n) < n) n = 0;
+        }
+        bool printable = n > 0 && (ch >= 0x20 || ch == '\t') && ch != 0x7f;
+        if (printable) append(d, s->text + i, n);
+        else append(d, "?", 1);
+        char mark = i < start ? (ch == '\t' ? '\t' : ' ') : i == start ? '^' : i < end ? '~' : 0;
+        if (mark && cl < sizeof caret - 2) caret[cl++] = mark;
+        i += printable ? (uint32_t)n : 1;
     }
-    append(d, "^", 1);
-    uint32_t end = loc.end > le ? le : loc.end;
-    if (end > shown_end) end = shown_end;
-    for (uint32_t i = start + 1; i < end; i++)
-        if (!is_cont((unsigned char)s->text[i])) append(d, "~", 1);
+    if (start >= shown_end && cl < sizeof caret - 2) caret[cl++] = '^';
+    caret[cl] = 0;
+    append(d, "\n  ", 3);
+    append(d, caret, cl);
     append(d, "\n", 1);
 }
 
@@ -109,7 +121,7 @@ void diag_vreport(DiagSink *d, DiagLevel level, Loc loc, const char *fmt, va_lis
     int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
     if (n > 0) append(d, tmp, (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1);
     append(d, "\n", 1);
-    if (d->src) show_line(d, loc);
+    if (d->src && d->src->len > 0) show_line(d, loc);
     if (d->echo && d->buf) fputs(d->buf + before, d->echo);
 }
 

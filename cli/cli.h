@@ -1,0 +1,35 @@
+/* The graphc command line: one function per subcommand, sharing how a model file is
+ * loaded and how errors are shown.  Exit codes: 0 success, 1 a bad model or input
+ * file (or a failed run), 2 bad usage. */
+#ifndef GRAPHC_CLI_H
+#define GRAPHC_CLI_H
+#include "graph/graph.h"
+#include "graph/lower.h"
+
+enum { EXIT_OK = 0, EXIT_BAD_INPUT = 1, EXIT_USAGE = 2 };
+
+/* A model file loaded, parsed, lowered and shape-checked. */
+typedef struct Model {
+    Source src;
+    DiagSink diag;
+    Program *prog;
+    Graph *graph;
+} Model;
+
+/* Loads `path`; on failure prints every diagnostic to stderr and returns -1. */
+int cli_load_model(Model *m, const char *path);
+void cli_free_model(Model *m);
+int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Parses a non-negative integer flag value; prints a usage error and returns false if bad. */
+bool cli_parse_i64(const char *cmd, const char *flag, const char *s, int64_t lo, int64_t hi, int64_t *out);
+bool cli_parse_f64(const char *cmd, const char *flag, const char *s, double lo, double hi, double *out);
+
+/* The training graph of a model (graphc dump --stage train). */
+Graph *stage_train(const Graph *g, DiagSink *d);
+
+int cmd_check(int argc, char **argv);
+int cmd_dump(int argc, char **argv);
+int cmd_run(int argc, char **argv);
+int cmd_eval(int argc, char **argv);
+
+#endif

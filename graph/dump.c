@@ -1,0 +1,184 @@
+/* Dumps of a graph at any stage: text (stable, for people and golden tests), dot
+ * (Graphviz) and json (for tools; the schema is in docs/language.md). */
+#include <string.h>
+#include "graph/graph.h"
+
+static void loc_lc(const Graph *g, Loc l, int *line, int *col)
+{
+    if (g->src) diag_line_col(g->src, l.start, line, col);
+    else *line = *col = 0;
+}
+
+/* Attributes as "key=value" words, the same in every format. */
+static void attrs_str(const Graph *g, const Node *n, char *buf, size_t len)
+{
+    buf[0] = 0;
+    char b1[128];
+    switch (n->op) {
+    case OP_INPUT: snprintf(buf, len, "\"%s\"", n->name ? n->name : "?"); break;
+    case OP_PARAM: snprintf(buf, len, "%s", g->vars[n->a.param.var].name); break;
+    case OP_CONST: snprintf(buf, len, "value=%.9g", n->a.cnst.value); break;
+    case OP_MATMUL:
+        if (n->a.matmul.ta || n->a.matmul.tb)
+            snprintf(buf, len, "transpose=%s%s", n->a.matmul.ta ? "a" : "", n->a.matmul.tb ? "b" : "");
+        break;
+    case OP_CONV2D: case OP_CONV2D_GRAD_INPUT: case OP_CONV2D_GRAD_FILTER:
+    case OP_MAXPOOL: case OP_AVGPOOL: case OP_MAXPOOL_GRAD: case OP_AVGPOOL_GRAD:
+        snprintf(buf, len, "window=%dx%d stride=%dx%d padding=%s(%d,%d,%d,%d)", n->a.win.kh, n->a.win.kw, n->a.win.sh,
+                 n->a.win.sw, n->a.win.padding == PAD_SAME ? "same" : "valid", n->a.win.pt, n->a.win.pb, n->a.win.pl,
+                 n->a.win.pr);
+        break;
+    case OP_RESHAPE: case OP_SUM_TO: case OP_GLOBAL_AVGPOOL_GRAD:
+        snprintf(buf, len, "to=%s", shape_str(g, &n->tshape, b1, sizeof b1));
+        break;
+    case OP_CONCAT: snprintf(buf, len, "axis=%d", n->a.concat.axis); break;
+    case OP_SLICE: snprintf(buf, len, "axis=%d offset=%lld len=%lld", n->a.slice.axis, (long long)n->a.slice.off, (long long)n->a.slice.len); break;
+    case OP_DROPOUT: case OP_DROPOUT_GRAD: snprintf(buf, len, "rate=%g stream=%d", n->a.dropout.rate, n->a.dropout.stream); break;
+    case OP_UNARY_GRAD: {
+        static const char *names[] = { "relu", "sigmoid", "tanh", "exp", "log", "neg", "sqrt" };
+        snprintf(buf, len, "of=%s", n->a.unary.kop >= 0 && n->a.unary.kop < 7 ? names[n->a.unary.kop] : "?");
+        break;
+    }
+    case OP_SGD_UPDATE: case OP_MOMENTUM_UPDATE: case OP_ADAM_UPDATE:
+        snprintf(buf, len, "param=%s", g->vars[n->a.update.var].name);
+        break;
+    default: break;
+    }
+}
+
+void graph_dump_text(const Graph *g, FILE *out)
+{
+    char b1[160], attrs[320];
+    fprintf(out, "graph %s (stage %s)\n", g->model_name ? g->model_name : "(unnamed)", g->stage ? g->stage : "graph");
+    for (int i = 0; i < g->nvars; i++) {
+        const Var *v = &g->vars[i];
+        fprintf(out, "var %-28s f32%-18s %s%s\n", v->name, shape_str(g, &v->shape, b1, sizeof b1),
+                v->role == VAR_PARAM ? "param " : "state ", init_name(v->init));
+    }
+    for (int i = 0; i < g->nnodes; i++) {
+        const Node *n = &g->nodes[i];
+        int line, col;
+        loc_lc(g, n->loc, &line, &col);
+        char lhs[16], args[256] = "";
+        snprintf(lhs, sizeof lhs, "%%%d", i);
+        size_t al = 0;
+        for (int k = 0; k < n->nin && al < sizeof args; k++)
+            al += (size_t)snprintf(args + al, sizeof args - al, "%s%%%d", k ? ", " : "", n->in[k]);
+        attrs_str(g, n, attrs, sizeof attrs);
+        char typ[200];
+        snprintf(typ, sizeof typ, "%s%s", dtype_name(n->dtype), shape_str(g, &n->shape, b1, sizeof b1));
+        fprintf(out, "%-6s = %-18s %-22s %-24s", lhs, op_name(n->op), args, typ);
+        if (attrs[0]) fprintf(out, " %s", attrs);
+        if (n->name && n->op != OP_INPUT && n->op != OP_PARAM) fprintf(out, " name=%s", n->name);
+        fprintf(out, "  @%d:%d\n", line, col);
+    }
+    for (int i = 0; i < g->noutputs; i++)
+        fprintf(out, "output %s = %%%d\n", g->outputs[i].name, g->outputs[i].node);
+    if (g->train.minimize >= 0) fprintf(out, "minimize %%%d\n", g->train.minimize);
+}
+
+static void dot_escape(FILE *out, const char *s)
+{
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\') fputc('\\', out);
+        fputc(*s, out);
+    }
+}
+
+void graph_dump_dot(const Graph *g, FILE *out)
+{
+    char b1[160], attrs[320];
+    fprintf(out, "digraph \"");
+    dot_escape(out, g->model_name ? g->model_name : "graph");
+    fprintf(out, "\" {\n  rankdir=TB;\n  node [shape=box, style=\"rounded,filled\", fontname=\"Helvetica\", fontsize=10];\n");
+    for (int i = 0; i < g->nnodes; i++) {
+        const Node *n = &g->nodes[i];
+        const char *fill = n->op == OP_INPUT ? "#cfe8ff" : n->op == OP_PARAM ? "#ffe9b3"
+                         : (op_info[n->op].traits & OPT_UPDATE) ? "#f4c7c3"
+                         : (op_info[n->op].traits & OPT_INTERNAL) ? "#e8e8e8" : "#ffffff";
+        attrs_str(g, n, attrs, sizeof attrs);
+        int line, col;
+        loc_lc(g, n->loc, &line, &col);
+        fprintf(out, "  n%d [fillcolor=\"%s\", label=\"%%%d %s", i, fill, i, op_name(n->op));
+        if (attrs[0]) { fputs("\\n", out); dot_escape(out, attrs); }
+        fprintf(out, "\\n%s", dtype_name(n->dtype));
+        dot_escape(out, shape_str(g, &n->shape, b1, sizeof b1));
+        fprintf(out, "\\nline %d\"];\n", line);
+    }
+    for (int i = 0; i < g->nnodes; i++)
+        for (int k = 0; k < g->nodes[i].nin; k++) fprintf(out, "  n%d -> n%d;\n", g->nodes[i].in[k], i);
+    for (int i = 0; i < g->noutputs; i++) {
+        fprintf(out, "  out%d [shape=ellipse, fillcolor=\"#d5f5d5\", label=\"", i);
+        dot_escape(out, g->outputs[i].name);
+        fprintf(out, "\"];\n  n%d -> out%d;\n", g->outputs[i].node, i);
+    }
+    fputs("}\n", out);
+}
+
+static void json_str(FILE *out, const char *s)
+{
+    fputc('"', out);
+    for (; s && *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') fprintf(out, "\\%c", c);
+        else if (c < 0x20) fprintf(out, "\\u%04x", c);
+        else fputc(c, out);
+    }
+    fputc('"', out);
+}
+
+static void json_shape(const Graph *g, const Shape *s, FILE *out)
+{
+    fputc('[', out);
+    for (int i = 0; i < s->rank; i++) {
+        if (i) fputs(", ", out);
+        if (s->d[i].sym < 0) fprintf(out, "%lld", (long long)s->d[i].v);
+        else {
+            char b[64];
+            if (s->d[i].v == 1) snprintf(b, sizeof b, "%s", g->syms[s->d[i].sym]);
+            else snprintf(b, sizeof b, "%lld*%s", (long long)s->d[i].v, g->syms[s->d[i].sym]);
+            json_str(out, b);
+        }
+    }
+    fputc(']', out);
+}
+
+void graph_dump_json(const Graph *g, FILE *out)
+{
+    char attrs[320];
+    fputs("{\"format\": \"graphc-graph\", \"version\": 1, \"stage\": ", out);
+    json_str(out, g->stage ? g->stage : "graph");
+    fputs(", \"model\": ", out);
+    if (g->model_name) json_str(out, g->model_name); else fputs("null", out);
+    fputs(",\n \"vars\": [", out);
+    for (int i = 0; i < g->nvars; i++) {
+        const Var *v = &g->vars[i];
+        fprintf(out, "%s\n  {\"name\": ", i ? "," : "");
+        json_str(out, v->name);
+        fputs(", \"shape\": ", out);
+        json_shape(g, &v->shape, out);
+        fprintf(out, ", \"role\": \"%s\", \"init\": \"%s\"}", v->role == VAR_PARAM ? "param" : "state", init_name(v->init));
+    }
+    fputs("],\n \"nodes\": [", out);
+    for (int i = 0; i < g->nnodes; i++) {
+        const Node *n = &g->nodes[i];
+        int line, col;
+        loc_lc(g, n->loc, &line, &col);
+        fprintf(out, "%s\n  {\"id\": %d, \"op\": \"%s\", \"inputs\": [", i ? "," : "", i, op_name(n->op));
+        for (int k = 0; k < n->nin; k++) fprintf(out, "%s%d", k ? ", " : "", n->in[k]);
+        fprintf(out, "], \"dtype\": \"%s\", \"shape\": ", dtype_name(n->dtype));
+        json_shape(g, &n->shape, out);
+        attrs_str(g, n, attrs, sizeof attrs);
+        fputs(", \"attrs\": ", out);
+        json_str(out, attrs);
+        if (n->name) { fputs(", \"name\": ", out); json_str(out, n->name); }
+        fprintf(out, ", \"line\": %d, \"col\": %d}", line, col);
+    }
+    fputs("],\n \"outputs\": [", out);
+    for (int i = 0; i < g->noutputs; i++) {
+        fprintf(out, "%s{\"name\": ", i ? ", " : "");
+        json_str(out, g->outputs[i].name);
+        fprintf(out, ", \"node\": %d}", g->outputs[i].node);
+    }
+    fprintf(out, "],\n \"minimize\": %d}\n", g->train.minimize);
+}

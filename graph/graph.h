@@ -1,0 +1,187 @@
+/* The dataflow graph: nodes are ops over tensors, in topological order.
+ *
+ * Ownership: a Graph owns one arena holding its nodes, names and input lists; it is
+ * freed at once by graph_free.  Node ids are indices into g->nodes and every input
+ * id of a node is smaller than its own, so the node array is a valid execution
+ * order.  Tensor data never lives here: parameters are Vars (name, shape, how to
+ * initialise), whose storage belongs to the executor's session. */
+#ifndef GRAPHC_GRAPH_H
+#define GRAPHC_GRAPH_H
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include "graph/ops.h"
+#include "util/diag.h"
+#include "util/mem.h"
+
+#define MAX_RANK 6
+#define MAX_SYMS 8
+
+typedef enum DType { DT_F32, DT_I32, DT_COUNT } DType;
+const char *dtype_name(DType t);
+
+/* A dimension: v alone when sym < 0; v * symbol[sym] (v >= 1) when sym >= 0.
+ * Symbols are sizes bound when the model runs, such as the batch B. */
+typedef struct Dim {
+    int64_t v;
+    int16_t sym;
+} Dim;
+
+typedef struct Shape {
+    int rank;
+    Dim d[MAX_RANK];
+} Shape;
+
+typedef enum Padding { PAD_VALID, PAD_SAME, PAD_COUNT } Padding;
+
+typedef enum InitKind {
+    INIT_ZEROS, INIT_ONES, INIT_CONSTANT,      /* a: the constant */
+    INIT_UNIFORM,                              /* a, b: bounds */
+    INIT_NORMAL,                               /* a: mean, b: stddev */
+    INIT_GLOROT_UNIFORM,                       /* Keras' default kernel initializer */
+    INIT_HE_NORMAL,
+    INIT_COUNT
+} InitKind;
+const char *init_name(InitKind k);
+
+typedef enum VarRole { VAR_PARAM, VAR_STATE, VAR_ROLE_COUNT } VarRole;
+
+/* A persistent tensor: a parameter, or optimizer state (a moment of a parameter). */
+typedef struct Var {
+    const char *name;     /* stable and readable: "conv2d/kernel", "dense_1/bias:m" */
+    Shape shape;          /* always concrete */
+    InitKind init;
+    float init_a, init_b;
+    int64_t fan_in, fan_out; /* for Glorot/He */
+    VarRole role;
+    int of;               /* VAR_STATE: the parameter var it belongs to; else -1 */
+    Loc loc;              /* where it was declared or created */
+} Var;
+
+typedef union NodeAttr {
+    struct { int index; } input;              /* INPUT: position in g->inputs */
+    struct { int var; } param;                /* PARAM: index into g->vars */
+    struct { float value; } cnst;             /* CONST: a scalar */
+    struct { bool ta, tb; } matmul;           /* MATMUL: transpose a / b */
+    struct {                                  /* CONV2D and its gradients; pools */
+        int kh, kw;                           /* window (pools; conv takes it from w) */
+        int sh, sw;                           /* strides */
+        Padding padding;
+        int pt, pb, pl, pr;                   /* resolved padding, set by shape inference */
+    } win;
+    struct { int axis; } concat;              /* CONCAT */
+    struct { int axis; int64_t off, len; } slice; /* SLICE: [off, off+len) along axis */
+    struct { float rate; int stream; } dropout;   /* DROPOUT, DROPOUT_GRAD */
+    struct { int kop; } unary;                /* UNARY_GRAD: the KUnary of the forward op */
+    struct {                                  /* *_UPDATE */
+        int var;                              /* the parameter */
+        int state[2];                         /* its optimizer state vars, or -1 */
+    } update;
+} NodeAttr;
+
+typedef struct Node {
+    OpKind op;
+    DType dtype;
+    Shape shape;          /* set by shape inference */
+    int32_t *in;          /* input node ids (all smaller than this node's id) */
+    int nin;
+    Loc loc;              /* the .net source span this node came from */
+    const char *name;     /* the value's name in the .net file, or NULL */
+    Shape tshape;         /* target shape: RESHAPE, SUM_TO, the *_GRAD ops' dx shape */
+    NodeAttr a;
+    int32_t fwd;          /* gradient nodes: the forward node they belong to; else -1 */
+} Node;
+
+typedef struct NamedNode {
+    const char *name;
+    int32_t node;
+} NamedNode;
+
+typedef enum DataKind { DATA_NONE, DATA_MNIST, DATA_SYNTHETIC, DATA_KIND_COUNT } DataKind;
+typedef enum OptimKind { OPTIM_SGD, OPTIM_ADAM, OPTIM_KIND_COUNT } OptimKind;
+
+/* The train block, after checking.  Command-line flags override these fields. */
+typedef struct TrainSpec {
+    bool present;
+    Loc loc;
+    DataKind data;
+    const char *data_path;     /* mnist: folder of the IDX files */
+    int64_t synth_count;       /* synthetic: samples in the set */
+    OptimKind optim;
+    float lr, momentum, beta1, beta2, eps;
+    bool nesterov;
+    int64_t batch, epochs, steps; /* steps per epoch; 0: one pass over the data */
+    uint64_t seed;
+    bool shuffle;
+    int32_t minimize;          /* node id of the loss, -1 if none */
+    const char *checkpoint;    /* path or NULL */
+} TrainSpec;
+
+typedef struct Graph {
+    Arena arena;               /* owns everything below */
+    const Source *src;         /* the .net file (not owned); may be NULL */
+    const char *model_name;
+    Node *nodes;
+    int nnodes, node_cap;
+    Var *vars;
+    int nvars, var_cap;
+    int32_t *inputs;           /* INPUT node ids, in declaration order */
+    int ninputs;
+    NamedNode *outputs;        /* outputs in declaration order */
+    int noutputs, output_cap;
+    const char *syms[MAX_SYMS];
+    int nsyms;
+    int64_t sym_value[MAX_SYMS]; /* bound value, or -1 */
+    TrainSpec train;
+    int32_t label_input;       /* INPUT node holding class labels, or -1 */
+    int32_t logits;            /* node whose argmax is the prediction, or -1 */
+    const char *stage;         /* "graph", "train", ... for dumps */
+} Graph;
+
+Graph *graph_new(const Source *src);
+void graph_free(Graph *g);
+/* Appends a node; returns its id or -1 (out of memory). `in` is copied. */
+int32_t graph_add(Graph *g, OpKind op, const int32_t *in, int nin, Loc loc);
+int graph_add_var(Graph *g, const char *name, Shape shape, InitKind init, Loc loc);
+int graph_add_output(Graph *g, const char *name, int32_t node);
+int graph_sym(Graph *g, const char *name);   /* index of a symbol, adding it; -1 if full */
+int32_t graph_const(Graph *g, float v, Loc loc);
+/* A deep copy (same source, same vars) for passes that rebuild the graph. */
+Graph *graph_clone(const Graph *g);
+
+/* ---- shapes ---------------------------------------------------------------------- */
+Shape shape_make(int rank, const int64_t *dims);
+bool shape_eq(const Shape *a, const Shape *b);
+bool dim_eq(Dim a, Dim b);
+bool shape_concrete(const Shape *s);
+int64_t shape_numel(const Shape *s);        /* concrete shapes only; -1 on overflow */
+/* "[B, 28, 28, 1]" into buf (always NUL-terminated). */
+const char *shape_str(const Graph *g, const Shape *s, char *buf, size_t n);
+
+/* Infers shape and dtype of every node from its inputs and attributes, with the
+ * bound symbols substituted.  Reports each problem at its node's .net line.
+ * Returns the number of errors. */
+int graph_infer_shapes(Graph *g, DiagSink *d);
+/* Infers one node (its inputs already inferred); false after reporting an error. */
+bool graph_infer_node(Graph *g, int32_t id, DiagSink *d);
+/* Binds a symbol (e.g. "B") to a size and infers again: afterwards every shape is
+ * concrete.  Returns 0 or the number of errors. */
+int graph_bind(Graph *g, const char *sym, int64_t value, DiagSink *d);
+
+/* Checks the invariants every pass must keep (ids in range and topological, arity,
+ * shapes agree with a fresh inference, vars referenced exist, outputs valid).
+ * Returns 0, or the number of violations (each reported to d, or to stderr if d is NULL). */
+int graph_verify(const Graph *g, DiagSink *d);
+
+/* ---- analysis --------------------------------------------------------------------- */
+int64_t graph_param_count(const Graph *g);
+/* Multiply-adds counted as 2 FLOPs; with symbols bound to 1 this is per example. */
+double node_flops(const Graph *g, const Node *n);
+double graph_flops(const Graph *g);
+
+/* ---- dumps ------------------------------------------------------------------------- */
+void graph_dump_text(const Graph *g, FILE *out);
+void graph_dump_dot(const Graph *g, FILE *out);
+void graph_dump_json(const Graph *g, FILE *out);
+
+#endif

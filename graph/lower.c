@@ -1,0 +1,1229 @@
+/* Lowering: syntax tree -> graph.  See lower.h. */
+#include <assert.h>
+#include <math.h>
+#include <string.h>
+#include "graph/lower.h"
+#include "util/suggest.h"
+
+/* ---- values ------------------------------------------------------------------------ */
+
+typedef enum ValKind {
+    V_ERROR,    /* an error was already reported: stay quiet downstream */
+    V_TENSOR,   /* node */
+    V_NUM,      /* num (is_int when written as an integer) */
+    V_STR,      /* str */
+    V_BOOL,     /* b */
+    V_INIT,     /* a parameter initializer: init, a, b */
+    V_DATA,     /* a data source (train block) */
+    V_OPTIM,    /* an optimizer (train block) */
+} ValKind;
+
+typedef struct Val {
+    ValKind kind;
+    Loc loc;
+    int32_t node;
+    double num;
+    bool is_int;
+    const char *str;
+    bool b;
+    InitKind init;
+    float ia, ib;
+    /* V_DATA / V_OPTIM */
+    DataKind data;
+    int64_t count;
+    OptimKind optim;
+    float lr, momentum, beta1, beta2, eps;
+    bool nesterov;
+} Val;
+
+static const char *val_kind_name(ValKind k)
+{
+    static const char *names[] = { "error", "tensor", "number", "string", "boolean",
+                                   "initializer", "data source", "optimizer" };
+    return names[k];
+}
+
+typedef struct Binding {
+    const char *name;
+    Val val;
+    int stmt;           /* statement that made it */
+} Binding;
+
+typedef struct Kw {
+    const char *name;
+    Loc name_loc;
+    Val val;
+    bool used;
+} Kw;
+
+enum { MAX_ARGS = 32 };
+
+typedef struct Call {
+    const Ast *ast;
+    const char *fn;
+    Val pos[MAX_ARGS];
+    int npos;
+    Kw kw[MAX_ARGS];
+    int nkw;
+} Call;
+
+typedef struct Lower {
+    Graph *g;
+    DiagSink *d;
+    const Program *p;
+    Binding *binds;
+    int nbinds, bind_cap;
+    int cur_stmt;
+    const char *cur_target;   /* name the current statement defines */
+    int layer_count[4];       /* dense, conv2d: for Keras-style names */
+    int dropout_count;
+    bool in_param_init;       /* evaluating `param NAME: T = <init>` */
+    bool in_train;            /* evaluating a train block entry */
+    bool quiet_undefined;     /* the file had syntax errors: undefined names are expected */
+} Lower;
+
+static Val verr(Loc loc) { Val v; memset(&v, 0, sizeof v); v.kind = V_ERROR; v.loc = loc; return v; }
+
+static Val error_at(Lower *L, Loc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static Val error_at(Lower *L, Loc loc, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    diag_vreport(L->d, DIAG_ERROR, loc, fmt, ap);
+    va_end(ap);
+    return verr(loc);
+}
+
+static Val vtensor(int32_t node, Loc loc)
+{
+    Val v;
+    memset(&v, 0, sizeof v);
+    v.kind = node >= 0 ? V_TENSOR : V_ERROR;
+    v.node = node;
+    v.loc = loc;
+    return v;
+}
+
+/* ---- scope -------------------------------------------------------------------------- */
+
+static Binding *lookup(Lower *L, const char *name)
+{
+    for (int i = L->nbinds - 1; i >= 0; i--)
+        if (strcmp(L->binds[i].name, name) == 0) return &L->binds[i];
+    return NULL;
+}
+
+static void bind(Lower *L, const char *name, Val v)
+{
+    Binding *b = lookup(L, name);
+    if (b) { b->val = v; b->stmt = L->cur_stmt; return; }
+    if (L->nbinds == L->bind_cap) {
+        int cap = L->bind_cap ? L->bind_cap * 2 : 32;
+        Binding *nb = arena_alloc(&L->g->arena, (size_t)cap * sizeof *nb);
+        if (!nb) return;
+        if (L->nbinds) memcpy(nb, L->binds, (size_t)L->nbinds * sizeof *nb);
+        L->binds = nb;
+        L->bind_cap = cap;
+    }
+    L->binds[L->nbinds++] = (Binding){ name, v, L->cur_stmt };
+}
+
+/* ---- making nodes --------------------------------------------------------------------- */
+
+/* Adds a node and infers its shape at once; -1 (error reported) when the shape is bad. */
+static int32_t mk(Lower *L, OpKind op, const int32_t *in, int nin, Loc loc, const NodeAttr *attr)
+{
+    int32_t id = graph_add(L->g, op, in, nin, loc);
+    if (id < 0) { diag_plain(L->d, "out of memory"); return -1; }
+    if (attr) L->g->nodes[id].a = *attr;
+    if (!graph_infer_node(L->g, id, L->d)) {
+        L->g->nnodes--;   /* drop it: nothing refers to it yet */
+        return -1;
+    }
+    return id;
+}
+
+static int32_t mk1(Lower *L, OpKind op, int32_t x, Loc loc)
+{
+    return mk(L, op, &x, 1, loc, NULL);
+}
+
+static int32_t mk2(Lower *L, OpKind op, int32_t a, int32_t b, Loc loc)
+{
+    int32_t in[2] = { a, b };
+    return mk(L, op, in, 2, loc, NULL);
+}
+
+static const Node *node(Lower *L, int32_t id) { return &L->g->nodes[id]; }
+
+/* ---- parameters -------------------------------------------------------------------------- */
+
+static void set_fans(Var *v)
+{
+    const Shape *s = &v->shape;
+    if (s->rank == 0) { v->fan_in = v->fan_out = 1; return; }
+    if (s->rank == 1) { v->fan_in = v->fan_out = s->d[0].v; return; }
+    int64_t rf = 1;
+    for (int i = 0; i < s->rank - 2; i++) rf *= s->d[i].v;
+    v->fan_in = rf * s->d[s->rank - 2].v;
+    v->fan_out = rf * s->d[s->rank - 1].v;
+}
+
+static int find_var(Graph *g, const char *name)
+{
+    for (int i = 0; i < g->nvars; i++)
+        if (strcmp(g->vars[i].name, name) == 0) return i;
+    return -1;
+}
+
+/* A PARAM node for var `name`; a layer called again with the same name= shares it. */
+static int32_t param_node(Lower *L, const char *name, Shape shape, InitKind init, Loc loc)
+{
+    int v = find_var(L->g, name);
+    if (v >= 0) {
+        if (!shape_eq(&L->g->vars[v].shape, &shape)) {
+            char b1[128], b2[128];
+            error_at(L, loc, "parameter '%s' is shared but needs shape %s here and has %s", name,
+                     shape_str(L->g, &shape, b1, sizeof b1), shape_str(L->g, &L->g->vars[v].shape, b2, sizeof b2));
+            return -1;
+        }
+    } else {
+        v = graph_add_var(L->g, name, shape, init, loc);
+        if (v < 0) return -1;
+        set_fans(&L->g->vars[v]);
+    }
+    NodeAttr a = { .param = { v } };
+    int32_t id = mk(L, OP_PARAM, NULL, 0, loc, &a);
+    if (id >= 0) L->g->nodes[id].name = L->g->vars[v].name;
+    return id;
+}
+
+/* ---- arguments ------------------------------------------------------------------------- */
+
+static Kw *kw_find(Call *c, const char *name)
+{
+    for (int i = 0; i < c->nkw; i++)
+        if (strcmp(c->kw[i].name, name) == 0) { c->kw[i].used = true; return &c->kw[i]; }
+    return NULL;
+}
+
+/* Integer keyword argument in [lo, hi]; `def` when absent and not required. */
+static bool kw_int(Lower *L, Call *c, const char *name, bool required, int64_t def, int64_t lo, int64_t hi, int64_t *out)
+{
+    Kw *k = kw_find(c, name);
+    if (!k) {
+        if (required) {
+            error_at(L, c->ast->loc, "%s: missing keyword argument '%s'", c->fn, name);
+            return false;
+        }
+        *out = def;
+        return true;
+    }
+    if (k->val.kind == V_ERROR) return false;
+    if (k->val.kind != V_NUM || !k->val.is_int) {
+        error_at(L, k->val.loc, "%s: '%s' must be an integer, got %s", c->fn, name,
+                 k->val.kind == V_NUM ? "a fractional number" : val_kind_name(k->val.kind));
+        return false;
+    }
+    if (k->val.num < (double)lo || k->val.num > (double)hi) {
+        error_at(L, k->val.loc, "%s: '%s' must be between %lld and %lld, got %.0f", c->fn, name, (long long)lo,
+                 (long long)hi, k->val.num);
+        return false;
+    }
+    *out = (int64_t)k->val.num;
+    return true;
+}
+
+static bool kw_float(Lower *L, Call *c, const char *name, bool required, double def, double lo, double hi, float *out)
+{
+    Kw *k = kw_find(c, name);
+    if (!k) {
+        if (required) {
+            error_at(L, c->ast->loc, "%s: missing keyword argument '%s'", c->fn, name);
+            return false;
+        }
+        *out = (float)def;
+        return true;
+    }
+    if (k->val.kind == V_ERROR) return false;
+    if (k->val.kind != V_NUM) {
+        error_at(L, k->val.loc, "%s: '%s' must be a number, got %s", c->fn, name, val_kind_name(k->val.kind));
+        return false;
+    }
+    if (!(k->val.num >= lo && k->val.num <= hi)) {
+        error_at(L, k->val.loc, "%s: '%s' must be between %g and %g, got %g", c->fn, name, lo, hi, k->val.num);
+        return false;
+    }
+    *out = (float)k->val.num;
+    return true;
+}
+
+static bool kw_bool(Lower *L, Call *c, const char *name, bool def, bool *out)
+{
+    Kw *k = kw_find(c, name);
+    if (!k) { *out = def; return true; }
+    if (k->val.kind == V_ERROR) return false;
+    if (k->val.kind != V_BOOL) {
+        error_at(L, k->val.loc, "%s: '%s' must be true or false, got %s", c->fn, name, val_kind_name(k->val.kind));
+        return false;
+    }
+    *out = k->val.b;
+    return true;
+}
+
+/* String keyword argument that must be one of `choices` (NULL-terminated). */
+static bool kw_choice(Lower *L, Call *c, const char *name, const char *def, const char *const *choices, int *out)
+{
+    Kw *k = kw_find(c, name);
+    const char *s = def;
+    if (k) {
+        if (k->val.kind == V_ERROR) return false;
+        if (k->val.kind != V_STR) {
+            error_at(L, k->val.loc, "%s: '%s' must be a string, got %s", c->fn, name, val_kind_name(k->val.kind));
+            return false;
+        }
+        s = k->val.str;
+    }
+    int n = 0;
+    for (; choices[n]; n++)
+        if (strcmp(s, choices[n]) == 0) { *out = n; return true; }
+    char list[256] = "";
+    for (int i = 0; i < n; i++) {
+        strncat(list, i ? ", \"" : "\"", sizeof list - strlen(list) - 1);
+        strncat(list, choices[i], sizeof list - strlen(list) - 1);
+        strncat(list, "\"", sizeof list - strlen(list) - 1);
+    }
+    error_at(L, k ? k->val.loc : c->ast->loc, "%s: '%s' must be one of %s, got \"%s\"", c->fn, name, list, s);
+    return false;
+}
+
+static const char *kw_string(Lower *L, Call *c, const char *name, const char *def)
+{
+    Kw *k = kw_find(c, name);
+    if (!k) return def;
+    if (k->val.kind != V_STR) {
+        if (k->val.kind != V_ERROR)
+            error_at(L, k->val.loc, "%s: '%s' must be a string, got %s", c->fn, name, val_kind_name(k->val.kind));
+        return NULL;
+    }
+    return k->val.str;
+}
+
+static bool pos_tensor(Lower *L, Call *c, int i, const char *what, int32_t *out)
+{
+    if (i >= c->npos) {
+        error_at(L, c->ast->loc, "%s: missing argument %d (%s)", c->fn, i + 1, what);
+        return false;
+    }
+    Val *v = &c->pos[i];
+    if (v->kind == V_ERROR) return false;
+    if (v->kind != V_TENSOR) {
+        error_at(L, v->loc, "%s: argument %d (%s) must be a tensor, got %s", c->fn, i + 1, what, val_kind_name(v->kind));
+        return false;
+    }
+    *out = v->node;
+    return true;
+}
+
+static bool no_more_pos(Lower *L, Call *c, int n)
+{
+    if (c->npos <= n) return true;
+    error_at(L, c->pos[n].loc, "%s: takes %d positional argument%s, got %d", c->fn, n, n == 1 ? "" : "s", c->npos);
+    return false;
+}
+
+/* ---- builtins ----------------------------------------------------------------------------- */
+
+typedef Val (*BuiltinFn)(Lower *L, Call *c);
+
+typedef struct Builtin {
+    const char *name;
+    BuiltinFn fn;
+    const char *kwargs[10];   /* the keywords it accepts */
+    const char *usage;
+} Builtin;
+
+static Val b_unary(Lower *L, Call *c)
+{
+    static const struct { const char *name; OpKind op; } map[] = {
+        { "relu", OP_RELU }, { "sigmoid", OP_SIGMOID }, { "tanh", OP_TANH }, { "exp", OP_EXP },
+        { "log", OP_LOG }, { "sqrt", OP_SQRT }, { "softmax", OP_SOFTMAX }, { "log_softmax", OP_LOG_SOFTMAX },
+        { "global_avgpool", OP_GLOBAL_AVGPOOL },
+    };
+    int32_t x;
+    if (!pos_tensor(L, c, 0, "x", &x) || !no_more_pos(L, c, 1)) return verr(c->ast->loc);
+    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
+        if (strcmp(map[i].name, c->fn) == 0) return vtensor(mk1(L, map[i].op, x, c->ast->loc), c->ast->loc);
+    assert(!"unary builtin without an op");
+    return verr(c->ast->loc);
+}
+
+static int32_t as_tensor(Lower *L, Val *v)
+{
+    if (v->kind == V_TENSOR) return v->node;
+    if (v->kind == V_NUM) return mk(L, OP_CONST, NULL, 0, v->loc, &(NodeAttr){ .cnst = { (float)v->num } });
+    if (v->kind != V_ERROR) error_at(L, v->loc, "expected a tensor or a number, got %s", val_kind_name(v->kind));
+    return -1;
+}
+
+static Val binary(Lower *L, OpKind op, Val a, Val b, Loc loc)
+{
+    if (a.kind == V_NUM && b.kind == V_NUM) {
+        Val r = a;
+        r.loc = loc;
+        switch (op) {
+        case OP_ADD: r.num = a.num + b.num; break;
+        case OP_SUB: r.num = a.num - b.num; break;
+        case OP_MUL: r.num = a.num * b.num; break;
+        default:
+            if (b.num == 0) return error_at(L, loc, "division by zero");
+            r.num = a.num / b.num;
+            r.is_int = a.is_int && b.is_int && fmod(a.num, b.num) == 0;
+            return r;
+        }
+        r.is_int = a.is_int && b.is_int;
+        return r;
+    }
+    if (a.kind == V_ERROR || b.kind == V_ERROR) return verr(loc);
+    int32_t x = as_tensor(L, &a), y = as_tensor(L, &b);
+    if (x < 0 || y < 0) return verr(loc);
+    return vtensor(mk2(L, op, x, y, loc), loc);
+}
+
+static Val b_binary(Lower *L, Call *c)
+{
+    static const struct { const char *name; OpKind op; } map[] = {
+        { "add", OP_ADD }, { "sub", OP_SUB }, { "mul", OP_MUL }, { "div", OP_DIV },
+    };
+    if (c->npos != 2) return error_at(L, c->ast->loc, "%s: takes 2 arguments, got %d", c->fn, c->npos);
+    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
+        if (strcmp(map[i].name, c->fn) == 0) return binary(L, map[i].op, c->pos[0], c->pos[1], c->ast->loc);
+    return verr(c->ast->loc);
+}
+
+static Val b_matmul(Lower *L, Call *c)
+{
+    int32_t a, b;
+    if (!pos_tensor(L, c, 0, "a", &a) || !pos_tensor(L, c, 1, "b", &b) || !no_more_pos(L, c, 2)) return verr(c->ast->loc);
+    return vtensor(mk2(L, OP_MATMUL, a, b, c->ast->loc), c->ast->loc);
+}
+
+static const char *const activations[] = { "linear", "relu", "sigmoid", "tanh", "softmax", NULL };
+static const OpKind activation_ops[] = { OP_COUNT, OP_RELU, OP_SIGMOID, OP_TANH, OP_SOFTMAX };
+
+/* Layer name: name= if given, else Keras' scheme: dense, dense_1, dense_2, ... */
+static const char *layer_name(Lower *L, Call *c, int kind, const char *base)
+{
+    const char *given = kw_string(L, c, "name", NULL);
+    if (given) return given;
+    char buf[64];
+    int k = L->layer_count[kind]++;
+    if (k == 0) snprintf(buf, sizeof buf, "%s", base);
+    else snprintf(buf, sizeof buf, "%s_%d", base, k);
+    return arena_strdup(&L->g->arena, buf);
+}
+
+static int32_t bias_and_activation(Lower *L, Call *c, const char *lname, int32_t y, int64_t units, bool use_bias, int act)
+{
+    Loc loc = c->ast->loc;
+    if (y >= 0 && use_bias) {
+        char pname[256];
+        snprintf(pname, sizeof pname, "%s/bias", lname);
+        int32_t b = param_node(L, pname, shape_make(1, &units), INIT_ZEROS, loc);
+        y = b < 0 ? -1 : mk2(L, OP_ADD, y, b, loc);
+    }
+    if (y >= 0 && act > 0) y = mk1(L, activation_ops[act], y, loc);
+    return y;
+}
+
+static Val b_dense(Lower *L, Call *c)
+{
+    int32_t x;
+    int64_t units;
+    bool use_bias;
+    int act;
+    Loc loc = c->ast->loc;
+    if (!pos_tensor(L, c, 0, "x", &x) || !no_more_pos(L, c, 1)) return verr(loc);
+    if (!kw_int(L, c, "units", true, 0, 1, INT32_MAX, &units) || !kw_bool(L, c, "use_bias", true, &use_bias) ||
+        !kw_choice(L, c, "activation", "linear", activations, &act))
+        return verr(loc);
+    const Shape *xs = &node(L, x)->shape;
+    char b1[128];
+    if (xs->rank != 2)
+        return error_at(L, loc, "dense: the input must be [batch, features], got %s; use flatten() first",
+                        shape_str(L->g, xs, b1, sizeof b1));
+    if (xs->d[1].sym >= 0)
+        return error_at(L, loc, "dense: the number of input features must be known, got %s", shape_str(L->g, xs, b1, sizeof b1));
+    const char *lname = layer_name(L, c, 0, "dense");
+    if (!lname) return verr(loc);
+    char pname[256];
+    snprintf(pname, sizeof pname, "%s/kernel", lname);
+    int64_t ks[2] = { xs->d[1].v, units };
+    int32_t w = param_node(L, pname, shape_make(2, ks), INIT_GLOROT_UNIFORM, loc);
+    int32_t y = w < 0 ? -1 : mk2(L, OP_MATMUL, x, w, loc);
+    return vtensor(bias_and_activation(L, c, lname, y, units, use_bias, act), loc);
+}
+
+static const char *const paddings[] = { "valid", "same", NULL };
+
+static Val b_conv2d(Lower *L, Call *c)
+{
+    int32_t x, w = -1;
+    int64_t stride;
+    int pad, act;
+    bool use_bias;
+    Loc loc = c->ast->loc;
+    if (!pos_tensor(L, c, 0, "x", &x)) return verr(loc);
+    bool layer = c->npos < 2;
+    if (!layer && (!pos_tensor(L, c, 1, "filter", &w) || !no_more_pos(L, c, 2))) return verr(loc);
+    if (!kw_int(L, c, "stride", false, 1, 1, 1 << 20, &stride) || !kw_choice(L, c, "padding", "valid", paddings, &pad))
+        return verr(loc);
+    NodeAttr a = { .win = { .sh = (int)stride, .sw = (int)stride, .padding = (Padding)pad } };
+    if (!layer) {
+        static const char *const layer_only[] = { "filters", "kernel", "use_bias", "activation", "name" };
+        for (size_t i = 0; i < sizeof layer_only / sizeof *layer_only; i++) {
+            Kw *k = kw_find(c, layer_only[i]);
+            if (k)
+                return error_at(L, k->name_loc, "conv2d: '%s' is for the layer form conv2d(x, filters=N, kernel=K); "
+                                "this call passes its own filter", layer_only[i]);
+        }
+        int32_t in[2] = { x, w };
+        return vtensor(mk(L, OP_CONV2D, in, 2, loc, &a), loc);
+    }
+    int64_t filters, kernel;
+    if (!kw_int(L, c, "filters", true, 0, 1, INT32_MAX, &filters) || !kw_int(L, c, "kernel", true, 0, 1, 1 << 16, &kernel) ||
+        !kw_bool(L, c, "use_bias", true, &use_bias) || !kw_choice(L, c, "activation", "linear", activations, &act))
+        return verr(loc);
+    const Shape *xs = &node(L, x)->shape;
+    char b1[128];
+    if (xs->rank != 4)
+        return error_at(L, loc, "conv2d: the input must be [batch, height, width, channels], got %s",
+                        shape_str(L->g, xs, b1, sizeof b1));
+    if (xs->d[3].sym >= 0)
+        return error_at(L, loc, "conv2d: the number of input channels must be known, got %s", shape_str(L->g, xs, b1, sizeof b1));
+    const char *lname = layer_name(L, c, 1, "conv2d");
+    if (!lname) return verr(loc);
+    char pname[256];
+    snprintf(pname, sizeof pname, "%s/kernel", lname);
+    int64_t ks[4] = { kernel, kernel, xs->d[3].v, filters };
+    int32_t wk = param_node(L, pname, shape_make(4, ks), INIT_GLOROT_UNIFORM, loc);
+    if (wk < 0) return verr(loc);
+    int32_t in[2] = { x, wk };
+    int32_t y = mk(L, OP_CONV2D, in, 2, loc, &a);
+    return vtensor(bias_and_activation(L, c, lname, y, filters, use_bias, act), loc);
+}
+
+static Val b_pool(Lower *L, Call *c)
+{
+    int32_t x;
+    int64_t size, stride;
+    int pad;
+    Loc loc = c->ast->loc;
+    if (!pos_tensor(L, c, 0, "x", &x) || !no_more_pos(L, c, 1)) return verr(loc);
+    if (!kw_int(L, c, "size", false, 2, 1, 1 << 16, &size)) return verr(loc);
+    if (!kw_int(L, c, "stride", false, size, 1, 1 << 16, &stride) || !kw_choice(L, c, "padding", "valid", paddings, &pad))
+        return verr(loc);
+    NodeAttr a = { .win = { .kh = (int)size, .kw = (int)size, .sh = (int)stride, .sw = (int)stride, .padding = (Padding)pad } };
+    return vtensor(mk(L, strcmp(c->fn, "maxpool") == 0 ? OP_MAXPOOL : OP_AVGPOOL, &x, 1, loc, &a), loc);
+}
+
+static int32_t reshape_to(Lower *L, int32_t x, Shape t, Loc loc)
+{
+    int32_t id = graph_add(L->g, OP_RESHAPE, &x, 1, loc);
+    if (id < 0) return -1;
+    L->g->nodes[id].tshape = t;
+    if (!graph_infer_node(L->g, id, L->d)) { L->g->nnodes--; return -1; }
+    return id;
+}
+
+static Val b_flatten(Lower *L, Call *c)
+{
+    int32_t x;
+    Loc loc = c->ast->loc;
+    if (!pos_tensor(L, c, 0, "x", &x) || !no_more_pos(L, c, 1)) return verr(loc);
+    const Shape *xs = &node(L, x)->shape;
+    if (xs->rank < 1) return error_at(L, loc, "flatten: the input is a scalar");
+    Shape t = { 2, { xs->d[0], { 1, -1 } } };
+    for (int i = 1; i < xs->rank; i++) {
+        char b1[128];
+        if (xs->d[i].sym >= 0)
+            return error_at(L, loc, "flatten: every dimension after the first must be known, got %s",
+                            shape_str(L->g, xs, b1, sizeof b1));
+        if (!gc_mul_i64(t.d[1].v, xs->d[i].v, &t.d[1].v)) return error_at(L, loc, "flatten: the size overflows");
+    }
+    return vtensor(reshape_to(L, x, t, loc), loc);
+}
+
+static Val b_reshape(Lower *L, Call *c)
+{
+    int32_t x;
+    Loc loc = c->ast->loc;
+    if (!pos_tensor(L, c, 0, "x", &x)) return verr(loc);
+    if (c->npos < 2) return error_at(L, loc, "reshape: give the new dimensions, e.g. reshape(x, B, -1)");
+    if (c->npos - 1 > MAX_RANK) return error_at(L, loc, "reshape: at most %d dimensions", MAX_RANK);
+    Shape t = { c->npos - 1, { { 0, -1 } } };
+    for (int i = 1; i < c->npos; i++) {
+        Val *v = &c->pos[i];
+        Dim *d = &t.d[i - 1];
+        d->sym = -1;
+        if (v->kind == V_ERROR) return verr(loc);
+        if (v->kind == V_NUM && v->is_int && (v->num == -1 || v->num >= 1)) d->v = (int64_t)v->num;
+        else if (v->kind == V_STR && v->str[0] == 0) return verr(loc);
+        else if (v->kind == V_INIT && v->init == INIT_COUNT) { d->v = 1; d->sym = (int16_t)v->count; }
+        else return error_at(L, v->loc, "reshape: dimension %d must be a positive integer, -1 or a size symbol", i);
+    }
+    return vtensor(reshape_to(L, x, t, loc), loc);
+}
+
+static Val b_concat(Lower *L, Call *c)
+{
+    Loc loc = c->ast->loc;
+    int64_t axis;
+    if (c->npos < 1) return error_at(L, loc, "concat: needs at least one tensor");
+    if (!kw_int(L, c, "axis", false, -1, -MAX_RANK, MAX_RANK - 1, &axis)) return verr(loc);
+    int32_t in[MAX_ARGS];
+    for (int i = 0; i < c->npos; i++)
+        if (!pos_tensor(L, c, i, "a tensor", &in[i])) return verr(loc);
+    NodeAttr a = { .concat = { (int)axis } };
+    return vtensor(mk(L, OP_CONCAT, in, c->npos, loc, &a), loc);
+}
+
+static Val b_dropout(Lower *L, Call *c)
+{
+    int32_t x;
+    float rate;
+    Loc loc = c->ast->loc;
+    if (!pos_tensor(L, c, 0, "x", &x) || !no_more_pos(L, c, 1)) return verr(loc);
+    if (!kw_float(L, c, "rate", true, 0, 0, 0.999999, &rate)) return verr(loc);
+    NodeAttr a = { .dropout = { rate, L->dropout_count++ } };
+    return vtensor(mk(L, OP_DROPOUT, &x, 1, loc, &a), loc);
+}
+
+static Val b_loss(Lower *L, Call *c)
+{
+    int32_t a, b;
+    Loc loc = c->ast->loc;
+    bool ce = strcmp(c->fn, "cross_entropy") == 0;
+    if (!pos_tensor(L, c, 0, ce ? "logits" : "prediction", &a) || !pos_tensor(L, c, 1, ce ? "labels" : "target", &b) ||
+        !no_more_pos(L, c, 2))
+        return verr(loc);
+    int32_t id = mk2(L, ce ? OP_CROSS_ENTROPY : OP_MSE, a, b, loc);
+    if (id >= 0 && ce && L->g->logits < 0) {
+        L->g->logits = a;
+        if (node(L, b)->op == OP_INPUT) L->g->label_input = b;
+    }
+    return vtensor(id, loc);
+}
+
+/* ---- initializers (only after `param NAME: TYPE =`) ---------------------------------------- */
+
+static Val b_init(Lower *L, Call *c)
+{
+    Val v;
+    memset(&v, 0, sizeof v);
+    v.kind = V_INIT;
+    v.loc = c->ast->loc;
+    if (!L->in_param_init)
+        return error_at(L, c->ast->loc, "%s() is an initializer: it can only follow 'param NAME: TYPE ='", c->fn);
+    if (!no_more_pos(L, c, strcmp(c->fn, "constant") == 0 ? 1 : 0)) return verr(v.loc);
+    if (strcmp(c->fn, "zeros") == 0) v.init = INIT_ZEROS;
+    else if (strcmp(c->fn, "ones") == 0) v.init = INIT_ONES;
+    else if (strcmp(c->fn, "glorot_uniform") == 0) v.init = INIT_GLOROT_UNIFORM;
+    else if (strcmp(c->fn, "he_normal") == 0) v.init = INIT_HE_NORMAL;
+    else if (strcmp(c->fn, "constant") == 0) {
+        v.init = INIT_CONSTANT;
+        if (c->npos != 1 || c->pos[0].kind != V_NUM) return error_at(L, v.loc, "constant: give the value, e.g. constant(0.1)");
+        v.ia = (float)c->pos[0].num;
+    } else if (strcmp(c->fn, "uniform") == 0) {
+        v.init = INIT_UNIFORM;
+        if (!kw_float(L, c, "low", false, -0.05, -1e30, 1e30, &v.ia) || !kw_float(L, c, "high", false, 0.05, -1e30, 1e30, &v.ib))
+            return verr(v.loc);
+        if (!(v.ia < v.ib)) return error_at(L, v.loc, "uniform: 'low' must be below 'high'");
+    } else {
+        v.init = INIT_NORMAL;
+        if (!kw_float(L, c, "mean", false, 0, -1e30, 1e30, &v.ia) || !kw_float(L, c, "stddev", false, 0.05, 0, 1e30, &v.ib))
+            return verr(v.loc);
+    }
+    return v;
+}
+
+/* ---- train block values -------------------------------------------------------------------- */
+
+static Val b_data(Lower *L, Call *c)
+{
+    Val v;
+    memset(&v, 0, sizeof v);
+    v.kind = V_DATA;
+    v.loc = c->ast->loc;
+    if (!L->in_train) return error_at(L, v.loc, "%s() is a data source: it belongs in the train block", c->fn);
+    if (strcmp(c->fn, "mnist") == 0) {
+        v.data = DATA_MNIST;
+        if (c->npos != 1 || c->pos[0].kind != V_STR)
+            return error_at(L, v.loc, "mnist: give the folder of the IDX files, e.g. mnist(\"data/mnist\")");
+        v.str = c->pos[0].str;
+        return v;
+    }
+    v.data = DATA_SYNTHETIC;
+    if (!no_more_pos(L, c, 0) || !kw_int(L, c, "count", false, 4096, 1, INT32_MAX, &v.count)) return verr(v.loc);
+    return v;
+}
+
+static Val b_optim(Lower *L, Call *c)
+{
+    Val v;
+    memset(&v, 0, sizeof v);
+    v.kind = V_OPTIM;
+    v.loc = c->ast->loc;
+    if (!L->in_train) return error_at(L, v.loc, "%s() is an optimizer: it belongs in the train block", c->fn);
+    if (!no_more_pos(L, c, 0)) return verr(v.loc);
+    if (strcmp(c->fn, "sgd") == 0) {
+        v.optim = OPTIM_SGD;
+        if (!kw_float(L, c, "lr", false, 0.01, 0, 1e6, &v.lr) || !kw_float(L, c, "momentum", false, 0, 0, 1, &v.momentum) ||
+            !kw_bool(L, c, "nesterov", false, &v.nesterov))
+            return verr(v.loc);
+        if (v.nesterov && v.momentum == 0) return error_at(L, v.loc, "sgd: nesterov=true needs a momentum above 0");
+        return v;
+    }
+    v.optim = OPTIM_ADAM;
+    if (!kw_float(L, c, "lr", false, 0.001, 0, 1e6, &v.lr) || !kw_float(L, c, "beta1", false, 0.9, 0, 0.999999, &v.beta1) ||
+        !kw_float(L, c, "beta2", false, 0.999, 0, 0.999999999, &v.beta2) ||
+        !kw_float(L, c, "eps", false, 1e-7, 1e-30, 1, &v.eps))
+        return verr(v.loc);
+    return v;
+}
+
+static const Builtin builtins[] = {
+    { "relu", b_unary, { 0 }, "relu(x)" },
+    { "sigmoid", b_unary, { 0 }, "sigmoid(x)" },
+    { "tanh", b_unary, { 0 }, "tanh(x)" },
+    { "exp", b_unary, { 0 }, "exp(x)" },
+    { "log", b_unary, { 0 }, "log(x)" },
+    { "sqrt", b_unary, { 0 }, "sqrt(x)" },
+    { "softmax", b_unary, { 0 }, "softmax(x)" },
+    { "log_softmax", b_unary, { 0 }, "log_softmax(x)" },
+    { "global_avgpool", b_unary, { 0 }, "global_avgpool(x)" },
+    { "add", b_binary, { 0 }, "add(a, b)" },
+    { "sub", b_binary, { 0 }, "sub(a, b)" },
+    { "mul", b_binary, { 0 }, "mul(a, b)" },
+    { "div", b_binary, { 0 }, "div(a, b)" },
+    { "matmul", b_matmul, { 0 }, "matmul(a, b)" },
+    { "dense", b_dense, { "units", "use_bias", "activation", "name" }, "dense(x, units=N)" },
+    { "conv2d", b_conv2d, { "filters", "kernel", "stride", "padding", "use_bias", "activation", "name" },
+      "conv2d(x, filters=N, kernel=K) or conv2d(x, w)" },
+    { "maxpool", b_pool, { "size", "stride", "padding" }, "maxpool(x, size=2)" },
+    { "avgpool", b_pool, { "size", "stride", "padding" }, "avgpool(x, size=2)" },
+    { "flatten", b_flatten, { 0 }, "flatten(x)" },
+    { "reshape", b_reshape, { 0 }, "reshape(x, d1, d2, ...)" },
+    { "concat", b_concat, { "axis" }, "concat(a, b, ..., axis=-1)" },
+    { "dropout", b_dropout, { "rate" }, "dropout(x, rate=R)" },
+    { "cross_entropy", b_loss, { 0 }, "cross_entropy(logits, labels)" },
+    { "mse", b_loss, { 0 }, "mse(prediction, target)" },
+    { "zeros", b_init, { 0 }, "zeros()" },
+    { "ones", b_init, { 0 }, "ones()" },
+    { "constant", b_init, { 0 }, "constant(v)" },
+    { "uniform", b_init, { "low", "high" }, "uniform(low=-0.05, high=0.05)" },
+    { "normal", b_init, { "mean", "stddev" }, "normal(mean=0, stddev=0.05)" },
+    { "glorot_uniform", b_init, { 0 }, "glorot_uniform()" },
+    { "he_normal", b_init, { 0 }, "he_normal()" },
+    { "mnist", b_data, { 0 }, "mnist(\"data/mnist\")" },
+    { "synthetic", b_data, { "count" }, "synthetic(count=N)" },
+    { "sgd", b_optim, { "lr", "momentum", "nesterov" }, "sgd(lr=0.01, momentum=0, nesterov=false)" },
+    { "adam", b_optim, { "lr", "beta1", "beta2", "eps" }, "adam(lr=0.001)" },
+};
+enum { NBUILTINS = sizeof builtins / sizeof builtins[0] };
+
+int lower_builtin_names(const char *const **names)
+{
+    static const char *list[NBUILTINS];
+    for (int i = 0; i < NBUILTINS; i++) list[i] = builtins[i].name;
+    *names = list;
+    return NBUILTINS;
+}
+
+/* ---- expressions ----------------------------------------------------------------------------- */
+
+static Val eval(Lower *L, const Ast *a);
+
+/* Does expression `a` mention `name`? (for telling a cycle from a late definition) */
+static bool mentions(const Ast *a, const char *name)
+{
+    if (!a) return false;
+    switch (a->kind) {
+    case AST_NAME: return strcmp(a->u.str, name) == 0;
+    case AST_CALL:
+        for (int i = 0; i < a->u.call.nargs; i++)
+            if (mentions(a->u.call.args[i], name)) return true;
+        return false;
+    case AST_BINARY: return mentions(a->u.bin.l, name) || mentions(a->u.bin.r, name);
+    case AST_NEG: return mentions(a->u.neg, name);
+    case AST_KWARG: return mentions(a->u.kw.value, name);
+    default: return false;
+    }
+}
+
+static Val eval_name(Lower *L, const Ast *a)
+{
+    const char *name = a->u.str;
+    Binding *b = lookup(L, name);
+    if (b) { Val v = b->val; v.loc = a->loc; return v; }
+    if (strcmp(name, "true") == 0 || strcmp(name, "false") == 0) {
+        Val v;
+        memset(&v, 0, sizeof v);
+        v.kind = V_BOOL;
+        v.b = name[0] == 't';
+        v.loc = a->loc;
+        return v;
+    }
+    for (int i = 0; i < L->g->nsyms; i++)
+        if (strcmp(L->g->syms[i], name) == 0) {
+            /* a size symbol such as B, usable as a reshape dimension */
+            Val v;
+            memset(&v, 0, sizeof v);
+            v.kind = V_INIT;
+            v.init = INIT_COUNT;
+            v.count = i;
+            v.loc = a->loc;
+            return v;
+        }
+    /* Defined later?  Then it is either a cycle or a use before definition. */
+    for (int s = L->cur_stmt + 1; s < L->p->nstmts; s++) {
+        const Stmt *st = L->p->stmts[s];
+        if (st->name && strcmp(st->name, name) == 0 && st->kind != ST_TRAIN) {
+            int line, col;
+            diag_line_col(L->g->src, st->loc.start, &line, &col);
+            if (L->cur_target && mentions(st->expr, L->cur_target))
+                return error_at(L, a->loc, "cycle: '%s' uses '%s', which is defined at line %d from '%s'; a model is an acyclic graph",
+                                L->cur_target, name, line, L->cur_target);
+            return error_at(L, a->loc, "'%s' is used before it is defined (at line %d)", name, line);
+        }
+    }
+    /* After syntax errors, the definition was probably in a statement that did not
+     * parse: say nothing rather than something misleading. */
+    if (L->quiet_undefined) return verr(a->loc);
+    const char *cands[256];
+    int n = 0;
+    for (int i = 0; i < L->nbinds && n < 256; i++) cands[n++] = L->binds[i].name;
+    const char *near = suggest_nearest(name, cands, n);
+    for (int i = 0; !near && i < NBUILTINS; i++)
+        if (strcmp(builtins[i].name, name) == 0)
+            return error_at(L, a->loc, "'%s' is a function: call it, e.g. %s", name, builtins[i].usage);
+    if (near) return error_at(L, a->loc, "undefined name '%s'; did you mean '%s'?", name, near);
+    return error_at(L, a->loc, "undefined name '%s'", name);
+}
+
+static Val eval_call(Lower *L, const Ast *a)
+{
+    const char *fn = a->u.call.fn;
+    const Builtin *bi = NULL;
+    for (int i = 0; i < NBUILTINS; i++)
+        if (strcmp(builtins[i].name, fn) == 0) { bi = &builtins[i]; break; }
+    if (!bi) {
+        const char *names[NBUILTINS];
+        for (int i = 0; i < NBUILTINS; i++) names[i] = builtins[i].name;
+        const char *near = suggest_nearest(fn, names, NBUILTINS);
+        if (near) return error_at(L, a->u.call.fn_loc, "unknown function '%s'; did you mean '%s'?", fn, near);
+        return error_at(L, a->u.call.fn_loc, "unknown function '%s' (see docs/language.md for the list)", fn);
+    }
+    if (a->u.call.nargs > MAX_ARGS) return error_at(L, a->loc, "%s: too many arguments (at most %d)", fn, MAX_ARGS);
+    Call c;
+    memset(&c, 0, sizeof c);
+    c.ast = a;
+    c.fn = fn;
+    bool bad = false;
+    for (int i = 0; i < a->u.call.nargs; i++) {
+        const Ast *arg = a->u.call.args[i];
+        if (!arg) { bad = true; continue; }
+        if (arg->kind != AST_KWARG) {
+            if (c.nkw) {
+                error_at(L, arg->loc, "%s: positional argument after keyword arguments", fn);
+                bad = true;
+            }
+            c.pos[c.npos++] = eval(L, arg);
+            continue;
+        }
+        const char *k = arg->u.kw.name;
+        bool known = false;
+        for (int j = 0; j < 10 && bi->kwargs[j]; j++)
+            if (strcmp(bi->kwargs[j], k) == 0) known = true;
+        if (!known) {
+            const char *near = suggest_nearest(k, bi->kwargs, 10);
+            if (near) error_at(L, arg->u.kw.name_loc, "%s: unknown keyword argument '%s'; did you mean '%s'?", fn, k, near);
+            else if (bi->kwargs[0]) {
+                char list[256] = "";
+                for (int j = 0; j < 10 && bi->kwargs[j]; j++) {
+                    strncat(list, j ? ", " : "", sizeof list - strlen(list) - 1);
+                    strncat(list, bi->kwargs[j], sizeof list - strlen(list) - 1);
+                }
+                error_at(L, arg->u.kw.name_loc, "%s: unknown keyword argument '%s' (it takes %s)", fn, k, list);
+            } else
+                error_at(L, arg->u.kw.name_loc, "%s: takes no keyword arguments, got '%s'", fn, k);
+            bad = true;
+            continue;
+        }
+        for (int j = 0; j < c.nkw; j++)
+            if (strcmp(c.kw[j].name, k) == 0) {
+                error_at(L, arg->u.kw.name_loc, "%s: keyword argument '%s' given twice", fn, k);
+                bad = true;
+            }
+        c.kw[c.nkw].name = k;
+        c.kw[c.nkw].name_loc = arg->u.kw.name_loc;
+        c.kw[c.nkw].val = eval(L, arg->u.kw.value);
+        c.nkw++;
+    }
+    if (bad) return verr(a->loc);
+    for (int i = 0; i < c.npos; i++)
+        if (c.pos[i].kind == V_ERROR) return verr(a->loc);
+    return bi->fn(L, &c);
+}
+
+static Val eval(Lower *L, const Ast *a)
+{
+    if (!a) return verr((Loc){ 0, 0 });
+    Val v;
+    memset(&v, 0, sizeof v);
+    v.loc = a->loc;
+    switch (a->kind) {
+    case AST_INT: v.kind = V_NUM; v.num = (double)a->u.ival; v.is_int = true; return v;
+    case AST_FLOAT: v.kind = V_NUM; v.num = a->u.fval; return v;
+    case AST_STRING: v.kind = V_STR; v.str = a->u.str; return v;
+    case AST_NAME: return eval_name(L, a);
+    case AST_CALL: return eval_call(L, a);
+    case AST_BINARY: {
+        Val l = eval(L, a->u.bin.l), r = eval(L, a->u.bin.r);
+        OpKind op = a->u.bin.op == '+' ? OP_ADD : a->u.bin.op == '-' ? OP_SUB : a->u.bin.op == '*' ? OP_MUL : OP_DIV;
+        return binary(L, op, l, r, a->loc);
+    }
+    case AST_NEG: {
+        Val x = eval(L, a->u.neg);
+        if (x.kind == V_NUM) { x.num = -x.num; x.loc = a->loc; return x; }
+        if (x.kind == V_TENSOR) return vtensor(mk1(L, OP_NEG, x.node, a->loc), a->loc);
+        if (x.kind == V_ERROR) return verr(a->loc);
+        return error_at(L, a->loc, "cannot negate %s", val_kind_name(x.kind));
+    }
+    case AST_KWARG:
+        return error_at(L, a->loc, "keyword argument '%s=' outside a call", a->u.kw.name);
+    case AST_KIND_COUNT: break;
+    }
+    return verr(a->loc);
+}
+
+/* ---- statements ------------------------------------------------------------------------------ */
+
+/* Largest tensor we agree to describe: 2^40 elements per example (4 TiB of f32). */
+#define MAX_ELEMENTS ((int64_t)1 << 40)
+
+static bool lower_type(Lower *L, const AstType *t, const char *what, Shape *shape, DType *dt, bool allow_sym)
+{
+    if (strcmp(t->dtype, "f32") == 0) *dt = DT_F32;
+    else if (strcmp(t->dtype, "i32") == 0) *dt = DT_I32;
+    else {
+        error_at(L, t->dtype_loc, "unknown dtype '%s'; graphc supports f32 and i32", t->dtype);
+        return false;
+    }
+    if (t->rank > MAX_RANK) {
+        error_at(L, t->loc, "%s has %d dimensions; at most %d are supported", what, t->rank, MAX_RANK);
+        return false;
+    }
+    shape->rank = t->rank;
+    int64_t total = 1;
+    int nsym = 0;
+    for (int i = 0; i < t->rank; i++) {
+        const AstDim *ad = &t->dims[i];
+        if (ad->is_sym) {
+            if (!allow_sym) {
+                error_at(L, ad->loc, "%s: dimension '%s' must be a number (parameters have fixed shapes)", what, ad->sym);
+                return false;
+            }
+            int s = graph_sym(L->g, ad->sym);
+            if (s < 0) {
+                error_at(L, ad->loc, "too many size symbols (at most %d)", MAX_SYMS);
+                return false;
+            }
+            shape->d[i] = (Dim){ 1, (int16_t)s };
+            nsym++;
+            continue;
+        }
+        if (ad->value < 1) {
+            error_at(L, ad->loc, "%s: dimension %d is %lld; sizes must be at least 1", what, i, (long long)ad->value);
+            return false;
+        }
+        if (!gc_mul_i64(total, ad->value, &total) || total > MAX_ELEMENTS) {
+            error_at(L, ad->loc, "%s: the shape is too large (more than 2^40 elements%s)", what,
+                     nsym ? " per example" : "");
+            return false;
+        }
+        shape->d[i] = (Dim){ ad->value, -1 };
+    }
+    return true;
+}
+
+static void lower_input(Lower *L, const Stmt *s)
+{
+    for (int i = 0; i < L->g->ninputs; i++) {
+        const Node *in = node(L, L->g->inputs[i]);
+        if (strcmp(in->name, s->name) == 0) {
+            int line, col;
+            diag_line_col(L->g->src, in->loc.start, &line, &col);
+            error_at(L, s->name_loc, "input '%s' is already declared at line %d", s->name, line);
+            return;
+        }
+    }
+    Shape shape;
+    DType dt;
+    char what[300];
+    snprintf(what, sizeof what, "input '%s'", s->name);
+    if (!lower_type(L, &s->type, what, &shape, &dt, true)) { bind(L, s->name, verr(s->loc)); return; }
+    int32_t id = graph_add(L->g, OP_INPUT, NULL, 0, s->loc);
+    if (id < 0) return;
+    Node *n = &L->g->nodes[id];
+    n->tshape = shape;
+    n->dtype = dt;
+    n->name = s->name;
+    n->a.input.index = L->g->ninputs;
+    graph_infer_node(L->g, id, L->d);
+    int32_t *ins = arena_alloc(&L->g->arena, (size_t)(L->g->ninputs + 1) * sizeof *ins);
+    if (!ins) return;
+    if (L->g->ninputs) memcpy(ins, L->g->inputs, (size_t)L->g->ninputs * sizeof *ins);
+    ins[L->g->ninputs++] = id;
+    L->g->inputs = ins;
+    bind(L, s->name, vtensor(id, s->loc));
+}
+
+static void lower_param(Lower *L, const Stmt *s)
+{
+    Shape shape;
+    DType dt;
+    char what[300];
+    snprintf(what, sizeof what, "param '%s'", s->name);
+    if (find_var(L->g, s->name) >= 0) {
+        error_at(L, s->name_loc, "param '%s' is already declared", s->name);
+        return;
+    }
+    if (!lower_type(L, &s->type, what, &shape, &dt, false)) { bind(L, s->name, verr(s->loc)); return; }
+    if (dt != DT_F32) {
+        error_at(L, s->type.dtype_loc, "param '%s' must be f32 (parameters are trained)", s->name);
+        bind(L, s->name, verr(s->loc));
+        return;
+    }
+    L->in_param_init = true;
+    Val init = eval(L, s->expr);
+    L->in_param_init = false;
+    InitKind kind = INIT_ZEROS;
+    float ia = 0, ib = 0;
+    if (init.kind == V_NUM) { kind = INIT_CONSTANT; ia = (float)init.num; }
+    else if (init.kind == V_INIT && init.init != INIT_COUNT) { kind = init.init; ia = init.ia; ib = init.ib; }
+    else {
+        if (init.kind != V_ERROR)
+            error_at(L, init.loc, "param '%s': the initializer must be a number or one of glorot_uniform(), he_normal(), "
+                     "zeros(), ones(), constant(v), uniform(...), normal(...)", s->name);
+        bind(L, s->name, verr(s->loc));
+        return;
+    }
+    int32_t id = param_node(L, s->name, shape, kind, s->loc);
+    if (id >= 0) {
+        Var *v = &L->g->vars[L->g->nodes[id].a.param.var];
+        v->init_a = ia;
+        v->init_b = ib;
+        v->loc = s->name_loc;
+    }
+    bind(L, s->name, vtensor(id, s->loc));
+}
+
+static void name_node(Lower *L, Val v, const char *name)
+{
+    if (v.kind == V_TENSOR && !L->g->nodes[v.node].name) L->g->nodes[v.node].name = name;
+}
+
+static void lower_assign(Lower *L, const Stmt *s)
+{
+    Val v = eval(L, s->expr);
+    if (v.kind == V_INIT && v.init != INIT_COUNT) v = error_at(L, v.loc, "an initializer can only follow 'param NAME: TYPE ='");
+    if (v.kind == V_DATA || v.kind == V_OPTIM) v = error_at(L, v.loc, "a %s belongs in the train block", val_kind_name(v.kind));
+    name_node(L, v, s->name);
+    bind(L, s->name, v);
+}
+
+static void lower_output(Lower *L, const Stmt *s)
+{
+    Val v;
+    if (s->expr) {
+        lower_assign(L, s);
+        v = lookup(L, s->name)->val;
+    } else {
+        Ast name = { .kind = AST_NAME, .loc = s->name_loc, .u.str = s->name };
+        v = eval_name(L, &name);
+    }
+    if (v.kind == V_ERROR) return;
+    if (v.kind != V_TENSOR) {
+        error_at(L, s->name_loc, "output '%s' must be a tensor, got %s", s->name, val_kind_name(v.kind));
+        return;
+    }
+    for (int i = 0; i < L->g->noutputs; i++)
+        if (strcmp(L->g->outputs[i].name, s->name) == 0) {
+            error_at(L, s->name_loc, "output '%s' is already declared", s->name);
+            return;
+        }
+    graph_add_output(L->g, s->name, v.node);
+}
+
+static const char *const train_keys[] = {
+    "data", "optimizer", "batch", "epochs", "steps", "seed", "minimize", "checkpoint", "shuffle", NULL,
+};
+
+static bool entry_int(Lower *L, const TrainEntry *e, Val v, int64_t lo, int64_t hi, int64_t *out)
+{
+    if (v.kind == V_ERROR) return false;
+    if (v.kind != V_NUM || !v.is_int || v.num < (double)lo || v.num > (double)hi) {
+        error_at(L, v.loc, "train: '%s' must be an integer from %lld to %lld", e->key, (long long)lo, (long long)hi);
+        return false;
+    }
+    *out = (int64_t)v.num;
+    return true;
+}
+
+static void lower_train(Lower *L, const Stmt *s)
+{
+    TrainSpec *t = &L->g->train;
+    if (t->present) {
+        error_at(L, s->loc, "a model has one train block");
+        return;
+    }
+    t->present = true;
+    t->loc = s->loc;
+    bool seen[16] = { false };
+    for (int i = 0; i < s->nentries; i++) {
+        const TrainEntry *e = &s->entries[i];
+        int k = 0;
+        while (train_keys[k] && strcmp(train_keys[k], e->key) != 0) k++;
+        if (!train_keys[k]) {
+            const char *near = suggest_nearest(e->key, train_keys, 9);
+            if (near) error_at(L, e->key_loc, "train: unknown setting '%s'; did you mean '%s'?", e->key, near);
+            else error_at(L, e->key_loc, "train: unknown setting '%s' (settings: data, optimizer, batch, epochs, steps, "
+                          "seed, minimize, checkpoint, shuffle)", e->key);
+            continue;
+        }
+        if (seen[k]) { error_at(L, e->key_loc, "train: '%s' is set twice", e->key); continue; }
+        seen[k] = true;
+        L->in_train = true;
+        Val v = eval(L, e->value);
+        L->in_train = false;
+        int64_t iv;
+        switch (k) {
+        case 0:
+            if (v.kind == V_DATA) {
+                t->data = v.data;
+                t->data_path = v.str;
+                t->synth_count = v.count;
+            } else if (v.kind != V_ERROR)
+                error_at(L, v.loc, "train: 'data' must be mnist(\"folder\") or synthetic(count=N)");
+            break;
+        case 1:
+            if (v.kind == V_OPTIM) {
+                t->optim = v.optim;
+                t->lr = v.lr;
+                t->momentum = v.momentum;
+                t->nesterov = v.nesterov;
+                t->beta1 = v.beta1;
+                t->beta2 = v.beta2;
+                t->eps = v.eps;
+            } else if (v.kind != V_ERROR)
+                error_at(L, v.loc, "train: 'optimizer' must be sgd(...) or adam(...)");
+            break;
+        case 2: if (entry_int(L, e, v, 1, 1 << 24, &iv)) t->batch = iv; break;
+        case 3: if (entry_int(L, e, v, 1, 1 << 30, &iv)) t->epochs = iv; break;
+        case 4: if (entry_int(L, e, v, 1, 1 << 30, &iv)) t->steps = iv; break;
+        case 5: if (entry_int(L, e, v, 0, INT64_MAX, &iv)) t->seed = (uint64_t)iv; break;
+        case 6:
+            if (v.kind == V_TENSOR) {
+                if (node(L, v.node)->shape.rank != 0) {
+                    char b1[128];
+                    error_at(L, v.loc, "train: 'minimize' must be a scalar loss, got a tensor of shape %s",
+                             shape_str(L->g, &node(L, v.node)->shape, b1, sizeof b1));
+                } else
+                    t->minimize = v.node;
+            } else if (v.kind != V_ERROR)
+                error_at(L, v.loc, "train: 'minimize' must name the loss value, got %s", val_kind_name(v.kind));
+            break;
+        case 7:
+            if (v.kind == V_STR) t->checkpoint = v.str;
+            else if (v.kind != V_ERROR) error_at(L, v.loc, "train: 'checkpoint' must be a path string");
+            break;
+        case 8:
+            if (v.kind == V_BOOL) t->shuffle = v.b;
+            else if (v.kind != V_ERROR) error_at(L, v.loc, "train: 'shuffle' must be true or false");
+            break;
+        }
+    }
+    if (!seen[0]) error_at(L, s->loc, "train: missing 'data' (e.g. data = mnist(\"data/mnist\"))");
+    if (!seen[6]) error_at(L, s->loc, "train: missing 'minimize' (the loss to minimize)");
+}
+
+static void set_train_defaults(TrainSpec *t)
+{
+    t->data = DATA_NONE;
+    t->optim = OPTIM_SGD;
+    t->lr = 0.01f;
+    t->beta1 = 0.9f;
+    t->beta2 = 0.999f;
+    t->eps = 1e-7f;
+    t->batch = 32;
+    t->epochs = 1;
+    t->steps = 0;
+    t->seed = 42;
+    t->shuffle = true;
+    t->synth_count = 4096;
+    t->minimize = -1;
+}
+
+Graph *lower_program(const Program *p, const Source *src, DiagSink *d)
+{
+    Graph *g = graph_new(src);
+    if (!g) { diag_plain(d, "out of memory"); return NULL; }
+    Lower L;
+    memset(&L, 0, sizeof L);
+    L.g = g;
+    L.d = d;
+    L.p = p;
+    L.quiet_undefined = d->nerrors > 0;
+    set_train_defaults(&g->train);
+    g->model_name = p->model_name ? arena_strdup(&g->arena, p->model_name) : NULL;
+    for (int i = 0; i < p->nstmts; i++) {
+        const Stmt *s = p->stmts[i];
+        L.cur_stmt = i;
+        L.cur_target = s->name;
+        switch (s->kind) {
+        case ST_INPUT: lower_input(&L, s); break;
+        case ST_PARAM: lower_param(&L, s); break;
+        case ST_ASSIGN: lower_assign(&L, s); break;
+        case ST_OUTPUT: lower_output(&L, s); break;
+        case ST_TRAIN: lower_train(&L, s); break;
+        case ST_KIND_COUNT: break;
+        }
+    }
+    if (L.quiet_undefined) return g;
+    if (d->nerrors == 0 && g->ninputs == 0)
+        diag_error(d, (p->nstmts ? p->stmts[0]->loc : (Loc){ 0, 0 }), "the model declares no input (e.g. 'input x: f32[B, 4]')");
+    if (d->nerrors == 0 && g->noutputs == 0 && g->train.minimize < 0)
+        diag_error(d, p->stmts[p->nstmts - 1]->loc, "the model has no output and no train block: nothing to compute");
+    if (g->arena.failed) diag_plain(d, "out of memory");
+    return g;
+}
+
+int compile_source(const Source *src, DiagSink *d, Program **prog, Graph **out)
+{
+    *out = NULL;
+    if (prog) *prog = NULL;
+    Program *p = parse_program(src, d);
+    if (!p) return -1;
+    int syntax_errors = d->nerrors;
+    if (syntax_errors && p->nstmts == 0) {
+        if (prog) *prog = p; else ast_free(p);
+        return -1;
+    }
+    /* Lowered even after syntax errors, so one run reports every error in the file. */
+    Graph *g = lower_program(p, src, d);
+    if (prog) *prog = p; else ast_free(p);
+    if (!g || d->nerrors) { graph_free(g); return -1; }
+    *out = g;
+    return 0;
+}

@@ -1,0 +1,419 @@
+/* Shape and dtype inference: one rule per op, in a table indexed by OpKind.
+ *
+ * A rule reads its inputs' shapes (already inferred: inputs come first), writes the
+ * node's shape and dtype, and reports a problem at the node's .net location naming the
+ * op and the shapes involved.  Bound symbols are substituted on the way in, so after
+ * graph_bind every shape is concrete. */
+#include <assert.h>
+#include <string.h>
+#include "graph/graph.h"
+
+typedef struct Ctx {
+    Graph *g;
+    DiagSink *d;
+    int errors;
+} Ctx;
+
+typedef bool (*ShapeRule)(Ctx *c, Node *n);
+
+#define SHP(s) shape_str(c->g, (s), buf_##s, sizeof buf_##s)
+
+static bool fail(Ctx *c, const Node *n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static bool fail(Ctx *c, const Node *n, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    if (c->d) diag_vreport(c->d, DIAG_ERROR, n->loc, fmt, ap);
+    va_end(ap);
+    c->errors++;
+    return false;
+}
+
+static const Shape *in_shape(Ctx *c, const Node *n, int i) { return &c->g->nodes[n->in[i]].shape; }
+static DType in_dtype(Ctx *c, const Node *n, int i) { return c->g->nodes[n->in[i]].dtype; }
+static const char *sname(Ctx *c, const Shape *s, char *buf, size_t len) { return shape_str(c->g, s, buf, len); }
+
+static Dim subst(const Graph *g, Dim d)
+{
+    if (d.sym >= 0 && g->sym_value[d.sym] >= 0) {
+        Dim r = { d.v * g->sym_value[d.sym], -1 };
+        return r;
+    }
+    return d;
+}
+
+static Shape subst_shape(const Graph *g, Shape s)
+{
+    for (int i = 0; i < s.rank; i++) s.d[i] = subst(g, s.d[i]);
+    return s;
+}
+
+static bool dim_is(Dim d, int64_t v) { return d.sym < 0 && d.v == v; }
+
+static bool need_f32(Ctx *c, Node *n, int i, const char *what)
+{
+    if (in_dtype(c, n, i) == DT_F32) return true;
+    char b[128];
+    return fail(c, n, "%s: %s must be f32, got %s%s", op_name(n->op), what,
+                dtype_name(in_dtype(c, n, i)), sname(c, in_shape(c, n, i), b, sizeof b));
+}
+
+static bool need_rank(Ctx *c, Node *n, int i, int rank, const char *what)
+{
+    const Shape *s = in_shape(c, n, i);
+    if (s->rank == rank) return true;
+    char b[128];
+    return fail(c, n, "%s: %s must have rank %d, got %s (rank %d)", op_name(n->op), what, rank,
+                sname(c, s, b, sizeof b), s->rank);
+}
+
+/* ---- rules ---------------------------------------------------------------------- */
+
+static bool r_source(Ctx *c, Node *n)
+{
+    Graph *g = c->g;
+    if (n->op == OP_CONST) { n->shape.rank = 0; n->dtype = DT_F32; return true; }
+    if (n->op == OP_PARAM) { n->shape = g->vars[n->a.param.var].shape; n->dtype = DT_F32; return true; }
+    /* INPUT: its declared type is kept in tshape; symbols substituted */
+    n->shape = subst_shape(g, n->tshape);
+    return true;
+}
+
+static bool broadcast(Ctx *c, Node *n, const Shape *a, const Shape *b, Shape *out)
+{
+    int r = a->rank > b->rank ? a->rank : b->rank;
+    out->rank = r;
+    for (int i = 0; i < r; i++) {
+        int ia = a->rank - r + i, ib = b->rank - r + i;
+        Dim da = ia >= 0 ? a->d[ia] : (Dim){1, -1};
+        Dim db = ib >= 0 ? b->d[ib] : (Dim){1, -1};
+        if (dim_eq(da, db) || dim_is(db, 1)) out->d[i] = da;
+        else if (dim_is(da, 1)) out->d[i] = db;
+        else {
+            char b1[128], b2[128];
+            return fail(c, n, "%s: shapes %s and %s do not broadcast (they differ at axis %d, and neither is 1)",
+                        op_name(n->op), sname(c, a, b1, sizeof b1), sname(c, b, b2, sizeof b2), i);
+        }
+    }
+    return true;
+}
+
+static bool r_binary(Ctx *c, Node *n)
+{
+    if (!need_f32(c, n, 0, "the left operand") || !need_f32(c, n, 1, "the right operand")) return false;
+    n->dtype = DT_F32;
+    return broadcast(c, n, in_shape(c, n, 0), in_shape(c, n, 1), &n->shape);
+}
+
+static bool r_same(Ctx *c, Node *n)
+{
+    if (!need_f32(c, n, 0, "the input")) return false;
+    n->dtype = DT_F32;
+    n->shape = *in_shape(c, n, 0);
+    return true;
+}
+
+/* Shape of the last input (dy) for gradient ops that map dy to dx of the same shape. */
+static bool r_like_last(Ctx *c, Node *n)
+{
+    n->dtype = DT_F32;
+    n->shape = *in_shape(c, n, n->nin - 1);
+    return true;
+}
+
+static bool r_like_first(Ctx *c, Node *n)
+{
+    n->dtype = DT_F32;
+    n->shape = *in_shape(c, n, 0);
+    return true;
+}
+
+static bool r_rows(Ctx *c, Node *n)
+{
+    if (!need_f32(c, n, 0, "the input")) return false;
+    if (in_shape(c, n, 0)->rank < 1) return fail(c, n, "%s: needs at least one axis, got a scalar", op_name(n->op));
+    return r_same(c, n);
+}
+
+static bool r_matmul(Ctx *c, Node *n)
+{
+    if (!need_f32(c, n, 0, "the left operand") || !need_f32(c, n, 1, "the right operand")) return false;
+    if (!need_rank(c, n, 0, 2, "the left operand") || !need_rank(c, n, 1, 2, "the right operand")) return false;
+    const Shape *a = in_shape(c, n, 0), *b = in_shape(c, n, 1);
+    Dim m = a->d[n->a.matmul.ta ? 1 : 0], ka = a->d[n->a.matmul.ta ? 0 : 1];
+    Dim kb = b->d[n->a.matmul.tb ? 1 : 0], nn = b->d[n->a.matmul.tb ? 0 : 1];
+    if (!dim_eq(ka, kb)) {
+        char b1[128], b2[128];
+        return fail(c, n, "matmul: inner dimensions differ: %s x %s", sname(c, a, b1, sizeof b1), sname(c, b, b2, sizeof b2));
+    }
+    n->dtype = DT_F32;
+    n->shape.rank = 2;
+    n->shape.d[0] = m;
+    n->shape.d[1] = nn;
+    return true;
+}
+
+/* Output size and padding of one spatial axis, as TensorFlow defines them. */
+static bool window(Ctx *c, Node *n, const char *axis, Dim in, int k, int s, int *pa, int *pb, Dim *out)
+{
+    if (in.sym >= 0) return fail(c, n, "%s: the %s of the input must be a known size", op_name(n->op), axis);
+    if (k < 1 || s < 1) return fail(c, n, "%s: window and stride must be at least 1", op_name(n->op));
+    int64_t o, pad = 0;
+    if (n->a.win.padding == PAD_VALID) {
+        if (in.v < k)
+            return fail(c, n, "%s: the window (%d) is larger than the input %s (%lld) with padding \"valid\"",
+                        op_name(n->op), k, axis, (long long)in.v);
+        o = (in.v - k) / s + 1;
+    } else {
+        o = (in.v + s - 1) / s;
+        pad = (o - 1) * s + k - in.v;
+        if (pad < 0) pad = 0;
+    }
+    *pa = (int)(pad / 2);
+    *pb = (int)(pad - pad / 2);
+    out->v = o;
+    out->sym = -1;
+    return true;
+}
+
+static bool r_conv2d(Ctx *c, Node *n)
+{
+    if (!need_f32(c, n, 0, "the input") || !need_f32(c, n, 1, "the filter")) return false;
+    if (!need_rank(c, n, 0, 4, "the input [N, H, W, C]") || !need_rank(c, n, 1, 4, "the filter [KH, KW, C, F]"))
+        return false;
+    const Shape *x = in_shape(c, n, 0), *w = in_shape(c, n, 1);
+    if (!dim_eq(x->d[3], w->d[2])) {
+        char b1[128], b2[128];
+        return fail(c, n, "conv2d: the input has %s channels but the filter expects %s: input %s, filter %s",
+                    sname(c, &(Shape){1, {x->d[3]}}, b1, sizeof b1), sname(c, &(Shape){1, {w->d[2]}}, b2, sizeof b2),
+                    sname(c, x, (char[128]){0}, 128), sname(c, w, (char[128]){0}, 128));
+    }
+    if (w->d[0].sym >= 0 || w->d[1].sym >= 0) return fail(c, n, "conv2d: the filter size must be known");
+    n->a.win.kh = (int)w->d[0].v;
+    n->a.win.kw = (int)w->d[1].v;
+    Shape y = { 4, { x->d[0], {0, -1}, {0, -1}, w->d[3] } };
+    if (!window(c, n, "height", x->d[1], n->a.win.kh, n->a.win.sh, &n->a.win.pt, &n->a.win.pb, &y.d[1]) ||
+        !window(c, n, "width", x->d[2], n->a.win.kw, n->a.win.sw, &n->a.win.pl, &n->a.win.pr, &y.d[2]))
+        return false;
+    n->dtype = DT_F32;
+    n->shape = y;
+    return true;
+}
+
+static bool r_pool(Ctx *c, Node *n)
+{
+    if (!need_f32(c, n, 0, "the input") || !need_rank(c, n, 0, 4, "the input [N, H, W, C]")) return false;
+    const Shape *x = in_shape(c, n, 0);
+    Shape y = { 4, { x->d[0], {0, -1}, {0, -1}, x->d[3] } };
+    if (!window(c, n, "height", x->d[1], n->a.win.kh, n->a.win.sh, &n->a.win.pt, &n->a.win.pb, &y.d[1]) ||
+        !window(c, n, "width", x->d[2], n->a.win.kw, n->a.win.sw, &n->a.win.pl, &n->a.win.pr, &y.d[2]))
+        return false;
+    n->dtype = DT_F32;
+    n->shape = y;
+    return true;
+}
+
+static bool r_gap(Ctx *c, Node *n)
+{
+    if (!need_f32(c, n, 0, "the input") || !need_rank(c, n, 0, 4, "the input [N, H, W, C]")) return false;
+    const Shape *x = in_shape(c, n, 0);
+    n->dtype = DT_F32;
+    n->shape.rank = 2;
+    n->shape.d[0] = x->d[0];
+    n->shape.d[1] = x->d[3];
+    return true;
+}
+
+/* A product of dims with at most one symbol: coefficient and symbol. */
+static bool dims_product(const Shape *s, int from, int to, int64_t *coef, int *sym)
+{
+    *coef = 1;
+    *sym = -1;
+    for (int i = from; i < to; i++) {
+        if (s->d[i].sym >= 0) {
+            if (*sym >= 0) return false;
+            *sym = s->d[i].sym;
+        }
+        if (!gc_mul_i64(*coef, s->d[i].v, coef)) return false;
+    }
+    return true;
+}
+
+static bool r_reshape(Ctx *c, Node *n)
+{
+    const Shape *x = in_shape(c, n, 0);
+    Shape t = subst_shape(c->g, n->tshape);
+    char b1[128], b2[128];
+    int64_t xc, tc = 1;
+    int xs, ts = -1, infer = -1;
+    if (!dims_product(x, 0, x->rank, &xc, &xs))
+        return fail(c, n, "reshape: the size of %s is not a known multiple of one symbol", sname(c, x, b1, sizeof b1));
+    for (int i = 0; i < t.rank; i++) {
+        if (t.d[i].sym < 0 && t.d[i].v == -1) {
+            if (infer >= 0) return fail(c, n, "reshape: only one dimension may be -1");
+            infer = i;
+            continue;
+        }
+        if (t.d[i].sym < 0 && t.d[i].v < 1) return fail(c, n, "reshape: dimension %d is %lld; sizes must be positive", i, (long long)t.d[i].v);
+        if (t.d[i].sym >= 0) {
+            if (ts >= 0) return fail(c, n, "reshape: at most one symbolic dimension");
+            ts = t.d[i].sym;
+        }
+        if (!gc_mul_i64(tc, t.d[i].v, &tc)) return fail(c, n, "reshape: the target size overflows");
+    }
+    if (infer >= 0) {
+        /* the missing factor: what is left of x's size after the known target dims */
+        if (tc == 0 || xc % tc != 0 || (ts >= 0 && ts != xs))
+            return fail(c, n, "reshape: cannot reshape %s into %s", sname(c, x, b1, sizeof b1), sname(c, &t, b2, sizeof b2));
+        t.d[infer].v = xc / tc;
+        t.d[infer].sym = (int16_t)(ts >= 0 ? -1 : xs);
+    } else if (xc != tc || xs != ts) {
+        return fail(c, n, "reshape: cannot reshape %s (%lld elements) into %s", sname(c, x, b1, sizeof b1),
+                    (long long)xc, sname(c, &t, b2, sizeof b2));
+    }
+    n->dtype = in_dtype(c, n, 0);
+    n->shape = t;
+    return true;
+}
+
+static bool r_concat(Ctx *c, Node *n)
+{
+    const Shape *s0 = in_shape(c, n, 0);
+    int axis = n->a.concat.axis;
+    if (axis < 0) axis += s0->rank;
+    if (axis < 0 || axis >= s0->rank)
+        return fail(c, n, "concat: axis %d is out of range for rank %d", n->a.concat.axis, s0->rank);
+    n->a.concat.axis = axis;
+    Shape y = *s0;
+    for (int i = 1; i < n->nin; i++) {
+        const Shape *s = in_shape(c, n, i);
+        char b1[128], b2[128];
+        bool ok = s->rank == s0->rank;
+        for (int k = 0; ok && k < s->rank; k++)
+            if (k != axis && !dim_eq(s->d[k], s0->d[k])) ok = false;
+        if (ok && s->d[axis].sym != y.d[axis].sym) ok = false;
+        if (!ok)
+            return fail(c, n, "concat: input %d has shape %s, which does not fit %s along axis %d", i + 1,
+                        sname(c, s, b1, sizeof b1), sname(c, s0, b2, sizeof b2), axis);
+        y.d[axis].v += s->d[axis].v;
+    }
+    for (int i = 0; i < n->nin; i++)
+        if (!need_f32(c, n, i, "every input")) return false;
+    n->dtype = DT_F32;
+    n->shape = y;
+    return true;
+}
+
+static bool r_dropout(Ctx *c, Node *n)
+{
+    if (!(n->a.dropout.rate >= 0 && n->a.dropout.rate < 1))
+        return fail(c, n, "dropout: rate must be in [0, 1), got %g", n->a.dropout.rate);
+    return r_same(c, n);
+}
+
+static bool r_class_loss(Ctx *c, Node *n)
+{
+    char b1[128], b2[128];
+    if (!need_f32(c, n, 0, "the logits") || !need_rank(c, n, 0, 2, "the logits [N, classes]")) return false;
+    const Shape *l = in_shape(c, n, 0), *y = in_shape(c, n, 1);
+    if (in_dtype(c, n, 1) != DT_I32 || y->rank != 1)
+        return fail(c, n, "%s: the labels must be integer class indices i32[N], got %s%s", op_name(n->op),
+                    dtype_name(in_dtype(c, n, 1)), sname(c, y, b1, sizeof b1));
+    if (!dim_eq(l->d[0], y->d[0]))
+        return fail(c, n, "%s: logits %s and labels %s have different batch sizes", op_name(n->op),
+                    sname(c, l, b1, sizeof b1), sname(c, y, b2, sizeof b2));
+    n->dtype = DT_F32;
+    n->shape.rank = 0;
+    return true;
+}
+
+static bool r_mse(Ctx *c, Node *n)
+{
+    if (!need_f32(c, n, 0, "the prediction") || !need_f32(c, n, 1, "the target")) return false;
+    const Shape *a = in_shape(c, n, 0), *b = in_shape(c, n, 1);
+    if (!shape_eq(a, b)) {
+        char b1[128], b2[128];
+        return fail(c, n, "mse: prediction %s and target %s differ in shape", sname(c, a, b1, sizeof b1), sname(c, b, b2, sizeof b2));
+    }
+    n->dtype = DT_F32;
+    n->shape.rank = 0;
+    return true;
+}
+
+static bool r_target(Ctx *c, Node *n)
+{
+    n->dtype = DT_F32;
+    n->shape = subst_shape(c->g, n->tshape);
+    return true;
+}
+
+static bool r_slice(Ctx *c, Node *n)
+{
+    n->dtype = DT_F32;
+    n->shape = *in_shape(c, n, 0);
+    n->shape.d[n->a.slice.axis].v = n->a.slice.len;
+    return true;
+}
+
+static bool r_update(Ctx *c, Node *n)
+{
+    (void)c;
+    n->dtype = DT_F32;
+    n->shape.rank = 0;
+    return true;
+}
+
+static const ShapeRule rules[OP_COUNT] = {
+    [OP_INPUT] = r_source, [OP_PARAM] = r_source, [OP_CONST] = r_source,
+    [OP_MATMUL] = r_matmul, [OP_CONV2D] = r_conv2d,
+    [OP_ADD] = r_binary, [OP_SUB] = r_binary, [OP_MUL] = r_binary, [OP_DIV] = r_binary,
+    [OP_NEG] = r_same, [OP_RELU] = r_same, [OP_SIGMOID] = r_same, [OP_TANH] = r_same,
+    [OP_EXP] = r_same, [OP_LOG] = r_same, [OP_SQRT] = r_same,
+    [OP_SOFTMAX] = r_rows, [OP_LOG_SOFTMAX] = r_rows,
+    [OP_MAXPOOL] = r_pool, [OP_AVGPOOL] = r_pool, [OP_GLOBAL_AVGPOOL] = r_gap,
+    [OP_RESHAPE] = r_reshape, [OP_CONCAT] = r_concat, [OP_DROPOUT] = r_dropout,
+    [OP_CROSS_ENTROPY] = r_class_loss, [OP_MSE] = r_mse, [OP_ACCURACY] = r_class_loss,
+    [OP_SUM_TO] = r_target, [OP_UNARY_GRAD] = r_like_last,
+    [OP_SOFTMAX_GRAD] = r_like_last, [OP_LOG_SOFTMAX_GRAD] = r_like_last,
+    [OP_MAXPOOL_GRAD] = r_like_first, [OP_AVGPOOL_GRAD] = r_target, [OP_GLOBAL_AVGPOOL_GRAD] = r_target,
+    [OP_CONV2D_GRAD_INPUT] = r_target, [OP_CONV2D_GRAD_FILTER] = r_target,
+    [OP_SLICE] = r_slice, [OP_DROPOUT_GRAD] = r_like_last,
+    [OP_CROSS_ENTROPY_GRAD] = r_like_first, [OP_MSE_GRAD] = r_like_first,
+    [OP_SGD_UPDATE] = r_update, [OP_MOMENTUM_UPDATE] = r_update, [OP_ADAM_UPDATE] = r_update,
+};
+static_assert(sizeof rules / sizeof rules[0] == OP_COUNT, "one shape rule per op");
+
+int graph_infer_shapes(Graph *g, DiagSink *d)
+{
+    Ctx c = { g, d, 0 };
+    /* A node whose input failed is skipped: one mistake, one message. */
+    bool *bad = gc_calloc((size_t)(g->nnodes ? g->nnodes : 1), sizeof *bad);
+    if (!bad) { if (d) diag_plain(d, "out of memory"); return 1; }
+    for (int i = 0; i < g->nnodes; i++) {
+        Node *n = &g->nodes[i];
+        bool skip = false;
+        for (int k = 0; k < n->nin; k++) skip |= bad[n->in[k]];
+        if (skip || !rules[n->op]) { bad[i] = true; continue; }
+        if (!rules[n->op](&c, n)) bad[i] = true;
+    }
+    gc_free(bad);
+    return c.errors;
+}
+
+bool graph_infer_node(Graph *g, int32_t id, DiagSink *d)
+{
+    Ctx c = { g, d, 0 };
+    Node *n = &g->nodes[id];
+    return rules[n->op] && rules[n->op](&c, n);
+}
+
+int graph_bind(Graph *g, const char *sym, int64_t value, DiagSink *d)
+{
+    for (int i = 0; i < g->nsyms; i++) {
+        if (strcmp(g->syms[i], sym) == 0) {
+            g->sym_value[i] = value;
+            return graph_infer_shapes(g, d);
+        }
+    }
+    return graph_infer_shapes(g, d);
+}
