@@ -1,23 +1,158 @@
-/* graphc run and graphc eval (training and evaluation). */
+/* graphc run and graphc eval. */
+#include <getopt.h>
+#include <string.h>
 #include "cli/cli.h"
+#include "exec/train.h"
+#include "graph/passes.h"
 
 Graph *stage_train(const Graph *g, DiagSink *d)
 {
-    (void)g;
-    diag_plain(d, "the train stage is not built yet");
-    return NULL;
+    return pass_autodiff(g, d);
+}
+
+static const char run_usage[] =
+    "usage: graphc run FILE.net [options]\n"
+    "\n"
+    "Trains the model as its train block says, then evaluates it on the test set.\n"
+    "\n"
+    "  --mode MODE       compiled (default: the planned static graph) or interp\n"
+    "                    (the op-by-op eager interpreter)\n"
+    "  --epochs N        epochs (overrides the train block)\n"
+    "  --steps N         steps per epoch (default: the train block, else one pass)\n"
+    "  --batch N         batch size\n"
+    "  --lr X            learning rate\n"
+    "  --seed N          seed of initialisation, shuffling and dropout\n"
+    "  --threads N       threads (default: all cores)\n"
+    "  --data DIR        folder of the MNIST files (overrides mnist(\"...\"))\n"
+    "  --train-limit N   train on the first N examples only\n"
+    "  --test-limit N    evaluate on the first N test examples only\n"
+    "  --validate        evaluate on the test set after every epoch\n"
+    "  --save PATH       write the trained weights to a checkpoint (atomically)\n"
+    "  --plot FILE.svg   draw loss and accuracy per step and test accuracy per epoch\n"
+    "  --log FORMAT      bar (default), json (a line per epoch), quiet (results only)\n"
+    "\n"
+    "The same seed and thread count give the same loss curve, bit for bit.\n";
+
+static const char eval_usage[] =
+    "usage: graphc eval FILE.net --weights PATH [--mode MODE] [--batch N] [--threads N] [--data DIR]\n"
+    "\n"
+    "Evaluates saved weights on the test set of the model's data source.\n";
+
+enum {
+    O_MODE = 256, O_EPOCHS, O_STEPS, O_BATCH, O_LR, O_SEED, O_THREADS, O_DATA, O_TRAIN_LIMIT, O_TEST_LIMIT,
+    O_VALIDATE, O_SAVE, O_PLOT, O_LOG, O_WEIGHTS,
+};
+
+static const struct option run_opts[] = {
+    { "help", no_argument, 0, 'h' }, { "mode", required_argument, 0, O_MODE },
+    { "epochs", required_argument, 0, O_EPOCHS }, { "steps", required_argument, 0, O_STEPS },
+    { "batch", required_argument, 0, O_BATCH }, { "lr", required_argument, 0, O_LR },
+    { "seed", required_argument, 0, O_SEED }, { "threads", required_argument, 0, O_THREADS },
+    { "data", required_argument, 0, O_DATA }, { "train-limit", required_argument, 0, O_TRAIN_LIMIT },
+    { "test-limit", required_argument, 0, O_TEST_LIMIT }, { "validate", no_argument, 0, O_VALIDATE },
+    { "save", required_argument, 0, O_SAVE }, { "plot", required_argument, 0, O_PLOT },
+    { "log", required_argument, 0, O_LOG }, { "weights", required_argument, 0, O_WEIGHTS },
+    { 0, 0, 0, 0 },
+};
+
+/* Parses the options shared by run and eval.  Returns -1 to go on, else an exit code. */
+static int parse_opts(const char *cmd, int argc, char **argv, RunOptions *o, const char **weights, const char *usage)
+{
+    int c;
+    int64_t v;
+    double x;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":h", run_opts, NULL)) != -1) {
+        bool eval_ok = c == 'h' || c == O_MODE || c == O_BATCH || c == O_THREADS || c == O_DATA || c == O_WEIGHTS ||
+                       c == O_TEST_LIMIT || c == ':' || c == '?';
+        if (weights == NULL && c == O_WEIGHTS) return cli_usage_error(cmd, "--weights is for 'graphc eval'");
+        if (weights != NULL && !eval_ok) return cli_usage_error(cmd, "option '%s' is for 'graphc run'", argv[optind - 1]);
+        switch (c) {
+        case 'h': fputs(usage, stdout); return EXIT_OK;
+        case O_MODE:
+            if (strcmp(optarg, "compiled") == 0) o->mode = MODE_COMPILED;
+            else if (strcmp(optarg, "interp") == 0) o->mode = MODE_INTERP;
+            else return cli_usage_error(cmd, "--mode: expected compiled or interp, got '%s'", optarg);
+            break;
+        case O_EPOCHS: if (!cli_parse_i64(cmd, "--epochs", optarg, 1, 1 << 30, &o->epochs)) return EXIT_USAGE; break;
+        case O_STEPS: if (!cli_parse_i64(cmd, "--steps", optarg, 1, 1 << 30, &o->steps)) return EXIT_USAGE; break;
+        case O_BATCH: if (!cli_parse_i64(cmd, "--batch", optarg, 1, 1 << 24, &o->batch)) return EXIT_USAGE; break;
+        case O_LR: if (!cli_parse_f64(cmd, "--lr", optarg, 0, 1e6, &o->lr)) return EXIT_USAGE; break;
+        case O_SEED:
+            if (!cli_parse_i64(cmd, "--seed", optarg, 0, INT64_MAX, &v)) return EXIT_USAGE;
+            o->seed = (uint64_t)v;
+            o->have_seed = true;
+            break;
+        case O_THREADS:
+            if (!cli_parse_i64(cmd, "--threads", optarg, 1, 256, &v)) return EXIT_USAGE;
+            o->threads = (int)v;
+            break;
+        case O_DATA: o->data_dir = optarg; break;
+        case O_TRAIN_LIMIT: if (!cli_parse_i64(cmd, "--train-limit", optarg, 1, INT64_MAX, &o->train_limit)) return EXIT_USAGE; break;
+        case O_TEST_LIMIT: if (!cli_parse_i64(cmd, "--test-limit", optarg, 1, INT64_MAX, &o->test_limit)) return EXIT_USAGE; break;
+        case O_VALIDATE: o->validate = true; break;
+        case O_SAVE: o->save_path = optarg; break;
+        case O_PLOT: o->plot_path = optarg; break;
+        case O_LOG:
+            if (strcmp(optarg, "bar") == 0) o->log = LOG_BAR;
+            else if (strcmp(optarg, "json") == 0) o->log = LOG_JSON;
+            else if (strcmp(optarg, "quiet") == 0) o->log = LOG_QUIET;
+            else return cli_usage_error(cmd, "--log: expected bar, json or quiet, got '%s'", optarg);
+            break;
+        case O_WEIGHTS: *weights = optarg; break;
+        case ':': return cli_usage_error(cmd, "option '%s' needs a value", argv[optind - 1]);
+        default: return cli_usage_error(cmd, "unknown option '%s'", argv[optind - 1]);
+        }
+        (void)x;
+    }
+    if (optind != argc - 1) return cli_usage_error(cmd, optind == argc ? "missing FILE" : "expected one FILE");
+    return -1;
 }
 
 int cmd_run(int argc, char **argv)
 {
-    (void)argc; (void)argv;
-    fprintf(stderr, "graphc run: not built yet\n");
-    return EXIT_BAD_INPUT;
+    RunOptions o;
+    run_options_default(&o);
+    int rc = parse_opts("run", argc, argv, &o, NULL, run_usage);
+    if (rc >= 0) return rc;
+    Model m;
+    if (cli_load_model(&m, argv[optind]) != 0) { cli_free_model(&m); return EXIT_BAD_INPUT; }
+    RunResult r;
+    DiagSink d;
+    diag_init(&d, NULL);
+    rc = train_run(m.graph, &o, &r, NULL, &d) == 0 ? EXIT_OK : EXIT_BAD_INPUT;
+    diag_flush(&d, stderr);
+    diag_free(&d);
+    run_result_free(&r);
+    cli_free_model(&m);
+    return rc;
 }
 
 int cmd_eval(int argc, char **argv)
 {
-    (void)argc; (void)argv;
-    fprintf(stderr, "graphc eval: not built yet\n");
-    return EXIT_BAD_INPUT;
+    RunOptions o;
+    run_options_default(&o);
+    const char *weights = NULL;
+    int rc = parse_opts("eval", argc, argv, &o, &weights, eval_usage);
+    if (rc >= 0) return rc;
+    if (!weights) return cli_usage_error("eval", "missing --weights PATH");
+    Model m;
+    if (cli_load_model(&m, argv[optind]) != 0) { cli_free_model(&m); return EXIT_BAD_INPUT; }
+    DiagSink d;
+    diag_init(&d, NULL);
+    Weights w;
+    double loss, acc;
+    rc = EXIT_BAD_INPUT;
+    if (weights_init(&w, m.graph, 0, &d) == 0) {
+        if (checkpoint_load(weights, m.graph, &w, &d) == 0 && eval_run(m.graph, &o, &w, &loss, &acc, &d) == 0) {
+            printf("Test loss: %.4f - test acc: %.4f\n", loss, acc);
+            rc = EXIT_OK;
+        }
+        weights_free(&w);
+    }
+    diag_flush(&d, stderr);
+    diag_free(&d);
+    cli_free_model(&m);
+    return rc;
 }

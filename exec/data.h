@@ -79,7 +79,8 @@ void dataset_batch(const Dataset *ds, int64_t batch, int64_t step, bool shuffle,
                    float *x, int32_t *y, int64_t *perm_cache, int64_t *perm_cache_pass);
 
 /* Copies samples [first, first+n) in order, for evaluation; the caller handles the
- * last partial batch.  The range is clamped to [0, count). */
+ * last partial batch.  n is cut to the samples left; nothing is written when first is
+ * outside [0, count). */
 void dataset_slice(const Dataset *ds, int64_t first, int64_t n, float *x, int32_t *y);
 
 #endif

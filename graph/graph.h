@@ -164,6 +164,9 @@ const char *shape_str(const Graph *g, const Shape *s, char *buf, size_t n);
 int graph_infer_shapes(Graph *g, DiagSink *d);
 /* Infers one node (its inputs already inferred); false after reporting an error. */
 bool graph_infer_node(Graph *g, int32_t id, DiagSink *d);
+/* The eager engine's check: the op's shape rule applied to the actual shapes of its
+ * inputs at run time (the graph is not changed).  false after reporting to d. */
+bool shape_check_runtime(const Graph *g, int32_t id, const Shape *const *in_shapes, Shape *out, DiagSink *d);
 /* Binds a symbol (e.g. "B") to a size and infers again: afterwards every shape is
  * concrete.  Returns 0 or the number of errors. */
 int graph_bind(Graph *g, const char *sym, int64_t value, DiagSink *d);

@@ -12,6 +12,7 @@ typedef struct Ctx {
     Graph *g;
     DiagSink *d;
     int errors;
+    const Shape *const *in_shapes;  /* run-time check: the inputs' actual shapes */
 } Ctx;
 
 typedef bool (*ShapeRule)(Ctx *c, Node *n);
@@ -29,7 +30,10 @@ static bool fail(Ctx *c, const Node *n, const char *fmt, ...)
     return false;
 }
 
-static const Shape *in_shape(Ctx *c, const Node *n, int i) { return &c->g->nodes[n->in[i]].shape; }
+static const Shape *in_shape(Ctx *c, const Node *n, int i)
+{
+    return c->in_shapes ? c->in_shapes[i] : &c->g->nodes[n->in[i]].shape;
+}
 static DType in_dtype(Ctx *c, const Node *n, int i) { return c->g->nodes[n->in[i]].dtype; }
 static const char *sname(Ctx *c, const Shape *s, char *buf, size_t len) { return shape_str(c->g, s, buf, len); }
 
@@ -385,7 +389,7 @@ static_assert(sizeof rules / sizeof rules[0] == OP_COUNT, "one shape rule per op
 
 int graph_infer_shapes(Graph *g, DiagSink *d)
 {
-    Ctx c = { g, d, 0 };
+    Ctx c = { g, d, 0, NULL };
     /* A node whose input failed is skipped: one mistake, one message. */
     bool *bad = gc_calloc((size_t)(g->nnodes ? g->nnodes : 1), sizeof *bad);
     if (!bad) { if (d) diag_plain(d, "out of memory"); return 1; }
@@ -402,9 +406,18 @@ int graph_infer_shapes(Graph *g, DiagSink *d)
 
 bool graph_infer_node(Graph *g, int32_t id, DiagSink *d)
 {
-    Ctx c = { g, d, 0 };
+    Ctx c = { g, d, 0, NULL };
     Node *n = &g->nodes[id];
     return rules[n->op] && rules[n->op](&c, n);
+}
+
+bool shape_check_runtime(const Graph *g, int32_t id, const Shape *const *in_shapes, Shape *out, DiagSink *d)
+{
+    Node tmp = g->nodes[id];
+    Ctx c = { (Graph *)g, d, 0, in_shapes };
+    if (!rules[tmp.op] || !rules[tmp.op](&c, &tmp)) return false;
+    *out = tmp.shape;
+    return true;
 }
 
 int graph_bind(Graph *g, const char *sym, int64_t value, DiagSink *d)

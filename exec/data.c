@@ -1,0 +1,421 @@
+#include "exec/data.h"
+#include "util/mem.h"
+#include "util/rng.h"
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <zlib.h>
+
+/* ---- IDX ----------------------------------------------------------------------- */
+
+static const char *idx_type_name(int t)
+{
+    switch (t) {
+    case 0x08: return "unsigned byte";
+    case 0x09: return "signed byte";
+    case 0x0B: return "int16";
+    case 0x0C: return "int32";
+    case 0x0D: return "float32";
+    case 0x0E: return "float64";
+    default: return "unknown type";
+    }
+}
+
+/* "60000x28x28" */
+static void dims_str(char *out, size_t cap, const int64_t *dims, int rank)
+{
+    size_t len = 0;
+    out[0] = 0;
+    for (int i = 0; i < rank && len < cap; i++) {
+        int n = snprintf(out + len, cap - len, i ? "x%" PRId64 : "%" PRId64, dims[i]);
+        if (n < 0) break;
+        len += (size_t)n;
+    }
+}
+
+/* zlib's description of the stream's error state; strerror when it was the OS. */
+static const char *gz_message(gzFile gz, const char *path, int *errnum)
+{
+    int e = Z_OK;
+    const char *msg = gzerror(gz, &e);
+    if (errnum) *errnum = e;
+    if (!msg || !*msg) return "unknown zlib error";
+    /* zlib says "path: reason"; the caller names the path itself */
+    size_t pl = strlen(path);
+    if (strncmp(msg, path, pl) == 0 && msg[pl] == ':' && msg[pl + 1] == ' ') msg += pl + 2;
+    return msg;
+}
+
+static void report_gz_error(gzFile gz, const char *path, DiagSink *d)
+{
+    int e;
+    const char *msg = gz_message(gz, path, &e);
+    if (e == Z_ERRNO) diag_plain(d, "%s: read error: %s", path, msg);
+    else diag_plain(d, "%s: corrupt gzip stream: %s", path, msg);
+}
+
+/* Reads up to n bytes into buf.  Returns the count read (less than n only at the
+ * end of the data), or -1 after reporting a read or decompression error. */
+static int64_t gz_read_upto(gzFile gz, const char *path, void *buf, int64_t n, DiagSink *d)
+{
+    int64_t got = 0;
+    while (got < n) {
+        int64_t want = n - got;
+        if (want > ((int64_t)1 << 30)) want = (int64_t)1 << 30;
+        int r = gzread(gz, (unsigned char *)buf + got, (unsigned)want);
+        if (r < 0) { report_gz_error(gz, path, d); return -1; }
+        if (r == 0) break;
+        got += r;
+    }
+    return got;
+}
+
+/* After a short read: was it a compressed stream cut short (rather than a plain end)? */
+static bool gz_cut_short(gzFile gz)
+{
+    int e = Z_OK;
+    gzerror(gz, &e);
+    return e == Z_BUF_ERROR;
+}
+
+int idx_load(const char *path, IdxData *out, DiagSink *d)
+{
+    memset(out, 0, sizeof *out);
+    errno = 0;
+    gzFile gz = gzopen(path, "rb");
+    if (!gz) {
+        diag_plain(d, "%s: cannot open: %s", path, errno ? strerror(errno) : "out of memory");
+        return -1;
+    }
+    gzbuffer(gz, 1u << 17);
+    uint8_t *data = NULL;
+    unsigned char head[4 + 4 * IDX_MAX_RANK];
+
+    /* magic: two zero bytes, the type, the rank */
+    int64_t got = gz_read_upto(gz, path, head, 4, d);
+    if (got < 0) goto fail;
+    if (got < 4) {
+        diag_plain(d, "%s: truncated header: %s%" PRId64 " bytes, an IDX header starts with 4 "
+                   "(magic, type, rank)", path, gz_cut_short(gz) ? "compressed stream ends after " : "file has ", got);
+        goto fail;
+    }
+    if (head[0] != 0 || head[1] != 0) {
+        diag_plain(d, "%s: bad magic: first two bytes are 0x%02x 0x%02x, an IDX file starts with 0x00 0x00%s",
+                   path, head[0], head[1],
+                   head[0] == 0x1f && head[1] == 0x8b ? " (this is gzip inside gzip)" : "");
+        goto fail;
+    }
+    if (head[2] != 0x08) {
+        diag_plain(d, "%s: unsupported data type 0x%02x (%s) in byte 3 of the header; only 0x08 "
+                   "(unsigned byte) is supported", path, head[2], idx_type_name(head[2]));
+        goto fail;
+    }
+    int rank = head[3];
+    if (rank < 1 || rank > IDX_MAX_RANK) {
+        diag_plain(d, "%s: unsupported rank %d in byte 4 of the header: must be 1 to %d",
+                   path, rank, IDX_MAX_RANK);
+        goto fail;
+    }
+    got = gz_read_upto(gz, path, head + 4, 4 * (int64_t)rank, d);
+    if (got < 0) goto fail;
+    if (got < 4 * rank) {
+        diag_plain(d, "%s: truncated header: rank %d needs %d bytes of dimensions, %s%" PRId64,
+                   path, rank, 4 * rank, gz_cut_short(gz) ? "compressed stream ends after " : "file has ", got);
+        goto fail;
+    }
+    int64_t size = 1;
+    bool overflow = false;
+    for (int i = 0; i < rank; i++) {
+        const unsigned char *p = head + 4 + 4 * i;
+        out->dims[i] = (int64_t)((uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3]);
+        if (out->dims[i] == 0) {
+            diag_plain(d, "%s: dimension %d of %d is 0", path, i + 1, rank);
+            goto fail;
+        }
+        if (!overflow && !gc_mul_i64(size, out->dims[i], &size)) overflow = true;
+    }
+    char dstr[128];
+    dims_str(dstr, sizeof dstr, out->dims, rank);
+    if (overflow) {
+        diag_plain(d, "%s: dimensions %s: their product overflows", path, dstr);
+        goto fail;
+    }
+    if (size > IDX_MAX_BYTES) {
+        diag_plain(d, "%s: dimensions %s = %" PRId64 " bytes of data, more than the %" PRId64 " GiB limit",
+                   path, dstr, size, IDX_MAX_BYTES >> 30);
+        goto fail;
+    }
+    data = gc_malloc((size_t)size);
+    if (!data) {
+        diag_plain(d, "%s: out of memory for %s = %" PRId64 " bytes of data", path, dstr, size);
+        goto fail;
+    }
+    got = gz_read_upto(gz, path, data, size, d);
+    if (got < 0) goto fail;
+    if (got < size) {
+        diag_plain(d, "%s: truncated: header promises %s = %" PRId64 " bytes of data, %s %" PRId64,
+                   path, dstr, size, gz_cut_short(gz) ? "compressed stream ends after" : "file has", got);
+        goto fail;
+    }
+    /* Nothing may follow.  Reading on also makes zlib check the gzip trailer (CRC). */
+    {
+        unsigned char scratch[4096];
+        int64_t extra = 0;
+        const int64_t extra_cap = (int64_t)1 << 20;
+        for (;;) {
+            int64_t r = gz_read_upto(gz, path, scratch, sizeof scratch, d);
+            if (r < 0) goto fail;
+            extra += r;
+            if (r < (int64_t)sizeof scratch || extra >= extra_cap) break;
+        }
+        if (extra > 0) {
+            diag_plain(d, "%s: trailing data: %s%" PRId64 " bytes after the %s = %" PRId64
+                       " bytes of data the header promises", path, extra >= extra_cap ? "at least " : "",
+                       extra, dstr, size);
+            goto fail;
+        }
+        if (gz_cut_short(gz)) {
+            diag_plain(d, "%s: corrupt gzip stream: unexpected end of file after the data "
+                       "(the gzip trailer is missing)", path);
+            goto fail;
+        }
+    }
+    gzclose(gz);
+    out->rank = rank;
+    out->size = size;
+    out->data = data;
+    return 0;
+
+fail:
+    gc_free(data);
+    gzclose(gz);
+    memset(out, 0, sizeof *out);
+    return -1;
+}
+
+void idx_free(IdxData *idx)
+{
+    gc_free(idx->data);
+    memset(idx, 0, sizeof *idx);
+}
+
+/* ---- datasets ------------------------------------------------------------------ */
+
+void dataset_free(Dataset *ds)
+{
+    gc_free(ds->x);
+    gc_free(ds->y);
+    gc_free(ds->name);
+    memset(ds, 0, sizeof *ds);
+}
+
+/* "dir/base.gz" when it exists, else "dir/base" when that does, else NULL reported. */
+static char *find_file(const char *dir, const char *base, DiagSink *d)
+{
+    if (!dir || !*dir) dir = ".";
+    size_t dl = strlen(dir);
+    const char *sep = dir[dl - 1] == '/' ? "" : "/";
+    size_t need = dl + strlen(base) + 5;
+    char *gzp = gc_malloc(need), *plain = gc_malloc(need);
+    if (!gzp || !plain) {
+        gc_free(gzp);
+        gc_free(plain);
+        diag_plain(d, "%s%s%s: out of memory", dir, sep, base);
+        return NULL;
+    }
+    snprintf(gzp, need, "%s%s%s.gz", dir, sep, base);
+    snprintf(plain, need, "%s%s%s", dir, sep, base);
+    struct stat st;
+    if (stat(gzp, &st) == 0) { gc_free(plain); return gzp; }
+    int gz_errno = errno;
+    if (stat(plain, &st) == 0) { gc_free(gzp); return plain; }
+    diag_plain(d, "%s: cannot open: %s (nor %s)", gzp, strerror(gz_errno), plain);
+    gc_free(gzp);
+    gc_free(plain);
+    return NULL;
+}
+
+int dataset_load_mnist(const char *dir, bool train, Dataset *out, DiagSink *d)
+{
+    memset(out, 0, sizeof *out);
+    const char *set = train ? "train" : "t10k";
+    char ibase[64], lbase[64];
+    snprintf(ibase, sizeof ibase, "%s-images-idx3-ubyte", set);
+    snprintf(lbase, sizeof lbase, "%s-labels-idx1-ubyte", set);
+    char *ipath = NULL, *lpath = NULL;
+    IdxData im = {0}, lb = {0};
+    int rc = -1;
+
+    ipath = find_file(dir, ibase, d);
+    if (!ipath) goto done;
+    lpath = find_file(dir, lbase, d);
+    if (!lpath) goto done;
+
+    if (idx_load(lpath, &lb, d)) goto done;
+    if (lb.rank != 1) {
+        diag_plain(d, "%s: labels must have rank 1 (count), found rank %d", lpath, lb.rank);
+        goto done;
+    }
+    for (int64_t i = 0; i < lb.size; i++) {
+        if (lb.data[i] > 9) {
+            diag_plain(d, "%s: label %d at index %" PRId64 " is out of range 0..9", lpath, lb.data[i], i);
+            goto done;
+        }
+    }
+    if (idx_load(ipath, &im, d)) goto done;
+    if (im.rank != 3) {
+        diag_plain(d, "%s: images must have rank 3 (count, rows, cols), found rank %d", ipath, im.rank);
+        goto done;
+    }
+    if (im.dims[0] != lb.dims[0]) {
+        diag_plain(d, "%s: image/label count mismatch: %" PRId64 " images, but %s has %" PRId64 " labels",
+                   ipath, im.dims[0], lpath, lb.dims[0]);
+        goto done;
+    }
+    int64_t count = im.dims[0], rows = im.dims[1], cols = im.dims[2];
+    size_t bytes;
+    /* im.size <= IDX_MAX_BYTES, so the products below fit; checked all the same */
+    if (!gc_mul_size((size_t)im.size, sizeof(float), &bytes) || !(out->x = gc_malloc(bytes)) ||
+        !(out->y = gc_calloc((size_t)count, sizeof(int32_t))) ||
+        !(out->name = gc_strdup(train ? "mnist-train" : "mnist-test"))) {
+        diag_plain(d, "%s: out of memory for %" PRId64 " images as floats", ipath, count);
+        goto done;
+    }
+    float scale[256];
+    for (int v = 0; v < 256; v++) scale[v] = (float)v / 255.0f;
+    for (int64_t i = 0; i < im.size; i++) out->x[i] = scale[im.data[i]];
+    for (int64_t i = 0; i < count; i++) out->y[i] = lb.data[i];
+    out->count = count;
+    out->rank = 3;
+    out->shape[0] = rows;
+    out->shape[1] = cols;
+    out->shape[2] = 1;
+    out->sample_size = rows * cols;
+    out->nclasses = 10;
+    rc = 0;
+
+done:
+    if (rc) dataset_free(out);
+    idx_free(&im);
+    idx_free(&lb);
+    gc_free(ipath);
+    gc_free(lpath);
+    return rc;
+}
+
+/* Keys that separate the synthetic data's random streams from each other. */
+#define SYN_KEY_LABEL 0x6c6162656c730001ull
+#define SYN_KEY_PROTO 0x70726f746f740002ull
+#define SYN_KEY_NOISE 0x6e6f697365730003ull
+#define SYN_NOISE 0.3f   /* noise is uniform in [-SYN_NOISE/2, SYN_NOISE/2) */
+
+int dataset_synthetic(Dataset *out, int64_t count, const int64_t *shape, int rank,
+                      int32_t nclasses, uint64_t seed, DiagSink *d)
+{
+    memset(out, 0, sizeof *out);
+    if (count < 1) {
+        diag_plain(d, "synthetic dataset: count %" PRId64 " must be at least 1", count);
+        return -1;
+    }
+    if (rank < 1 || rank > 4 || !shape) {
+        diag_plain(d, "synthetic dataset: rank %d of the sample shape must be 1 to 4", rank);
+        return -1;
+    }
+    if (nclasses < 1) {
+        diag_plain(d, "synthetic dataset: nclasses %" PRId32 " must be at least 1", nclasses);
+        return -1;
+    }
+    int64_t ss = 1;
+    for (int i = 0; i < rank; i++) {
+        if (shape[i] < 1) {
+            diag_plain(d, "synthetic dataset: dimension %d of the sample shape is %" PRId64
+                       ", must be at least 1", i + 1, shape[i]);
+            return -1;
+        }
+        if (!gc_mul_i64(ss, shape[i], &ss)) {
+            diag_plain(d, "synthetic dataset: the sample shape's element count overflows");
+            return -1;
+        }
+    }
+    int64_t total;
+    size_t bytes;
+    if (!gc_mul_i64(count, ss, &total) || (uint64_t)total > SIZE_MAX ||
+        !gc_mul_size((size_t)total, sizeof(float), &bytes)) {
+        diag_plain(d, "synthetic dataset: %" PRId64 " samples of %" PRId64 " floats: size overflows", count, ss);
+        return -1;
+    }
+    out->x = gc_malloc(bytes);
+    out->y = gc_calloc((size_t)count, sizeof(int32_t));
+    out->name = gc_strdup("synthetic");
+    if (!out->x || !out->y || !out->name) {
+        dataset_free(out);
+        diag_plain(d, "synthetic dataset: out of memory for %" PRId64 " samples of %" PRId64 " floats", count, ss);
+        return -1;
+    }
+    for (int64_t i = 0; i < count; i++) {
+        int32_t c = (int32_t)rng_below(rng_at(seed ^ SYN_KEY_LABEL, 0, (uint64_t)i), (uint64_t)nclasses);
+        out->y[i] = c;
+        float *xi = out->x + i * ss;
+        for (int64_t j = 0; j < ss; j++) {
+            float proto = rng_unit(rng_at(seed ^ SYN_KEY_PROTO, (uint64_t)c, (uint64_t)j));
+            float noise = (rng_unit(rng_at(seed ^ SYN_KEY_NOISE, (uint64_t)i, (uint64_t)j)) - 0.5f) * SYN_NOISE;
+            float v = proto + noise;
+            xi[j] = v < 0.0f ? 0.0f : v > 1.0f ? 1.0f : v;
+        }
+    }
+    out->count = count;
+    out->rank = rank;
+    for (int i = 0; i < rank; i++) out->shape[i] = shape[i];
+    out->sample_size = ss;
+    out->nclasses = nclasses;
+    return 0;
+}
+
+/* ---- batches ------------------------------------------------------------------- */
+
+int64_t dataset_batches_per_pass(const Dataset *ds, int64_t batch)
+{
+    if (batch <= 0 || ds->count <= 0) return 0;
+    return ds->count / batch;
+}
+
+static void copy_sample(const Dataset *ds, int64_t from, int64_t to, float *x, int32_t *y)
+{
+    if (x) memcpy(x + to * ds->sample_size, ds->x + from * ds->sample_size,
+                  (size_t)ds->sample_size * sizeof(float));
+    if (y) y[to] = ds->y[from];
+}
+
+void dataset_batch(const Dataset *ds, int64_t batch, int64_t step, bool shuffle, uint64_t seed,
+                   float *x, int32_t *y, int64_t *perm_cache, int64_t *perm_cache_pass)
+{
+    int64_t bpp = dataset_batches_per_pass(ds, batch);
+    if (bpp <= 0 || step < 0) return;
+    int64_t pass = step / bpp, first = (step % bpp) * batch;
+    if (!shuffle) {
+        for (int64_t k = 0; k < batch; k++) copy_sample(ds, first + k, k, x, y);
+        return;
+    }
+    if (!perm_cache || !perm_cache_pass) return;
+    if (*perm_cache_pass != pass) {
+        int64_t n = ds->count;
+        for (int64_t i = 0; i < n; i++) perm_cache[i] = i;
+        for (int64_t i = n - 1; i > 0; i--) {
+            int64_t j = (int64_t)rng_below(rng_at(seed, (uint64_t)pass, (uint64_t)i), (uint64_t)i + 1);
+            int64_t t = perm_cache[i];
+            perm_cache[i] = perm_cache[j];
+            perm_cache[j] = t;
+        }
+        *perm_cache_pass = pass;
+    }
+    for (int64_t k = 0; k < batch; k++) copy_sample(ds, perm_cache[first + k], k, x, y);
+}
+
+void dataset_slice(const Dataset *ds, int64_t first, int64_t n, float *x, int32_t *y)
+{
+    if (first < 0 || first >= ds->count || n <= 0) return;
+    if (n > ds->count - first) n = ds->count - first;
+    for (int64_t k = 0; k < n; k++) copy_sample(ds, first + k, k, x, y);
+}

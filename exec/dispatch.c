@@ -1,0 +1,369 @@
+/* Kernel dispatch: one function per op, in a table indexed by OpKind.  Both executors
+ * come through here, so the arithmetic is the same in both modes. */
+#include <assert.h>
+#include <string.h>
+#include "exec/exec.h"
+#include "exec/kern.h"
+#include "util/rng.h"
+
+typedef int (*KernelFn)(const KCall *c);
+
+static const Shape *ishape(const KCall *c, int k) { return &c->g->nodes[c->n->in[k]].shape; }
+static size_t numel(const Shape *s) { return (size_t)shape_numel(s); }
+static const float *fin(const KCall *c, int k) { return (const float *)c->in[k]; }
+static float *fout(const KCall *c) { return (float *)c->out; }
+
+size_t node_bytes(const Node *n) { return (size_t)shape_numel(&n->shape) * 4; }
+
+static void dims64(const Shape *s, int64_t *out)
+{
+    for (int i = 0; i < s->rank; i++) out[i] = s->d[i].v;
+}
+
+static int k_nop(const KCall *c) { (void)c; return 0; }
+
+static int k_const(const KCall *c)
+{
+    fout(c)[0] = c->n->a.cnst.value;
+    return 0;
+}
+
+static int k_param(const KCall *c)
+{
+    /* Executors bind PARAM outputs to the var storage directly; a copy only if not. */
+    const float *src = c->env->w->data[c->n->a.param.var];
+    if (c->out != src) memcpy(c->out, src, node_bytes(c->n));
+    return 0;
+}
+
+static int k_matmul(const KCall *c)
+{
+    const Shape *a = ishape(c, 0), *b = ishape(c, 1);
+    bool ta = c->n->a.matmul.ta, tb = c->n->a.matmul.tb;
+    size_t M = (size_t)c->n->shape.d[0].v, N = (size_t)c->n->shape.d[1].v;
+    size_t K = (size_t)a->d[ta ? 0 : 1].v;
+    (void)b;
+    kern_gemm(ta, tb, M, N, K, 1.0f, fin(c, 0), fin(c, 1), 0.0f, fout(c));
+    return 0;
+}
+
+static KConv conv_params(const Node *n, const Shape *x, const Shape *w, const Shape *y)
+{
+    KConv p = {
+        .n = x->d[0].v, .h = x->d[1].v, .w = x->d[2].v, .c = x->d[3].v,
+        .kh = w->d[0].v, .kw = w->d[1].v, .f = w->d[3].v,
+        .sh = n->a.win.sh, .sw = n->a.win.sw, .pt = n->a.win.pt, .pl = n->a.win.pl,
+        .oh = y->d[1].v, .ow = y->d[2].v,
+    };
+    return p;
+}
+
+/* conv2d(x, w) -> y; grad_input(dy, w) -> dx [x]; grad_filter(x, dy) -> dw [w] */
+static KConv call_conv(const KCall *c)
+{
+    const Graph *g = c->g;
+    const Node *n = c->n;
+    switch (n->op) {
+    case OP_CONV2D: return conv_params(n, ishape(c, 0), ishape(c, 1), &n->shape);
+    case OP_CONV2D_GRAD_INPUT: return conv_params(n, &n->shape, ishape(c, 1), ishape(c, 0));
+    default: return conv_params(n, ishape(c, 0), &n->shape, ishape(c, 1));
+    }
+    (void)g;
+}
+
+static int k_conv2d(const KCall *c)
+{
+    KConv p = call_conv(c);
+    kern_conv2d(&p, fin(c, 0), fin(c, 1), fout(c), c->scratch);
+    return 0;
+}
+
+static int k_conv2d_grad_input(const KCall *c)
+{
+    KConv p = call_conv(c);
+    kern_conv2d_grad_input(&p, fin(c, 0), fin(c, 1), fout(c), c->scratch);
+    return 0;
+}
+
+static int k_conv2d_grad_filter(const KCall *c)
+{
+    KConv p = call_conv(c);
+    kern_conv2d_grad_filter(&p, fin(c, 0), fin(c, 1), fout(c), c->scratch);
+    return 0;
+}
+
+size_t dispatch_scratch_bytes(const Graph *g, const Node *n)
+{
+    if (n->op != OP_CONV2D && n->op != OP_CONV2D_GRAD_INPUT && n->op != OP_CONV2D_GRAD_FILTER) return 0;
+    const void *none[3] = { 0 };
+    KCall c = { .g = g, .n = n, .in = none };
+    KConv p = call_conv(&c);
+    return kern_conv2d_scratch(&p);
+}
+
+static int k_binary(const KCall *c)
+{
+    static const KBinary map[] = { [OP_ADD] = KB_ADD, [OP_SUB] = KB_SUB, [OP_MUL] = KB_MUL, [OP_DIV] = KB_DIV };
+    const Shape *a = ishape(c, 0), *b = ishape(c, 1), *y = &c->n->shape;
+    int64_t ad[MAX_RANK], bd[MAX_RANK], yd[MAX_RANK];
+    dims64(a, ad);
+    dims64(b, bd);
+    dims64(y, yd);
+    kern_binary(map[c->n->op], fin(c, 0), ad, a->rank, fin(c, 1), bd, b->rank, fout(c), yd, y->rank);
+    return 0;
+}
+
+static int k_unary(const KCall *c)
+{
+    static const KUnary map[] = {
+        [OP_NEG] = KU_NEG, [OP_RELU] = KU_RELU, [OP_SIGMOID] = KU_SIGMOID, [OP_TANH] = KU_TANH,
+        [OP_EXP] = KU_EXP, [OP_LOG] = KU_LOG, [OP_SQRT] = KU_SQRT,
+    };
+    kern_unary(map[c->n->op], fin(c, 0), fout(c), numel(&c->n->shape));
+    return 0;
+}
+
+static int k_unary_grad(const KCall *c)
+{
+    const float *v = fin(c, 0);
+    kern_unary_grad((KUnary)c->n->a.unary.kop, v, v, fin(c, 1), fout(c), numel(&c->n->shape));
+    return 0;
+}
+
+static void rows_cols(const Shape *s, size_t *rows, size_t *cols)
+{
+    *cols = (size_t)s->d[s->rank - 1].v;
+    *rows = *cols ? numel(s) / *cols : 0;
+}
+
+static int k_softmax(const KCall *c)
+{
+    size_t r, k;
+    rows_cols(&c->n->shape, &r, &k);
+    if (c->n->op == OP_SOFTMAX) kern_softmax(fin(c, 0), fout(c), r, k);
+    else kern_log_softmax(fin(c, 0), fout(c), r, k);
+    return 0;
+}
+
+static int k_softmax_grad(const KCall *c)
+{
+    size_t r, k;
+    rows_cols(&c->n->shape, &r, &k);
+    if (c->n->op == OP_SOFTMAX_GRAD) kern_softmax_grad(fin(c, 0), fin(c, 1), fout(c), r, k);
+    else kern_log_softmax_grad(fin(c, 0), fin(c, 1), fout(c), r, k);
+    return 0;
+}
+
+static KPool pool_params(const Node *n, const Shape *x, const Shape *y)
+{
+    KPool p = {
+        .n = x->d[0].v, .h = x->d[1].v, .w = x->d[2].v, .c = x->d[3].v,
+        .kh = n->a.win.kh, .kw = n->a.win.kw, .sh = n->a.win.sh, .sw = n->a.win.sw,
+        .pt = n->a.win.pt, .pl = n->a.win.pl, .oh = y->d[1].v, .ow = y->d[2].v,
+    };
+    return p;
+}
+
+static int k_pool(const KCall *c)
+{
+    KPool p = pool_params(c->n, ishape(c, 0), &c->n->shape);
+    if (c->n->op == OP_MAXPOOL) kern_maxpool(&p, fin(c, 0), fout(c));
+    else kern_avgpool(&p, fin(c, 0), fout(c));
+    return 0;
+}
+
+static int k_maxpool_grad(const KCall *c)
+{
+    KPool p = pool_params(c->n, ishape(c, 0), ishape(c, 1));
+    kern_maxpool_grad(&p, fin(c, 0), fin(c, 1), fin(c, 2), fout(c));
+    return 0;
+}
+
+static int k_avgpool_grad(const KCall *c)
+{
+    KPool p = pool_params(c->n, &c->n->shape, ishape(c, 0));
+    kern_avgpool_grad(&p, fin(c, 0), fout(c));
+    return 0;
+}
+
+static int k_gap(const KCall *c)
+{
+    const Shape *x = ishape(c, 0);
+    kern_global_avgpool(fin(c, 0), fout(c), (size_t)x->d[0].v, (size_t)(x->d[1].v * x->d[2].v), (size_t)x->d[3].v);
+    return 0;
+}
+
+static int k_gap_grad(const KCall *c)
+{
+    const Shape *x = &c->n->shape;
+    kern_global_avgpool_grad(fin(c, 0), fout(c), (size_t)x->d[0].v, (size_t)(x->d[1].v * x->d[2].v), (size_t)x->d[3].v);
+    return 0;
+}
+
+static int k_reshape(const KCall *c)
+{
+    if (c->out != c->in[0]) memcpy(c->out, c->in[0], node_bytes(c->n));
+    return 0;
+}
+
+/* concat/slice along `axis`: outer = product of dims before it, inner = after it */
+static void outer_inner(const Shape *s, int axis, size_t *outer, size_t *inner)
+{
+    *outer = 1;
+    *inner = 1;
+    for (int i = 0; i < axis; i++) *outer *= (size_t)s->d[i].v;
+    for (int i = axis + 1; i < s->rank; i++) *inner *= (size_t)s->d[i].v;
+}
+
+static int k_concat(const KCall *c)
+{
+    int axis = c->n->a.concat.axis, nx = c->n->nin;
+    int64_t lens[64];
+    const float *xs[64];
+    if (nx > 64) return -1;
+    for (int i = 0; i < nx; i++) {
+        lens[i] = ishape(c, i)->d[axis].v;
+        xs[i] = fin(c, i);
+    }
+    size_t outer, inner;
+    outer_inner(&c->n->shape, axis, &outer, &inner);
+    kern_concat(xs, lens, nx, outer, inner, fout(c));
+    return 0;
+}
+
+static int k_slice(const KCall *c)
+{
+    const Shape *y = ishape(c, 0);
+    int axis = c->n->a.slice.axis;
+    size_t outer, inner;
+    outer_inner(y, axis, &outer, &inner);
+    kern_slice(fin(c, 0), y->d[axis].v, c->n->a.slice.off, c->n->a.slice.len, outer, inner, fout(c));
+    return 0;
+}
+
+/* A different mask every step, the same for the same (seed, step, dropout node). */
+static uint64_t step_seed(const StepEnv *e) { return rng_mix(e->seed ^ rng_mix((uint64_t)e->step + 0x51ED270B27A5A1ull)); }
+
+static int k_dropout(const KCall *c)
+{
+    size_t n = numel(&c->n->shape);
+    if (!c->env->training || c->n->a.dropout.rate == 0) {
+        if (c->out != c->in[0]) memcpy(c->out, c->in[0], n * 4);
+        return 0;
+    }
+    kern_dropout(fin(c, 0), fout(c), n, c->n->a.dropout.rate, step_seed(c->env), (uint64_t)c->n->a.dropout.stream);
+    return 0;
+}
+
+static int k_dropout_grad(const KCall *c)
+{
+    size_t n = numel(&c->n->shape);
+    if (!c->env->training || c->n->a.dropout.rate == 0) {
+        if (c->out != c->in[0]) memcpy(c->out, c->in[0], n * 4);
+        return 0;
+    }
+    kern_dropout_grad(fin(c, 0), fout(c), n, c->n->a.dropout.rate, step_seed(c->env), (uint64_t)c->n->a.dropout.stream);
+    return 0;
+}
+
+static int bad_label(const KCall *c, int rc)
+{
+    int64_t row = -1 - rc;
+    const int32_t *labels = (const int32_t *)c->in[1];
+    int line = 0, col = 0;
+    if (c->g->src) diag_line_col(c->g->src, c->n->loc.start, &line, &col);
+    diag_plain(c->env->d, "%s:%d:%d: %s: label %d in row %lld is outside [0, %lld)", c->g->src ? c->g->src->name : "?",
+               line, col, op_name(c->n->op), labels[row], (long long)row, (long long)ishape(c, 0)->d[1].v);
+    return -1;
+}
+
+static int k_cross_entropy(const KCall *c)
+{
+    const Shape *l = ishape(c, 0);
+    int rc = kern_cross_entropy(fin(c, 0), (const int32_t *)c->in[1], (size_t)l->d[0].v, (size_t)l->d[1].v, fout(c));
+    return rc ? bad_label(c, rc) : 0;
+}
+
+static int k_cross_entropy_grad(const KCall *c)
+{
+    const Shape *l = ishape(c, 0);
+    int rc = kern_cross_entropy_grad(fin(c, 0), (const int32_t *)c->in[1], fin(c, 2)[0], fout(c), (size_t)l->d[0].v,
+                                     (size_t)l->d[1].v);
+    return rc ? bad_label(c, rc) : 0;
+}
+
+static int k_accuracy(const KCall *c)
+{
+    const Shape *l = ishape(c, 0);
+    size_t rows = (size_t)l->d[0].v;
+    size_t ok = kern_count_correct(fin(c, 0), (const int32_t *)c->in[1], rows, (size_t)l->d[1].v);
+    fout(c)[0] = rows ? (float)ok / (float)rows : 0.0f;
+    return 0;
+}
+
+static int k_mse(const KCall *c)
+{
+    kern_mse(fin(c, 0), fin(c, 1), numel(ishape(c, 0)), fout(c));
+    return 0;
+}
+
+static int k_mse_grad(const KCall *c)
+{
+    kern_mse_grad(fin(c, 0), fin(c, 1), fin(c, 2)[0], fout(c), numel(ishape(c, 0)));
+    return 0;
+}
+
+static int k_sum_to(const KCall *c)
+{
+    const Shape *x = ishape(c, 0), *y = &c->n->shape;
+    int64_t xd[MAX_RANK], yd[MAX_RANK];
+    dims64(x, xd);
+    dims64(y, yd);
+    kern_sum_to(fin(c, 0), xd, x->rank, fout(c), yd, y->rank);
+    return 0;
+}
+
+static int k_update(const KCall *c)
+{
+    const StepEnv *e = c->env;
+    const Node *n = c->n;
+    float *w = e->w->data[n->a.update.var];
+    const float *g = fin(c, 1);
+    size_t len = numel(ishape(c, 1));
+    switch (n->op) {
+    case OP_SGD_UPDATE: kern_sgd(w, g, len, e->lr); break;
+    case OP_MOMENTUM_UPDATE: kern_momentum(w, e->w->data[n->a.update.state[0]], g, len, e->lr, e->momentum, e->nesterov); break;
+    default:
+        kern_adam(w, e->w->data[n->a.update.state[0]], e->w->data[n->a.update.state[1]], g, len, e->lr, e->beta1,
+                  e->beta2, e->eps, e->step + 1);
+        break;
+    }
+    fout(c)[0] = 0;
+    return 0;
+}
+
+static const KernelFn kernels[OP_COUNT] = {
+    [OP_INPUT] = k_nop, [OP_PARAM] = k_param, [OP_CONST] = k_const,
+    [OP_MATMUL] = k_matmul, [OP_CONV2D] = k_conv2d,
+    [OP_ADD] = k_binary, [OP_SUB] = k_binary, [OP_MUL] = k_binary, [OP_DIV] = k_binary,
+    [OP_NEG] = k_unary, [OP_RELU] = k_unary, [OP_SIGMOID] = k_unary, [OP_TANH] = k_unary,
+    [OP_EXP] = k_unary, [OP_LOG] = k_unary, [OP_SQRT] = k_unary,
+    [OP_SOFTMAX] = k_softmax, [OP_LOG_SOFTMAX] = k_softmax,
+    [OP_MAXPOOL] = k_pool, [OP_AVGPOOL] = k_pool, [OP_GLOBAL_AVGPOOL] = k_gap,
+    [OP_RESHAPE] = k_reshape, [OP_CONCAT] = k_concat, [OP_DROPOUT] = k_dropout,
+    [OP_CROSS_ENTROPY] = k_cross_entropy, [OP_MSE] = k_mse, [OP_ACCURACY] = k_accuracy,
+    [OP_SUM_TO] = k_sum_to, [OP_UNARY_GRAD] = k_unary_grad,
+    [OP_SOFTMAX_GRAD] = k_softmax_grad, [OP_LOG_SOFTMAX_GRAD] = k_softmax_grad,
+    [OP_MAXPOOL_GRAD] = k_maxpool_grad, [OP_AVGPOOL_GRAD] = k_avgpool_grad, [OP_GLOBAL_AVGPOOL_GRAD] = k_gap_grad,
+    [OP_CONV2D_GRAD_INPUT] = k_conv2d_grad_input, [OP_CONV2D_GRAD_FILTER] = k_conv2d_grad_filter,
+    [OP_SLICE] = k_slice, [OP_DROPOUT_GRAD] = k_dropout_grad,
+    [OP_CROSS_ENTROPY_GRAD] = k_cross_entropy_grad, [OP_MSE_GRAD] = k_mse_grad,
+    [OP_SGD_UPDATE] = k_update, [OP_MOMENTUM_UPDATE] = k_update, [OP_ADAM_UPDATE] = k_update,
+};
+static_assert(sizeof kernels / sizeof kernels[0] == OP_COUNT, "one kernel per op");
+
+int dispatch_run(const KCall *c)
+{
+    assert(kernels[c->n->op]);
+    return kernels[c->n->op](c);
+}

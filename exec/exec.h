@@ -1,0 +1,71 @@
+/* Executing a graph: the kernel dispatch shared by both executors, persistent state
+ * (parameters and optimizer state), and the op-by-op interpreter.
+ *
+ * Ownership: a Weights owns the storage of every Var of the graph it was made for;
+ * graphs derived from the same forward graph (train, infer) share var indices, so one
+ * Weights serves them all.  An executor never owns a graph: the caller keeps it alive
+ * for the executor's lifetime. */
+#ifndef GRAPHC_EXEC_H
+#define GRAPHC_EXEC_H
+#include "graph/graph.h"
+
+typedef struct Weights {
+    int n;               /* vars */
+    float **data;        /* data[v]: numel(vars[v].shape) floats */
+    const char **names;  /* borrowed from the graph they were made for */
+    Shape *shapes;
+    VarRole *roles;
+    int64_t step;        /* optimizer steps taken (Adam's t) */
+} Weights;
+
+/* Allocates and initialises every var of g (Glorot etc. seeded by `seed`; the values
+ * of var v depend only on (seed, v's name), not on other vars).  0 or -1 with d. */
+int weights_init(Weights *w, const Graph *g, uint64_t seed, DiagSink *d);
+void weights_free(Weights *w);
+/* Copies values of vars present in both by name and shape (e.g. a trained forward
+ * model into a fresh train graph's weights). */
+void weights_copy_matching(Weights *dst, const Weights *src);
+
+/* What a step needs besides tensors. */
+typedef struct StepEnv {
+    Weights *w;
+    int64_t step;        /* global step number, 0-based */
+    uint64_t seed;       /* the run's seed (dropout masks derive from it and step) */
+    float lr, momentum, beta1, beta2, eps;
+    bool nesterov;
+    bool training;       /* dropout active */
+    DiagSink *d;         /* run-time errors (a label out of range) */
+} StepEnv;
+
+/* One kernel call with everything resolved. */
+typedef struct KCall {
+    const Graph *g;
+    const Node *n;
+    const void *const *in;   /* data of each input */
+    void *out;               /* data of the output */
+    float *scratch;          /* dispatch_scratch_bytes(g, n) bytes */
+    const StepEnv *env;
+} KCall;
+
+/* Runs one node's kernel.  0, or -1 after reporting to c->env->d. */
+int dispatch_run(const KCall *c);
+size_t dispatch_scratch_bytes(const Graph *g, const Node *n);
+/* Bytes of a node's output (f32 or i32, 4 bytes each); 0 for rank-0 update results. */
+size_t node_bytes(const Node *n);
+
+/* ---- the interpreter: the reference executor and the "eager" mode ---------------------
+ * Walks the graph one node at a time: checks the node's input shapes at run time with
+ * the op's shape rule, allocates its output, dispatches its kernel through the op
+ * table, and frees every buffer after its last use.  Reshape is a view (no copy),
+ * as in eager frameworks. */
+typedef struct InterpStats {
+    size_t peak_bytes;    /* most bytes of activations live at once */
+    size_t live_bytes;
+    int64_t allocs;
+} InterpStats;
+
+/* feeds[i]: data of input i (g->inputs order).  outs[i] receives output i (numel of its
+ * shape, copied).  0 or -1 with the error in env->d. */
+int interp_run(const Graph *g, const void *const *feeds, float *const *outs, const StepEnv *env, InterpStats *st);
+
+#endif

@@ -1,0 +1,48 @@
+#include "exec/executor.h"
+#include "exec/compiled.h"
+
+static const char *mode_names[EXEC_MODE_COUNT] = { "interp", "compiled" };
+const char *exec_mode_name(ExecMode m) { return (unsigned)m < EXEC_MODE_COUNT ? mode_names[m] : "?"; }
+
+struct Executor {
+    ExecMode mode;
+    const Graph *g;
+    InterpStats stats;    /* interpreter */
+    CompiledPlan *plan;   /* compiled */
+};
+
+Executor *executor_plan(ExecMode mode, const Graph *g, Weights *w, DiagSink *d)
+{
+    for (int i = 0; i < g->nnodes; i++)
+        if (!shape_concrete(&g->nodes[i].shape)) {
+            diag_plain(d, "internal: executing a graph whose shapes are not all bound (node %d)", i);
+            return NULL;
+        }
+    Executor *e = gc_calloc(1, sizeof *e);
+    if (!e) { diag_plain(d, "out of memory"); return NULL; }
+    e->mode = mode;
+    e->g = g;
+    if (mode == MODE_COMPILED) {
+        e->plan = compiled_plan(g, w, d);
+        if (!e->plan) { gc_free(e); return NULL; }
+    }
+    return e;
+}
+
+int executor_run(Executor *e, const void *const *feeds, float *const *outs, const StepEnv *env)
+{
+    if (e->mode == MODE_COMPILED) return compiled_run(e->plan, feeds, outs, env);
+    return interp_run(e->g, feeds, outs, env, &e->stats);
+}
+
+size_t executor_peak_bytes(const Executor *e)
+{
+    return e->mode == MODE_COMPILED ? compiled_arena_bytes(e->plan) : e->stats.peak_bytes;
+}
+
+void executor_free(Executor *e)
+{
+    if (!e) return;
+    compiled_free(e->plan);
+    gc_free(e);
+}

@@ -1,0 +1,33 @@
+/* A self-contained SVG picture of a training run: what a Keras user would open
+ * TensorBoard for.  Two panels, one above the other:
+ *   - loss: training loss per step (faint raw line, bold exponential moving average)
+ *     and the test loss per epoch as markers;
+ *   - accuracy: training accuracy per step (raw and smoothed) and the test accuracy
+ *     per epoch as markers.
+ * Both share the step axis, with light vertical lines at the epoch boundaries.
+ * Non-finite values are skipped (and counted in a note); long runs are downsampled
+ * (min and max per pixel column) so the file stays small. */
+#ifndef GRAPHC_PLOT_H
+#define GRAPHC_PLOT_H
+#include <stddef.h>
+#include <stdint.h>
+#include "util/diag.h"
+
+typedef struct TrainLog {
+    size_t nsteps;
+    const float *step_loss;        /* nsteps values, or NULL */
+    const float *step_acc;         /* nsteps values, or NULL */
+    size_t nepochs;
+    const float *epoch_test_loss;  /* nepochs values, NaN where no evaluation; or NULL */
+    const float *epoch_test_acc;   /* likewise */
+    int64_t steps_per_epoch;       /* epoch e ends after step (e+1)*steps_per_epoch; <= 0: unknown */
+    const char *title;             /* UTF-8; may be NULL */
+} TrainLog;
+
+/* Writes the SVG to `path` atomically: `path`.tmp in the same folder, flushed and
+ * fsynced, then renamed over `path`.  On failure the temporary file is removed, any
+ * file already at `path` is left as it was, and a message naming the path and the
+ * system's reason goes to `d`.  Returns 0 or -1. */
+int plot_svg(const char *path, const TrainLog *log, DiagSink *d);
+
+#endif

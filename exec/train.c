@@ -1,0 +1,411 @@
+/* Training and evaluation runs.  See train.h. */
+#include <math.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include "exec/kern.h"
+#include "exec/plot.h"
+#include "exec/train.h"
+#include "graph/passes.h"
+
+void run_options_default(RunOptions *o)
+{
+    memset(o, 0, sizeof *o);
+    o->mode = MODE_COMPILED;
+    o->lr = -1;
+    o->log = LOG_BAR;
+    o->out = stdout;
+}
+
+void run_result_free(RunResult *r)
+{
+    gc_free(r->step_loss);
+    gc_free(r->step_acc);
+    gc_free(r->epoch_loss);
+    gc_free(r->epoch_acc);
+    gc_free(r->epoch_test_loss);
+    gc_free(r->epoch_test_acc);
+    memset(r, 0, sizeof *r);
+}
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* ---- the data a model is fed ------------------------------------------------------------- */
+
+typedef struct Feed {
+    int x_input, y_input;    /* indices into g->inputs */
+    int16_t batch_sym;       /* the symbol of the batch dimension, or -1 */
+    int64_t sample_size;
+    Dataset train, test;
+} Feed;
+
+
+static int feed_setup(const Graph *g, const TrainSpec *t, const RunOptions *o, bool need_train, Feed *f, DiagSink *d)
+{
+    memset(f, 0, sizeof *f);
+    f->x_input = f->y_input = -1;
+    for (int i = 0; i < g->ninputs; i++) {
+        const Node *n = &g->nodes[g->inputs[i]];
+        if (g->inputs[i] == g->label_input) f->y_input = i;
+        else if (n->dtype == DT_F32 && f->x_input < 0) f->x_input = i;
+    }
+    if (f->x_input < 0 || f->y_input < 0 || g->ninputs != 2) {
+        diag_plain(d, "%s: training feeds one f32 input of examples and one i32 input of class labels "
+                   "(used as cross_entropy's labels); this model has %d input%s",
+                   g->src ? g->src->name : "model", g->ninputs, g->ninputs == 1 ? "" : "s");
+        return -1;
+    }
+    const Node *x = &g->nodes[g->inputs[f->x_input]];
+    char b[128];
+    if (x->shape.rank < 2 || x->shape.d[0].sym < 0 || x->shape.d[0].v != 1) {
+        diag_plain(d, "input '%s' %s: the first dimension must be the batch symbol, e.g. f32[B, 28, 28, 1]",
+                   x->name, shape_str(g, &x->shape, b, sizeof b));
+        return -1;
+    }
+    f->batch_sym = x->shape.d[0].sym;
+    int64_t shape[4];
+    f->sample_size = 1;
+    for (int i = 1; i < x->shape.rank; i++) {
+        if (x->shape.d[i].sym >= 0 || i > 4) {
+            diag_plain(d, "input '%s' %s: the dimensions after the batch must be known sizes", x->name,
+                       shape_str(g, &x->shape, b, sizeof b));
+            return -1;
+        }
+        shape[i - 1] = x->shape.d[i].v;
+        f->sample_size *= x->shape.d[i].v;
+    }
+    if (t->data == DATA_MNIST) {
+        const char *dir = o->data_dir ? o->data_dir : t->data_path;
+        if ((need_train && dataset_load_mnist(dir, true, &f->train, d) != 0) ||
+            dataset_load_mnist(dir, false, &f->test, d) != 0) {
+            dataset_free(&f->train);
+            return -1;
+        }
+        if (f->sample_size != f->test.sample_size) {
+            diag_plain(d, "input '%s' %s holds %lld values per example, but MNIST images have %lld (28x28x1)", x->name,
+                       shape_str(g, &x->shape, b, sizeof b), (long long)f->sample_size, (long long)f->test.sample_size);
+            dataset_free(&f->train);
+            dataset_free(&f->test);
+            return -1;
+        }
+    } else if (t->data == DATA_SYNTHETIC) {
+        const Node *lg = g->logits >= 0 ? &g->nodes[g->logits] : NULL;
+        int32_t classes = lg && lg->shape.rank == 2 && lg->shape.d[1].sym < 0 ? (int32_t)lg->shape.d[1].v : 10;
+        int64_t ntest = t->synth_count / 4 > 0 ? t->synth_count / 4 : 1;
+        if ((need_train && dataset_synthetic(&f->train, t->synth_count, shape, x->shape.rank - 1, classes, t->seed, d) != 0) ||
+            dataset_synthetic(&f->test, ntest, shape, x->shape.rank - 1, classes, t->seed + 1, d) != 0) {
+            dataset_free(&f->train);
+            return -1;
+        }
+    } else {
+        diag_plain(d, "%s: the model has no data source (a train block with data = ...)", g->src ? g->src->name : "model");
+        return -1;
+    }
+    if (o->train_limit > 0 && f->train.count > o->train_limit) f->train.count = o->train_limit;
+    if (o->test_limit > 0 && f->test.count > o->test_limit) f->test.count = o->test_limit;
+    return 0;
+}
+
+static void feed_free(Feed *f)
+{
+    dataset_free(&f->train);
+    dataset_free(&f->test);
+}
+
+static int output_index(const Graph *g, const char *name)
+{
+    for (int i = 0; i < g->noutputs; i++)
+        if (strcmp(g->outputs[i].name, name) == 0) return i;
+    return -1;
+}
+
+/* ---- evaluation ------------------------------------------------------------------------------ */
+
+typedef struct Evaluator {
+    Graph *full, *rest;        /* bound to the batch, and to the last partial batch */
+    Executor *ex_full, *ex_rest;
+    int64_t batch, rest_n;
+    float *x;
+    int32_t *y;
+} Evaluator;
+
+static void evaluator_free(Evaluator *e)
+{
+    executor_free(e->ex_full);
+    executor_free(e->ex_rest);
+    graph_free(e->full);
+    graph_free(e->rest);
+    gc_free(e->x);
+    gc_free(e->y);
+    memset(e, 0, sizeof *e);
+}
+
+static int evaluator_init(Evaluator *e, const Graph *fwd, const Feed *f, int64_t batch, ExecMode mode, Weights *w, DiagSink *d)
+{
+    memset(e, 0, sizeof *e);
+    int64_t n = f->test.count;
+    e->batch = batch < n ? batch : n;
+    e->rest_n = n % e->batch;
+    const char *sym = fwd->syms[f->batch_sym];
+    e->full = pass_inference(fwd, true, d);
+    if (!e->full || graph_bind(e->full, sym, e->batch, d)) goto fail;
+    e->ex_full = executor_plan(mode, e->full, w, d);
+    if (!e->ex_full) goto fail;
+    if (e->rest_n) {
+        e->rest = pass_inference(fwd, true, d);
+        if (!e->rest || graph_bind(e->rest, sym, e->rest_n, d)) goto fail;
+        e->ex_rest = executor_plan(mode, e->rest, w, d);
+        if (!e->ex_rest) goto fail;
+    }
+    e->x = gc_calloc((size_t)(e->batch * f->sample_size), sizeof *e->x);
+    e->y = gc_calloc((size_t)e->batch, sizeof *e->y);
+    if (!e->x || !e->y) { diag_plain(d, "out of memory"); goto fail; }
+    return 0;
+fail:
+    evaluator_free(e);
+    return -1;
+}
+
+static int evaluate(Evaluator *e, const Feed *f, StepEnv env, double *loss, double *acc)
+{
+    const Graph *g = e->full;
+    int li = output_index(g, "loss"), ai = output_index(g, "accuracy");
+    double lsum = 0, asum = 0;
+    env.training = false;
+    for (int64_t first = 0; first < f->test.count; first += e->batch) {
+        int64_t n = f->test.count - first < e->batch ? f->test.count - first : e->batch;
+        dataset_slice(&f->test, first, n, e->x, e->y);
+        const void *feeds[2];
+        feeds[f->x_input] = e->x;
+        feeds[f->y_input] = e->y;
+        float outv[8][1];
+        float *outs[8] = { 0 };
+        if (g->noutputs > 8) return -1;
+        if (li >= 0) outs[li] = outv[li];
+        if (ai >= 0) outs[ai] = outv[ai];
+        /* the model's own outputs (probabilities) are not needed here */
+        for (int i = 0; i < g->noutputs; i++)
+            if (i != li && i != ai) outs[i] = NULL;
+        if (executor_run(n == e->batch ? e->ex_full : e->ex_rest, feeds, outs, &env) != 0) return -1;
+        if (li >= 0) lsum += (double)outv[li][0] * (double)n;
+        if (ai >= 0) asum += (double)outv[ai][0] * (double)n;
+    }
+    *loss = lsum / (double)f->test.count;
+    *acc = ai >= 0 ? asum / (double)f->test.count : NAN;
+    return 0;
+}
+
+/* ---- progress -------------------------------------------------------------------------------- */
+
+static void fmt_duration(double s, char *buf, size_t n)
+{
+    if (s < 60) snprintf(buf, n, "%.0fs", s);
+    else if (s < 3600) snprintf(buf, n, "%dm%02ds", (int)s / 60, (int)s % 60);
+    else snprintf(buf, n, "%dh%02dm", (int)s / 3600, ((int)s % 3600) / 60);
+}
+
+static void progress_line(FILE *out, int64_t epoch, int64_t epochs, int64_t step, int64_t steps, double secs,
+                          double loss, double acc, bool final)
+{
+    enum { WIDTH = 30 };
+    char bar[WIDTH + 1];
+    int64_t filled = steps ? step * WIDTH / steps : WIDTH;
+    for (int i = 0; i < WIDTH; i++) bar[i] = i < filled ? '=' : '.';
+    if (!final && filled < WIDTH) bar[filled > 0 ? filled - 1 : 0] = '>';
+    bar[WIDTH] = 0;
+    char dur[32];
+    fmt_duration(secs, dur, sizeof dur);
+    int w = snprintf(NULL, 0, "%lld", (long long)steps);
+    fprintf(out, "\rEpoch %lld/%lld  %*lld/%lld [%s] - %s %.0fms/step - loss: %.4f", (long long)epoch, (long long)epochs,
+            w, (long long)step, (long long)steps, bar, dur, step ? 1000.0 * secs / (double)step : 0.0, loss);
+    if (!isnan(acc)) fprintf(out, " - acc: %.4f", acc);
+}
+
+/* ---- the run ------------------------------------------------------------------------------------- */
+
+int train_run(const Graph *fwd, const RunOptions *o, RunResult *r, Weights *w_out, DiagSink *d)
+{
+    memset(r, 0, sizeof *r);
+    double t0 = now();
+    TrainSpec t = fwd->train;
+    if (!t.present || t.minimize < 0) {
+        diag_plain(d, "%s: the model has no train block: nothing to train", fwd->src ? fwd->src->name : "model");
+        return -1;
+    }
+    if (o->epochs > 0) t.epochs = o->epochs;
+    if (o->steps > 0) t.steps = o->steps;
+    if (o->batch > 0) t.batch = o->batch;
+    if (o->lr >= 0) t.lr = (float)o->lr;
+    if (o->have_seed) t.seed = o->seed;
+    kern_blas_threads(o->threads > 0 ? o->threads : (int)sysconf(_SC_NPROCESSORS_ONLN));
+
+    Feed f;
+    Graph *tg = NULL;
+    Weights w = { 0 };
+    Executor *ex = NULL;
+    Evaluator ev = { 0 };
+    float *x = NULL;
+    int32_t *y = NULL;
+    int64_t *perm = NULL, perm_pass = -1;
+    int rc = -1;
+    if (feed_setup(fwd, &t, o, true, &f, d) != 0) return -1;
+    if (t.batch > f.train.count) {
+        diag_plain(d, "batch %lld is larger than the %lld training examples", (long long)t.batch, (long long)f.train.count);
+        goto out;
+    }
+    int64_t per_pass = dataset_batches_per_pass(&f.train, t.batch);
+    int64_t steps = t.steps ? t.steps : per_pass;
+    tg = pass_autodiff(fwd, d);
+    if (!tg) goto out;
+    tg->train = t;
+    if (graph_bind(tg, fwd->syms[f.batch_sym], t.batch, d) != 0) goto out;
+    if (weights_init(&w, tg, t.seed, d) != 0) goto out;
+    ex = executor_plan(o->mode, tg, &w, d);
+    if (!ex) goto out;
+    if (evaluator_init(&ev, fwd, &f, t.batch, o->mode, &w, d) != 0) goto out;
+
+    x = gc_calloc((size_t)(t.batch * f.sample_size), sizeof *x);
+    y = gc_calloc((size_t)t.batch, sizeof *y);
+    perm = gc_calloc((size_t)f.train.count, sizeof *perm);
+    r->nsteps = t.epochs * steps;
+    r->nepochs = t.epochs;
+    r->step_loss = gc_calloc((size_t)r->nsteps, sizeof(float));
+    r->step_acc = gc_calloc((size_t)r->nsteps, sizeof(float));
+    r->epoch_loss = gc_calloc((size_t)t.epochs, sizeof(float));
+    r->epoch_acc = gc_calloc((size_t)t.epochs, sizeof(float));
+    r->epoch_test_loss = gc_calloc((size_t)t.epochs, sizeof(float));
+    r->epoch_test_acc = gc_calloc((size_t)t.epochs, sizeof(float));
+    if (!x || !y || !perm || !r->step_loss || !r->step_acc || !r->epoch_loss || !r->epoch_acc || !r->epoch_test_loss ||
+        !r->epoch_test_acc) {
+        diag_plain(d, "out of memory");
+        goto out;
+    }
+    StepEnv env = {
+        .w = &w, .seed = t.seed, .lr = t.lr, .momentum = t.momentum, .beta1 = t.beta1, .beta2 = t.beta2,
+        .eps = t.eps, .nesterov = t.nesterov, .training = true, .d = d,
+    };
+    int li = output_index(tg, "loss"), ai = output_index(tg, "accuracy");
+    FILE *out = o->out ? o->out : stdout;
+    bool tty = o->log == LOG_BAR && isatty(fileno(out));
+    if (o->log == LOG_BAR)
+        fprintf(out, "Training %s: %lld epochs x %lld steps, batch %lld, %s mode, %s\n",
+                fwd->model_name ? fwd->model_name : "model", (long long)t.epochs, (long long)steps, (long long)t.batch,
+                exec_mode_name(o->mode), kern_blas_info());
+    double train_time = 0;
+    for (int64_t e = 0; e < t.epochs; e++) {
+        double te = now(), lsum = 0, asum = 0, last_draw = 0;
+        for (int64_t s = 0; s < steps; s++) {
+            int64_t gs = e * steps + s;
+            dataset_batch(&f.train, t.batch, gs, t.shuffle, t.seed, x, y, perm, &perm_pass);
+            const void *feeds[2];
+            feeds[f.x_input] = x;
+            feeds[f.y_input] = y;
+            float lv = 0, av = NAN;
+            float *outs[2] = { NULL, NULL };
+            outs[li] = &lv;
+            if (ai >= 0) outs[ai] = &av;
+            env.step = gs;
+            w.step = gs;
+            if (executor_run(ex, feeds, outs, &env) != 0) goto out;
+            r->step_loss[gs] = lv;
+            r->step_acc[gs] = av;
+            lsum += lv;
+            asum += av;
+            double el = now() - te;
+            if (tty && (el - last_draw > 0.1 || s + 1 == steps)) {
+                progress_line(out, e + 1, t.epochs, s + 1, steps, el, lsum / (double)(s + 1), asum / (double)(s + 1), false);
+                fflush(out);
+                last_draw = el;
+            }
+        }
+        double secs = now() - te;
+        train_time += secs;
+        w.step = (e + 1) * steps;
+        r->epoch_loss[e] = (float)(lsum / (double)steps);
+        r->epoch_acc[e] = (float)(asum / (double)steps);
+        r->epoch_test_loss[e] = r->epoch_test_acc[e] = NAN;
+        if (o->validate || o->plot_path) {
+            double tl, ta;
+            env.step = w.step;
+            if (evaluate(&ev, &f, env, &tl, &ta) != 0) goto out;
+            r->epoch_test_loss[e] = (float)tl;
+            r->epoch_test_acc[e] = (float)ta;
+        }
+        if (o->log == LOG_BAR) {
+            progress_line(out, e + 1, t.epochs, steps, steps, secs, r->epoch_loss[e], r->epoch_acc[e], true);
+            if (!isnan(r->epoch_test_loss[e]))
+                fprintf(out, " - test_loss: %.4f - test_acc: %.4f", r->epoch_test_loss[e], r->epoch_test_acc[e]);
+            fputc('\n', out);
+        } else if (o->log == LOG_JSON) {
+            fprintf(out, "{\"epoch\": %lld, \"epochs\": %lld, \"steps\": %lld, \"loss\": %.6f, \"acc\": %.6f, "
+                    "\"seconds\": %.3f, \"ms_per_step\": %.3f",
+                    (long long)(e + 1), (long long)t.epochs, (long long)steps, r->epoch_loss[e], r->epoch_acc[e], secs,
+                    1000 * secs / (double)steps);
+            if (!isnan(r->epoch_test_loss[e]))
+                fprintf(out, ", \"test_loss\": %.6f, \"test_acc\": %.6f", r->epoch_test_loss[e], r->epoch_test_acc[e]);
+            fputs("}\n", out);
+        }
+        fflush(out);
+    }
+    r->train_seconds = train_time;
+    env.step = w.step;
+    if (evaluate(&ev, &f, env, &r->test_loss, &r->test_acc) != 0) goto out;
+    r->peak_bytes = executor_peak_bytes(ex);
+    r->seconds = now() - t0;
+    if (o->save_path && checkpoint_save(o->save_path, tg, &w, t.seed, d) != 0) goto out;
+    if (o->plot_path) {
+        TrainLog lg = {
+            .nsteps = (size_t)r->nsteps, .step_loss = r->step_loss, .step_acc = ai >= 0 ? r->step_acc : NULL,
+            .nepochs = (size_t)r->nepochs, .epoch_test_loss = r->epoch_test_loss, .epoch_test_acc = r->epoch_test_acc,
+            .steps_per_epoch = steps, .title = fwd->model_name,
+        };
+        if (plot_svg(o->plot_path, &lg, d) != 0) goto out;
+    }
+    if (o->log == LOG_BAR) {
+        fprintf(out, "Test loss: %.4f - test acc: %.4f (%lld examples) - total time %.1fs (training %.1fs)\n", r->test_loss,
+                r->test_acc, (long long)f.test.count, r->seconds, r->train_seconds);
+        if (o->save_path) fprintf(out, "Saved weights to %s\n", o->save_path);
+        if (o->plot_path) fprintf(out, "Wrote %s\n", o->plot_path);
+    } else if (o->log == LOG_JSON) {
+        fprintf(out, "{\"test_loss\": %.6f, \"test_acc\": %.6f, \"test_examples\": %lld, \"seconds\": %.3f, "
+                "\"train_seconds\": %.3f}\n",
+                r->test_loss, r->test_acc, (long long)f.test.count, r->seconds, r->train_seconds);
+    } else {
+        fprintf(out, "test_loss %.6f test_acc %.6f\n", r->test_loss, r->test_acc);
+    }
+    rc = 0;
+out:
+    if (rc == 0 && w_out) *w_out = w;
+    else weights_free(&w);
+    evaluator_free(&ev);
+    executor_free(ex);
+    graph_free(tg);
+    feed_free(&f);
+    gc_free(x);
+    gc_free(y);
+    gc_free(perm);
+    return rc;
+}
+
+int eval_run(const Graph *fwd, const RunOptions *o, Weights *w, double *loss, double *acc, DiagSink *d)
+{
+    Feed f;
+    Evaluator ev;
+    TrainSpec t = fwd->train;
+    if (o->batch > 0) t.batch = o->batch;
+    kern_blas_threads(o->threads > 0 ? o->threads : (int)sysconf(_SC_NPROCESSORS_ONLN));
+    if (feed_setup(fwd, &t, o, false, &f, d) != 0) return -1;
+    int rc = -1;
+    if (evaluator_init(&ev, fwd, &f, t.batch, o->mode, w, d) == 0) {
+        StepEnv env = { .w = w, .seed = t.seed, .d = d };
+        rc = evaluate(&ev, &f, env, loss, acc);
+        evaluator_free(&ev);
+    }
+    feed_free(&f);
+    return rc;
+}

@@ -1,0 +1,54 @@
+/* Training and evaluation runs: data, the two executors, progress, checkpoints. */
+#ifndef GRAPHC_TRAIN_H
+#define GRAPHC_TRAIN_H
+#include "exec/data.h"
+#include "exec/executor.h"
+
+typedef enum LogMode { LOG_BAR, LOG_QUIET, LOG_JSON, LOG_MODE_COUNT } LogMode;
+
+typedef struct RunOptions {
+    ExecMode mode;
+    int64_t epochs, steps, batch;   /* 0: as the train block says */
+    double lr;                      /* < 0: as the train block says */
+    bool have_seed;
+    uint64_t seed;
+    int threads;                    /* 0: all cores */
+    int64_t train_limit;            /* use only the first N training samples (0: all) */
+    int64_t test_limit;             /* evaluate on the first N test samples (0: all) */
+    bool validate;                  /* evaluate on the test set after every epoch */
+    const char *save_path;          /* checkpoint written at the end */
+    const char *plot_path;          /* SVG of the run */
+    const char *data_dir;           /* overrides mnist("...") */
+    LogMode log;
+    FILE *out;                      /* progress and results (stdout) */
+} RunOptions;
+
+typedef struct RunResult {
+    int64_t nsteps;
+    float *step_loss, *step_acc;    /* per step */
+    int64_t nepochs;
+    float *epoch_loss, *epoch_acc;  /* training means per epoch */
+    float *epoch_test_loss, *epoch_test_acc; /* NaN where not evaluated */
+    double test_loss, test_acc;
+    double seconds, train_seconds;
+    size_t peak_bytes;
+} RunResult;
+
+void run_options_default(RunOptions *o);
+/* Trains the forward graph `fwd` (lowered and inferred, symbols unbound) as its train
+ * block and the options say, then evaluates.  `w_out`, if not NULL, receives the
+ * trained weights (free with weights_free).  0, or -1 with the error in d. */
+int train_run(const Graph *fwd, const RunOptions *o, RunResult *r, Weights *w_out, DiagSink *d);
+/* Evaluates weights `w` on the test set of fwd's data source.  0 or -1. */
+int eval_run(const Graph *fwd, const RunOptions *o, Weights *w, double *loss, double *acc, DiagSink *d);
+void run_result_free(RunResult *r);
+
+/* ---- checkpoints (docs/checkpoint.md) ------------------------------------------------- */
+/* Writes every var of `g` atomically (temp file, fsync, rename, fsync of the folder). */
+int checkpoint_save(const char *path, const Graph *g, const Weights *w, uint64_t seed, DiagSink *d);
+/* Loads the vars of `g` present in the file; every param of g must be there with the
+ * same shape (optimizer state is loaded when present).  Nothing is changed in `w`
+ * unless the whole file is valid. */
+int checkpoint_load(const char *path, const Graph *g, Weights *w, DiagSink *d);
+
+#endif

@@ -1,0 +1,331 @@
+/* Reverse-mode differentiation as a graph pass.
+ *
+ * The forward graph is copied, then walked from the loss back to the parameters;
+ * each op's gradient rule (a table indexed by OpKind) emits ordinary ops that map the
+ * gradient of its output to gradients of its inputs.  A value used twice receives the
+ * sum of its gradients.  Only nodes that lie on a path from a parameter to the loss
+ * get gradients.  Last come the optimizer updates, one per parameter, which write the
+ * parameters and their state in place: they are the last ops of the step, so every
+ * read of a parameter (forward or backward) happens before it is written. */
+#include <assert.h>
+#include <string.h>
+#include "exec/kern.h"
+#include "graph/passes.h"
+
+typedef struct AD {
+    Graph *g;
+    DiagSink *d;
+    int32_t *grad;     /* gradient node of each forward node, or -1 */
+    bool *needs;       /* on a path from a parameter to the loss */
+    int32_t cur;       /* forward node being differentiated (for n->fwd) */
+    bool failed;
+} AD;
+
+typedef void (*GradRule)(AD *ad, int32_t id, int32_t dy);
+
+static int32_t emit(AD *ad, OpKind op, const int32_t *in, int nin, const NodeAttr *attr, const Shape *tshape)
+{
+    if (ad->failed) return -1;
+    Loc loc = ad->g->nodes[ad->cur].loc;
+    int32_t id = graph_add_inferred(ad->g, op, in, nin, loc, attr, tshape, ad->d);
+    if (id < 0) { ad->failed = true; return -1; }
+    ad->g->nodes[id].fwd = ad->cur;
+    return id;
+}
+
+static int32_t emit1(AD *ad, OpKind op, int32_t a) { return emit(ad, op, &a, 1, NULL, NULL); }
+static int32_t emit2(AD *ad, OpKind op, int32_t a, int32_t b)
+{
+    int32_t in[2] = { a, b };
+    return emit(ad, op, in, 2, NULL, NULL);
+}
+
+static const Node *N(AD *ad, int32_t id) { return &ad->g->nodes[id]; }
+
+/* Adds `dx` into the gradient of forward node x. */
+static void accum(AD *ad, int32_t x, int32_t dx)
+{
+    if (dx < 0 || !ad->needs[x]) return;
+    if (ad->grad[x] < 0) ad->grad[x] = dx;
+    else ad->grad[x] = emit2(ad, OP_ADD, ad->grad[x], dx);
+}
+
+/* The adjoint of broadcasting: sums dy down to the shape of x. */
+static int32_t unbroadcast(AD *ad, int32_t dy, int32_t x)
+{
+    if (dy < 0) return -1;
+    Shape xs = N(ad, x)->shape;
+    if (shape_eq(&xs, &N(ad, dy)->shape)) return dy;
+    return emit(ad, OP_SUM_TO, &dy, 1, NULL, &xs);
+}
+
+static void g_none(AD *ad, int32_t id, int32_t dy) { (void)ad; (void)id; (void)dy; }
+
+static void g_add(AD *ad, int32_t id, int32_t dy)
+{
+    const Node *n = N(ad, id);
+    int32_t a = n->in[0], b = n->in[1];
+    if (ad->needs[a]) accum(ad, a, unbroadcast(ad, dy, a));
+    if (ad->needs[b]) accum(ad, b, unbroadcast(ad, n->op == OP_SUB ? emit1(ad, OP_NEG, dy) : dy, b));
+}
+
+static void g_mul(AD *ad, int32_t id, int32_t dy)
+{
+    int32_t a = N(ad, id)->in[0], b = N(ad, id)->in[1];
+    if (ad->needs[a]) accum(ad, a, unbroadcast(ad, emit2(ad, OP_MUL, dy, b), a));
+    if (ad->needs[b]) accum(ad, b, unbroadcast(ad, emit2(ad, OP_MUL, dy, a), b));
+}
+
+static void g_div(AD *ad, int32_t id, int32_t dy)
+{
+    int32_t a = N(ad, id)->in[0], b = N(ad, id)->in[1];
+    if (ad->needs[a]) accum(ad, a, unbroadcast(ad, emit2(ad, OP_DIV, dy, b), a));
+    if (ad->needs[b]) {
+        /* d(a/b)/db = -(a/b)/b */
+        int32_t t = emit2(ad, OP_MUL, dy, emit2(ad, OP_DIV, id, b));
+        accum(ad, b, unbroadcast(ad, emit1(ad, OP_NEG, t), b));
+    }
+}
+
+static void g_neg(AD *ad, int32_t id, int32_t dy) { accum(ad, N(ad, id)->in[0], emit1(ad, OP_NEG, dy)); }
+
+static void g_unary(AD *ad, int32_t id, int32_t dy)
+{
+    const Node *n = N(ad, id);
+    int kop;
+    int32_t v = id;   /* most rules need the output y */
+    switch (n->op) {
+    case OP_RELU: kop = KU_RELU; break;      /* y > 0 exactly where x > 0 */
+    case OP_SIGMOID: kop = KU_SIGMOID; break;
+    case OP_TANH: kop = KU_TANH; break;
+    case OP_EXP: kop = KU_EXP; break;
+    case OP_SQRT: kop = KU_SQRT; break;
+    default: kop = KU_LOG; v = n->in[0]; break; /* log needs x */
+    }
+    NodeAttr a = { .unary = { kop } };
+    int32_t in[2] = { v, dy };
+    accum(ad, n->in[0], emit(ad, OP_UNARY_GRAD, in, 2, &a, NULL));
+}
+
+static void g_rows(AD *ad, int32_t id, int32_t dy)
+{
+    const Node *n = N(ad, id);
+    accum(ad, n->in[0], emit2(ad, n->op == OP_SOFTMAX ? OP_SOFTMAX_GRAD : OP_LOG_SOFTMAX_GRAD, id, dy));
+}
+
+static void g_matmul(AD *ad, int32_t id, int32_t dy)
+{
+    const Node *n = N(ad, id);
+    int32_t A = n->in[0], B = n->in[1];
+    bool ta = n->a.matmul.ta, tb = n->a.matmul.tb;
+    if (ad->needs[A]) {
+        NodeAttr at = { .matmul = { ta ? tb : false, ta ? true : !tb } };
+        int32_t in[2] = { ta ? B : dy, ta ? dy : B };
+        accum(ad, A, emit(ad, OP_MATMUL, in, 2, &at, NULL));
+    }
+    if (ad->needs[B]) {
+        NodeAttr at = { .matmul = { tb ? true : !ta, tb ? ta : false } };
+        int32_t in[2] = { tb ? dy : A, tb ? A : dy };
+        accum(ad, B, emit(ad, OP_MATMUL, in, 2, &at, NULL));
+    }
+}
+
+static void g_conv2d(AD *ad, int32_t id, int32_t dy)
+{
+    const Node *n = N(ad, id);
+    int32_t x = n->in[0], w = n->in[1];
+    NodeAttr a = n->a;
+    if (ad->needs[x]) {
+        Shape xs = N(ad, x)->shape;
+        int32_t in[2] = { dy, w };
+        accum(ad, x, emit(ad, OP_CONV2D_GRAD_INPUT, in, 2, &a, &xs));
+    }
+    if (ad->needs[w]) {
+        Shape ws = N(ad, w)->shape;
+        int32_t in[2] = { x, dy };
+        accum(ad, w, emit(ad, OP_CONV2D_GRAD_FILTER, in, 2, &a, &ws));
+    }
+}
+
+static void g_pool(AD *ad, int32_t id, int32_t dy)
+{
+    const Node *n = N(ad, id);
+    int32_t x = n->in[0];
+    NodeAttr a = n->a;
+    Shape xs = N(ad, x)->shape;
+    if (n->op == OP_MAXPOOL) {
+        int32_t in[3] = { x, id, dy };
+        accum(ad, x, emit(ad, OP_MAXPOOL_GRAD, in, 3, &a, NULL));
+    } else if (n->op == OP_AVGPOOL) {
+        accum(ad, x, emit(ad, OP_AVGPOOL_GRAD, &dy, 1, &a, &xs));
+    } else {
+        accum(ad, x, emit(ad, OP_GLOBAL_AVGPOOL_GRAD, &dy, 1, NULL, &xs));
+    }
+}
+
+static void g_reshape(AD *ad, int32_t id, int32_t dy)
+{
+    int32_t x = N(ad, id)->in[0];
+    Shape xs = N(ad, x)->shape;
+    accum(ad, x, emit(ad, OP_RESHAPE, &dy, 1, NULL, &xs));
+}
+
+static void g_concat(AD *ad, int32_t id, int32_t dy)
+{
+    const Node *n = N(ad, id);
+    int axis = n->a.concat.axis;
+    int64_t off = 0;
+    for (int k = 0; k < n->nin; k++) {
+        int32_t x = n->in[k];
+        int64_t len = N(ad, x)->shape.d[axis].v;
+        if (ad->needs[x]) {
+            NodeAttr a = { .slice = { axis, off, len } };
+            accum(ad, x, emit(ad, OP_SLICE, &dy, 1, &a, NULL));
+        }
+        off += len;
+    }
+}
+
+static void g_dropout(AD *ad, int32_t id, int32_t dy)
+{
+    const Node *n = N(ad, id);
+    NodeAttr a = n->a;
+    accum(ad, n->in[0], emit(ad, OP_DROPOUT_GRAD, &dy, 1, &a, NULL));
+}
+
+static void g_cross_entropy(AD *ad, int32_t id, int32_t dy)
+{
+    const Node *n = N(ad, id);
+    int32_t in[3] = { n->in[0], n->in[1], dy };
+    accum(ad, n->in[0], emit(ad, OP_CROSS_ENTROPY_GRAD, in, 3, NULL, NULL));
+}
+
+static void g_mse(AD *ad, int32_t id, int32_t dy)
+{
+    const Node *n = N(ad, id);
+    int32_t in[3] = { n->in[0], n->in[1], dy };
+    int32_t da = emit(ad, OP_MSE_GRAD, in, 3, NULL, NULL);
+    accum(ad, n->in[0], da);
+    if (ad->needs[n->in[1]]) accum(ad, n->in[1], emit1(ad, OP_NEG, da));
+}
+
+static const GradRule rules[OP_COUNT] = {
+    [OP_INPUT] = g_none, [OP_PARAM] = g_none, [OP_CONST] = g_none,
+    [OP_MATMUL] = g_matmul, [OP_CONV2D] = g_conv2d,
+    [OP_ADD] = g_add, [OP_SUB] = g_add, [OP_MUL] = g_mul, [OP_DIV] = g_div,
+    [OP_NEG] = g_neg, [OP_RELU] = g_unary, [OP_SIGMOID] = g_unary, [OP_TANH] = g_unary,
+    [OP_EXP] = g_unary, [OP_LOG] = g_unary, [OP_SQRT] = g_unary,
+    [OP_SOFTMAX] = g_rows, [OP_LOG_SOFTMAX] = g_rows,
+    [OP_MAXPOOL] = g_pool, [OP_AVGPOOL] = g_pool, [OP_GLOBAL_AVGPOOL] = g_pool,
+    [OP_RESHAPE] = g_reshape, [OP_CONCAT] = g_concat, [OP_DROPOUT] = g_dropout,
+    [OP_CROSS_ENTROPY] = g_cross_entropy, [OP_MSE] = g_mse, [OP_ACCURACY] = g_none,
+    /* gradient and update ops are not differentiated again (no second order) */
+};
+static_assert(sizeof rules / sizeof rules[0] == OP_COUNT, "one gradient rule slot per op");
+
+static int add_state(Graph *g, int param, const char *suffix)
+{
+    char name[300];
+    snprintf(name, sizeof name, "%s:%s", g->vars[param].name, suffix);
+    int v = graph_add_var(g, name, g->vars[param].shape, INIT_ZEROS, g->vars[param].loc);
+    if (v >= 0) {
+        g->vars[v].role = VAR_STATE;
+        g->vars[v].of = param;
+    }
+    return v;
+}
+
+Graph *pass_autodiff(const Graph *fwd, DiagSink *d)
+{
+    if (fwd->train.minimize < 0) {
+        diag_plain(d, "the model has no loss to minimize: add a train block with 'minimize = LOSS'");
+        return NULL;
+    }
+    Graph *g = graph_clone(fwd);
+    if (!g) { diag_plain(d, "out of memory"); return NULL; }
+    g->stage = "train";
+    int nf = g->nnodes;
+    int32_t loss = g->train.minimize;
+    AD ad = { .g = g, .d = d };
+    ad.grad = gc_calloc((size_t)nf, sizeof *ad.grad);
+    ad.needs = gc_calloc((size_t)nf, sizeof *ad.needs);
+    bool *from_param = gc_calloc((size_t)nf, sizeof *from_param);
+    bool *to_loss = gc_calloc((size_t)nf, sizeof *to_loss);
+    if (!ad.grad || !ad.needs || !from_param || !to_loss) { ad.failed = true; diag_plain(d, "out of memory"); goto done; }
+
+    /* needs = depends on a parameter (forward) and the loss depends on it (backward) */
+    for (int i = 0; i < nf; i++) {
+        const Node *n = &g->nodes[i];
+        from_param[i] = n->op == OP_PARAM;
+        for (int k = 0; k < n->nin; k++) from_param[i] |= from_param[n->in[k]];
+    }
+    to_loss[loss] = true;
+    for (int i = loss; i >= 0; i--)
+        if (to_loss[i])
+            for (int k = 0; k < g->nodes[i].nin; k++) to_loss[g->nodes[i].in[k]] = true;
+    for (int i = 0; i < nf; i++) {
+        ad.needs[i] = from_param[i] && to_loss[i] && g->nodes[i].dtype == DT_F32;
+        ad.grad[i] = -1;
+    }
+
+    ad.cur = loss;
+    ad.grad[loss] = emit(&ad, OP_CONST, NULL, 0, &(NodeAttr){ .cnst = { 1.0f } }, NULL);
+    for (int i = loss; i >= 0 && !ad.failed; i--) {
+        if (ad.grad[i] < 0 || !ad.needs[i]) continue;
+        ad.cur = i;
+        assert(rules[g->nodes[i].op]);
+        rules[g->nodes[i].op](&ad, i, ad.grad[i]);
+    }
+    if (ad.failed) goto done;
+
+    /* One update per parameter var; a var behind several PARAM nodes (a shared layer)
+     * gets the sum of their gradients. */
+    int nparams = g->nvars;
+    for (int v = 0; v < nparams && !ad.failed; v++) {
+        int32_t gsum = -1, pnode = -1;
+        for (int i = 0; i < nf; i++) {
+            if (g->nodes[i].op != OP_PARAM || g->nodes[i].a.param.var != v) continue;
+            if (pnode < 0) pnode = i;
+            if (ad.grad[i] < 0) continue;
+            ad.cur = i;
+            gsum = gsum < 0 ? ad.grad[i] : emit2(&ad, OP_ADD, gsum, ad.grad[i]);
+        }
+        if (gsum < 0) continue;   /* not reachable from the loss: no gradient, no update */
+        ad.cur = pnode;
+        NodeAttr a = { .update = { v, { -1, -1 } } };
+        OpKind op = OP_SGD_UPDATE;
+        if (g->train.optim == OPTIM_ADAM) {
+            op = OP_ADAM_UPDATE;
+            a.update.state[0] = add_state(g, v, "m");
+            a.update.state[1] = add_state(g, v, "v");
+        } else if (g->train.momentum > 0) {
+            op = OP_MOMENTUM_UPDATE;
+            a.update.state[0] = add_state(g, v, "velocity");
+        }
+        int32_t in[2] = { pnode, gsum };
+        emit(&ad, op, in, 2, &a, NULL);
+    }
+    if (ad.failed) goto done;
+
+    /* The step's outputs are its metrics; the model's own outputs (probabilities and
+     * the like) are not computed while training. */
+    g->noutputs = 0;
+    graph_add_output(g, "loss", loss);
+    if (g->logits >= 0 && g->label_input >= 0) {
+        ad.cur = g->logits;
+        int32_t acc = emit2(&ad, OP_ACCURACY, g->logits, g->label_input);
+        if (acc >= 0) graph_add_output(g, "accuracy", acc);
+    }
+done:
+    gc_free(ad.grad);
+    gc_free(ad.needs);
+    gc_free(from_param);
+    gc_free(to_loss);
+    if (ad.failed || g->arena.failed) {
+        graph_free(g);
+        return NULL;
+    }
+    Graph *t = pass_dce(g, d);
+    graph_free(g);
+    return t;
+}

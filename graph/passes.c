@@ -1,0 +1,142 @@
+/* Rebuilding passes: inference graph and dead code elimination. */
+#include <string.h>
+#include "graph/passes.h"
+
+int32_t graph_add_inferred(Graph *g, OpKind op, const int32_t *in, int nin, Loc loc,
+                           const NodeAttr *attr, const Shape *tshape, DiagSink *d)
+{
+    int32_t id = graph_add(g, op, in, nin, loc);
+    if (id < 0) {
+        if (d) diag_plain(d, "out of memory");
+        return -1;
+    }
+    Node *n = &g->nodes[id];
+    if (attr) n->a = *attr;
+    if (tshape) n->tshape = *tshape;
+    if (!graph_infer_node(g, id, d)) return -1;
+    return id;
+}
+
+/* Copies the nodes of `g` marked in `keep` into a fresh graph, in order, replacing
+ * each input i by alias[i] first (alias[i] == i for most nodes).  Outputs and the
+ * train spec are remapped; outputs whose node is dropped are dropped. */
+static Graph *rebuild(const Graph *g, const bool *keep, const int32_t *alias, const char *stage, DiagSink *d)
+{
+    Graph *c = graph_clone(g);
+    int32_t *map = gc_calloc((size_t)(g->nnodes ? g->nnodes : 1), sizeof *map);
+    if (!c || !map) {
+        graph_free(c);
+        gc_free(map);
+        diag_plain(d, "out of memory");
+        return NULL;
+    }
+    int n = 0;
+    for (int i = 0; i < g->nnodes; i++) {
+        map[i] = -1;
+        if (!keep[i]) continue;
+        Node *dst = &c->nodes[n];
+        *dst = c->nodes[i];
+        for (int k = 0; k < dst->nin; k++) dst->in[k] = map[alias[dst->in[k]]];
+        dst->fwd = dst->fwd >= 0 ? map[dst->fwd] : -1;
+        map[i] = n++;
+    }
+    c->nnodes = n;
+    int no = 0;
+    for (int i = 0; i < c->noutputs; i++) {
+        int32_t m = map[alias[c->outputs[i].node]];
+        if (m >= 0) { c->outputs[no] = c->outputs[i]; c->outputs[no++].node = m; }
+    }
+    c->noutputs = no;
+    int ni = 0;
+    for (int i = 0; i < c->ninputs; i++)
+        if (map[c->inputs[i]] >= 0) c->inputs[ni++] = map[c->inputs[i]];
+    c->ninputs = ni;
+    c->train.minimize = c->train.minimize >= 0 ? map[alias[c->train.minimize]] : -1;
+    c->logits = c->logits >= 0 ? map[alias[c->logits]] : -1;
+    c->label_input = c->label_input >= 0 ? map[c->label_input] : -1;
+    c->stage = stage;
+    gc_free(map);
+    return c;
+}
+
+/* Marks everything that `roots` need, walking inputs backwards. */
+static void mark_needed(const Graph *g, bool *keep)
+{
+    for (int i = g->nnodes - 1; i >= 0; i--)
+        if (keep[i])
+            for (int k = 0; k < g->nodes[i].nin; k++) keep[g->nodes[i].in[k]] = true;
+}
+
+Graph *pass_dce(const Graph *g, DiagSink *d)
+{
+    bool *keep = gc_calloc((size_t)(g->nnodes ? g->nnodes : 1), sizeof *keep);
+    int32_t *alias = gc_calloc((size_t)(g->nnodes ? g->nnodes : 1), sizeof *alias);
+    if (!keep || !alias) { gc_free(keep); gc_free(alias); diag_plain(d, "out of memory"); return NULL; }
+    for (int i = 0; i < g->nnodes; i++) {
+        alias[i] = i;
+        if (op_info[g->nodes[i].op].traits & OPT_UPDATE) keep[i] = true;
+        /* inputs stay: they are the model's interface even when unused */
+        if (g->nodes[i].op == OP_INPUT) keep[i] = true;
+    }
+    for (int i = 0; i < g->noutputs; i++) keep[g->outputs[i].node] = true;
+    if (g->train.minimize >= 0) keep[g->train.minimize] = true;
+    mark_needed(g, keep);
+    Graph *c = rebuild(g, keep, alias, g->stage, d);
+    gc_free(keep);
+    gc_free(alias);
+    return c;
+}
+
+Graph *pass_inference(const Graph *g, bool with_metrics, DiagSink *d)
+{
+    size_t nn = (size_t)(g->nnodes ? g->nnodes : 1);
+    bool *keep = gc_calloc(nn, sizeof *keep);
+    int32_t *alias = gc_calloc(nn, sizeof *alias);
+    Graph *tmp = NULL;
+    if (!keep || !alias) goto oom;
+    for (int i = 0; i < g->nnodes; i++) {
+        /* dropout is the identity at inference: its consumers read its input */
+        alias[i] = g->nodes[i].op == OP_DROPOUT ? alias[g->nodes[i].in[0]] : i;
+    }
+    tmp = graph_clone(g);
+    if (!tmp) goto oom;
+    for (int i = 0; i < tmp->nnodes; i++)
+        for (int k = 0; k < tmp->nodes[i].nin; k++) tmp->nodes[i].in[k] = alias[tmp->nodes[i].in[k]];
+    if (with_metrics) {
+        if (tmp->train.minimize >= 0 && graph_add_output(tmp, "loss", alias[tmp->train.minimize]) < 0) goto oom;
+        if (tmp->logits >= 0 && tmp->label_input >= 0) {
+            int32_t in[2] = { alias[tmp->logits], tmp->label_input };
+            int32_t acc = graph_add_inferred(tmp, OP_ACCURACY, in, 2, tmp->nodes[tmp->logits].loc, NULL, NULL, d);
+            if (acc < 0 || graph_add_output(tmp, "accuracy", acc) < 0) goto fail;
+            if (tmp->nnodes > (int)nn) {
+                gc_free(keep);
+                gc_free(alias);
+                nn = (size_t)tmp->nnodes;
+                keep = gc_calloc(nn, sizeof *keep);
+                alias = gc_calloc(nn, sizeof *alias);
+                if (!keep || !alias) goto oom;
+                for (int i = 0; i < tmp->nnodes; i++) alias[i] = i;
+            }
+        }
+    } else {
+        for (int i = 0; i < tmp->nnodes; i++) alias[i] = i;
+    }
+    for (int i = 0; i < tmp->nnodes; i++) alias[i] = i;
+    for (int i = 0; i < tmp->noutputs; i++) keep[tmp->outputs[i].node] = true;
+    for (int i = 0; i < tmp->ninputs; i++) keep[tmp->inputs[i]] = true;
+    mark_needed(tmp, keep);
+    tmp->train.minimize = with_metrics ? tmp->train.minimize : -1;
+    if (tmp->train.minimize >= 0) tmp->train.minimize = alias[tmp->train.minimize];
+    Graph *c = rebuild(tmp, keep, alias, "infer", d);
+    graph_free(tmp);
+    gc_free(keep);
+    gc_free(alias);
+    return c;
+oom:
+    diag_plain(d, "out of memory");
+fail:
+    graph_free(tmp);
+    gc_free(keep);
+    gc_free(alias);
+    return NULL;
+}

@@ -1,0 +1,24 @@
+/* Passes over the graph: each takes a graph and returns a new one (the input is left
+ * as it was), with a name, so that every stage can be dumped and verified. */
+#ifndef GRAPHC_PASSES_H
+#define GRAPHC_PASSES_H
+#include "graph/graph.h"
+
+/* Reverse-mode differentiation: the training step as one static graph of forward,
+ * backward and optimizer-update ops ("train" stage).  Outputs: "loss", and "accuracy"
+ * when the loss is a cross-entropy over an input of labels.  NULL after reporting. */
+Graph *pass_autodiff(const Graph *g, DiagSink *d);
+
+/* The inference graph ("infer" stage): dropout removed, only what the outputs need.
+ * With with_metrics, also outputs "loss" and "accuracy" (for evaluation). */
+Graph *pass_inference(const Graph *g, bool with_metrics, DiagSink *d);
+
+/* Dead code elimination: keeps what the outputs, the loss and the updates need. */
+Graph *pass_dce(const Graph *g, DiagSink *d);
+
+/* Adds a node to g and infers its shape; -1 after reporting to d.  `attr` and
+ * `tshape` may be NULL. */
+int32_t graph_add_inferred(Graph *g, OpKind op, const int32_t *in, int nin, Loc loc,
+                           const NodeAttr *attr, const Shape *tshape, DiagSink *d);
+
+#endif

@@ -1,0 +1,1525 @@
+/* The compute kernels (exec/kern.h) against naive reference implementations, and
+ * every gradient kernel against central finite differences. */
+#include "exec/kern.h"
+#include "tests/testutil.h"
+
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Test hook in kern_conv.c: force the rows per im2col chunk (0 = automatic). */
+void kern_conv_set_chunk_rows(size_t rows);
+
+#define FD_EPS 1e-2f
+#define FD_RTOL 2e-3
+#define FD_ATOL 1e-5
+
+static size_t numel(const int64_t *s, int rank)
+{
+    size_t n = 1;
+    for (int i = 0; i < rank; i++)
+        n *= (size_t)s[i];
+    return n;
+}
+
+/* ================================================================================
+ * Broadcast binary and sum_to
+ * ================================================================================ */
+
+typedef struct Shape {
+    int rank;
+    int64_t d[KERN_MAX_RANK];
+} Shape;
+
+static Shape broadcast_shape(const Shape *a, const Shape *b)
+{
+    Shape y = {a->rank > b->rank ? a->rank : b->rank, {0}};
+    for (int i = 0; i < y.rank; i++) {
+        int ia = i - (y.rank - a->rank), ib = i - (y.rank - b->rank);
+        int64_t ad = ia >= 0 ? a->d[ia] : 1, bd = ib >= 0 ? b->d[ib] : 1;
+        y.d[i] = ad == 1 ? bd : ad;
+    }
+    return y;
+}
+
+static float apply_op(KBinary op, float u, float v)
+{
+    switch (op) {
+    case KB_ADD: return u + v;
+    case KB_SUB: return u - v;
+    case KB_MUL: return u * v;
+    case KB_DIV: return u / v;
+    default: return NAN;
+    }
+}
+
+/* Row-major multi-index of linear index i in shape s (rank r). */
+static void unravel(size_t i, const int64_t *s, int r, int64_t *idx)
+{
+    for (int d = r - 1; d >= 0; d--) {
+        idx[d] = (int64_t)(i % (size_t)s[d]);
+        i /= (size_t)s[d];
+    }
+}
+
+/* Offset in s of the element broadcast to y-index idx (y of rank yrank). */
+static size_t bcast_offset(const int64_t *idx, int yrank, const Shape *s)
+{
+    size_t off = 0;
+    for (int d = 0; d < s->rank; d++) {
+        int64_t coord = s->d[d] == 1 ? 0 : idx[d + yrank - s->rank];
+        off = off * (size_t)s->d[d] + (size_t)coord;
+    }
+    return off;
+}
+
+static void ref_binary(KBinary op, const float *a, const Shape *as, const float *b, const Shape *bs,
+                       float *y, const Shape *ys)
+{
+    size_t ny = numel(ys->d, ys->rank);
+    int64_t idx[KERN_MAX_RANK];
+    for (size_t i = 0; i < ny; i++) {
+        unravel(i, ys->d, ys->rank, idx);
+        y[i] = apply_op(op, a[bcast_offset(idx, ys->rank, as)], b[bcast_offset(idx, ys->rank, bs)]);
+    }
+}
+
+static void ref_sum_to(const float *x, const Shape *xs, float *y, const Shape *ys)
+{
+    size_t nx = numel(xs->d, xs->rank), ny = numel(ys->d, ys->rank);
+    double *acc = calloc(ny ? ny : 1, sizeof *acc);
+    ck_assert_ptr_nonnull(acc);
+    int64_t idx[KERN_MAX_RANK];
+    for (size_t i = 0; i < nx; i++) {
+        unravel(i, xs->d, xs->rank, idx);
+        acc[bcast_offset(idx, xs->rank, ys)] += x[i];
+    }
+    for (size_t i = 0; i < ny; i++)
+        y[i] = (float)acc[i];
+    free(acc);
+}
+
+typedef struct ShapePair {
+    Shape a, b;
+} ShapePair;
+
+static const ShapePair bin_cases[] = {
+    {{3, {2, 3, 4}}, {3, {2, 3, 4}}},         /* equal */
+    {{3, {2, 3, 4}}, {0, {0}}},               /* scalar b, rank 0 */
+    {{3, {2, 3, 4}}, {3, {1, 1, 1}}},         /* scalar b, rank 3 */
+    {{0, {0}}, {3, {2, 3, 4}}},               /* scalar a */
+    {{3, {2, 3, 4}}, {1, {4}}},               /* bias */
+    {{3, {2, 3, 4}}, {2, {3, 4}}},            /* trailing matrix */
+    {{3, {2, 3, 4}}, {2, {1, 4}}},            /* bias with a leading 1 */
+    {{1, {4}}, {3, {2, 3, 4}}},               /* bias on the a side */
+    {{2, {3, 1}}, {2, {1, 4}}},               /* outer product shape */
+    {{3, {2, 1, 4}}, {2, {3, 1}}},
+    {{6, {2, 3, 1, 5, 1, 2}}, {5, {3, 4, 1, 1, 2}}},
+    {{3, {5, 1, 3}}, {3, {5, 4, 1}}},
+    {{2, {1, 6}}, {2, {6, 1}}},
+    {{3, {2, 3, 4}}, {3, {2, 1, 4}}},         /* middle broadcast */
+    {{3, {2, 1, 1}}, {3, {1, 3, 4}}},
+    {{3, {1, 1, 1}}, {1, {1}}},
+    {{2, {0, 3}}, {1, {3}}},                  /* empty */
+    {{4, {3, 1, 4, 2}}, {4, {1, 5, 1, 2}}},
+    {{2, {37, 3}}, {1, {3}}},                 /* narrow bias, many rows */
+    {{4, {2, 3, 4, 5}}, {3, {3, 1, 5}}},
+    {{3, {4, 1, 3}}, {3, {4, 2, 3}}},         /* a broadcast in the middle */
+};
+#define N_BIN_CASES ((int)(sizeof bin_cases / sizeof bin_cases[0]))
+
+/* Inputs for case c: a in [-2, 2], b in [0.5, 2] (safe to divide by). */
+static void bin_inputs(const ShapePair *c, float **a, float **b, Shape *ys, uint64_t seed)
+{
+    *ys = broadcast_shape(&c->a, &c->b);
+    *a = tu_alloc_uniform(numel(c->a.d, c->a.rank), -2.0f, 2.0f, seed);
+    *b = tu_alloc_uniform(numel(c->b.d, c->b.rank), 0.5f, 2.0f, seed + 1);
+}
+
+START_TEST(test_binary_forward)
+{
+    const ShapePair *c = &bin_cases[_i];
+    float *a, *b;
+    Shape ys;
+    bin_inputs(c, &a, &b, &ys, 100 + (uint64_t)_i);
+    size_t ny = numel(ys.d, ys.rank);
+    float *y = tu_alloc(ny), *want = tu_alloc(ny);
+    for (int op = 0; op < KB_COUNT; op++) {
+        ref_binary((KBinary)op, a, &c->a, b, &c->b, want, &ys);
+        kern_fill(y, NAN, ny);
+        kern_binary((KBinary)op, a, c->a.d, c->a.rank, b, c->b.d, c->b.rank, y, ys.d, ys.rank);
+        ck_assert_floats_near(y, want, ny, 1e-6, 0.0);
+    }
+    free(a);
+    free(b);
+    free(y);
+    free(want);
+}
+END_TEST
+
+/* y = a op b with y the same buffer as a (a bias add in place). */
+START_TEST(test_binary_inplace)
+{
+    static const ShapePair cases[] = {
+        {{3, {4, 3, 5}}, {1, {5}}},
+        {{3, {4, 3, 5}}, {0, {0}}},
+        {{3, {4, 3, 5}}, {3, {4, 3, 5}}},
+        {{3, {4, 3, 5}}, {3, {4, 1, 5}}},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        const ShapePair *c = &cases[k];
+        size_t na = numel(c->a.d, c->a.rank);
+        float *a, *b;
+        Shape ys;
+        bin_inputs(c, &a, &b, &ys, 7 + k);
+        float *want = tu_alloc(na);
+        for (int op = 0; op < KB_COUNT; op++) {
+            float *y = tu_alloc(na);
+            kern_copy(a, y, na);
+            ref_binary((KBinary)op, a, &c->a, b, &c->b, want, &ys);
+            kern_binary((KBinary)op, y, c->a.d, c->a.rank, b, c->b.d, c->b.rank, y, ys.d, ys.rank);
+            ck_assert_floats_near(y, want, na, 1e-6, 0.0);
+            free(y);
+        }
+        free(a);
+        free(b);
+        free(want);
+    }
+}
+END_TEST
+
+static const ShapePair sum_cases[] = {   /* a = x's shape, b = y's shape */
+    {{3, {2, 3, 4}}, {1, {4}}},
+    {{3, {2, 3, 4}}, {2, {3, 4}}},
+    {{3, {2, 3, 4}}, {2, {3, 1}}},
+    {{3, {2, 3, 4}}, {3, {2, 1, 4}}},
+    {{3, {2, 3, 4}}, {3, {1, 1, 1}}},
+    {{3, {2, 3, 4}}, {0, {0}}},
+    {{3, {2, 3, 4}}, {3, {2, 3, 4}}},
+    {{3, {2, 3, 4}}, {3, {2, 3, 1}}},
+    {{3, {2, 3, 4}}, {3, {2, 1, 1}}},
+    {{6, {2, 3, 1, 5, 1, 2}}, {5, {3, 1, 1, 1, 2}}},
+    {{6, {2, 3, 4, 5, 3, 2}}, {6, {2, 1, 4, 1, 3, 1}}},
+    {{3, {5, 4, 3}}, {3, {5, 1, 3}}},
+    {{2, {7, 300}}, {1, {300}}},              /* column sums across the 256 block */
+    {{2, {1000, 3}}, {1, {3}}},
+    {{2, {4, 5}}, {2, {4, 1}}},               /* row sums */
+    {{4, {2, 1, 3, 1}}, {2, {3, 1}}},
+    {{2, {0, 3}}, {1, {3}}},                  /* nothing to sum: zeros */
+    {{1, {100003}}, {0, {0}}},
+};
+#define N_SUM_CASES ((int)(sizeof sum_cases / sizeof sum_cases[0]))
+
+START_TEST(test_sum_to)
+{
+    const ShapePair *c = &sum_cases[_i];
+    size_t nx = numel(c->a.d, c->a.rank), ny = numel(c->b.d, c->b.rank);
+    float *x = tu_alloc_uniform(nx, -1.0f, 1.0f, 200 + (uint64_t)_i);
+    float *y = tu_alloc(ny), *want = tu_alloc(ny);
+    ref_sum_to(x, &c->a, want, &c->b);
+    kern_sum_to(x, c->a.d, c->a.rank, y, c->b.d, c->b.rank);
+    ck_assert_floats_near(y, want, ny, 1e-5, 1e-5);
+    free(x);
+    free(y);
+    free(want);
+}
+END_TEST
+
+typedef struct BinCtx {
+    KBinary op;
+    const Shape *as, *bs;
+    Shape ys;
+    const float *a, *b;
+    int wrt;   /* 0: the function of a, 1: of b */
+} BinCtx;
+
+static void bin_fn(void *vc, const float *x, float *y)
+{
+    const BinCtx *c = vc;
+    kern_binary(c->op, c->wrt == 0 ? x : c->a, c->as->d, c->as->rank, c->wrt == 1 ? x : c->b,
+                c->bs->d, c->bs->rank, y, c->ys.d, c->ys.rank);
+}
+
+/* The vector-Jacobian products of y = a op b, composed from the kernels the way the
+ * executors do it: an elementwise factor, then kern_sum_to back to each input's shape. */
+static void binary_vjp(KBinary op, const float *a, const Shape *as, const float *b, const Shape *bs,
+                       const float *y, const Shape *ys, const float *dy, float *da, float *db)
+{
+    size_t ny = numel(ys->d, ys->rank);
+    float *t = tu_alloc(ny), *t2 = tu_alloc(ny);
+    switch (op) {
+    case KB_ADD:
+        kern_sum_to(dy, ys->d, ys->rank, da, as->d, as->rank);
+        kern_sum_to(dy, ys->d, ys->rank, db, bs->d, bs->rank);
+        break;
+    case KB_SUB:
+        kern_sum_to(dy, ys->d, ys->rank, da, as->d, as->rank);
+        kern_unary(KU_NEG, dy, t, ny);
+        kern_sum_to(t, ys->d, ys->rank, db, bs->d, bs->rank);
+        break;
+    case KB_MUL:
+        kern_binary(KB_MUL, dy, ys->d, ys->rank, b, bs->d, bs->rank, t, ys->d, ys->rank);
+        kern_sum_to(t, ys->d, ys->rank, da, as->d, as->rank);
+        kern_binary(KB_MUL, dy, ys->d, ys->rank, a, as->d, as->rank, t, ys->d, ys->rank);
+        kern_sum_to(t, ys->d, ys->rank, db, bs->d, bs->rank);
+        break;
+    case KB_DIV:   /* da = dy / b, db = -dy * y / b */
+        kern_binary(KB_DIV, dy, ys->d, ys->rank, b, bs->d, bs->rank, t, ys->d, ys->rank);
+        kern_sum_to(t, ys->d, ys->rank, da, as->d, as->rank);
+        kern_binary(KB_MUL, dy, ys->d, ys->rank, y, ys->d, ys->rank, t, ys->d, ys->rank);
+        kern_binary(KB_DIV, t, ys->d, ys->rank, b, bs->d, bs->rank, t2, ys->d, ys->rank);
+        kern_unary(KU_NEG, t2, t, ny);
+        kern_sum_to(t, ys->d, ys->rank, db, bs->d, bs->rank);
+        break;
+    default:
+        break;
+    }
+    free(t);
+    free(t2);
+}
+
+static const int bin_grad_cases[] = {1, 4, 7, 8, 9, 10, 11, 13, 17, 20};
+#define N_BIN_GRAD_CASES ((int)(sizeof bin_grad_cases / sizeof bin_grad_cases[0]))
+
+START_TEST(test_binary_grad_fd)
+{
+    const ShapePair *c = &bin_cases[bin_grad_cases[_i]];
+    float *a, *b;
+    Shape ys;
+    bin_inputs(c, &a, &b, &ys, 300 + (uint64_t)_i);
+    size_t na = numel(c->a.d, c->a.rank), nb = numel(c->b.d, c->b.rank), ny = numel(ys.d, ys.rank);
+    float *y = tu_alloc(ny), *dy = tu_alloc_uniform(ny, -1.0f, 1.0f, 400 + (uint64_t)_i);
+    float *da = tu_alloc(na), *db = tu_alloc(nb);
+    for (int op = 0; op < KB_COUNT; op++) {
+        BinCtx ctx = {(KBinary)op, &c->a, &c->b, ys, a, b, 0};
+        bin_fn(&ctx, a, y);
+        binary_vjp((KBinary)op, a, &c->a, b, &c->b, y, &ys, dy, da, db);
+        ck_assert_grad_fd(bin_fn, &ctx, a, na, ny, dy, da, FD_EPS, FD_RTOL, FD_ATOL);
+        ctx.wrt = 1;
+        ck_assert_grad_fd(bin_fn, &ctx, b, nb, ny, dy, db, FD_EPS, FD_RTOL, FD_ATOL);
+    }
+    free(a);
+    free(b);
+    free(y);
+    free(dy);
+    free(da);
+    free(db);
+}
+END_TEST
+
+/* ================================================================================
+ * Unary, scale/fill/copy/axpy, sum_all
+ * ================================================================================ */
+
+static double ref_unary(KUnary op, double x)
+{
+    switch (op) {
+    case KU_RELU: return x > 0 ? x : 0;
+    case KU_SIGMOID: return 1.0 / (1.0 + exp(-x));
+    case KU_TANH: return tanh(x);
+    case KU_EXP: return exp(x);
+    case KU_LOG: return log(x);
+    case KU_NEG: return -x;
+    case KU_SQRT: return sqrt(x);
+    default: return NAN;
+    }
+}
+
+/* Inputs in each op's domain, away from relu's kink by more than FD_EPS. */
+static float *unary_inputs(KUnary op, size_t n, uint64_t seed)
+{
+    float *x;
+    switch (op) {
+    case KU_RELU:
+        x = tu_alloc_uniform(n, 0.1f, 2.0f, seed);
+        for (size_t i = 0; i < n; i += 2)
+            x[i] = -x[i];
+        break;
+    case KU_LOG:
+    case KU_SQRT:
+        x = tu_alloc_uniform(n, 0.5f, 3.0f, seed);
+        break;
+    default:
+        x = tu_alloc_uniform(n, -2.5f, 2.5f, seed);
+        break;
+    }
+    return x;
+}
+
+START_TEST(test_unary_forward)
+{
+    KUnary op = (KUnary)_i;
+    size_t n = 1001;
+    float *x = unary_inputs(op, n, 500 + (uint64_t)_i), *y = tu_alloc(n), *want = tu_alloc(n);
+    for (size_t i = 0; i < n; i++)
+        want[i] = (float)ref_unary(op, x[i]);
+    kern_unary(op, x, y, n);
+    ck_assert_floats_near(y, want, n, 2e-6, 1e-30);
+    /* In place. */
+    kern_unary(op, x, x, n);
+    ck_assert_floats_near(x, want, n, 2e-6, 1e-30);
+    free(x);
+    free(y);
+    free(want);
+}
+END_TEST
+
+START_TEST(test_unary_extremes)
+{
+    const float big[] = {-1000.0f, -100.0f, -20.0f, 20.0f, 100.0f, 1000.0f};
+    const size_t n = sizeof big / sizeof big[0];
+    float y[sizeof big / sizeof big[0]];
+    kern_unary(KU_SIGMOID, big, y, n);
+    ck_assert(tu_all_finite(y, n));
+    for (size_t i = 0; i < n; i++)
+        ck_assert_float_near_rel(y[i], ref_unary(KU_SIGMOID, big[i]), 1e-6, 1e-30);
+    kern_unary(KU_TANH, big, y, n);
+    for (size_t i = 0; i < n; i++)
+        ck_assert_float_near_rel(y[i], big[i] > 0 ? 1.0 : -1.0, 1e-7, 0.0);
+    kern_unary(KU_RELU, big, y, n);
+    for (size_t i = 0; i < n; i++)
+        ck_assert_float_near_rel(y[i], big[i] > 0 ? big[i] : 0.0, 0.0, 0.0);
+}
+END_TEST
+
+typedef struct UnaryCtx {
+    KUnary op;
+} UnaryCtx;
+
+static void unary_fn(void *vc, const float *x, float *y)
+{
+    const UnaryCtx *c = vc;
+    kern_unary(c->op, x, y, 64);
+}
+
+START_TEST(test_unary_grad_fd)
+{
+    KUnary op = (KUnary)_i;
+    size_t n = 64;
+    float *x = unary_inputs(op, n, 600 + (uint64_t)_i), *y = tu_alloc(n);
+    float *dy = tu_alloc_uniform(n, -1.0f, 1.0f, 700 + (uint64_t)_i), *dx = tu_alloc(n);
+    kern_unary(op, x, y, n);
+    kern_unary_grad(op, x, y, dy, dx, n);
+    UnaryCtx ctx = {op};
+    ck_assert_grad_fd(unary_fn, &ctx, x, n, n, dy, dx, FD_EPS, FD_RTOL, FD_ATOL);
+    free(x);
+    free(y);
+    free(dy);
+    free(dx);
+}
+END_TEST
+
+START_TEST(test_scale_fill_copy_axpy)
+{
+    size_t n = 257;
+    float *x = tu_alloc_uniform(n, -3.0f, 3.0f, 11), *y = tu_alloc(n), *z = tu_alloc(n);
+    kern_scale(x, -1.5f, y, n);
+    for (size_t i = 0; i < n; i++)
+        ck_assert_float_near_rel(y[i], -1.5f * x[i], 0.0, 0.0);
+    kern_fill(y, 2.25f, n);
+    for (size_t i = 0; i < n; i++)
+        ck_assert_float_near_rel(y[i], 2.25, 0.0, 0.0);
+    kern_fill(y, 0.0f, n);
+    for (size_t i = 0; i < n; i++)
+        ck_assert(y[i] == 0.0f && !signbit(y[i]));
+    kern_copy(x, y, n);
+    ck_assert_int_eq(memcmp(x, y, n * sizeof *x), 0);
+    kern_copy(y, y, n);
+    ck_assert_int_eq(memcmp(x, y, n * sizeof *x), 0);
+    tu_fill_uniform(z, n, -1.0f, 1.0f, 12);
+    kern_copy(z, y, n);
+    kern_axpy_acc(0.75f, x, y, n);
+    for (size_t i = 0; i < n; i++)
+        ck_assert_float_near_rel(y[i], z[i] + 0.75f * x[i], 1e-6, 1e-7);
+    free(x);
+    free(y);
+    free(z);
+}
+END_TEST
+
+START_TEST(test_sum_all)
+{
+    size_t n = 100003;
+    float *x = tu_alloc_uniform(n, -1.0f, 3.0f, 13), y = NAN;
+    double want = 0;
+    for (size_t i = 0; i < n; i++)
+        want += x[i];
+    kern_sum_all(x, n, &y);
+    ck_assert_float_near_rel(y, want, 1e-6, 0.0);
+    kern_sum_all(x, 0, &y);
+    ck_assert_float_near_rel(y, 0.0, 0.0, 0.0);
+    kern_sum_all(x, 1, &y);
+    ck_assert_float_near_rel(y, x[0], 0.0, 0.0);
+    free(x);
+}
+END_TEST
+
+/* ================================================================================
+ * Softmax family, losses, count_correct
+ * ================================================================================ */
+
+static void ref_softmax(const float *x, float *y, size_t rows, size_t cols, bool log_out)
+{
+    for (size_t r = 0; r < rows; r++) {
+        const float *xr = x + r * cols;
+        double m = xr[0], s = 0;
+        for (size_t j = 1; j < cols; j++)
+            m = xr[j] > m ? xr[j] : m;
+        for (size_t j = 0; j < cols; j++)
+            s += exp((double)xr[j] - m);
+        for (size_t j = 0; j < cols; j++)
+            y[r * cols + j] = (float)(log_out ? (double)xr[j] - m - log(s) : exp((double)xr[j] - m) / s);
+    }
+}
+
+START_TEST(test_softmax_forward)
+{
+    static const size_t shapes[][2] = {{5, 7}, {3, 1}, {1, 300}, {16, 10}};
+    for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
+        size_t rows = shapes[k][0], cols = shapes[k][1], n = rows * cols;
+        float *x = tu_alloc_uniform(n, -4.0f, 4.0f, 20 + k), *y = tu_alloc(n), *want = tu_alloc(n);
+        ref_softmax(x, want, rows, cols, false);
+        kern_softmax(x, y, rows, cols);
+        ck_assert_floats_near(y, want, n, 1e-5, 1e-9);
+        for (size_t r = 0; r < rows; r++) {
+            double s = 0;
+            for (size_t j = 0; j < cols; j++)
+                s += y[r * cols + j];
+            ck_assert_float_near_rel(s, 1.0, 0.0, 1e-5);
+        }
+        ref_softmax(x, want, rows, cols, true);
+        kern_log_softmax(x, y, rows, cols);
+        ck_assert_floats_near(y, want, n, 1e-5, 1e-5);
+        /* In place. */
+        ref_softmax(x, want, rows, cols, false);
+        kern_copy(x, y, n);
+        kern_softmax(y, y, rows, cols);
+        ck_assert_floats_near(y, want, n, 1e-5, 1e-9);
+        ref_softmax(x, want, rows, cols, true);
+        kern_copy(x, y, n);
+        kern_log_softmax(y, y, rows, cols);
+        ck_assert_floats_near(y, want, n, 1e-5, 1e-5);
+        free(x);
+        free(y);
+        free(want);
+    }
+}
+END_TEST
+
+/* Logits far outside expf's range: the max shift must keep everything finite. */
+START_TEST(test_softmax_stable)
+{
+    const size_t rows = 3, cols = 4, n = rows * cols;
+    const float x[] = {1000.0f, 999.0f, 998.0f, -1000.0f,
+                       -1000.0f, -1001.0f, -1002.0f, -1003.0f,
+                       88.0f, 89.0f, 90.0f, 91.0f};
+    const int32_t labels[] = {0, 3, 1};
+    float y[12], want[12], loss = NAN, dl[12];
+    kern_softmax(x, y, rows, cols);
+    ref_softmax(x, want, rows, cols, false);
+    ck_assert(tu_all_finite(y, n));
+    ck_assert_floats_near(y, want, n, 1e-5, 1e-9);
+    kern_log_softmax(x, y, rows, cols);
+    ref_softmax(x, want, rows, cols, true);
+    ck_assert(tu_all_finite(y, n));
+    ck_assert_floats_near(y, want, n, 1e-5, 1e-5);
+    ck_assert_int_eq(kern_cross_entropy(x, labels, rows, cols, &loss), 0);
+    /* Row losses: lse - x[label] with lse of (0, -1, -2, ...) offsets. */
+    double l0 = log(1 + exp(-1.0) + exp(-2.0) + exp(-2000.0));
+    double l1 = log(1 + exp(-1.0) + exp(-2.0) + exp(-3.0)) + 3.0;
+    double l2 = log(1 + exp(-1.0) + exp(-2.0) + exp(-3.0)) + 2.0;
+    ck_assert_float_near_rel(loss, (l0 + l1 + l2) / 3.0, 1e-5, 0.0);
+    ck_assert_int_eq(kern_cross_entropy_grad(x, labels, 1.0f, dl, rows, cols), 0);
+    ck_assert(tu_all_finite(dl, n));
+}
+END_TEST
+
+typedef struct RowsCtx {
+    size_t rows, cols;
+    bool log_out;
+} RowsCtx;
+
+static void softmax_fn(void *vc, const float *x, float *y)
+{
+    const RowsCtx *c = vc;
+    if (c->log_out)
+        kern_log_softmax(x, y, c->rows, c->cols);
+    else
+        kern_softmax(x, y, c->rows, c->cols);
+}
+
+START_TEST(test_softmax_grad_fd)
+{
+    RowsCtx ctx = {4, 6, _i == 1};
+    size_t n = ctx.rows * ctx.cols;
+    float *x = tu_alloc_uniform(n, -2.0f, 2.0f, 30), *y = tu_alloc(n), *dx = tu_alloc(n);
+    float *dy = tu_alloc_uniform(n, -1.0f, 1.0f, 31);
+    softmax_fn(&ctx, x, y);
+    if (ctx.log_out)
+        kern_log_softmax_grad(y, dy, dx, ctx.rows, ctx.cols);
+    else
+        kern_softmax_grad(y, dy, dx, ctx.rows, ctx.cols);
+    ck_assert_grad_fd(softmax_fn, &ctx, x, n, n, dy, dx, FD_EPS, FD_RTOL, FD_ATOL);
+    free(x);
+    free(y);
+    free(dx);
+    free(dy);
+}
+END_TEST
+
+static double ref_cross_entropy(const float *x, const int32_t *labels, size_t rows, size_t cols)
+{
+    float *lp = tu_alloc(rows * cols);
+    ref_softmax(x, lp, rows, cols, true);
+    double s = 0;
+    for (size_t r = 0; r < rows; r++)
+        s -= lp[r * cols + (size_t)labels[r]];
+    free(lp);
+    return s / (double)rows;
+}
+
+START_TEST(test_cross_entropy)
+{
+    const size_t rows = 9, cols = 5, n = rows * cols;
+    float *x = tu_alloc_uniform(n, -3.0f, 3.0f, 40), *dl = tu_alloc(n), *p = tu_alloc(n), loss = NAN;
+    int32_t labels[9];
+    for (size_t r = 0; r < rows; r++)
+        labels[r] = (int32_t)rng_below(rng_at(41, TU_STREAM, r), cols);
+    ck_assert_int_eq(kern_cross_entropy(x, labels, rows, cols, &loss), 0);
+    ck_assert_float_near_rel(loss, ref_cross_entropy(x, labels, rows, cols), 1e-6, 1e-7);
+    /* The gradient in closed form: dloss * (softmax - onehot) / rows. */
+    const float dloss = 0.7f;
+    ck_assert_int_eq(kern_cross_entropy_grad(x, labels, dloss, dl, rows, cols), 0);
+    ref_softmax(x, p, rows, cols, false);
+    for (size_t r = 0; r < rows; r++)
+        for (size_t j = 0; j < cols; j++) {
+            double want = dloss * ((double)p[r * cols + j] - (j == (size_t)labels[r])) / (double)rows;
+            ck_assert_float_near_rel(dl[r * cols + j], want, 1e-5, 1e-8);
+        }
+    free(x);
+    free(dl);
+    free(p);
+}
+END_TEST
+
+START_TEST(test_cross_entropy_bad_labels)
+{
+    const size_t rows = 4, cols = 5;
+    float *x = tu_alloc_uniform(rows * cols, -1.0f, 1.0f, 42), *dl = tu_alloc(rows * cols);
+    const int32_t bad_high[] = {1, 4, 5, -1};   /* row 2 first bad */
+    const int32_t bad_neg[] = {-1, 0, 0, 0};    /* row 0 */
+    const int32_t bad_last[] = {0, 1, 2, 7};    /* row 3 */
+    const int32_t good[] = {0, 1, 2, 4};
+    float loss = 42.0f;
+    ck_assert_int_eq(kern_cross_entropy(x, bad_high, rows, cols, &loss), -3);
+    ck_assert_float_near_rel(loss, 42.0, 0.0, 0.0);   /* not written */
+    ck_assert_int_eq(kern_cross_entropy(x, bad_neg, rows, cols, &loss), -1);
+    ck_assert_int_eq(kern_cross_entropy(x, bad_last, rows, cols, &loss), -4);
+    ck_assert_float_near_rel(loss, 42.0, 0.0, 0.0);
+    ck_assert_int_eq(kern_cross_entropy_grad(x, bad_high, 1.0f, dl, rows, cols), -3);
+    ck_assert_int_eq(kern_cross_entropy_grad(x, bad_neg, 1.0f, dl, rows, cols), -1);
+    ck_assert_int_eq(kern_cross_entropy_grad(x, bad_last, 1.0f, dl, rows, cols), -4);
+    ck_assert_int_eq(kern_cross_entropy(x, good, rows, cols, &loss), 0);
+    ck_assert(isfinite(loss) && loss > 0.0f);
+    free(x);
+    free(dl);
+}
+END_TEST
+
+typedef struct CeCtx {
+    const int32_t *labels;
+    size_t rows, cols;
+} CeCtx;
+
+static void ce_fn(void *vc, const float *x, float *y)
+{
+    const CeCtx *c = vc;
+    ck_assert_int_eq(kern_cross_entropy(x, c->labels, c->rows, c->cols, y), 0);
+}
+
+START_TEST(test_cross_entropy_grad_fd)
+{
+    const size_t rows = 6, cols = 7, n = rows * cols;
+    int32_t labels[6] = {0, 6, 3, 3, 1, 5};
+    CeCtx ctx = {labels, rows, cols};
+    float *x = tu_alloc_uniform(n, -2.0f, 2.0f, 43), *dl = tu_alloc(n);
+    float dloss = -1.3f;
+    ck_assert_int_eq(kern_cross_entropy_grad(x, labels, dloss, dl, rows, cols), 0);
+    ck_assert_grad_fd(ce_fn, &ctx, x, n, 1, &dloss, dl, FD_EPS, FD_RTOL, FD_ATOL);
+    free(x);
+    free(dl);
+}
+END_TEST
+
+START_TEST(test_count_correct)
+{
+    const float x[] = {
+        0.1f, 0.9f, 0.0f,    /* argmax 1 */
+        2.0f, -1.0f, 2.0f,   /* tie: first maximum, 0 */
+        -5.0f, -4.0f, -3.0f, /* 2 */
+        1.0f, 1.0f, 1.0f,    /* all equal: 0 */
+        0.0f, 3.0f, 3.0f,    /* tie: 1 */
+    };
+    const int32_t right[] = {1, 0, 2, 0, 1};
+    const int32_t wrong[] = {0, 2, 1, 2, 2};
+    const int32_t mixed[] = {1, 2, 2, 1, 1};
+    ck_assert_uint_eq(kern_count_correct(x, right, 5, 3), 5);
+    ck_assert_uint_eq(kern_count_correct(x, wrong, 5, 3), 0);
+    ck_assert_uint_eq(kern_count_correct(x, mixed, 5, 3), 3);
+    ck_assert_uint_eq(kern_count_correct(x, mixed, 0, 3), 0);
+}
+END_TEST
+
+typedef struct MseCtx {
+    const float *other;
+    size_t n;
+    int wrt;
+} MseCtx;
+
+static void mse_fn(void *vc, const float *x, float *y)
+{
+    const MseCtx *c = vc;
+    if (c->wrt == 0)
+        kern_mse(x, c->other, c->n, y);
+    else
+        kern_mse(c->other, x, c->n, y);
+}
+
+START_TEST(test_mse)
+{
+    const size_t n = 37;
+    float *a = tu_alloc_uniform(n, -2.0f, 2.0f, 50), *b = tu_alloc_uniform(n, -2.0f, 2.0f, 51);
+    float *da = tu_alloc(n), *dbn = tu_alloc(n), loss = NAN, dloss = 0.6f;
+    double want = 0;
+    for (size_t i = 0; i < n; i++)
+        want += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
+    kern_mse(a, b, n, &loss);
+    ck_assert_float_near_rel(loss, want / (double)n, 1e-6, 0.0);
+    kern_mse_grad(a, b, dloss, da, n);
+    for (size_t i = 0; i < n; i++)
+        ck_assert_float_near_rel(da[i], 2.0 * dloss * ((double)a[i] - b[i]) / (double)n, 1e-5, 1e-9);
+    MseCtx ca = {b, n, 0};
+    ck_assert_grad_fd(mse_fn, &ca, a, n, 1, &dloss, da, FD_EPS, FD_RTOL, FD_ATOL);
+    /* The gradient for b is the negation. */
+    kern_scale(da, -1.0f, dbn, n);
+    MseCtx cb = {a, n, 1};
+    ck_assert_grad_fd(mse_fn, &cb, b, n, 1, &dloss, dbn, FD_EPS, FD_RTOL, FD_ATOL);
+    free(a);
+    free(b);
+    free(da);
+    free(dbn);
+}
+END_TEST
+
+/* ================================================================================
+ * Concat / slice
+ * ================================================================================ */
+
+enum { CC_N = 3, CC_OUTER = 4, CC_INNER = 5 };
+static const int64_t cc_lens[CC_N] = {2, 3, 1};
+
+typedef struct ConcatCtx {
+    const float *xs[CC_N];
+    int wrt;
+} ConcatCtx;
+
+static void concat_fn(void *vc, const float *x, float *y)
+{
+    const ConcatCtx *c = vc;
+    const float *xs[CC_N];
+    for (int i = 0; i < CC_N; i++)
+        xs[i] = i == c->wrt ? x : c->xs[i];
+    kern_concat(xs, cc_lens, CC_N, CC_OUTER, CC_INNER, y);
+}
+
+START_TEST(test_concat_slice)
+{
+    const int64_t total = 6;
+    float *xs[CC_N];
+    size_t ny = CC_OUTER * (size_t)total * CC_INNER;
+    for (int i = 0; i < CC_N; i++)
+        xs[i] = tu_alloc_uniform(CC_OUTER * (size_t)cc_lens[i] * CC_INNER, -1.0f, 1.0f, 60 + (uint64_t)i);
+    float *y = tu_alloc(ny);
+    kern_concat((const float *const *)xs, cc_lens, CC_N, CC_OUTER, CC_INNER, y);
+    /* Reference: element (o, t, k) of y comes from the input that owns column t. */
+    for (size_t o = 0; o < CC_OUTER; o++)
+        for (int64_t t = 0; t < total; t++)
+            for (size_t k = 0; k < CC_INNER; k++) {
+                int i = 0;
+                int64_t off = 0;
+                while (t >= off + cc_lens[i])
+                    off += cc_lens[i++];
+                float want = xs[i][(o * (size_t)cc_lens[i] + (size_t)(t - off)) * CC_INNER + k];
+                ck_assert_float_near_rel(y[(o * (size_t)total + (size_t)t) * CC_INNER + k], want, 0.0, 0.0);
+            }
+    /* Slicing each part back out gives the inputs. */
+    int64_t off = 0;
+    for (int i = 0; i < CC_N; i++) {
+        size_t ni = CC_OUTER * (size_t)cc_lens[i] * CC_INNER;
+        float *back = tu_alloc(ni);
+        kern_slice(y, total, off, cc_lens[i], CC_OUTER, CC_INNER, back);
+        ck_assert_floats_near(back, xs[i], ni, 0.0, 0.0);
+        free(back);
+        off += cc_lens[i];
+    }
+    /* Gradient of concat for each input is the slice of dy (finite differences). */
+    float *dy = tu_alloc_uniform(ny, -1.0f, 1.0f, 65);
+    ConcatCtx ctx = {{xs[0], xs[1], xs[2]}, 0};
+    off = 0;
+    for (int i = 0; i < CC_N; i++) {
+        size_t ni = CC_OUTER * (size_t)cc_lens[i] * CC_INNER;
+        float *dx = tu_alloc(ni);
+        kern_slice(dy, total, off, cc_lens[i], CC_OUTER, CC_INNER, dx);
+        ctx.wrt = i;
+        ck_assert_grad_fd(concat_fn, &ctx, xs[i], ni, ny, dy, dx, FD_EPS, FD_RTOL, FD_ATOL);
+        free(dx);
+        off += cc_lens[i];
+    }
+    for (int i = 0; i < CC_N; i++)
+        free(xs[i]);
+    free(y);
+    free(dy);
+}
+END_TEST
+
+/* ================================================================================
+ * GEMM and BLAS housekeeping
+ * ================================================================================ */
+
+static void ref_gemm(bool ta, bool tb, size_t M, size_t N, size_t K, float alpha, const float *A,
+                     const float *B, float beta, const float *C0, float *C)
+{
+    for (size_t i = 0; i < M; i++)
+        for (size_t j = 0; j < N; j++) {
+            double s = 0;
+            for (size_t k = 0; k < K; k++)
+                s += (double)(ta ? A[k * M + i] : A[i * K + k]) * (tb ? B[j * K + k] : B[k * N + j]);
+            C[i * N + j] = (float)(alpha * s + (beta == 0.0f ? 0.0 : (double)beta * C0[i * N + j]));
+        }
+}
+
+START_TEST(test_gemm)
+{
+    static const size_t sizes[][3] = {{5, 7, 3}, {17, 9, 33}, {1, 1, 1}, {64, 33, 70}, {3, 130, 2}, {4, 5, 0}};
+    for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+        size_t M = sizes[s][0], N = sizes[s][1], K = sizes[s][2];
+        float *A = tu_alloc_uniform(M * K, -1.0f, 1.0f, 70 + s), *B = tu_alloc_uniform(K * N, -1.0f, 1.0f, 80 + s);
+        float *C0 = tu_alloc_uniform(M * N, -1.0f, 1.0f, 90 + s), *C = tu_alloc(M * N), *want = tu_alloc(M * N);
+        for (int t = 0; t < 4; t++) {
+            bool ta = t & 1, tb = t & 2;
+            for (int bi = 0; bi < 3; bi++) {
+                float alpha = bi == 2 ? -0.5f : 1.5f, beta = bi == 0 ? 0.0f : (bi == 1 ? 0.5f : 1.0f);
+                if (beta == 0.0f)
+                    kern_fill(C, NAN, M * N);   /* beta = 0 must overwrite, NaN included */
+                else
+                    kern_copy(C0, C, M * N);
+                ref_gemm(ta, tb, M, N, K, alpha, A, B, beta, C0, want);
+                kern_gemm(ta, tb, M, N, K, alpha, A, B, beta, C);
+                ck_assert_floats_near_scaled(C, want, M * N, 1e-5);
+                ck_assert(tu_all_finite(C, M * N));
+            }
+        }
+        free(A);
+        free(B);
+        free(C0);
+        free(C);
+        free(want);
+    }
+}
+END_TEST
+
+START_TEST(test_blas_info)
+{
+    kern_blas_threads(1);
+    const char *info = kern_blas_info();
+    ck_assert_ptr_nonnull(info);
+    ck_assert_msg(strncmp(info, "OpenBLAS", 8) == 0, "info: %s", info);
+    ck_assert_msg(strstr(info, "core ") != NULL, "info: %s", info);
+    ck_assert_msg(strstr(info, ", 1 thread") != NULL, "info: %s", info);
+    kern_blas_threads(0);
+    info = kern_blas_info();
+    ck_assert_msg(strstr(info, "thread") != NULL, "info: %s", info);
+    /* gemm still right after the thread changes */
+    float A[6] = {1, 2, 3, 4, 5, 6}, B[6] = {1, 0, 0, 1, 1, 1}, C[4];
+    kern_gemm(false, false, 2, 2, 3, 1.0f, A, B, 0.0f, C);
+    ck_assert_float_near_rel(C[0], 4.0, 0.0, 0.0);
+    ck_assert_float_near_rel(C[1], 5.0, 0.0, 0.0);
+    ck_assert_float_near_rel(C[2], 10.0, 0.0, 0.0);
+    ck_assert_float_near_rel(C[3], 11.0, 0.0, 0.0);
+}
+END_TEST
+
+/* ================================================================================
+ * Convolution
+ * ================================================================================ */
+
+typedef struct ConvCase {
+    int64_t n, h, w, c, kh, kw, f, sh, sw, pt, pl, pb, pr;
+} ConvCase;
+
+static const ConvCase conv_cases[] = {
+    /*  n  h  w  c  kh kw f  sh sw pt pl pb pr */
+    {2, 5, 7, 3, 3, 3, 4, 1, 1, 1, 1, 1, 1},   /* "same", batch 2, non-square image */
+    {1, 6, 6, 2, 3, 3, 3, 2, 2, 1, 1, 0, 0},   /* stride 2, asymmetric padding */
+    {3, 7, 5, 4, 2, 3, 5, 2, 1, 0, 1, 1, 1},   /* non-square kernel, mixed strides */
+    {2, 4, 4, 3, 1, 1, 6, 1, 1, 0, 0, 0, 0},   /* 1x1: im2col is the input */
+    {2, 3, 4, 2, 3, 4, 3, 1, 1, 0, 0, 0, 0},   /* kernel covers the image: identity too */
+    {1, 9, 8, 1, 5, 5, 2, 2, 3, 2, 2, 2, 1},   /* one channel, 5x5, odd strides */
+    {2, 5, 5, 3, 1, 1, 2, 2, 2, 0, 0, 0, 0},   /* 1x1 stride 2 (a copy again) */
+    {1, 3, 3, 2, 5, 5, 2, 1, 1, 2, 2, 2, 2},   /* kernel larger than the image */
+    {2, 4, 6, 3, 3, 3, 2, 1, 1, 3, 3, 3, 3},   /* windows of padding only */
+    {1, 1, 1, 5, 1, 1, 3, 1, 1, 0, 0, 0, 0},   /* a dense layer in disguise */
+    {3, 6, 5, 2, 3, 3, 3, 3, 2, 1, 0, 2, 1},
+};
+#define N_CONV_CASES ((int)(sizeof conv_cases / sizeof conv_cases[0]))
+
+static KConv conv_params(const ConvCase *k)
+{
+    KConv p = {k->n, k->h, k->w, k->c, k->kh, k->kw, k->f, k->sh, k->sw, k->pt, k->pl,
+               (k->h + k->pt + k->pb - k->kh) / k->sh + 1, (k->w + k->pl + k->pr - k->kw) / k->sw + 1};
+    return p;
+}
+
+static size_t conv_nx(const KConv *p) { return (size_t)(p->n * p->h * p->w * p->c); }
+static size_t conv_nw(const KConv *p) { return (size_t)(p->kh * p->kw * p->c * p->f); }
+static size_t conv_ny(const KConv *p) { return (size_t)(p->n * p->oh * p->ow * p->f); }
+
+/* Direct 7-loop convolution; with mode 0 computes y, 1 accumulates dx, 2 accumulates dw
+ * (into the double arrays), all from the same index arithmetic. */
+static void ref_conv_loops(const KConv *p, int mode, const float *x, const float *w, const float *dy,
+                           double *acc)
+{
+    for (int64_t n = 0; n < p->n; n++)
+        for (int64_t oy = 0; oy < p->oh; oy++)
+            for (int64_t ox = 0; ox < p->ow; ox++)
+                for (int64_t f = 0; f < p->f; f++) {
+                    size_t yi = (size_t)(((n * p->oh + oy) * p->ow + ox) * p->f + f);
+                    for (int64_t ky = 0; ky < p->kh; ky++)
+                        for (int64_t kx = 0; kx < p->kw; kx++) {
+                            int64_t iy = oy * p->sh - p->pt + ky, ix = ox * p->sw - p->pl + kx;
+                            if (iy < 0 || iy >= p->h || ix < 0 || ix >= p->w)
+                                continue;
+                            for (int64_t c = 0; c < p->c; c++) {
+                                size_t xi = (size_t)(((n * p->h + iy) * p->w + ix) * p->c + c);
+                                size_t wi = (size_t)(((ky * p->kw + kx) * p->c + c) * p->f + f);
+                                if (mode == 0)
+                                    acc[yi] += (double)x[xi] * w[wi];
+                                else if (mode == 1)
+                                    acc[xi] += (double)dy[yi] * w[wi];
+                                else
+                                    acc[wi] += (double)x[xi] * dy[yi];
+                            }
+                        }
+                }
+}
+
+static void ref_conv(const KConv *p, int mode, const float *x, const float *w, const float *dy, float *out)
+{
+    size_t n = mode == 0 ? conv_ny(p) : (mode == 1 ? conv_nx(p) : conv_nw(p));
+    double *acc = calloc(n ? n : 1, sizeof *acc);
+    ck_assert_ptr_nonnull(acc);
+    ref_conv_loops(p, mode, x, w, dy, acc);
+    for (size_t i = 0; i < n; i++)
+        out[i] = (float)acc[i];
+    free(acc);
+}
+
+/* All three conv kernels against the direct loops for chunk size `rows` (0 = auto). */
+static void check_conv_case(const KConv *p, size_t rows, uint64_t seed, double rtol)
+{
+    size_t nx = conv_nx(p), nw = conv_nw(p), ny = conv_ny(p);
+    float *x = tu_alloc_uniform(nx, -1.0f, 1.0f, seed), *w = tu_alloc_uniform(nw, -1.0f, 1.0f, seed + 1);
+    float *dy = tu_alloc_uniform(ny, -1.0f, 1.0f, seed + 2);
+    float *y = tu_alloc(ny), *dx = tu_alloc(nx), *dw = tu_alloc(nw);
+    float *wy = tu_alloc(ny), *wdx = tu_alloc(nx), *wdw = tu_alloc(nw);
+    kern_conv_set_chunk_rows(rows);
+    size_t sbytes = kern_conv2d_scratch(p);
+    float *scratch = sbytes ? malloc(sbytes) : NULL;   /* exact size: ASan sees overruns */
+    ck_assert(sbytes == 0 || scratch != NULL);
+    if (rows)
+        ck_assert_uint_le(sbytes, rows * (size_t)(p->kh * p->kw * p->c) * sizeof(float));
+    ref_conv(p, 0, x, w, dy, wy);
+    ref_conv(p, 1, x, w, dy, wdx);
+    ref_conv(p, 2, x, w, dy, wdw);
+    kern_conv2d(p, x, w, y, scratch);
+    kern_conv2d_grad_input(p, dy, w, dx, scratch);
+    kern_conv2d_grad_filter(p, x, dy, dw, scratch);
+    kern_conv_set_chunk_rows(0);
+    ck_assert_floats_near_scaled(y, wy, ny, rtol);
+    ck_assert_floats_near_scaled(dx, wdx, nx, rtol);
+    ck_assert_floats_near_scaled(dw, wdw, nw, rtol);
+    free(x);
+    free(w);
+    free(dy);
+    free(y);
+    free(dx);
+    free(dw);
+    free(wy);
+    free(wdx);
+    free(wdw);
+    free(scratch);
+}
+
+START_TEST(test_conv_vs_direct)
+{
+    KConv p = conv_params(&conv_cases[_i]);
+    check_conv_case(&p, 0, 1000 + 10 * (uint64_t)_i, 1e-5);
+}
+END_TEST
+
+/* Chunks of 1 and 7 rows: boundaries fall mid-row and across images. */
+START_TEST(test_conv_small_chunks)
+{
+    KConv p = conv_params(&conv_cases[_i]);
+    check_conv_case(&p, 1, 2000 + 10 * (uint64_t)_i, 1e-5);
+    check_conv_case(&p, 7, 3000 + 10 * (uint64_t)_i, 1e-5);
+}
+END_TEST
+
+/* M = 2*96*96 = 18432 output pixels: more than one chunk with the automatic size. */
+START_TEST(test_conv_big_m)
+{
+    ConvCase k = {2, 96, 96, 2, 3, 3, 3, 1, 1, 1, 1, 1, 1};
+    KConv p = conv_params(&k);
+    size_t K = (size_t)(p.kh * p.kw * p.c);
+    size_t bytes = kern_conv2d_scratch(&p);
+    ck_assert_uint_gt(bytes, 0);
+    ck_assert_msg(bytes < (size_t)(p.n * p.oh * p.ow) * K * sizeof(float),
+                  "scratch %zu holds the whole im2col matrix", bytes);
+    check_conv_case(&p, 0, 4000, 2e-5);
+}
+END_TEST
+
+START_TEST(test_conv_scratch_bounded)
+{
+    /* 1080x1920x3 images: the scratch must not grow with the batch or the image. */
+    KConv p1 = {1, 1080, 1920, 3, 3, 3, 16, 1, 1, 1, 1, 1080, 1920};
+    KConv p64 = p1;
+    p64.n = 64;
+    size_t s1 = kern_conv2d_scratch(&p1), s64 = kern_conv2d_scratch(&p64);
+    ck_assert_uint_eq(s1, s64);
+    ck_assert_uint_le(s1, (size_t)16 << 20);
+    KConv small = {1, 32, 32, 3, 3, 3, 16, 1, 1, 1, 1, 32, 32};
+    ck_assert_uint_le(kern_conv2d_scratch(&small), s1);
+    /* A large filter (3x3x512) still gets bounded scratch. */
+    KConv deep = {256, 14, 14, 512, 3, 3, 512, 1, 1, 1, 1, 14, 14};
+    ck_assert_uint_le(kern_conv2d_scratch(&deep), (size_t)16 << 20);
+    ck_assert_uint_gt(kern_conv2d_scratch(&deep), 0);
+    /* Identity cases need none. */
+    KConv one = {8, 56, 56, 64, 1, 1, 256, 1, 1, 0, 0, 56, 56};
+    ck_assert_uint_eq(kern_conv2d_scratch(&one), 0);
+}
+END_TEST
+
+typedef struct ConvCtx {
+    const KConv *p;
+    const float *x, *w;
+    float *scratch;
+    int wrt;   /* 0: function of x, 1: of w */
+} ConvCtx;
+
+static void conv_fn(void *vc, const float *v, float *y)
+{
+    const ConvCtx *c = vc;
+    kern_conv2d(c->p, c->wrt == 0 ? v : c->x, c->wrt == 1 ? v : c->w, y, c->scratch);
+}
+
+START_TEST(test_conv_grad_fd)
+{
+    KConv p = conv_params(&conv_cases[_i]);
+    size_t nx = conv_nx(&p), nw = conv_nw(&p), ny = conv_ny(&p);
+    uint64_t seed = 5000 + 10 * (uint64_t)_i;
+    float *x = tu_alloc_uniform(nx, -1.0f, 1.0f, seed), *w = tu_alloc_uniform(nw, -1.0f, 1.0f, seed + 1);
+    float *dy = tu_alloc_uniform(ny, -1.0f, 1.0f, seed + 2), *dx = tu_alloc(nx), *dw = tu_alloc(nw);
+    kern_conv_set_chunk_rows(5);   /* several chunks, so grad_filter accumulates */
+    size_t sbytes = kern_conv2d_scratch(&p);
+    float *scratch = sbytes ? malloc(sbytes) : NULL;
+    kern_conv2d_grad_input(&p, dy, w, dx, scratch);
+    kern_conv2d_grad_filter(&p, x, dy, dw, scratch);
+    ConvCtx ctx = {&p, x, w, scratch, 0};
+    ck_assert_grad_fd(conv_fn, &ctx, x, nx, ny, dy, dx, FD_EPS, FD_RTOL, FD_ATOL);
+    ctx.wrt = 1;
+    ck_assert_grad_fd(conv_fn, &ctx, w, nw, ny, dy, dw, FD_EPS, FD_RTOL, FD_ATOL);
+    kern_conv_set_chunk_rows(0);
+    free(x);
+    free(w);
+    free(dy);
+    free(dx);
+    free(dw);
+    free(scratch);
+}
+END_TEST
+
+/* ================================================================================
+ * Pooling
+ * ================================================================================ */
+
+typedef struct PoolCase {
+    int64_t n, h, w, c, kh, kw, sh, sw, pt, pl, pb, pr;
+} PoolCase;
+
+static const PoolCase pool_cases[] = {
+    /*  n  h  w  c  kh kw sh sw pt pl pb pr */
+    {2, 6, 6, 3, 2, 2, 2, 2, 0, 0, 0, 0},   /* the usual 2x2/2 */
+    {1, 7, 5, 2, 3, 3, 2, 2, 1, 1, 1, 1},   /* padded */
+    {2, 5, 6, 4, 3, 2, 1, 2, 1, 0, 1, 0},   /* overlapping, non-square */
+    {1, 4, 4, 1, 3, 3, 1, 1, 2, 2, 2, 2},   /* heavy padding */
+    {1, 3, 3, 2, 2, 2, 1, 1, 2, 2, 2, 2},   /* windows of padding only */
+    {3, 5, 7, 300, 3, 3, 2, 2, 1, 1, 1, 1}, /* channels across the 256 block */
+};
+#define N_POOL_CASES ((int)(sizeof pool_cases / sizeof pool_cases[0]))
+
+static KPool pool_params(const PoolCase *k)
+{
+    KPool p = {k->n, k->h, k->w, k->c, k->kh, k->kw, k->sh, k->sw, k->pt, k->pl,
+               (k->h + k->pt + k->pb - k->kh) / k->sh + 1, (k->w + k->pl + k->pr - k->kw) / k->sw + 1};
+    return p;
+}
+
+static size_t pool_nx(const KPool *p) { return (size_t)(p->n * p->h * p->w * p->c); }
+static size_t pool_ny(const KPool *p) { return (size_t)(p->n * p->oh * p->ow * p->c); }
+
+/* Direct pooling: forward (max or mean over real cells, 0 for an empty window) and,
+ * when dy is given, the gradient into dx (max: the first maximal cell in row-major
+ * window order). */
+static void ref_pool(const KPool *p, bool is_max, const float *x, float *y, const float *dy, float *dx)
+{
+    if (dx)
+        memset(dx, 0, pool_nx(p) * sizeof *dx);
+    for (int64_t n = 0; n < p->n; n++)
+        for (int64_t oy = 0; oy < p->oh; oy++)
+            for (int64_t ox = 0; ox < p->ow; ox++)
+                for (int64_t c = 0; c < p->c; c++) {
+                    double best = -INFINITY, sum = 0;
+                    int64_t cnt = 0, arg = -1;
+                    for (int64_t ky = 0; ky < p->kh; ky++)
+                        for (int64_t kx = 0; kx < p->kw; kx++) {
+                            int64_t iy = oy * p->sh - p->pt + ky, ix = ox * p->sw - p->pl + kx;
+                            if (iy < 0 || iy >= p->h || ix < 0 || ix >= p->w)
+                                continue;
+                            int64_t xi = ((n * p->h + iy) * p->w + ix) * p->c + c;
+                            if (x && x[xi] > best) {
+                                best = x[xi];
+                                arg = xi;
+                            }
+                            if (x)
+                                sum += x[xi];
+                            cnt++;
+                        }
+                    size_t yi = (size_t)(((n * p->oh + oy) * p->ow + ox) * p->c + c);
+                    if (y)
+                        y[yi] = cnt == 0 ? 0.0f : (float)(is_max ? best : sum / (double)cnt);
+                    if (!dx || cnt == 0)
+                        continue;
+                    if (is_max) {
+                        dx[arg] += dy[yi];
+                        continue;
+                    }
+                    for (int64_t ky = 0; ky < p->kh; ky++)
+                        for (int64_t kx = 0; kx < p->kw; kx++) {
+                            int64_t iy = oy * p->sh - p->pt + ky, ix = ox * p->sw - p->pl + kx;
+                            if (iy >= 0 && iy < p->h && ix >= 0 && ix < p->w)
+                                dx[((n * p->h + iy) * p->w + ix) * p->c + c] += dy[yi] / (float)cnt;
+                        }
+                }
+}
+
+/* x with all values distinct and at least 0.02 apart (a shuffled ramp), so that
+ * finite differences of max pooling never cross a tie. */
+static float *distinct_inputs(size_t n, uint64_t seed)
+{
+    float *x = tu_alloc(n);
+    for (size_t i = 0; i < n; i++)
+        x[i] = -1.0f + 0.02f * (float)i;
+    for (size_t i = n; i > 1; i--) {
+        size_t j = (size_t)rng_below(rng_at(seed, TU_STREAM, i), i);
+        float t = x[i - 1];
+        x[i - 1] = x[j];
+        x[j] = t;
+    }
+    return x;
+}
+
+START_TEST(test_pool_vs_direct)
+{
+    KPool p = pool_params(&pool_cases[_i]);
+    size_t nx = pool_nx(&p), ny = pool_ny(&p);
+    float *x = tu_alloc_uniform(nx, -1.0f, 1.0f, 6000 + (uint64_t)_i);
+    float *dy = tu_alloc_uniform(ny, -1.0f, 1.0f, 6100 + (uint64_t)_i);
+    float *y = tu_alloc(ny), *wy = tu_alloc(ny), *dx = tu_alloc(nx), *wdx = tu_alloc(nx);
+    for (int is_max = 0; is_max < 2; is_max++) {
+        ref_pool(&p, is_max, x, wy, dy, wdx);
+        kern_fill(y, NAN, ny);
+        kern_fill(dx, NAN, nx);
+        if (is_max) {
+            kern_maxpool(&p, x, y);
+            ck_assert_floats_near(y, wy, ny, 0.0, 0.0);
+            kern_maxpool_grad(&p, x, y, dy, dx);
+        } else {
+            kern_avgpool(&p, x, y);
+            ck_assert_floats_near(y, wy, ny, 1e-6, 1e-7);
+            kern_avgpool_grad(&p, dy, dx);
+        }
+        ck_assert_floats_near(dx, wdx, nx, 1e-6, 1e-6);
+    }
+    free(x);
+    free(dy);
+    free(y);
+    free(wy);
+    free(dx);
+    free(wdx);
+}
+END_TEST
+
+/* Ties: the gradient goes to the first maximal cell of each window, only once. */
+START_TEST(test_maxpool_ties)
+{
+    PoolCase k = {1, 5, 5, 2, 3, 3, 1, 1, 1, 1, 1, 1};
+    KPool p = pool_params(&k);
+    size_t nx = pool_nx(&p), ny = pool_ny(&p);
+    float *x = tu_alloc(nx), *y = tu_alloc(ny), *dy = tu_alloc(ny), *dx = tu_alloc(nx), *wdx = tu_alloc(nx);
+    kern_fill(x, 0.5f, nx);
+    kern_fill(dy, 1.0f, ny);
+    kern_maxpool(&p, x, y);
+    for (size_t i = 0; i < ny; i++)
+        ck_assert_float_near_rel(y[i], 0.5, 0.0, 0.0);
+    kern_maxpool_grad(&p, x, y, dy, dx);
+    ref_pool(&p, true, x, NULL, dy, wdx);
+    ck_assert_floats_near(dx, wdx, nx, 0.0, 0.0);
+    double total = 0;
+    for (size_t i = 0; i < nx; i++)
+        total += dx[i];
+    ck_assert_float_near_rel(total, (double)ny, 0.0, 0.0);   /* one cell per window */
+    /* Output (0,0)'s window is the top-left 2x2 real cells: its first is (0,0). */
+    ck_assert_float_near_rel(dx[0], 4.0, 0.0, 0.0);   /* windows at (0,0),(0,1),(1,0),(1,1) */
+    free(x);
+    free(y);
+    free(dy);
+    free(dx);
+    free(wdx);
+}
+END_TEST
+
+typedef struct PoolCtx {
+    const KPool *p;
+    int kind;   /* 0 max, 1 avg, 2 global avg */
+    size_t n, hw, c;
+} PoolCtx;
+
+static void pool_fn(void *vc, const float *x, float *y)
+{
+    const PoolCtx *c = vc;
+    if (c->kind == 0)
+        kern_maxpool(c->p, x, y);
+    else if (c->kind == 1)
+        kern_avgpool(c->p, x, y);
+    else
+        kern_global_avgpool(x, y, c->n, c->hw, c->c);
+}
+
+START_TEST(test_pool_grad_fd)
+{
+    KPool p = pool_params(&pool_cases[_i]);
+    if (p.c > 8)
+        p.c = 3;   /* keep finite differences quick */
+    size_t nx = pool_nx(&p), ny = pool_ny(&p);
+    float *x = distinct_inputs(nx, 7000 + (uint64_t)_i), *y = tu_alloc(ny), *dx = tu_alloc(nx);
+    float *dy = tu_alloc_uniform(ny, -1.0f, 1.0f, 7100 + (uint64_t)_i);
+    PoolCtx ctx = {&p, 0, 0, 0, 0};
+    kern_maxpool(&p, x, y);
+    kern_maxpool_grad(&p, x, y, dy, dx);
+    ck_assert_grad_fd(pool_fn, &ctx, x, nx, ny, dy, dx, 1e-3f, FD_RTOL, FD_ATOL);
+    ctx.kind = 1;
+    kern_avgpool_grad(&p, dy, dx);
+    ck_assert_grad_fd(pool_fn, &ctx, x, nx, ny, dy, dx, FD_EPS, FD_RTOL, FD_ATOL);
+    free(x);
+    free(y);
+    free(dx);
+    free(dy);
+}
+END_TEST
+
+START_TEST(test_global_avgpool)
+{
+    static const size_t shapes[][3] = {{2, 9, 3}, {3, 1, 5}, {1, 49, 300}, {4, 6, 1}};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        size_t n = shapes[s][0], hw = shapes[s][1], c = shapes[s][2];
+        float *x = tu_alloc_uniform(n * hw * c, -1.0f, 1.0f, 8000 + s), *y = tu_alloc(n * c), *want = tu_alloc(n * c);
+        for (size_t b = 0; b < n; b++)
+            for (size_t j = 0; j < c; j++) {
+                double sum = 0;
+                for (size_t i = 0; i < hw; i++)
+                    sum += x[(b * hw + i) * c + j];
+                want[b * c + j] = (float)(sum / (double)hw);
+            }
+        kern_global_avgpool(x, y, n, hw, c);
+        ck_assert_floats_near(y, want, n * c, 1e-6, 1e-7);
+        float *dy = tu_alloc_uniform(n * c, -1.0f, 1.0f, 8100 + s), *dx = tu_alloc(n * hw * c);
+        kern_global_avgpool_grad(dy, dx, n, hw, c);
+        for (size_t b = 0; b < n; b++)
+            for (size_t i = 0; i < hw; i++)
+                for (size_t j = 0; j < c; j++)
+                    ck_assert_float_near_rel(dx[(b * hw + i) * c + j], dy[b * c + j] / (double)hw, 1e-6, 0.0);
+        if (n * hw * c <= 200) {
+            PoolCtx ctx = {NULL, 2, n, hw, c};
+            ck_assert_grad_fd(pool_fn, &ctx, x, n * hw * c, n * c, dy, dx, FD_EPS, FD_RTOL, FD_ATOL);
+        }
+        free(x);
+        free(y);
+        free(want);
+        free(dy);
+        free(dx);
+    }
+}
+END_TEST
+
+/* ================================================================================
+ * Dropout
+ * ================================================================================ */
+
+START_TEST(test_dropout_mask)
+{
+    const size_t n = 100000;
+    const float rate = 0.3f;
+    const uint64_t seed = 1234, stream = 7;
+    float *x = tu_alloc(n), *y = tu_alloc(n), *y2 = tu_alloc(n), *y3 = tu_alloc(n);
+    kern_fill(x, 1.0f, n);
+    kern_dropout(x, y, n, rate, seed, stream);
+    kern_dropout(x, y2, n, rate, seed, stream);
+    ck_assert_int_eq(memcmp(y, y2, n * sizeof *y), 0);   /* deterministic */
+    kern_dropout(x, y3, n, rate, seed, stream + 1);
+    size_t differ = 0, kept = 0;
+    const float scale = 1.0f / (1.0f - rate);
+    double sum = 0;
+    for (size_t i = 0; i < n; i++) {
+        bool keep = rng_unit(rng_at(seed, stream, i)) >= rate;   /* the documented mask */
+        ck_assert_msg(keep ? y[i] == scale : y[i] == 0.0f, "element %zu: %g", i, (double)y[i]);
+        kept += keep;
+        differ += (y[i] != 0.0f) != (y3[i] != 0.0f);
+        sum += y[i];
+    }
+    /* Another stream gives another mask: about 2 p (1-p) of the elements differ. */
+    ck_assert_uint_gt(differ, n / 3);
+    /* Keep rate within 5 standard deviations of 1 - rate. */
+    double p = 1.0 - rate, sd = sqrt(p * (1 - p) / (double)n);
+    ck_assert_float_near_rel((double)kept / (double)n, p, 0.0, 5 * sd);
+    /* Inverted scaling preserves the mean: E[y] = 1. */
+    ck_assert_float_near_rel(sum / (double)n, 1.0, 0.0, 5 * sd / p);
+    free(x);
+    free(y);
+    free(y2);
+    free(y3);
+}
+END_TEST
+
+START_TEST(test_dropout_edges)
+{
+    const size_t n = 1000;
+    float *x = tu_alloc_uniform(n, -1.0f, 1.0f, 9000), *y = tu_alloc(n);
+    kern_dropout(x, y, n, 0.0f, 1, 2);
+    ck_assert_floats_near(y, x, n, 0.0, 0.0);
+    kern_dropout(x, y, n, 1.0f, 1, 2);
+    for (size_t i = 0; i < n; i++)
+        ck_assert_msg(y[i] == 0.0f, "rate 1 kept element %zu", i);
+    /* Values are scaled, not just masked. */
+    kern_dropout(x, y, n, 0.5f, 3, 4);
+    for (size_t i = 0; i < n; i++)
+        ck_assert(y[i] == 0.0f || y[i] == 2.0f * x[i]);
+    free(x);
+    free(y);
+}
+END_TEST
+
+typedef struct DropCtx {
+    size_t n;
+    float rate;
+    uint64_t seed, stream;
+} DropCtx;
+
+static void dropout_fn(void *vc, const float *x, float *y)
+{
+    const DropCtx *c = vc;
+    kern_dropout(x, y, c->n, c->rate, c->seed, c->stream);
+}
+
+START_TEST(test_dropout_grad)
+{
+    DropCtx ctx = {200, 0.4f, 99, 3};
+    float *x = tu_alloc_uniform(ctx.n, -1.0f, 1.0f, 9100), *y = tu_alloc(ctx.n);
+    float *dy = tu_alloc_uniform(ctx.n, -1.0f, 1.0f, 9101), *dx = tu_alloc(ctx.n);
+    kern_dropout(x, y, ctx.n, ctx.rate, ctx.seed, ctx.stream);
+    kern_dropout_grad(dy, dx, ctx.n, ctx.rate, ctx.seed, ctx.stream);
+    for (size_t i = 0; i < ctx.n; i++)   /* the same mask and scale */
+        ck_assert(y[i] == 0.0f ? dx[i] == 0.0f : dx[i] == dy[i] * (1.0f / (1.0f - ctx.rate)));
+    ck_assert_grad_fd(dropout_fn, &ctx, x, ctx.n, ctx.n, dy, dx, FD_EPS, FD_RTOL, FD_ATOL);
+    free(x);
+    free(y);
+    free(dy);
+    free(dx);
+}
+END_TEST
+
+/* ================================================================================
+ * Optimizers
+ * ================================================================================ */
+
+enum { OPT_N = 17, OPT_STEPS = 4 };
+
+START_TEST(test_sgd)
+{
+    float w[OPT_N], g[OPT_N];
+    tu_fill_uniform(w, OPT_N, -1.0f, 1.0f, 9200);
+    double ref[OPT_N];
+    for (int i = 0; i < OPT_N; i++)
+        ref[i] = w[i];
+    for (int s = 0; s < OPT_STEPS; s++) {
+        tu_fill_uniform(g, OPT_N, -1.0f, 1.0f, 9210 + (uint64_t)s);
+        kern_sgd(w, g, OPT_N, 0.1f);
+        for (int i = 0; i < OPT_N; i++)
+            ref[i] -= 0.1 * g[i];
+    }
+    for (int i = 0; i < OPT_N; i++)
+        ck_assert_float_near_rel(w[i], ref[i], 1e-5, 1e-6);
+}
+END_TEST
+
+START_TEST(test_momentum)
+{
+    const bool nesterov = _i == 1;
+    const float lr = 0.05f, mu = 0.9f;
+    float w[OPT_N], v[OPT_N] = {0}, g[OPT_N];
+    double rw[OPT_N], rv[OPT_N] = {0};
+    tu_fill_uniform(w, OPT_N, -1.0f, 1.0f, 9300);
+    for (int i = 0; i < OPT_N; i++)
+        rw[i] = w[i];
+    for (int s = 0; s < OPT_STEPS; s++) {
+        tu_fill_uniform(g, OPT_N, -1.0f, 1.0f, 9310 + (uint64_t)s);
+        kern_momentum(w, v, g, OPT_N, lr, mu, nesterov);
+        for (int i = 0; i < OPT_N; i++) {   /* PyTorch SGD with momentum, dampening 0 */
+            rv[i] = mu * rv[i] + g[i];
+            rw[i] -= lr * (nesterov ? g[i] + mu * rv[i] : rv[i]);
+        }
+    }
+    for (int i = 0; i < OPT_N; i++) {
+        ck_assert_float_near_rel(v[i], rv[i], 1e-5, 1e-6);
+        ck_assert_float_near_rel(w[i], rw[i], 1e-5, 1e-6);
+    }
+    /* One step by hand: v = g, w -= lr * (1 + mu) g with Nesterov, lr * g without. */
+    float w1 = 1.0f, v1 = 0.0f, g1 = 2.0f;
+    kern_momentum(&w1, &v1, &g1, 1, 0.1f, 0.5f, nesterov);
+    ck_assert_float_near_rel(v1, 2.0, 0.0, 0.0);
+    ck_assert_float_near_rel(w1, nesterov ? 1.0 - 0.1 * 3.0 : 1.0 - 0.1 * 2.0, 1e-6, 0.0);
+}
+END_TEST
+
+START_TEST(test_adam)
+{
+    const float lr = 0.01f, b1 = 0.9f, b2 = 0.999f, eps = 1e-8f;
+    float w[OPT_N], m[OPT_N] = {0}, v[OPT_N] = {0}, g[OPT_N];
+    double rw[OPT_N], rm[OPT_N] = {0}, rv[OPT_N] = {0};
+    tu_fill_uniform(w, OPT_N, -1.0f, 1.0f, 9400);
+    for (int i = 0; i < OPT_N; i++)
+        rw[i] = w[i];
+    for (int t = 1; t <= OPT_STEPS; t++) {
+        tu_fill_uniform(g, OPT_N, -1.0f, 1.0f, 9410 + (uint64_t)t);
+        kern_adam(w, m, v, g, OPT_N, lr, b1, b2, eps, t);
+        for (int i = 0; i < OPT_N; i++) {
+            rm[i] = b1 * rm[i] + (1 - (double)b1) * g[i];
+            rv[i] = b2 * rv[i] + (1 - (double)b2) * g[i] * g[i];
+            double mhat = rm[i] / (1 - pow(b1, t)), vhat = rv[i] / (1 - pow(b2, t));
+            rw[i] -= lr * mhat / (sqrt(vhat) + eps);
+        }
+    }
+    for (int i = 0; i < OPT_N; i++) {
+        ck_assert_float_near_rel(m[i], rm[i], 1e-5, 1e-7);
+        ck_assert_float_near_rel(v[i], rv[i], 1e-4, 1e-9);
+        ck_assert_float_near_rel(w[i], rw[i], 1e-5, 1e-6);
+    }
+    /* The first step moves each weight by about lr * sign(g) (bias correction). */
+    float w1 = 0.0f, m1 = 0.0f, v1 = 0.0f, g1 = -3.0f;
+    kern_adam(&w1, &m1, &v1, &g1, 1, lr, b1, b2, eps, 1);
+    ck_assert_float_near_rel(w1, lr, 1e-5, 0.0);
+}
+END_TEST
+
+/* ================================================================================ */
+
+static Suite *make_kernels_suite(void)
+{
+    Suite *s = suite_create("kernels");
+    TCase *tc;
+
+    tc = tcase_create("broadcast");
+    tcase_add_loop_test(tc, test_binary_forward, 0, N_BIN_CASES);
+    tcase_add_test(tc, test_binary_inplace);
+    tcase_add_loop_test(tc, test_sum_to, 0, N_SUM_CASES);
+    tcase_add_loop_test(tc, test_binary_grad_fd, 0, N_BIN_GRAD_CASES);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("elementwise");
+    tcase_add_loop_test(tc, test_unary_forward, 0, KU_COUNT);
+    tcase_add_test(tc, test_unary_extremes);
+    tcase_add_loop_test(tc, test_unary_grad_fd, 0, KU_COUNT);
+    tcase_add_test(tc, test_scale_fill_copy_axpy);
+    tcase_add_test(tc, test_sum_all);
+    tcase_add_test(tc, test_concat_slice);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("softmax_losses");
+    tcase_add_test(tc, test_softmax_forward);
+    tcase_add_test(tc, test_softmax_stable);
+    tcase_add_loop_test(tc, test_softmax_grad_fd, 0, 2);
+    tcase_add_test(tc, test_cross_entropy);
+    tcase_add_test(tc, test_cross_entropy_bad_labels);
+    tcase_add_test(tc, test_cross_entropy_grad_fd);
+    tcase_add_test(tc, test_count_correct);
+    tcase_add_test(tc, test_mse);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("gemm");
+    tcase_add_test(tc, test_gemm);
+    tcase_add_test(tc, test_blas_info);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("conv");
+    tcase_set_timeout(tc, 120);
+    tcase_add_loop_test(tc, test_conv_vs_direct, 0, N_CONV_CASES);
+    tcase_add_loop_test(tc, test_conv_small_chunks, 0, N_CONV_CASES);
+    tcase_add_test(tc, test_conv_big_m);
+    tcase_add_test(tc, test_conv_scratch_bounded);
+    tcase_add_loop_test(tc, test_conv_grad_fd, 0, N_CONV_CASES);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("pool");
+    tcase_set_timeout(tc, 60);
+    tcase_add_loop_test(tc, test_pool_vs_direct, 0, N_POOL_CASES);
+    tcase_add_test(tc, test_maxpool_ties);
+    tcase_add_loop_test(tc, test_pool_grad_fd, 0, N_POOL_CASES);
+    tcase_add_test(tc, test_global_avgpool);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("dropout");
+    tcase_add_test(tc, test_dropout_mask);
+    tcase_add_test(tc, test_dropout_edges);
+    tcase_add_test(tc, test_dropout_grad);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("optimizers");
+    tcase_add_test(tc, test_sgd);
+    tcase_add_loop_test(tc, test_momentum, 0, 2);
+    tcase_add_test(tc, test_adam);
+    suite_add_tcase(s, tc);
+
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(make_kernels_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed != 0 ? EXIT_FAILURE : EXIT_SUCCESS;
+}
