@@ -2,3 +2,10 @@
 TEST_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 TEST_LIBS = $(GRAPHC_LIBS) $(CHECK_LIBS)
 AM_TESTS_ENVIRONMENT = top_srcdir='$(top_srcdir)'; top_builddir='$(top_builddir)'; export top_srcdir top_builddir; CK_DEFAULT_TIMEOUT=600; export CK_DEFAULT_TIMEOUT;
+
+check_PROGRAMS += tests/test_train
+TESTS += tests/test_train
+tests_test_train_SOURCES = tests/test_train.c tests/testutil.h
+tests_test_train_CFLAGS = $(TEST_CFLAGS)
+tests_test_train_LDADD = $(TEST_LIBS)
+include tests/frontend.mk

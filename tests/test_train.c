@@ -1,0 +1,543 @@
+/* Autodiff, executors and training, end to end.
+ *
+ * Gradients: the training graph's gradient of every parameter, read off an SGD step
+ * with lr = 1 (w_before - w_after), against central finite differences of the loss
+ * through the inference graph, on small models that use every differentiable op.
+ * Executors: the compiled plan against the interpreter on every model in models/.
+ * Training: a tiny model to near-zero loss; one epoch of MNIST on a subset; the same
+ * seed gives the same curve bit for bit; checkpoints round-trip and refuse damage. */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "exec/compiled.h"
+#include "exec/executor.h"
+#include "exec/kern.h"
+#include "exec/train.h"
+#include "graph/lower.h"
+#include "graph/passes.h"
+#include "tests/testutil.h"
+
+static const char *srcdir(void)
+{
+    const char *s = getenv("top_srcdir");
+    return s && *s ? s : ".";
+}
+
+typedef struct Compiled {
+    Source src;
+    DiagSink d;
+    Graph *g;
+} Compiled;
+
+static void compile_str(Compiled *c, const char *text)
+{
+    ck_assert_int_eq(source_from_string(&c->src, "test.net", text), 0);
+    diag_init(&c->d, &c->src);
+    int rc = compile_source(&c->src, &c->d, NULL, &c->g);
+    ck_assert_msg(rc == 0, "compile failed:\n%s", c->d.buf ? c->d.buf : "");
+}
+
+static void compile_file(Compiled *c, const char *rel)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", srcdir(), rel);
+    diag_init(&c->d, NULL);
+    ck_assert_msg(source_load(&c->src, path, &c->d) == 0, "%s", c->d.buf ? c->d.buf : "");
+    c->d.src = &c->src;
+    ck_assert_msg(compile_source(&c->src, &c->d, NULL, &c->g) == 0, "%s", c->d.buf ? c->d.buf : "");
+}
+
+static void compiled_free_all(Compiled *c)
+{
+    graph_free(c->g);
+    diag_free(&c->d);
+    source_free(&c->src);
+}
+
+/* Random feeds for every input of a bound graph: f32 in [0,1), labels in [0, classes). */
+static void **make_feeds(const Graph *g, int32_t classes, uint64_t seed)
+{
+    void **f = calloc((size_t)g->ninputs, sizeof *f);
+    for (int i = 0; i < g->ninputs; i++) {
+        const Node *n = &g->nodes[g->inputs[i]];
+        int64_t cnt = shape_numel(&n->shape);
+        if (n->dtype == DT_F32) {
+            float *x = malloc((size_t)cnt * 4);
+            for (int64_t k = 0; k < cnt; k++) x[k] = rng_unit(rng_at(seed, (uint64_t)i, (uint64_t)k));
+            f[i] = x;
+        } else {
+            int32_t *y = malloc((size_t)cnt * 4);
+            for (int64_t k = 0; k < cnt; k++) y[k] = (int32_t)rng_below(rng_at(seed, (uint64_t)i, (uint64_t)k), (uint64_t)classes);
+            f[i] = y;
+        }
+    }
+    return f;
+}
+
+static void free_feeds(const Graph *g, void **f)
+{
+    for (int i = 0; i < g->ninputs; i++) free(f[i]);
+    free(f);
+}
+
+static int out_index(const Graph *g, const char *name)
+{
+    for (int i = 0; i < g->noutputs; i++)
+        if (strcmp(g->outputs[i].name, name) == 0) return i;
+    return -1;
+}
+
+/* The loss of the inference graph `ig` (bound) for the current weights. */
+static double loss_of(const Graph *ig, Weights *w, void **feeds, DiagSink *d)
+{
+    int li = out_index(ig, "loss");
+    ck_assert_int_ge(li, 0);
+    float outv[16];
+    float *outs[16] = { 0 };
+    ck_assert_int_le(ig->noutputs, 16);
+    outs[li] = &outv[li];
+    StepEnv env = { .w = w, .training = false, .d = d };
+    ck_assert_int_eq(interp_run(ig, (const void *const *)feeds, outs, &env, NULL), 0);
+    return outv[li];
+}
+
+/* Checks every parameter's gradient in the model `text` with batch `batch`. */
+static void gradcheck(const char *text, int64_t batch, int32_t classes)
+{
+    Compiled c;
+    compile_str(&c, text);
+    Graph *tg = pass_autodiff(c.g, &c.d);
+    ck_assert_msg(tg != NULL, "%s", c.d.buf ? c.d.buf : "");
+    ck_assert_int_eq(graph_verify(tg, &c.d), 0);
+    Graph *ig = pass_inference(c.g, true, &c.d);
+    ck_assert_ptr_nonnull(ig);
+    ck_assert_int_eq(graph_bind(tg, "B", batch, &c.d), 0);
+    ck_assert_int_eq(graph_bind(ig, "B", batch, &c.d), 0);
+    ck_assert_int_eq(graph_verify(tg, &c.d), 0);
+
+    Weights w;
+    ck_assert_int_eq(weights_init(&w, tg, 7, &c.d), 0);
+    /* Biases start at zero in Keras; move them so their gradients are not special. */
+    for (int v = 0; v < w.n; v++)
+        for (int64_t k = 0; k < shape_numel(&w.shapes[v]); k++)
+            w.data[v][k] += 0.1f * (rng_unit(rng_at(99, (uint64_t)v, (uint64_t)k)) - 0.5f);
+    void **feeds = make_feeds(tg, classes, 5);
+
+    /* analytic: one SGD step with lr = 1 moves w by -grad */
+    Weights before;
+    ck_assert_int_eq(weights_init(&before, tg, 7, &c.d), 0);
+    weights_copy_matching(&before, &w);
+    float lv = 0, av = 0;
+    float *outs[2] = { &lv, &av };
+    StepEnv env = { .w = &w, .lr = 1.0f, .training = true, .d = &c.d };
+    ck_assert_int_eq(interp_run(tg, (const void *const *)feeds, outs, &env, NULL), 0);
+    double base = loss_of(ig, &before, feeds, &c.d);
+    ck_assert_float_near_rel(lv, base, 1e-5, 1e-6);   /* the step's loss is the model's loss */
+
+    int checked = 0;
+    for (int v = 0; v < w.n; v++) {
+        if (w.roles[v] != VAR_PARAM) continue;
+        int64_t n = shape_numel(&w.shapes[v]);
+        int64_t stride = n > 12 ? n / 12 : 1;
+        for (int64_t k = 0; k < n; k += stride) {
+            double analytic = (double)before.data[v][k] - (double)w.data[v][k];
+            float keep = before.data[v][k];
+            const float eps = 1e-3f;
+            before.data[v][k] = keep + eps;
+            double lp = loss_of(ig, &before, feeds, &c.d);
+            before.data[v][k] = keep - eps;
+            double lm = loss_of(ig, &before, feeds, &c.d);
+            before.data[v][k] = keep;
+            double numeric = (lp - lm) / (2.0 * eps);
+            ck_assert_msg(tu_near(analytic, numeric, 5e-2, 2e-3),
+                          "d loss / d %s[%lld]: autodiff %.6g, finite differences %.6g", w.names[v], (long long)k,
+                          analytic, numeric);
+            checked++;
+        }
+    }
+    ck_assert_int_gt(checked, 0);
+    weights_free(&before);
+    weights_free(&w);
+    free_feeds(tg, feeds);
+    graph_free(tg);
+    graph_free(ig);
+    compiled_free_all(&c);
+}
+
+START_TEST(grad_dense)
+{
+    gradcheck("input x: f32[B, 6]\ninput y: i32[B]\n"
+              "h = tanh(dense(x, units=5))\nh = sigmoid(dense(h, units=4)) * 2 - 0.5\n"
+              "logits = dense(h, units=3)\nloss = cross_entropy(logits, y)\n"
+              "train { data = synthetic(count=8)\nminimize = loss }\n", 4, 3);
+}
+END_TEST
+
+START_TEST(grad_conv_pool)
+{
+    gradcheck("input x: f32[B, 7, 6, 2]\ninput y: i32[B]\n"
+              "h = tanh(conv2d(x, filters=3, kernel=3, stride=2, padding=\"same\"))\n"
+              "h = maxpool(h, size=2, stride=1, padding=\"same\")\n"
+              "g = tanh(conv2d(x, filters=2, kernel=2))\n"
+              "g = avgpool(g, size=3, stride=2, padding=\"same\")\n"
+              "logits = dense(concat(flatten(h), flatten(g), axis=1), units=4)\n"
+              "loss = cross_entropy(logits, y)\n"
+              "train { data = synthetic(count=8)\nminimize = loss }\n", 3, 4);
+}
+END_TEST
+
+START_TEST(grad_residual_broadcast)
+{
+    gradcheck("input x: f32[B, 5, 5, 3]\ninput t: f32[B, 3]\n"
+              "param s: f32[3] = uniform(low=0.5, high=1.5)\n"
+              "r = conv2d(x, filters=3, kernel=3, padding=\"same\")\n"
+              "h = sigmoid(x + r * s)\n"
+              "h = exp(h) / (1 + sqrt(h + 1)) - log(h + 2)\n"
+              "p = global_avgpool(-h)\n"
+              "q = softmax(dense(p, units=3)) + log_softmax(dense(p, units=3, name=\"other\"))\n"
+              "loss = mse(q, t)\n"
+              "train { data = synthetic(count=8)\nminimize = loss }\n", 2, 3);
+}
+END_TEST
+
+START_TEST(grad_shared_param)
+{
+    gradcheck("input a: f32[B, 4]\ninput b: f32[B, 4]\ninput y: i32[B]\n"
+              "param W: f32[4, 3] = glorot_uniform()\n"
+              "u = tanh(matmul(a, W))\nv = tanh(matmul(b, W))\n"
+              "h = dense(a, units=3, name=\"enc\") + dense(b, units=3, name=\"enc\")\n"
+              "logits = u * v + h\n"
+              "loss = cross_entropy(logits, y)\n"
+              "train { data = synthetic(count=8)\nminimize = loss }\n", 3, 3);
+}
+END_TEST
+
+START_TEST(grad_conv_only)
+{
+    gradcheck("input x: f32[B, 7, 6, 2]\ninput y: i32[B]\n"
+              "h = tanh(conv2d(x, filters=3, kernel=3, stride=2, padding=\"same\"))\n"
+              "logits = dense(flatten(h), units=4)\n"
+              "loss = cross_entropy(logits, y)\n"
+              "train { data = synthetic(count=8)\nminimize = loss }\n", 3, 4);
+}
+END_TEST
+
+START_TEST(grad_conv_valid)
+{
+    gradcheck("input x: f32[B, 5, 5, 2]\ninput y: i32[B]\n"
+              "h = tanh(conv2d(x, filters=3, kernel=3))\n"
+              "logits = dense(flatten(h), units=4)\n"
+              "loss = cross_entropy(logits, y)\n"
+              "train { data = synthetic(count=8)\nminimize = loss }\n", 2, 4);
+}
+END_TEST
+
+START_TEST(grad_relu_reshape)
+{
+    gradcheck("input x: f32[B, 4, 4, 1]\ninput y: i32[B]\n"
+              "h = relu(conv2d(x, filters=4, kernel=3, padding=\"same\"))\n"
+              "h = reshape(h, B, 8, 8)\n"
+              "h = relu(dense(reshape(h, -1, 64), units=6))\n"
+              "logits = dense(h, units=2)\n"
+              "loss = cross_entropy(logits, y)\n"
+              "train { data = synthetic(count=8)\nminimize = loss }\n", 3, 2);
+}
+END_TEST
+
+/* Parameters not on a path to the loss get no gradient and no update. */
+START_TEST(unreachable_params)
+{
+    Compiled c;
+    compile_str(&c, "input x: f32[B, 3]\ninput y: i32[B]\n"
+                    "side = dense(x, units=2, name=\"side\")\noutput side\n"
+                    "loss = cross_entropy(dense(x, units=2), y)\n"
+                    "train { data = synthetic(count=8)\nminimize = loss }\n");
+    Graph *tg = pass_autodiff(c.g, &c.d);
+    ck_assert_ptr_nonnull(tg);
+    int updates = 0;
+    for (int i = 0; i < tg->nnodes; i++)
+        if (op_info[tg->nodes[i].op].traits & OPT_UPDATE) {
+            updates++;
+            ck_assert_msg(strncmp(tg->vars[tg->nodes[i].a.update.var].name, "side", 4) != 0, "'side' was updated");
+        }
+    ck_assert_int_eq(updates, 2);
+    graph_free(tg);
+    compiled_free_all(&c);
+}
+END_TEST
+
+/* ---- executors agree on every model --------------------------------------------------- */
+
+static const char *const model_files[] = {
+    "models/mnist.net", "models/mnist-adam.net", "models/mlp.net", "models/lenet5.net",
+    "models/resnet.net", "models/siamese.net", "models/large.net",
+};
+
+START_TEST(compiled_matches_interp)
+{
+    Compiled c;
+    compile_file(&c, model_files[_i]);
+    if (c.g->train.minimize < 0)   /* a model without a train block: minimize its 'loss' */
+        for (int i = 0; i < c.g->nnodes; i++)
+            if (c.g->nodes[i].name && strcmp(c.g->nodes[i].name, "loss") == 0) c.g->train.minimize = i;
+    ck_assert_int_ge(c.g->train.minimize, 0);
+    int64_t batch = strstr(model_files[_i], "large") ? 1 : 3;
+    float loss[2][3];
+    Weights w[2];
+    for (int mode = 0; mode < 2; mode++) {
+        Graph *tg = pass_autodiff(c.g, &c.d);
+        ck_assert_ptr_nonnull(tg);
+        ck_assert_int_eq(graph_bind(tg, "B", batch, &c.d), 0);
+        ck_assert_int_eq(graph_verify(tg, &c.d), 0);
+        ck_assert_int_eq(weights_init(&w[mode], tg, 3, &c.d), 0);
+        Executor *ex = executor_plan(mode == 0 ? MODE_INTERP : MODE_COMPILED, tg, &w[mode], &c.d);
+        ck_assert_ptr_nonnull(ex);
+        for (int step = 0; step < 3; step++) {
+            void **feeds = make_feeds(tg, 2, (uint64_t)step);
+            float lv = 0, av = 0;
+            float *outs[2] = { &lv, &av };
+            StepEnv env = { .w = &w[mode], .step = step, .seed = 11, .lr = 0.01f, .momentum = tg->train.momentum,
+                            .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-7f, .training = true, .d = &c.d };
+            ck_assert_int_eq(executor_run(ex, (const void *const *)feeds, outs, &env), 0);
+            loss[mode][step] = lv;
+            free_feeds(tg, feeds);
+        }
+        executor_free(ex);
+        graph_free(tg);
+    }
+    /* No fusion reorders arithmetic yet: the two modes agree bit for bit. */
+    for (int step = 0; step < 3; step++)
+        ck_assert_msg(memcmp(&loss[0][step], &loss[1][step], sizeof(float)) == 0, "%s step %d: interp %.9g, compiled %.9g",
+                      model_files[_i], step, loss[0][step], loss[1][step]);
+    for (int v = 0; v < w[0].n; v++)
+        ck_assert_msg(memcmp(w[0].data[v], w[1].data[v], (size_t)shape_numel(&w[0].shapes[v]) * 4) == 0,
+                      "%s: %s differs after 3 steps", model_files[_i], w[0].names[v]);
+    weights_free(&w[0]);
+    weights_free(&w[1]);
+    compiled_free_all(&c);
+}
+END_TEST
+
+/* The arena plan: buffers that live at the same time never overlap. */
+START_TEST(memplan_no_overlap)
+{
+    Compiled c;
+    compile_file(&c, "models/resnet.net");
+    Graph *tg = pass_autodiff(c.g, &c.d);
+    ck_assert_int_eq(graph_bind(tg, "B", 8, &c.d), 0);
+    MemPlan mp;
+    ck_assert_int_eq(memplan_build(tg, &mp, &c.d), 0);
+    for (int a = 0; a < mp.n; a++)
+        for (int b = a + 1; b < mp.n; b++) {
+            if (mp.size[a] == 0 || mp.size[b] == 0) continue;
+            bool time = mp.first[a] <= mp.last[b] && mp.first[b] <= mp.last[a];
+            bool space = mp.offset[a] < mp.offset[b] + mp.size[b] && mp.offset[b] < mp.offset[a] + mp.size[a];
+            ck_assert_msg(!(time && space), "buffers %d and %d overlap", a, b);
+        }
+    ck_assert_int_ge(mp.arena, mp.lower_bound);
+    ck_assert_int_le(mp.arena, mp.naive);
+    memplan_free(&mp);
+    graph_free(tg);
+    compiled_free_all(&c);
+}
+END_TEST
+
+/* ---- training ------------------------------------------------------------------------------ */
+
+static FILE *devnull(void)
+{
+    FILE *f = fopen("/dev/null", "w");
+    ck_assert_ptr_nonnull(f);
+    return f;
+}
+
+START_TEST(tiny_model_to_zero_loss)
+{
+    Compiled c;
+    compile_str(&c, "input x: f32[B, 8]\ninput y: i32[B]\n"
+                    "h = dense(x, units=32, activation=\"tanh\")\nlogits = dense(h, units=4)\n"
+                    "loss = cross_entropy(logits, y)\n"
+                    "train { data = synthetic(count=32)\noptimizer = adam(lr=0.01)\nbatch = 32\nepochs = 300\n"
+                    "minimize = loss\nshuffle = false }\n");
+    RunOptions o;
+    run_options_default(&o);
+    o.log = LOG_QUIET;
+    o.out = devnull();
+    RunResult r;
+    ck_assert_msg(train_run(c.g, &o, &r, NULL, &c.d) == 0, "%s", c.d.buf ? c.d.buf : "");
+    fclose(o.out);
+    ck_assert_msg(r.step_loss[0] > 1.0f, "starts near log(4): %g", r.step_loss[0]);
+    ck_assert_msg(r.step_loss[r.nsteps - 1] < 0.01f, "final loss %g", r.step_loss[r.nsteps - 1]);
+    ck_assert_float_near_rel(r.step_acc[r.nsteps - 1], 1.0, 0, 1e-6);
+    run_result_free(&r);
+    compiled_free_all(&c);
+}
+END_TEST
+
+START_TEST(mnist_subset_one_epoch)
+{
+    Compiled c;
+    compile_file(&c, "models/mlp.net");
+    RunOptions o;
+    run_options_default(&o);
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s/data/mnist", srcdir());
+    o.data_dir = dir;
+    o.epochs = 1;
+    o.train_limit = 6000;
+    o.test_limit = 2000;
+    o.log = LOG_QUIET;
+    o.out = devnull();
+    o.threads = 1;
+    RunResult r;
+    ck_assert_msg(train_run(c.g, &o, &r, NULL, &c.d) == 0, "%s", c.d.buf ? c.d.buf : "");
+    fclose(o.out);
+    /* chance is 0.10; an MLP sees 6000 examples once and should clear 0.85 */
+    ck_assert_msg(r.test_acc > 0.85, "test accuracy %.4f", r.test_acc);
+    ck_assert_msg(r.step_loss[0] > 2.0 && r.epoch_loss[0] < 1.0, "loss %g -> %g", r.step_loss[0], r.epoch_loss[0]);
+    run_result_free(&r);
+    compiled_free_all(&c);
+}
+END_TEST
+
+START_TEST(same_seed_same_curve)
+{
+    Compiled c;
+    compile_file(&c, "models/lenet5.net");
+    RunResult r[3];
+    for (int k = 0; k < 3; k++) {
+        RunOptions o;
+        run_options_default(&o);
+        char dir[1024];
+        snprintf(dir, sizeof dir, "%s/data/mnist", srcdir());
+        o.data_dir = dir;
+        o.epochs = 2;
+        o.steps = 6;
+        o.test_limit = 256;
+        o.threads = 2;
+        o.mode = k == 1 ? MODE_INTERP : MODE_COMPILED;
+        o.have_seed = true;
+        o.seed = k == 2 ? 8 : 7;
+        o.log = LOG_QUIET;
+        o.out = devnull();
+        ck_assert_msg(train_run(c.g, &o, &r[k], NULL, &c.d) == 0, "%s", c.d.buf ? c.d.buf : "");
+        fclose(o.out);
+    }
+    ck_assert_int_eq(r[0].nsteps, 12);
+    ck_assert_msg(memcmp(r[0].step_loss, r[1].step_loss, 12 * sizeof(float)) == 0, "same seed, different curve");
+    ck_assert_msg(memcmp(r[0].step_loss, r[2].step_loss, 12 * sizeof(float)) != 0, "another seed, the same curve");
+    for (int k = 0; k < 3; k++) run_result_free(&r[k]);
+    compiled_free_all(&c);
+}
+END_TEST
+
+START_TEST(checkpoint_roundtrip_and_damage)
+{
+    Compiled c;
+    compile_str(&c, "input x: f32[B, 5]\ninput y: i32[B]\nlogits = dense(relu(dense(x, units=7)), units=3)\n"
+                    "loss = cross_entropy(logits, y)\n"
+                    "train { data = synthetic(count=64)\noptimizer = adam()\nbatch = 8\nepochs = 2\nminimize = loss }\n");
+    char path[] = "/tmp/graphc-ckpt-XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    RunOptions o;
+    run_options_default(&o);
+    o.log = LOG_QUIET;
+    o.out = devnull();
+    o.save_path = path;
+    RunResult r;
+    Weights trained;
+    ck_assert_msg(train_run(c.g, &o, &r, &trained, &c.d) == 0, "%s", c.d.buf ? c.d.buf : "");
+    fclose(o.out);
+
+    /* load into fresh weights of the forward graph: eval gives the same loss */
+    Weights w;
+    ck_assert_int_eq(weights_init(&w, c.g, 123, &c.d), 0);
+    ck_assert_msg(checkpoint_load(path, c.g, &w, &c.d) == 0, "%s", c.d.buf ? c.d.buf : "");
+    for (int v = 0; v < w.n; v++)
+        ck_assert(memcmp(w.data[v], trained.data[v], (size_t)shape_numel(&w.shapes[v]) * 4) == 0);
+    double loss, acc;
+    run_options_default(&o);
+    ck_assert_int_eq(eval_run(c.g, &o, &w, &loss, &acc, &c.d), 0);
+    ck_assert_float_near_rel(loss, r.test_loss, 1e-6, 1e-7);
+
+    /* damage: a flipped byte in the data, then a truncation, then a wrong model */
+    FILE *f = fopen(path, "r+b");
+    fseek(f, -40, SEEK_END);
+    int ch = fgetc(f);
+    fseek(f, -40, SEEK_END);
+    fputc(ch ^ 0x5a, f);
+    fclose(f);
+    DiagSink d;
+    diag_init(&d, NULL);
+    ck_assert_int_eq(checkpoint_load(path, c.g, &w, &d), -1);
+    ck_assert_msg(strstr(d.buf, "checksum mismatch") && strstr(d.buf, path), "%s", d.buf);
+    diag_free(&d);
+    ck_assert_int_eq(truncate(path, 100), 0);
+    diag_init(&d, NULL);
+    ck_assert_int_eq(checkpoint_load(path, c.g, &w, &d), -1);
+    ck_assert_msg(strstr(d.buf, "truncated"), "%s", d.buf);
+    diag_free(&d);
+    /* nothing changed in w by the failed loads */
+    for (int v = 0; v < w.n; v++)
+        ck_assert(memcmp(w.data[v], trained.data[v], (size_t)shape_numel(&w.shapes[v]) * 4) == 0);
+    unlink(path);
+    weights_free(&w);
+    weights_free(&trained);
+    run_result_free(&r);
+    compiled_free_all(&c);
+}
+END_TEST
+
+static Suite *make_autodiff_suite(void)
+{
+    Suite *s = suite_create("autodiff");
+    TCase *tc = tcase_create("gradients");
+    tcase_add_test(tc, grad_dense);
+    tcase_add_test(tc, grad_conv_pool);
+    tcase_add_test(tc, grad_residual_broadcast);
+    tcase_add_test(tc, grad_shared_param);
+    tcase_add_test(tc, grad_relu_reshape);
+    tcase_add_test(tc, grad_conv_only);
+    tcase_add_test(tc, grad_conv_valid);
+    tcase_add_test(tc, unreachable_params);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+static Suite *make_exec_suite(void)
+{
+    Suite *s = suite_create("executors");
+    TCase *tc = tcase_create("agreement");
+    tcase_add_loop_test(tc, compiled_matches_interp, 0, (int)(sizeof model_files / sizeof *model_files));
+    tcase_add_test(tc, memplan_no_overlap);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+static Suite *make_training_suite(void)
+{
+    Suite *s = suite_create("training");
+    TCase *tc = tcase_create("runs");
+    tcase_add_test(tc, tiny_model_to_zero_loss);
+    tcase_add_test(tc, mnist_subset_one_epoch);
+    tcase_add_test(tc, same_seed_same_curve);
+    tcase_add_test(tc, checkpoint_roundtrip_and_damage);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(make_autodiff_suite());
+    srunner_add_suite(sr, make_exec_suite());
+    srunner_add_suite(sr, make_training_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
