@@ -31,5 +31,6 @@ int cmd_check(int argc, char **argv);
 int cmd_dump(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
 
 #endif

@@ -16,6 +16,7 @@ static const char usage[] =
     "  dump FILE --stage S   print the graph at stage S (ast, graph, train)\n"
     "  run FILE              train the model as its train block says, then evaluate\n"
     "  eval FILE --weights P evaluate saved weights on the test set\n"
+    "  bench FILE            time the interpreter and the compiled plan side by side\n"
     "\n"
     "options:\n"
     "  -h, --help            show this help (or a command's: graphc COMMAND --help)\n"
@@ -31,8 +32,7 @@ int cli_usage_error(const char *cmd, const char *fmt, ...)
     va_start(ap, fmt);
     vfprintf(stderr, fmt, ap);
     va_end(ap);
-    fprintf(stderr, "\nTry 'graphc %s--help'.\n", cmd ? cmd : "");
-    if (cmd) { /* keep the hint on one line: "graphc run --help" */ }
+    fprintf(stderr, "\nTry 'graphc %s%s--help'.\n", cmd ? cmd : "", cmd ? " " : "");
     return EXIT_USAGE;
 }
 
@@ -98,6 +98,7 @@ static const struct {
     { "dump", cmd_dump },
     { "run", cmd_run },
     { "eval", cmd_eval },
+    { "bench", cmd_bench },
 };
 
 int main(int argc, char **argv)

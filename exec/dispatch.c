@@ -2,6 +2,7 @@
  * come through here, so the arithmetic is the same in both modes. */
 #include <assert.h>
 #include <string.h>
+#include <time.h>
 #include "exec/exec.h"
 #include "exec/kern.h"
 #include "util/rng.h"
@@ -14,6 +15,13 @@ static const float *fin(const KCall *c, int k) { return (const float *)c->in[k];
 static float *fout(const KCall *c) { return (float *)c->out; }
 
 size_t node_bytes(const Node *n) { return (size_t)shape_numel(&n->shape) * 4; }
+
+double exec_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return 1e9 * (double)ts.tv_sec + (double)ts.tv_nsec;
+}
 
 static void dims64(const Shape *s, int64_t *out)
 {
@@ -365,5 +373,9 @@ static_assert(sizeof kernels / sizeof kernels[0] == OP_COUNT, "one kernel per op
 int dispatch_run(const KCall *c)
 {
     assert(kernels[c->n->op]);
-    return kernels[c->n->op](c);
+    if (!c->env->prof_ns) return kernels[c->n->op](c);
+    double t0 = exec_now_ns();
+    int rc = kernels[c->n->op](c);
+    c->env->prof_ns[c->n - c->g->nodes] += exec_now_ns() - t0;
+    return rc;
 }

@@ -35,6 +35,7 @@ typedef struct StepEnv {
     bool nesterov;
     bool training;       /* dropout active */
     DiagSink *d;         /* run-time errors (a label out of range) */
+    double *prof_ns;     /* if set: nanoseconds spent per node are added here */
 } StepEnv;
 
 /* One kernel call with everything resolved. */
@@ -52,6 +53,8 @@ int dispatch_run(const KCall *c);
 size_t dispatch_scratch_bytes(const Graph *g, const Node *n);
 /* Bytes of a node's output (f32 or i32, 4 bytes each); 0 for rank-0 update results. */
 size_t node_bytes(const Node *n);
+/* Monotonic clock in nanoseconds, for profiles and benchmarks. */
+double exec_now_ns(void);
 
 /* ---- the interpreter: the reference executor and the "eager" mode ---------------------
  * Walks the graph one node at a time: checks the node's input shapes at run time with

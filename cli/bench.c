@@ -1,0 +1,74 @@
+/* graphc bench. */
+#include <getopt.h>
+#include <string.h>
+#include "cli/cli.h"
+#include "exec/bench.h"
+
+static const char bench_usage[] =
+    "usage: graphc bench FILE.net [--batch N[,N...]] [--infer] [--threads N] [--steps N]\n"
+    "                    [--warmup N] [--profile] [--json]\n"
+    "\n"
+    "Runs the interpreter and the compiled plan side by side in one process, alternating\n"
+    "step by step after a warm-up, on random inputs, and prints the median time per step,\n"
+    "images per second, activation memory of each, and their ratio.\n"
+    "  --batch LIST   batch sizes (default: the train block's)\n"
+    "  --infer        time inference instead of a training step\n"
+    "  --steps N      measured steps per mode (default 10)\n"
+    "  --warmup N     unmeasured steps per mode first (default 2)\n"
+    "  --profile      a per-op table for each mode (time, share, FLOPs, .net line)\n"
+    "  --json         one JSON object per batch size\n";
+
+int cmd_bench(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        { "help", no_argument, 0, 'h' }, { "batch", required_argument, 0, 'b' }, { "infer", no_argument, 0, 'i' },
+        { "threads", required_argument, 0, 't' }, { "steps", required_argument, 0, 's' },
+        { "warmup", required_argument, 0, 'w' }, { "profile", no_argument, 0, 'p' }, { "json", no_argument, 0, 'j' },
+        { 0, 0, 0, 0 },
+    };
+    BenchOptions o = { .steps = 10, .warmup = 2, .out = stdout };
+    int64_t batches[16], v;
+    int c;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'h': fputs(bench_usage, stdout); return EXIT_OK;
+        case 'b': {
+            char *list = optarg, *save = NULL;
+            o.nbatches = 0;
+            for (char *tok = strtok_r(list, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+                if (o.nbatches == 16) return cli_usage_error("bench", "--batch: at most 16 sizes");
+                if (!cli_parse_i64("bench", "--batch", tok, 1, 1 << 20, &batches[o.nbatches++])) return EXIT_USAGE;
+            }
+            break;
+        }
+        case 'i': o.infer = true; break;
+        case 't': if (!cli_parse_i64("bench", "--threads", optarg, 1, 256, &v)) return EXIT_USAGE; o.threads = (int)v; break;
+        case 's': if (!cli_parse_i64("bench", "--steps", optarg, 1, 100000, &v)) return EXIT_USAGE; o.steps = (int)v; break;
+        case 'w': if (!cli_parse_i64("bench", "--warmup", optarg, 0, 100000, &v)) return EXIT_USAGE; o.warmup = (int)v; break;
+        case 'p': o.profile = true; break;
+        case 'j': o.json = true; break;
+        case ':': return cli_usage_error("bench", "option '%s' needs a value", argv[optind - 1]);
+        default: return cli_usage_error("bench", "unknown option '%s'", argv[optind - 1]);
+        }
+    }
+    if (optind != argc - 1) return cli_usage_error("bench", optind == argc ? "missing FILE" : "expected one FILE");
+    Model m;
+    if (cli_load_model(&m, argv[optind]) != 0) { cli_free_model(&m); return EXIT_BAD_INPUT; }
+    if (o.nbatches == 0) { batches[0] = m.graph->train.batch; o.nbatches = 1; }
+    o.batches = batches;
+    DiagSink d;
+    diag_init(&d, NULL);
+    int rc = EXIT_OK;
+    if (!o.infer && m.graph->train.minimize < 0) {
+        diag_plain(&d, "%s: no loss to train (use --infer, or add a train block)", m.src.name);
+        rc = EXIT_BAD_INPUT;
+    } else if (bench_run(m.graph, &o, &d) != 0) {
+        rc = EXIT_BAD_INPUT;
+    }
+    diag_flush(&d, stderr);
+    diag_free(&d);
+    cli_free_model(&m);
+    return rc;
+}

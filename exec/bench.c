@@ -1,0 +1,203 @@
+/* graphc bench.  The two executors run the same bound graph on the same random feeds,
+ * alternating step by step after a warm-up, so that noise on a shared machine hits
+ * both alike; each reports the median.  See docs/benchmarks.md. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+#include "exec/bench.h"
+#include "exec/compiled.h"
+#include "exec/executor.h"
+#include "exec/kern.h"
+#include "graph/passes.h"
+#include "util/rng.h"
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+typedef struct Row {
+    OpKind op;
+    int line;
+    int calls;
+    double ns, flops, bytes;
+} Row;
+
+static int by_time(const void *a, const void *b)
+{
+    const Row *x = a, *y = b;
+    return x->ns < y->ns ? 1 : x->ns > y->ns ? -1 : 0;
+}
+
+static void profile_table(FILE *out, const Graph *g, const double *ns, int steps, double step_ns, const char *mode)
+{
+    Row *rows = calloc((size_t)g->nnodes, sizeof *rows);
+    int nr = 0;
+    double kernel_ns = 0;
+    for (int i = 0; i < g->nnodes; i++) {
+        const Node *n = &g->nodes[i];
+        if (n->op == OP_INPUT || n->op == OP_PARAM) continue;
+        int line = 0, col = 0;
+        if (g->src) diag_line_col(g->src, n->loc.start, &line, &col);
+        int r = 0;
+        while (r < nr && !(rows[r].op == n->op && rows[r].line == line)) r++;
+        if (r == nr) { rows[nr].op = n->op; rows[nr].line = line; nr++; }
+        rows[r].calls++;
+        rows[r].ns += ns[i] / steps;
+        rows[r].flops += node_flops(g, n);
+        rows[r].bytes += (double)node_bytes(n);
+        kernel_ns += ns[i] / steps;
+    }
+    qsort(rows, (size_t)nr, sizeof *rows, by_time);
+    fprintf(out, "\n  profile, %s mode (per step; %d steps)\n", mode, steps);
+    fprintf(out, "  %-20s %5s %5s %9s %6s %9s %8s %9s\n", "op", "line", "calls", "ms", "share", "MFLOP", "GFLOP/s", "MB out");
+    for (int r = 0; r < nr; r++) {
+        if (rows[r].ns < 1e3 && r > 20) continue;
+        fprintf(out, "  %-20s %5d %5d %9.3f %5.1f%% %9.1f %8.1f %9.2f\n", op_name(rows[r].op), rows[r].line, rows[r].calls,
+                rows[r].ns / 1e6, 100 * rows[r].ns / step_ns, rows[r].flops / 1e6,
+                rows[r].ns > 0 ? rows[r].flops / rows[r].ns : 0, rows[r].bytes / 1e6);
+    }
+    double other = step_ns - kernel_ns;
+    fprintf(out, "  %-20s %5s %5s %9.3f %5.1f%%   (allocation, shape checks, dispatch, copies of outputs)\n",
+            "outside kernels", "", "", other / 1e6, 100 * other / step_ns);
+    free(rows);
+}
+
+static void **random_feeds(const Graph *g, int32_t classes)
+{
+    void **f = calloc((size_t)g->ninputs + 1, sizeof *f);
+    for (int i = 0; i < g->ninputs; i++) {
+        const Node *n = &g->nodes[g->inputs[i]];
+        int64_t cnt = shape_numel(&n->shape);
+        f[i] = malloc((size_t)cnt * 4);
+        for (int64_t k = 0; k < cnt; k++) {
+            uint64_t bits = rng_at(1234, (uint64_t)i, (uint64_t)k);
+            if (n->dtype == DT_F32) ((float *)f[i])[k] = rng_unit(bits);
+            else ((int32_t *)f[i])[k] = (int32_t)rng_below(bits, (uint64_t)classes);
+        }
+    }
+    return f;
+}
+
+static int bench_batch(const Graph *fwd, const BenchOptions *o, int64_t batch, DiagSink *d)
+{
+    FILE *out = o->out;
+    Graph *g = o->infer ? pass_inference(fwd, false, d) : pass_autodiff(fwd, d);
+    if (!g) return -1;
+    const char *sym = NULL;
+    for (int i = 0; i < g->ninputs && !sym; i++) {
+        const Node *n = &g->nodes[g->inputs[i]];
+        if (n->tshape.rank > 0 && n->tshape.d[0].sym >= 0) sym = g->syms[n->tshape.d[0].sym];
+    }
+    if (!sym || graph_bind(g, sym, batch, d) != 0) {
+        if (!sym) diag_plain(d, "the model has no batch dimension to bind");
+        graph_free(g);
+        return -1;
+    }
+    int32_t classes = 2;
+    if (fwd->logits >= 0 && fwd->nodes[fwd->logits].shape.rank == 2) classes = (int32_t)fwd->nodes[fwd->logits].shape.d[1].v;
+    Weights w[2];
+    Executor *ex[2] = { NULL, NULL };
+    int rc = -1;
+    memset(w, 0, sizeof w);
+    void **feeds = random_feeds(g, classes);
+    int n = o->steps;
+    double *times[2] = { calloc((size_t)n, sizeof(double)), calloc((size_t)n, sizeof(double)) };
+    double *prof[2] = { NULL, NULL };
+    for (int m = 0; m < 2; m++) {
+        if (weights_init(&w[m], g, 1, d) != 0) goto out;
+        ex[m] = executor_plan(m == 0 ? MODE_INTERP : MODE_COMPILED, g, &w[m], d);
+        if (!ex[m]) goto out;
+    }
+    float scratch_out[16][1];
+    float *outs[16] = { 0 };
+    for (int i = 0; i < g->noutputs && i < 16; i++)
+        outs[i] = shape_numel(&g->nodes[g->outputs[i].node].shape) == 1 ? scratch_out[i] : NULL;
+    StepEnv env[2];
+    for (int m = 0; m < 2; m++)
+        env[m] = (StepEnv){ .w = &w[m], .seed = 1, .lr = 1e-4f, .momentum = g->train.momentum, .beta1 = 0.9f,
+                            .beta2 = 0.999f, .eps = 1e-7f, .nesterov = g->train.nesterov, .training = !o->infer, .d = d };
+    for (int s = 0; s < o->warmup; s++)
+        for (int m = 0; m < 2; m++)
+            if (executor_run(ex[m], (const void *const *)feeds, outs, &env[m]) != 0) goto out;
+    for (int s = 0; s < n; s++)
+        for (int m = 0; m < 2; m++) {
+            /* alternate which mode goes first, so neither always follows the other */
+            int mm = (s % 2) ? 1 - m : m;
+            env[mm].step = s;
+            double t0 = exec_now_ns();
+            if (executor_run(ex[mm], (const void *const *)feeds, outs, &env[mm]) != 0) goto out;
+            times[mm][s] = exec_now_ns() - t0;
+        }
+    double med[2];
+    for (int m = 0; m < 2; m++) med[m] = median(times[m], n);
+    size_t mem[2] = { executor_peak_bytes(ex[0]), executor_peak_bytes(ex[1]) };
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    const MemPlan *mp = NULL;
+    (void)mp;
+    if (o->json) {
+        fprintf(out, "{\"model\": \"%s\", \"step\": \"%s\", \"batch\": %lld, \"threads\": %d, \"blas\": \"%s\", "
+                "\"interp_ms\": %.3f, \"compiled_ms\": %.3f, \"ratio\": %.3f, \"interp_images_per_s\": %.1f, "
+                "\"compiled_images_per_s\": %.1f, \"interp_peak_bytes\": %zu, \"compiled_arena_bytes\": %zu, "
+                "\"max_rss_kb\": %ld, \"steps\": %d, \"gflop_per_step\": %.4f}\n",
+                fwd->model_name ? fwd->model_name : "model", o->infer ? "inference" : "training", (long long)batch,
+                o->threads, kern_blas_info(), med[0] / 1e6, med[1] / 1e6, med[0] / med[1], 1e9 * (double)batch / med[0],
+                1e9 * (double)batch / med[1], mem[0], mem[1], ru.ru_maxrss, n, graph_flops(g) / 1e9);
+    } else {
+        fprintf(out, "%s, %s step, batch %lld: %.2f GFLOP/step, %d steps after %d warm-up, %s\n",
+                fwd->model_name ? fwd->model_name : "model", o->infer ? "inference" : "training", (long long)batch,
+                graph_flops(g) / 1e9, n, o->warmup, kern_blas_info());
+        fprintf(out, "  %-9s %12s %10s %9s %16s\n", "mode", "median ms", "images/s", "GFLOP/s", "activations MB");
+        fprintf(out, "  %-9s %12.2f %10.1f %9.1f %16.1f  (peak live)\n", "interp", med[0] / 1e6, 1e9 * (double)batch / med[0],
+                graph_flops(g) / med[0], (double)mem[0] / 1e6);
+        fprintf(out, "  %-9s %12.2f %10.1f %9.1f %16.1f  (arena + scratch)\n", "compiled", med[1] / 1e6,
+                1e9 * (double)batch / med[1], graph_flops(g) / med[1], (double)mem[1] / 1e6);
+        fprintf(out, "  interp / compiled: %.2fx   (process peak resident memory %.1f MB)\n", med[0] / med[1],
+                (double)ru.ru_maxrss / 1024);
+    }
+    if (o->profile) {
+        for (int m = 0; m < 2; m++) {
+            prof[m] = calloc((size_t)g->nnodes, sizeof(double));
+            env[m].prof_ns = prof[m];
+            double t0 = exec_now_ns();
+            for (int s = 0; s < n; s++)
+                if (executor_run(ex[m], (const void *const *)feeds, outs, &env[m]) != 0) goto out;
+            double step_ns = (exec_now_ns() - t0) / n;
+            env[m].prof_ns = NULL;
+            profile_table(out, g, prof[m], n, step_ns, m == 0 ? "interp" : "compiled");
+        }
+    }
+    fflush(out);
+    rc = 0;
+out:
+    for (int m = 0; m < 2; m++) {
+        executor_free(ex[m]);
+        weights_free(&w[m]);
+        free(times[m]);
+        free(prof[m]);
+    }
+    for (int i = 0; i < g->ninputs; i++) free(feeds[i]);
+    free(feeds);
+    graph_free(g);
+    return rc;
+}
+
+int bench_run(const Graph *fwd, const BenchOptions *o, DiagSink *d)
+{
+    kern_blas_threads(o->threads > 0 ? o->threads : (int)sysconf(_SC_NPROCESSORS_ONLN));
+    for (int i = 0; i < o->nbatches; i++) {
+        if (bench_batch(fwd, o, o->batches[i], d) != 0) return -1;
+        if (!o->json && i + 1 < o->nbatches) fputc('\n', o->out);
+    }
+    return 0;
+}
