@@ -60,7 +60,7 @@ size_t kern_count_correct(const float *logits, const int32_t *labels, size_t row
 void kern_mse(const float *a, const float *b, size_t n, float *loss);
 void kern_mse_grad(const float *a, const float *b, float dloss, float *da, size_t n);
 
-/* Sum and mean of all n elements into y[0]. */
+/* Sum of all n elements into y[0] (the mean: this, then kern_scale by 1/n). */
 void kern_sum_all(const float *x, size_t n, float *y);
 
 /* ---- matrix product (kern_blas.c) ---------------------------------------------- */
@@ -83,6 +83,8 @@ typedef struct KConv {
 
 /* Scratch bytes the conv kernels need for these sizes (im2col in bounded chunks). */
 size_t kern_conv2d_scratch(const KConv *p);
+/* Test hook: im2col chunk height in output pixels (0: automatic, about 1 MiB). */
+void kern_conv_set_chunk_rows(size_t rows);
 void kern_conv2d(const KConv *p, const float *x, const float *w, float *y, float *scratch);
 void kern_conv2d_grad_input(const KConv *p, const float *dy, const float *w, float *dx, float *scratch);
 void kern_conv2d_grad_filter(const KConv *p, const float *x, const float *dy, float *dw, float *scratch);
@@ -104,7 +106,7 @@ void kern_global_avgpool_grad(const float *dy, float *dx, size_t n, size_t hw, s
 
 /* ---- concat along one axis: inputs viewed as [outer, len_i * inner] -------------- */
 /* y's row stride is total_len*inner; input i goes to column offset (sum of earlier
- * len_j) * inner.  The gradient is kern_slice_cols for each input. */
+ * len_j) * inner.  The gradient is kern_slice for each input. */
 void kern_concat(const float *const *xs, const int64_t *lens, int nx, size_t outer, size_t inner, float *y);
 void kern_slice(const float *y, int64_t total_len, int64_t off, int64_t len, size_t outer, size_t inner, float *x);
 

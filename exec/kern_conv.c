@@ -10,6 +10,7 @@
  * the filter size, never by the batch or the image.  When the im2col matrix is the
  * input itself (1x1 stride-1 unpadded convolutions, and kernels covering the whole
  * unpadded image) no copy is made and no scratch is needed. */
+
 /* The loops here are written for the auto-vectorizer, which plain -O2 (GCC 12's
  * "very cheap" cost model) leaves off; measured 2-3x on the elementwise kernels.
  * Set before any include so every function in this file has the same options. */
@@ -21,9 +22,10 @@
 #include <string.h>
 
 enum {
-    /* Bytes of im2col per chunk, ideally: about what stays in L2 between im2col
-     * writing a chunk and sgemm reading it (1 MiB measured best on Zen and Haswell-
-     * class cores, from K = 25 to K = 2304; 8 MiB was up to 2x slower). */
+    /* Bytes of im2col per chunk, ideally: small enough to stay in cache between
+     * im2col writing a chunk and sgemm reading it.  On a Zen core (512 KiB L2) 1 MiB
+     * was as fast as or faster than 0.5-4 MiB from K = 25 to K = 2304, and 8 MiB up
+     * to 2x slower. */
     CONV_SCRATCH_BUDGET = 1 << 20,
     CONV_MAX_ROWS = 16384,           /* more rows gain nothing for tiny K */
     CONV_MIN_ROWS = 128,             /* sgemm needs some rows to run at speed, even for huge K */
@@ -31,7 +33,6 @@ enum {
 };
 
 /* Test hook (not in kern.h): force the rows per chunk; 0 restores the automatic choice. */
-void kern_conv_set_chunk_rows(size_t rows);
 static size_t chunk_rows_override;
 void kern_conv_set_chunk_rows(size_t rows) { chunk_rows_override = rows; }
 

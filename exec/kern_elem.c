@@ -1,4 +1,5 @@
 /* Elementwise, row-wise, loss, layout, dropout and optimizer kernels. */
+
 /* The loops here are written for the auto-vectorizer, which plain -O2 (GCC 12's
  * "very cheap" cost model) leaves off; measured 2-3x on the elementwise kernels.
  * Set before any include so every function in this file has the same options. */

@@ -10,7 +10,6 @@
 #include <string.h>
 
 /* Test hook in kern_conv.c: force the rows per im2col chunk (0 = automatic). */
-void kern_conv_set_chunk_rows(size_t rows);
 
 #define FD_EPS 1e-2f
 #define FD_RTOL 2e-3
@@ -802,7 +801,9 @@ static void ref_gemm(bool ta, bool tb, size_t M, size_t N, size_t K, float alpha
 
 START_TEST(test_gemm)
 {
-    static const size_t sizes[][3] = {{5, 7, 3}, {17, 9, 33}, {1, 1, 1}, {64, 33, 70}, {3, 130, 2}, {4, 5, 0}};
+    static const size_t sizes[][3] = {
+        {5, 7, 3}, {17, 9, 33}, {1, 1, 1}, {64, 33, 70}, {3, 130, 2}, {4, 5, 0}, {130, 150, 120},
+    };
     for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
         size_t M = sizes[s][0], N = sizes[s][1], K = sizes[s][2];
         float *A = tu_alloc_uniform(M * K, -1.0f, 1.0f, 70 + s), *B = tu_alloc_uniform(K * N, -1.0f, 1.0f, 80 + s);
@@ -872,6 +873,7 @@ static const ConvCase conv_cases[] = {
     {2, 4, 6, 3, 3, 3, 2, 1, 1, 3, 3, 3, 3},   /* windows of padding only */
     {1, 1, 1, 5, 1, 1, 3, 1, 1, 0, 0, 0, 0},   /* a dense layer in disguise */
     {3, 6, 5, 2, 3, 3, 3, 3, 2, 1, 0, 2, 1},
+    {2, 8, 9, 3, 2, 2, 4, 3, 3, 0, 1, 0, 1},   /* stride > kernel: skipped pixels */
 };
 #define N_CONV_CASES ((int)(sizeof conv_cases / sizeof conv_cases[0]))
 
