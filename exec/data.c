@@ -136,27 +136,29 @@ int idx_load(const char *path, IdxData *out, DiagSink *d)
         }
         if (!overflow && !gc_mul_i64(size, out->dims[i], &size)) overflow = true;
     }
-    char dstr[128];
+    char dstr[128], amount[160];   /* "60000x28x28", "60000x28x28 = 47040000" */
     dims_str(dstr, sizeof dstr, out->dims, rank);
+    if (rank == 1) snprintf(amount, sizeof amount, "%s", dstr);
+    else snprintf(amount, sizeof amount, "%s = %" PRId64, dstr, size);
     if (overflow) {
         diag_plain(d, "%s: dimensions %s: their product overflows", path, dstr);
         goto fail;
     }
     if (size > IDX_MAX_BYTES) {
-        diag_plain(d, "%s: dimensions %s = %" PRId64 " bytes of data, more than the %" PRId64 " GiB limit",
-                   path, dstr, size, IDX_MAX_BYTES >> 30);
+        diag_plain(d, "%s: dimensions %s bytes of data, more than the %" PRId64 " GiB limit",
+                   path, amount, IDX_MAX_BYTES >> 30);
         goto fail;
     }
     data = gc_malloc((size_t)size);
     if (!data) {
-        diag_plain(d, "%s: out of memory for %s = %" PRId64 " bytes of data", path, dstr, size);
+        diag_plain(d, "%s: out of memory for %s bytes of data", path, amount);
         goto fail;
     }
     got = gz_read_upto(gz, path, data, size, d);
     if (got < 0) goto fail;
     if (got < size) {
-        diag_plain(d, "%s: truncated: header promises %s = %" PRId64 " bytes of data, %s %" PRId64,
-                   path, dstr, size, gz_cut_short(gz) ? "compressed stream ends after" : "file has", got);
+        diag_plain(d, "%s: truncated: header promises %s bytes of data, %s %" PRId64,
+                   path, amount, gz_cut_short(gz) ? "compressed stream ends after" : "file has", got);
         goto fail;
     }
     /* Nothing may follow.  Reading on also makes zlib check the gzip trailer (CRC). */
@@ -171,9 +173,8 @@ int idx_load(const char *path, IdxData *out, DiagSink *d)
             if (r < (int64_t)sizeof scratch || extra >= extra_cap) break;
         }
         if (extra > 0) {
-            diag_plain(d, "%s: trailing data: %s%" PRId64 " bytes after the %s = %" PRId64
-                       " bytes of data the header promises", path, extra >= extra_cap ? "at least " : "",
-                       extra, dstr, size);
+            diag_plain(d, "%s: trailing data: %s%" PRId64 " bytes after the %s bytes of data the "
+                       "header promises", path, extra >= extra_cap ? "at least " : "", extra, amount);
             goto fail;
         }
         if (gz_cut_short(gz)) {

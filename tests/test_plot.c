@@ -61,7 +61,10 @@ static bool exists(const char *path)
 static bool have_xmllint(void)
 {
     static int have = -1;
-    if (have < 0) have = system("command -v xmllint >/dev/null 2>&1") == 0;
+    if (have < 0) {
+        have = system("command -v xmllint >/dev/null 2>&1") == 0;
+        if (!have) fprintf(stderr, "test_plot: xmllint not installed; well-formedness not checked\n");
+    }
     return have;
 }
 
@@ -264,6 +267,36 @@ START_TEST(test_plot_overwrite)
 }
 END_TEST
 
+/* Every allocation failing in turn: a clean failure, no file, no temporary. */
+START_TEST(test_plot_out_of_memory)
+{
+    const char *path = path_in_tmp("oom.svg");
+    char tmp[300];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    float loss[30];
+    for (int i = 0; i < 30; i++) loss[i] = 1.0f / (float)(i + 1);
+    float tl[3] = {0.5f, 0.3f, 0.2f};
+    TrainLog log = { .nsteps = 30, .step_loss = loss, .step_acc = loss, .nepochs = 3,
+                     .epoch_test_loss = tl, .epoch_test_acc = tl, .steps_per_epoch = 10, .title = "oom" };
+    int rc = -1;
+    for (long k = 0; k < 100 && rc != 0; k++) {
+        DiagSink d;
+        diag_init(&d, NULL);
+        gc_mem_fail_after(k);
+        rc = plot_svg(path, &log, &d);
+        gc_mem_fail_after(-1);
+        if (rc != 0) {
+            ck_assert_int_ge(d.nerrors, 1);
+            ck_assert(!exists(path));
+        }
+        ck_assert(!exists(tmp));
+        diag_free(&d);
+    }
+    ck_assert_int_eq(rc, 0);
+    ck_assert(exists(path));
+}
+END_TEST
+
 static void expect_fail(const char *path, const char *reason)
 {
     float loss[2] = {1, 0.5f};
@@ -338,12 +371,14 @@ Suite *make_plot_suite(void)
     tcase_add_test(fail, test_plot_fail_no_dir);
     tcase_add_test(fail, test_plot_fail_path_is_dir);
     tcase_add_test(fail, test_plot_fail_keeps_old);
+    tcase_add_test(fail, test_plot_out_of_memory);
     suite_add_tcase(s, fail);
     return s;
 }
 
 int main(void)
 {
+    have_xmllint();   /* asked once, before the tests fork */
     SRunner *sr = srunner_create(make_plot_suite());
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
