@@ -1,5 +1,6 @@
 /* Matrix product and BLAS housekeeping.  Every BLAS call in graphc lives here. */
 #include "exec/kern.h"
+#include "util/pool.h"
 
 #include <cblas.h>
 #include <stdio.h>
@@ -29,6 +30,12 @@ void kern_gemm(bool ta, bool tb, size_t M, size_t N, size_t K, float alpha,
 }
 
 static int blas_default_threads = -1;   /* OpenBLAS's own count, saved before the first change */
+static int blas_threads = 1;            /* what BLAS uses outside the pool's parallel regions */
+
+/* Inside a parallel region every pool thread calls BLAS on its own share: BLAS must not
+ * start threads of its own there, or the cores are oversubscribed. */
+static void region_enter(void) { openblas_set_num_threads(1); }
+static void region_leave(void) { openblas_set_num_threads(blas_threads); }
 
 void kern_blas_threads(int n)
 {
@@ -36,8 +43,13 @@ void kern_blas_threads(int n)
         blas_default_threads = openblas_get_num_threads();
     if (n <= 0)
         n = blas_default_threads;
-    if (n > 0 && n != openblas_get_num_threads())
+    if (n < 1)
+        n = 1;
+    blas_threads = n;
+    if (n != openblas_get_num_threads())
         openblas_set_num_threads(n);
+    pool_set_threads(n);
+    pool_set_region_hooks(region_enter, region_leave);
 }
 
 const char *kern_blas_info(void)

@@ -21,6 +21,8 @@
 
 #include <string.h>
 
+#include "util/pool.h"
+
 enum {
     /* Bytes of im2col per chunk, ideally: small enough to stay in cache between
      * im2col writing a chunk and sgemm reading it.  On a Zen core (512 KiB L2) 1 MiB
@@ -66,11 +68,17 @@ static int64_t conv_chunk_rows(const KConv *p)
     return rows < m ? rows : m;
 }
 
+/* Scratch is one region per pool thread: an im2col chunk, then (with more than one
+ * thread) a private [K, F] accumulator for the filter gradient. */
+static size_t worker_floats(const KConv *p)
+{
+    size_t col = conv_is_identity(p) ? 0 : (size_t)conv_chunk_rows(p) * (size_t)conv_k(p);
+    return col + (pool_threads() > 1 ? (size_t)conv_k(p) * (size_t)p->f : 0);
+}
+
 size_t kern_conv2d_scratch(const KConv *p)
 {
-    if (conv_is_identity(p))
-        return 0;
-    return (size_t)conv_chunk_rows(p) * (size_t)conv_k(p) * sizeof(float);
+    return (size_t)pool_threads() * worker_floats(p) * sizeof(float);
 }
 
 /* The part [*lo, *hi) of a kernel window of size k starting at input index i0 that
@@ -151,43 +159,104 @@ static void col2im_add(const KConv *p, const float *restrict col, int64_t m0, in
     }
 }
 
+/* The three convolution kernels split their rows of output pixels into chunks and
+ * the chunks across the thread pool, each thread with its own scratch; BLAS runs
+ * single-threaded inside (util/pool.h).  One chunk alone runs on the calling thread
+ * with BLAS's own threads. */
+typedef struct ConvJob {
+    const KConv *p;
+    const float *x, *w, *dy;
+    float *y, *dx, *dw;
+    float *scratch;
+    int64_t rows;       /* per chunk */
+    int64_t per_task;   /* grad input: images per task */
+} ConvJob;
+
+static float *worker_scratch(const ConvJob *j, int worker) { return j->scratch + (size_t)worker * worker_floats(j->p); }
+
+static int64_t nchunks(int64_t m, int64_t rows) { return (m + rows - 1) / rows; }
+
+static void conv_task(void *arg, int task, int worker)
+{
+    const ConvJob *j = arg;
+    const KConv *p = j->p;
+    const int64_t M = conv_m(p), K = conv_k(p), F = p->f;
+    int64_t m0 = (int64_t)task * j->rows, mc = M - m0 < j->rows ? M - m0 : j->rows;
+    const float *col = j->x + m0 * K;
+    if (!conv_is_identity(p)) {
+        float *buf = worker_scratch(j, worker);
+        im2col(p, j->x, m0, mc, buf);
+        col = buf;
+    }
+    kern_gemm(false, false, (size_t)mc, (size_t)F, (size_t)K, 1.0f, col, j->w, 0.0f, j->y + m0 * F);
+}
+
 void kern_conv2d(const KConv *p, const float *x, const float *w, float *y, float *scratch)
 {
-    const int64_t M = conv_m(p), K = conv_k(p), F = p->f;
-    if (M <= 0 || F <= 0)
+    const int64_t M = conv_m(p);
+    if (M <= 0 || p->f <= 0)
         return;
+    ConvJob j = { .p = p, .x = x, .w = w, .y = y, .scratch = scratch, .rows = conv_chunk_rows(p) };
+    pool_run((int)nchunks(M, j.rows), conv_task, &j);
+}
+
+/* Grad input scatters each chunk into overlapping patches of dx, so tasks are whole
+ * images: different tasks never write the same element of dx. */
+static void conv_grad_input_task(void *arg, int task, int worker)
+{
+    const ConvJob *j = arg;
+    const KConv *p = j->p;
+    const int64_t K = conv_k(p), F = p->f, per_image = p->oh * p->ow;
     const bool ident = conv_is_identity(p);
-    const int64_t rows = conv_chunk_rows(p);
-    for (int64_t m0 = 0; m0 < M; m0 += rows) {
-        int64_t mc = M - m0 < rows ? M - m0 : rows;
-        const float *col = x + m0 * K;
-        if (!ident) {
-            im2col(p, x, m0, mc, scratch);
-            col = scratch;
-        }
-        kern_gemm(false, false, (size_t)mc, (size_t)F, (size_t)K, 1.0f, col, w, 0.0f, y + m0 * F);
+    int64_t n0 = (int64_t)task * j->per_task, n1 = n0 + j->per_task < p->n ? n0 + j->per_task : p->n;
+    if (!ident)
+        memset(j->dx + n0 * p->h * p->w * p->c, 0, (size_t)((n1 - n0) * p->h * p->w * p->c) * sizeof(float));
+    float *buf = worker_scratch(j, worker);
+    for (int64_t m0 = n0 * per_image; m0 < n1 * per_image; m0 += j->rows) {
+        int64_t mc = n1 * per_image - m0 < j->rows ? n1 * per_image - m0 : j->rows;
+        /* dcol[mc, K] = dy[mc, F] W^T; the identity case writes it straight into dx. */
+        float *dcol = ident ? j->dx + m0 * K : buf;
+        kern_gemm(false, true, (size_t)mc, (size_t)K, (size_t)F, 1.0f, j->dy + m0 * F, j->w, 0.0f, dcol);
+        if (!ident)
+            col2im_add(p, dcol, m0, mc, j->dx);
     }
 }
 
 void kern_conv2d_grad_input(const KConv *p, const float *dy, const float *w, float *dx, float *scratch)
 {
+    const int64_t M = conv_m(p);
+    if (M <= 0) {
+        memset(dx, 0, (size_t)(p->n * p->h * p->w * p->c) * sizeof *dx);
+        return;
+    }
+    ConvJob j = { .p = p, .w = w, .dy = dy, .dx = dx, .scratch = scratch, .rows = conv_chunk_rows(p) };
+    int T = pool_threads();
+    /* a few tasks per thread, of whole images */
+    int64_t tasks = p->n < 4 * (int64_t)T ? p->n : 4 * (int64_t)T;
+    if (tasks < 1)
+        tasks = 1;
+    j.per_task = (p->n + tasks - 1) / tasks;
+    pool_run((int)((p->n + j.per_task - 1) / j.per_task), conv_grad_input_task, &j);
+}
+
+/* Grad filter: each thread sums its chunks into its own [K, F]; the partial sums are
+ * added in thread order afterwards, so the result is the same at every run. */
+static void conv_grad_filter_task(void *arg, int task, int worker)
+{
+    const ConvJob *j = arg;
+    const KConv *p = j->p;
     const int64_t M = conv_m(p), K = conv_k(p), F = p->f;
-    const size_t nx = (size_t)(p->n * p->h * p->w * p->c);
-    const bool ident = conv_is_identity(p);
-    if (!ident || M <= 0) {
-        memset(dx, 0, nx * sizeof *dx);
-        if (M <= 0)
-            return;
+    int64_t m0 = (int64_t)task * j->rows, mc = M - m0 < j->rows ? M - m0 : j->rows;
+    float *buf = worker_scratch(j, worker);
+    float *acc = j->dw ? j->dw : buf + (worker_floats(p) - (size_t)(K * F));
+    const float *col = j->x + m0 * K;
+    if (!conv_is_identity(p)) {
+        im2col(p, j->x, m0, mc, buf);
+        col = buf;
     }
-    const int64_t rows = conv_chunk_rows(p);
-    for (int64_t m0 = 0; m0 < M; m0 += rows) {
-        int64_t mc = M - m0 < rows ? M - m0 : rows;
-        /* dcol[mc, K] = dy[mc, F] W^T; the identity case writes it straight into dx. */
-        float *dcol = ident ? dx + m0 * K : scratch;
-        kern_gemm(false, true, (size_t)mc, (size_t)K, (size_t)F, 1.0f, dy + m0 * F, w, 0.0f, dcol);
-        if (!ident)
-            col2im_add(p, dcol, m0, mc, dx);
-    }
+    /* a thread's first task is its own index (static schedule): that one overwrites */
+    bool first = j->dw ? task == 0 : task == worker;
+    kern_gemm(true, false, (size_t)K, (size_t)F, (size_t)mc, 1.0f, col, j->dy + m0 * F, first ? 0.0f : 1.0f, acc);
 }
 
 void kern_conv2d_grad_filter(const KConv *p, const float *x, const float *dy, float *dw, float *scratch)
@@ -198,17 +267,23 @@ void kern_conv2d_grad_filter(const KConv *p, const float *x, const float *dy, fl
             memset(dw, 0, (size_t)(K * F) * sizeof *dw);
         return;
     }
-    const bool ident = conv_is_identity(p);
-    const int64_t rows = conv_chunk_rows(p);
-    for (int64_t m0 = 0; m0 < M; m0 += rows) {
-        int64_t mc = M - m0 < rows ? M - m0 : rows;
-        const float *col = x + m0 * K;
-        if (!ident) {
-            im2col(p, x, m0, mc, scratch);
-            col = scratch;
-        }
-        kern_gemm(true, false, (size_t)K, (size_t)F, (size_t)mc, 1.0f, col, dy + m0 * F,
-                  m0 == 0 ? 0.0f : 1.0f, dw);
+    ConvJob j = { .p = p, .x = x, .dy = dy, .scratch = scratch, .rows = conv_chunk_rows(p) };
+    int64_t tasks = nchunks(M, j.rows);
+    int T = pool_threads();
+    if (tasks == 1 || T == 1) {
+        j.dw = dw;   /* one thread: accumulate straight into dw, chunk after chunk */
+        for (int64_t t = 0; t < tasks; t++)
+            conv_grad_filter_task(&j, (int)t, 0);
+        return;
+    }
+    pool_run((int)tasks, conv_grad_filter_task, &j);
+    int used = tasks < T ? (int)tasks : T;
+    const float *acc0 = worker_scratch(&j, 0) + (worker_floats(p) - (size_t)(K * F));
+    memcpy(dw, acc0, (size_t)(K * F) * sizeof *dw);
+    for (int w = 1; w < used; w++) {
+        const float *acc = worker_scratch(&j, w) + (worker_floats(p) - (size_t)(K * F));
+        for (int64_t i = 0; i < K * F; i++)
+            dw[i] += acc[i];
     }
 }
 

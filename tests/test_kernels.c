@@ -1,6 +1,7 @@
 /* The compute kernels (exec/kern.h) against naive reference implementations, and
  * every gradient kernel against central finite differences. */
 #include "exec/kern.h"
+#include "util/pool.h"
 #include "tests/testutil.h"
 
 #include <check.h>
@@ -940,8 +941,11 @@ static void check_conv_case(const KConv *p, size_t rows, uint64_t seed, double r
     size_t sbytes = kern_conv2d_scratch(p);
     float *scratch = sbytes ? malloc(sbytes) : NULL;   /* exact size: ASan sees overruns */
     ck_assert(sbytes == 0 || scratch != NULL);
-    if (rows)
-        ck_assert_uint_le(sbytes, rows * (size_t)(p->kh * p->kw * p->c) * sizeof(float));
+    if (rows) {
+        /* per thread: one chunk of im2col, and a [K, F] accumulator when threads > 1 */
+        size_t T = (size_t)pool_threads(), K = (size_t)(p->kh * p->kw * p->c);
+        ck_assert_uint_le(sbytes, T * (rows * K + (T > 1 ? K * (size_t)p->f : 0)) * sizeof(float));
+    }
     ref_conv(p, 0, x, w, dy, wy);
     ref_conv(p, 1, x, w, dy, wdx);
     ref_conv(p, 2, x, w, dy, wdw);
@@ -977,6 +981,19 @@ START_TEST(test_conv_small_chunks)
     KConv p = conv_params(&conv_cases[_i]);
     check_conv_case(&p, 1, 2000 + 10 * (uint64_t)_i, 1e-5);
     check_conv_case(&p, 7, 3000 + 10 * (uint64_t)_i, 1e-5);
+}
+END_TEST
+
+/* The same cases with the work split across a pool of 2 and 3 threads (chunks of 7
+ * rows, so every thread gets several, and grad filter sums per-thread partials). */
+START_TEST(test_conv_threads)
+{
+    KConv p = conv_params(&conv_cases[_i]);
+    kern_blas_threads(2);
+    check_conv_case(&p, 7, 5000 + 10 * (uint64_t)_i, 1e-5);
+    kern_blas_threads(3);
+    check_conv_case(&p, 7, 6000 + 10 * (uint64_t)_i, 1e-5);
+    kern_blas_threads(1);
 }
 END_TEST
 
@@ -1489,6 +1506,7 @@ static Suite *make_kernels_suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, test_conv_vs_direct, 0, N_CONV_CASES);
     tcase_add_loop_test(tc, test_conv_small_chunks, 0, N_CONV_CASES);
+    tcase_add_loop_test(tc, test_conv_threads, 0, N_CONV_CASES);
     tcase_add_test(tc, test_conv_big_m);
     tcase_add_test(tc, test_conv_scratch_bounded);
     tcase_add_loop_test(tc, test_conv_grad_fd, 0, N_CONV_CASES);
