@@ -5,6 +5,7 @@
 #include <time.h>
 #include "exec/exec.h"
 #include "exec/kern.h"
+#include "util/pool.h"
 #include "util/rng.h"
 
 typedef int (*KernelFn)(const KCall *c);
@@ -26,6 +27,58 @@ double exec_now_ns(void)
 static void dims64(const Shape *s, int64_t *out)
 {
     for (int i = 0; i < s->rank; i++) out[i] = s->d[i].v;
+}
+
+/* ---- splitting memory-bound kernels across the thread pool ----------------------------
+ * Elementwise and pooling kernels are serial functions; large calls are cut into one
+ * contiguous range (or block of images) per thread.  Each range is computed exactly as
+ * the whole would be, so results do not depend on the thread count. */
+
+enum { PAR_MIN = 1 << 15 };   /* fewer elements than this are not worth a wake-up */
+
+typedef struct Range {
+    size_t n, unit;   /* elements, and the granule ranges are multiples of */
+    int parts;
+} Range;
+
+static Range ranges(size_t n, size_t unit)
+{
+    Range r = { n, unit ? unit : 1, 1 };
+    int T = pool_threads();
+    if (T > 1 && n >= PAR_MIN && n / r.unit >= (size_t)T) r.parts = T;
+    return r;
+}
+
+static void range_of(const Range *r, int part, size_t *lo, size_t *hi)
+{
+    size_t units = r->n / r->unit;
+    *lo = units * (size_t)part / (size_t)r->parts * r->unit;
+    *hi = part == r->parts - 1 ? r->n : units * (size_t)(part + 1) / (size_t)r->parts * r->unit;
+}
+
+typedef struct ElemJob {
+    const KCall *c;
+    Range r;
+    size_t bvec;   /* k_binary: length of a trailing-vector operand (0: same size) */
+} ElemJob;
+
+static void unary_part(void *arg, int part, int worker)
+{
+    (void)worker;
+    const ElemJob *j = arg;
+    size_t lo, hi;
+    range_of(&j->r, part, &lo, &hi);
+    const KCall *c = j->c;
+    static const KUnary map[] = {
+        [OP_NEG] = KU_NEG, [OP_RELU] = KU_RELU, [OP_SIGMOID] = KU_SIGMOID, [OP_TANH] = KU_TANH,
+        [OP_EXP] = KU_EXP, [OP_LOG] = KU_LOG, [OP_SQRT] = KU_SQRT,
+    };
+    if (c->n->op == OP_UNARY_GRAD) {
+        const float *v = (const float *)c->in[0] + lo;
+        kern_unary_grad((KUnary)c->n->a.unary.kop, v, v, (const float *)c->in[1] + lo, (float *)c->out + lo, hi - lo);
+    } else {
+        kern_unary(map[c->n->op], (const float *)c->in[0] + lo, (float *)c->out + lo, hi - lo);
+    }
 }
 
 static int k_nop(const KCall *c) { (void)c; return 0; }
@@ -109,8 +162,50 @@ size_t dispatch_scratch_bytes(const Graph *g, const Node *n)
     return kern_conv2d_scratch(&p);
 }
 
+static void binary_part(void *arg, int part, int worker)
+{
+    (void)worker;
+    const ElemJob *j = arg;
+    const KCall *c = j->c;
+    static const KBinary map[] = { [OP_ADD] = KB_ADD, [OP_SUB] = KB_SUB, [OP_MUL] = KB_MUL, [OP_DIV] = KB_DIV };
+    size_t lo, hi;
+    range_of(&j->r, part, &lo, &hi);
+    size_t na = numel(ishape(c, 0)), nb = numel(ishape(c, 1));
+    /* each side is the same size as y (offset with the range), or a trailing vector
+     * or a scalar (whole, since ranges are multiples of its length) */
+    int64_t ad[2] = { 1, (int64_t)(na == j->r.n ? hi - lo : na) };
+    int64_t bd[2] = { 1, (int64_t)(nb == j->r.n ? hi - lo : nb) };
+    int64_t yd[2] = { (int64_t)((hi - lo) / (j->bvec ? j->bvec : hi - lo)), (int64_t)(j->bvec ? j->bvec : hi - lo) };
+    const float *a = fin(c, 0) + (na == j->r.n ? lo : 0), *b = fin(c, 1) + (nb == j->r.n ? lo : 0);
+    if (na == j->r.n) { ad[0] = yd[0]; ad[1] = yd[1]; }
+    if (nb == j->r.n) { bd[0] = yd[0]; bd[1] = yd[1]; }
+    kern_binary(map[c->n->op], a, ad, 2, b, bd, 2, fout(c) + lo, yd, 2);
+}
+
+/* The common large cases (same sizes, a scalar, a bias vector over rows) are split into
+ * ranges; anything else runs whole. */
+static bool split_binary(const KCall *c)
+{
+    size_t ny = numel(&c->n->shape), na = numel(ishape(c, 0)), nb = numel(ishape(c, 1));
+    size_t small = na == ny ? nb : nb == ny ? na : 0;
+    if (small == 0 || (small > 1 && small != ny)) {
+        /* a trailing vector: the last dims of y must equal the small side's */
+        const Shape *v = na == ny ? ishape(c, 1) : ishape(c, 0), *y = &c->n->shape;
+        if (small == 0 || v->rank > y->rank) return false;
+        int lead = 0;
+        while (lead < v->rank && v->d[lead].v == 1) lead++;
+        for (int i = lead; i < v->rank; i++)
+            if (v->d[i].v != y->d[y->rank - v->rank + i].v) return false;
+    }
+    ElemJob j = { c, ranges(ny, small > 1 && small != ny ? small : 16), small > 1 && small != ny ? small : 0 };
+    if (j.r.parts < 2) return false;
+    pool_run(j.r.parts, binary_part, &j);
+    return true;
+}
+
 static int k_binary(const KCall *c)
 {
+    if (split_binary(c)) return 0;
     static const KBinary map[] = { [OP_ADD] = KB_ADD, [OP_SUB] = KB_SUB, [OP_MUL] = KB_MUL, [OP_DIV] = KB_DIV };
     const Shape *a = ishape(c, 0), *b = ishape(c, 1), *y = &c->n->shape;
     int64_t ad[MAX_RANK], bd[MAX_RANK], yd[MAX_RANK];
@@ -121,20 +216,11 @@ static int k_binary(const KCall *c)
     return 0;
 }
 
+/* unary ops and unary_grad: contiguous ranges */
 static int k_unary(const KCall *c)
 {
-    static const KUnary map[] = {
-        [OP_NEG] = KU_NEG, [OP_RELU] = KU_RELU, [OP_SIGMOID] = KU_SIGMOID, [OP_TANH] = KU_TANH,
-        [OP_EXP] = KU_EXP, [OP_LOG] = KU_LOG, [OP_SQRT] = KU_SQRT,
-    };
-    kern_unary(map[c->n->op], fin(c, 0), fout(c), numel(&c->n->shape));
-    return 0;
-}
-
-static int k_unary_grad(const KCall *c)
-{
-    const float *v = fin(c, 0);
-    kern_unary_grad((KUnary)c->n->a.unary.kop, v, v, fin(c, 1), fout(c), numel(&c->n->shape));
+    ElemJob j = { c, ranges(numel(&c->n->shape), 16), 0 };
+    pool_run(j.r.parts, unary_part, &j);
     return 0;
 }
 
@@ -172,27 +258,44 @@ static KPool pool_params(const Node *n, const Shape *x, const Shape *y)
     return p;
 }
 
-static int k_pool(const KCall *c)
+/* Pooling and its gradients: images are independent, so blocks of images go to
+ * different threads. */
+typedef struct PoolJob {
+    const KCall *c;
+    KPool p;
+    Range r;    /* over images */
+} PoolJob;
+
+static void pool_part(void *arg, int part, int worker)
 {
-    KPool p = pool_params(c->n, ishape(c, 0), &c->n->shape);
-    if (c->n->op == OP_MAXPOOL) kern_maxpool(&p, fin(c, 0), fout(c));
-    else kern_avgpool(&p, fin(c, 0), fout(c));
+    (void)worker;
+    const PoolJob *j = arg;
+    size_t lo, hi;
+    range_of(&j->r, part, &lo, &hi);
+    KPool p = j->p;
+    p.n = (int64_t)(hi - lo);
+    size_t xs = (size_t)(p.h * p.w * p.c) * lo, ys = (size_t)(p.oh * p.ow * p.c) * lo;
+    const KCall *c = j->c;
+    switch (c->n->op) {
+    case OP_MAXPOOL: kern_maxpool(&p, fin(c, 0) + xs, fout(c) + ys); break;
+    case OP_AVGPOOL: kern_avgpool(&p, fin(c, 0) + xs, fout(c) + ys); break;
+    case OP_MAXPOOL_GRAD: kern_maxpool_grad(&p, fin(c, 0) + xs, fin(c, 1) + ys, fin(c, 2) + ys, fout(c) + xs); break;
+    default: kern_avgpool_grad(&p, fin(c, 0) + ys, fout(c) + xs); break;
+    }
+}
+
+static int run_pool_job(const KCall *c, KPool p)
+{
+    PoolJob j = { c, p, ranges((size_t)p.n * (size_t)(p.h * p.w * p.c), (size_t)(p.h * p.w * p.c)) };
+    j.r.n = (size_t)p.n;   /* ranges count images */
+    j.r.unit = 1;
+    pool_run(j.r.parts, pool_part, &j);
     return 0;
 }
 
-static int k_maxpool_grad(const KCall *c)
-{
-    KPool p = pool_params(c->n, ishape(c, 0), ishape(c, 1));
-    kern_maxpool_grad(&p, fin(c, 0), fin(c, 1), fin(c, 2), fout(c));
-    return 0;
-}
-
-static int k_avgpool_grad(const KCall *c)
-{
-    KPool p = pool_params(c->n, &c->n->shape, ishape(c, 0));
-    kern_avgpool_grad(&p, fin(c, 0), fout(c));
-    return 0;
-}
+static int k_pool(const KCall *c) { return run_pool_job(c, pool_params(c->n, ishape(c, 0), &c->n->shape)); }
+static int k_maxpool_grad(const KCall *c) { return run_pool_job(c, pool_params(c->n, ishape(c, 0), ishape(c, 1))); }
+static int k_avgpool_grad(const KCall *c) { return run_pool_job(c, pool_params(c->n, &c->n->shape, ishape(c, 0))); }
 
 static int k_gap(const KCall *c)
 {
@@ -360,7 +463,7 @@ static const KernelFn kernels[OP_COUNT] = {
     [OP_MAXPOOL] = k_pool, [OP_AVGPOOL] = k_pool, [OP_GLOBAL_AVGPOOL] = k_gap,
     [OP_RESHAPE] = k_reshape, [OP_CONCAT] = k_concat, [OP_DROPOUT] = k_dropout,
     [OP_CROSS_ENTROPY] = k_cross_entropy, [OP_MSE] = k_mse, [OP_ACCURACY] = k_accuracy,
-    [OP_SUM_TO] = k_sum_to, [OP_UNARY_GRAD] = k_unary_grad,
+    [OP_SUM_TO] = k_sum_to, [OP_UNARY_GRAD] = k_unary,
     [OP_SOFTMAX_GRAD] = k_softmax_grad, [OP_LOG_SOFTMAX_GRAD] = k_softmax_grad,
     [OP_MAXPOOL_GRAD] = k_maxpool_grad, [OP_AVGPOOL_GRAD] = k_avgpool_grad, [OP_GLOBAL_AVGPOOL_GRAD] = k_gap_grad,
     [OP_CONV2D_GRAD_INPUT] = k_conv2d_grad_input, [OP_CONV2D_GRAD_FILTER] = k_conv2d_grad_filter,

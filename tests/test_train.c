@@ -434,6 +434,37 @@ START_TEST(same_seed_same_curve)
 }
 END_TEST
 
+/* Work split across threads (convolutions, elementwise ops, pooling) computes what one
+ * thread computes: the same first loss, and the same curve up to summation order. */
+START_TEST(threads_agree)
+{
+    Compiled c;
+    compile_file(&c, "models/lenet5.net");
+    RunResult r[2];
+    for (int k = 0; k < 2; k++) {
+        RunOptions o;
+        run_options_default(&o);
+        char dir[1024];
+        snprintf(dir, sizeof dir, "%s/data/mnist", srcdir());
+        o.data_dir = dir;
+        o.epochs = 1;
+        o.steps = 4;
+        o.batch = 128;
+        o.test_limit = 256;
+        o.threads = k + 1;
+        o.log = LOG_QUIET;
+        o.out = devnull();
+        ck_assert_msg(train_run(c.g, &o, &r[k], NULL, &c.d) == 0, "%s", c.d.buf ? c.d.buf : "");
+        fclose(o.out);
+    }
+    ck_assert_float_near_rel(r[1].step_loss[0], r[0].step_loss[0], 1e-6, 0);
+    for (int s = 1; s < 4; s++) ck_assert_float_near_rel(r[1].step_loss[s], r[0].step_loss[s], 1e-4, 0);
+    ck_assert_float_near_rel(r[1].test_loss, r[0].test_loss, 1e-4, 0);
+    for (int k = 0; k < 2; k++) run_result_free(&r[k]);
+    compiled_free_all(&c);
+}
+END_TEST
+
 START_TEST(checkpoint_roundtrip_and_damage)
 {
     Compiled c;
@@ -526,6 +557,7 @@ static Suite *make_training_suite(void)
     tcase_add_test(tc, tiny_model_to_zero_loss);
     tcase_add_test(tc, mnist_subset_one_epoch);
     tcase_add_test(tc, same_seed_same_curve);
+    tcase_add_test(tc, threads_agree);
     tcase_add_test(tc, checkpoint_roundtrip_and_damage);
     suite_add_tcase(s, tc);
     return s;
