@@ -2,6 +2,7 @@
 #include <getopt.h>
 #include <string.h>
 #include "cli/cli.h"
+#include "graph/passes.h"
 
 static const char check_usage[] =
     "usage: graphc check FILE.net\n"
@@ -106,6 +107,7 @@ static const char dump_usage[] =
     "  ast     the syntax tree, as parsed\n"
     "  graph   the dataflow graph of primitive ops, shapes inferred (default)\n"
     "  train   the training step: forward, backward and optimizer update in one graph\n"
+    "  fused   the training step after fusion, as the compiled plan runs it\n"
     "Formats: text (default; stable, readable), dot (Graphviz), json (for tools).\n"
     "-o OUT writes to a file instead of standard output.\n";
 
@@ -131,14 +133,14 @@ int cmd_dump(int argc, char **argv)
         }
     }
     if (optind != argc - 1) return cli_usage_error("dump", optind == argc ? "missing FILE" : "expected one FILE");
-    static const char *const stages[] = { "ast", "graph", "train" };
+    static const char *const stages[] = { "ast", "graph", "train", "fused" };
     static const char *const formats[] = { "text", "dot", "json" };
     int si = -1, fi = -1;
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 4; i++)
         if (strcmp(stage, stages[i]) == 0) si = i;
+    for (int i = 0; i < 3; i++)
         if (strcmp(format, formats[i]) == 0) fi = i;
-    }
-    if (si < 0) return cli_usage_error("dump", "unknown stage '%s' (stages: ast, graph, train)", stage);
+    if (si < 0) return cli_usage_error("dump", "unknown stage '%s' (stages: ast, graph, train, fused)", stage);
     if (fi < 0) return cli_usage_error("dump", "unknown format '%s' (formats: text, dot, json)", format);
     if (si == 0 && fi == 1) return cli_usage_error("dump", "the ast stage has no dot form (use text or json)");
 
@@ -157,8 +159,15 @@ int cmd_dump(int argc, char **argv)
         return EXIT_BAD_INPUT;
     }
     Graph *g = m.graph, *owned = NULL;
-    if (si == 2) {
-        owned = g = stage_train(m.graph, &m.diag);
+    if (si >= 2) {
+        Graph *t = stage_train(m.graph, &m.diag);
+        if (t && si == 3) {
+            owned = pass_fuse(t, &m.diag);
+            graph_free(t);
+        } else {
+            owned = t;
+        }
+        g = owned;
         if (!g) { diag_flush(&m.diag, stderr); cli_free_model(&m); return EXIT_BAD_INPUT; }
     }
     FILE *out = stdout;

@@ -167,14 +167,15 @@ static int bench_batch(const Graph *fwd, const BenchOptions *o, int64_t batch, D
     }
     if (o->profile) {
         for (int m = 0; m < 2; m++) {
-            prof[m] = calloc((size_t)g->nnodes, sizeof(double));
+            const Graph *eg = executor_graph(ex[m]);
+            prof[m] = calloc((size_t)eg->nnodes, sizeof(double));
             env[m].prof_ns = prof[m];
             double t0 = exec_now_ns();
             for (int s = 0; s < n; s++)
                 if (executor_run(ex[m], (const void *const *)feeds, outs, &env[m]) != 0) goto out;
             double step_ns = (exec_now_ns() - t0) / n;
             env[m].prof_ns = NULL;
-            profile_table(out, g, prof[m], n, step_ns, m == 0 ? "interp" : "compiled");
+            profile_table(out, eg, prof[m], n, step_ns, m == 0 ? "interp" : "compiled");
         }
     }
     fflush(out);

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "exec/compiled.h"
+#include "graph/passes.h"
 
 #define ALIGN 64
 
@@ -129,7 +130,8 @@ typedef struct FeedSlot {
 } FeedSlot;
 
 struct CompiledPlan {
-    const Graph *g;
+    const Graph *g;          /* the graph executed: the caller's, after the plan's passes */
+    Graph *owned;            /* that graph, owned by the plan */
     MemPlan mp;
     unsigned char *arena;
     float *scratch;
@@ -154,8 +156,11 @@ CompiledPlan *compiled_plan(const Graph *g, Weights *w, DiagSink *d)
 {
     CompiledPlan *p = gc_calloc(1, sizeof *p);
     if (!p) { diag_plain(d, "out of memory"); return NULL; }
-    p->g = g;
-    if (memplan_build(g, &p->mp, d) != 0) { gc_free(p); return NULL; }
+    /* the compiler's passes, decided once here */
+    p->owned = pass_fuse(g, d);
+    if (!p->owned) { gc_free(p); return NULL; }
+    g = p->g = p->owned;
+    if (memplan_build(g, &p->mp, d) != 0) { graph_free(p->owned); gc_free(p); return NULL; }
     int nargs = 0;
     for (int i = 0; i < g->nnodes; i++) nargs += g->nodes[i].nin;
     p->arena = aligned_alloc(ALIGN, (size_t)align_up(p->mp.arena ? p->mp.arena : ALIGN));
@@ -236,5 +241,8 @@ void compiled_free(CompiledPlan *p)
     gc_free(p->out_ptr);
     gc_free(p->out_bytes);
     memplan_free(&p->mp);
+    graph_free(p->owned);
     gc_free(p);
 }
+
+const Graph *compiled_graph(const CompiledPlan *p) { return p->g; }

@@ -28,5 +28,7 @@ int compiled_run(CompiledPlan *p, const void *const *feeds, float *const *outs, 
 size_t compiled_arena_bytes(const CompiledPlan *p);
 const MemPlan *compiled_memplan(const CompiledPlan *p);
 void compiled_free(CompiledPlan *p);
+/* The graph the plan runs (after fusion); node ids of profiles refer to it. */
+const Graph *compiled_graph(const CompiledPlan *p);
 
 #endif

@@ -108,6 +108,34 @@ static int k_matmul(const KCall *c)
     return 0;
 }
 
+typedef struct RowsJob {
+    float *y;
+    const float *bias;
+    int act;
+    size_t cols;
+    Range r;   /* over rows */
+} RowsJob;
+
+static void bias_act_part(void *arg, int part, int worker)
+{
+    (void)worker;
+    const RowsJob *j = arg;
+    size_t lo, hi;
+    range_of(&j->r, part, &lo, &hi);
+    kern_bias_act(j->y + lo * j->cols, hi - lo, j->cols, j->bias, j->act);
+}
+
+static int k_matmul_bias_act(const KCall *c)
+{
+    k_matmul(c);
+    size_t rows = (size_t)c->n->shape.d[0].v, cols = (size_t)c->n->shape.d[1].v;
+    RowsJob j = { fout(c), fin(c, 2), c->n->a.matmul.act, cols, ranges(rows * cols, cols) };
+    j.r.n = rows;
+    j.r.unit = 1;
+    pool_run(j.r.parts, bias_act_part, &j);
+    return 0;
+}
+
 static KConv conv_params(const Node *n, const Shape *x, const Shape *w, const Shape *y)
 {
     KConv p = {
@@ -125,7 +153,7 @@ static KConv call_conv(const KCall *c)
     const Graph *g = c->g;
     const Node *n = c->n;
     switch (n->op) {
-    case OP_CONV2D: return conv_params(n, ishape(c, 0), ishape(c, 1), &n->shape);
+    case OP_CONV2D: case OP_CONV2D_BIAS_ACT: return conv_params(n, ishape(c, 0), ishape(c, 1), &n->shape);
     case OP_CONV2D_GRAD_INPUT: return conv_params(n, &n->shape, ishape(c, 1), ishape(c, 0));
     default: return conv_params(n, ishape(c, 0), &n->shape, ishape(c, 1));
     }
@@ -135,7 +163,10 @@ static KConv call_conv(const KCall *c)
 static int k_conv2d(const KCall *c)
 {
     KConv p = call_conv(c);
-    kern_conv2d(&p, fin(c, 0), fin(c, 1), fout(c), c->scratch);
+    if (c->n->op == OP_CONV2D_BIAS_ACT)
+        kern_conv2d_bias_act(&p, fin(c, 0), fin(c, 1), fin(c, 2), c->n->a.win.act, fout(c), c->scratch);
+    else
+        kern_conv2d(&p, fin(c, 0), fin(c, 1), fout(c), c->scratch);
     return 0;
 }
 
@@ -155,7 +186,9 @@ static int k_conv2d_grad_filter(const KCall *c)
 
 size_t dispatch_scratch_bytes(const Graph *g, const Node *n)
 {
-    if (n->op != OP_CONV2D && n->op != OP_CONV2D_GRAD_INPUT && n->op != OP_CONV2D_GRAD_FILTER) return 0;
+    if (n->op != OP_CONV2D && n->op != OP_CONV2D_BIAS_ACT && n->op != OP_CONV2D_GRAD_INPUT &&
+        n->op != OP_CONV2D_GRAD_FILTER)
+        return 0;
     const void *none[3] = { 0 };
     KCall c = { .g = g, .n = n, .in = none };
     KConv p = call_conv(&c);
@@ -280,6 +313,10 @@ static void pool_part(void *arg, int part, int worker)
     case OP_MAXPOOL: kern_maxpool(&p, fin(c, 0) + xs, fout(c) + ys); break;
     case OP_AVGPOOL: kern_avgpool(&p, fin(c, 0) + xs, fout(c) + ys); break;
     case OP_MAXPOOL_GRAD: kern_maxpool_grad(&p, fin(c, 0) + xs, fin(c, 1) + ys, fin(c, 2) + ys, fout(c) + xs); break;
+    case OP_MAXPOOL_GRAD_RELU:
+        kern_maxpool_grad(&p, fin(c, 0) + xs, fin(c, 1) + ys, fin(c, 2) + ys, fout(c) + xs);
+        kern_relu_mask(fin(c, 0) + xs, fout(c) + xs, (size_t)(p.n * p.h * p.w * p.c));
+        break;
     default: kern_avgpool_grad(&p, fin(c, 0) + ys, fout(c) + xs); break;
     }
 }
@@ -470,6 +507,7 @@ static const KernelFn kernels[OP_COUNT] = {
     [OP_SLICE] = k_slice, [OP_DROPOUT_GRAD] = k_dropout_grad,
     [OP_CROSS_ENTROPY_GRAD] = k_cross_entropy_grad, [OP_MSE_GRAD] = k_mse_grad,
     [OP_SGD_UPDATE] = k_update, [OP_MOMENTUM_UPDATE] = k_update, [OP_ADAM_UPDATE] = k_update,
+    [OP_CONV2D_BIAS_ACT] = k_conv2d, [OP_MATMUL_BIAS_ACT] = k_matmul_bias_act, [OP_MAXPOOL_GRAD_RELU] = k_maxpool_grad,
 };
 static_assert(sizeof kernels / sizeof kernels[0] == OP_COUNT, "one kernel per op");
 

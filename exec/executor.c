@@ -40,6 +40,8 @@ size_t executor_peak_bytes(const Executor *e)
     return e->mode == MODE_COMPILED ? compiled_arena_bytes(e->plan) : e->stats.peak_bytes;
 }
 
+const Graph *executor_graph(const Executor *e) { return e->mode == MODE_COMPILED ? compiled_graph(e->plan) : e->g; }
+
 void executor_free(Executor *e)
 {
     if (!e) return;

@@ -17,5 +17,7 @@ int executor_run(Executor *e, const void *const *feeds, float *const *outs, cons
 /* Peak bytes of activations: measured (interpreter) or planned (compiled). */
 size_t executor_peak_bytes(const Executor *e);
 void executor_free(Executor *e);
+/* The graph the executor runs: the compiled plan's is the fused graph. */
+const Graph *executor_graph(const Executor *e);
 
 #endif

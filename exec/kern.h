@@ -37,6 +37,10 @@ void kern_unary(KUnary op, const float *x, float *y, size_t n);
 void kern_unary_grad(KUnary op, const float *x, const float *y, const float *dy, float *dx, size_t n);
 
 void kern_scale(const float *x, float s, float *y, size_t n);          /* y = s*x */
+/* y[r, c] = act(y[r, c] + bias[c]) over rows x cols, in place (act: KUnary or -1). */
+void kern_bias_act(float *y, size_t rows, size_t cols, const float *bias, int act);
+/* dx[i] = x[i] > 0 ? dx[i] : 0 (a relu gradient applied in place). */
+void kern_relu_mask(const float *x, float *dx, size_t n);
 void kern_fill(float *y, float v, size_t n);
 void kern_copy(const float *x, float *y, size_t n);
 void kern_axpy_acc(float a, const float *x, float *y, size_t n);       /* y += a*x */
@@ -86,6 +90,10 @@ size_t kern_conv2d_scratch(const KConv *p);
 /* Test hook: im2col chunk height in output pixels (0: automatic, about 1 MiB). */
 void kern_conv_set_chunk_rows(size_t rows);
 void kern_conv2d(const KConv *p, const float *x, const float *w, float *y, float *scratch);
+/* conv2d, then y[., f] = act(y[., f] + bias[f]) on each chunk while it is in cache
+ * (act: a KUnary, or -1 for none).  The same arithmetic as the three ops apart. */
+void kern_conv2d_bias_act(const KConv *p, const float *x, const float *w, const float *bias, int act,
+                          float *y, float *scratch);
 void kern_conv2d_grad_input(const KConv *p, const float *dy, const float *w, float *dx, float *scratch);
 void kern_conv2d_grad_filter(const KConv *p, const float *x, const float *dy, float *dw, float *scratch);
 

@@ -165,6 +165,8 @@ static void col2im_add(const KConv *p, const float *restrict col, int64_t m0, in
  * with BLAS's own threads. */
 typedef struct ConvJob {
     const KConv *p;
+    const float *bias;  /* forward epilogue: bias per filter, or NULL */
+    int act;            /* forward epilogue: KUnary, or -1 */
     const float *x, *w, *dy;
     float *y, *dx, *dw;
     float *scratch;
@@ -189,6 +191,8 @@ static void conv_task(void *arg, int task, int worker)
         col = buf;
     }
     kern_gemm(false, false, (size_t)mc, (size_t)F, (size_t)K, 1.0f, col, j->w, 0.0f, j->y + m0 * F);
+    if (j->bias)
+        kern_bias_act(j->y + m0 * F, (size_t)mc, (size_t)F, j->bias, j->act);
 }
 
 void kern_conv2d(const KConv *p, const float *x, const float *w, float *y, float *scratch)
@@ -196,7 +200,18 @@ void kern_conv2d(const KConv *p, const float *x, const float *w, float *y, float
     const int64_t M = conv_m(p);
     if (M <= 0 || p->f <= 0)
         return;
-    ConvJob j = { .p = p, .x = x, .w = w, .y = y, .scratch = scratch, .rows = conv_chunk_rows(p) };
+    ConvJob j = { .p = p, .act = -1, .x = x, .w = w, .y = y, .scratch = scratch, .rows = conv_chunk_rows(p) };
+    pool_run((int)nchunks(M, j.rows), conv_task, &j);
+}
+
+void kern_conv2d_bias_act(const KConv *p, const float *x, const float *w, const float *bias, int act,
+                          float *y, float *scratch)
+{
+    const int64_t M = conv_m(p);
+    if (M <= 0 || p->f <= 0)
+        return;
+    ConvJob j = { .p = p, .bias = bias, .act = act, .x = x, .w = w, .y = y, .scratch = scratch,
+                  .rows = conv_chunk_rows(p) };
     pool_run((int)nchunks(M, j.rows), conv_task, &j);
 }
 

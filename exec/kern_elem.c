@@ -357,6 +357,25 @@ void kern_unary_grad(KUnary op, const float *x, const float *y, const float *dy,
     }
 }
 
+void kern_bias_act(float *y, size_t rows, size_t cols, const float *bias, int act)
+{
+    for (size_t r = 0; r < rows; r++) {
+        float *yr = y + r * cols;
+        for (size_t j = 0; j < cols; j++)
+            yr[j] += bias[j];
+        if (act >= 0)
+            kern_unary((KUnary)act, yr, yr, cols);
+    }
+}
+
+void kern_relu_mask(const float *x, float *dx, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        float g = dx[i];
+        dx[i] = x[i] > 0.0f ? g : 0.0f;
+    }
+}
+
 void kern_scale(const float *x, float s, float *y, size_t n)
 {
     for (size_t i = 0; i < n; i++)

@@ -219,7 +219,8 @@ static const GradRule rules[OP_COUNT] = {
     [OP_MAXPOOL] = g_pool, [OP_AVGPOOL] = g_pool, [OP_GLOBAL_AVGPOOL] = g_pool,
     [OP_RESHAPE] = g_reshape, [OP_CONCAT] = g_concat, [OP_DROPOUT] = g_dropout,
     [OP_CROSS_ENTROPY] = g_cross_entropy, [OP_MSE] = g_mse, [OP_ACCURACY] = g_none,
-    /* gradient and update ops are not differentiated again (no second order) */
+    /* gradient, update and fused ops are not differentiated (no second order; fusion
+     * runs after autodiff) */
 };
 static_assert(sizeof rules / sizeof rules[0] == OP_COUNT, "one gradient rule slot per op");
 

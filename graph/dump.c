@@ -9,6 +9,12 @@ static void loc_lc(const Graph *g, Loc l, int *line, int *col)
     else *line = *col = 0;
 }
 
+static const char *act_name(int act)
+{
+    static const char *names[] = { "relu", "sigmoid", "tanh", "exp", "log", "neg", "sqrt" };
+    return act >= 0 && act < 7 ? names[act] : "none";
+}
+
 /* Attributes as "key=value" words, the same in every format. */
 static void attrs_str(const Graph *g, const Node *n, char *buf, size_t len)
 {
@@ -21,6 +27,21 @@ static void attrs_str(const Graph *g, const Node *n, char *buf, size_t len)
     case OP_MATMUL:
         if (n->a.matmul.ta || n->a.matmul.tb)
             snprintf(buf, len, "transpose=%s%s", n->a.matmul.ta ? "a" : "", n->a.matmul.tb ? "b" : "");
+        break;
+    case OP_MATMUL_BIAS_ACT:
+        snprintf(buf, len, "fuses=matmul+add%s%s%s%s", n->a.matmul.act >= 0 ? "+" : "",
+                 n->a.matmul.act >= 0 ? act_name(n->a.matmul.act) : "", n->a.matmul.ta ? " transpose=a" : "",
+                 n->a.matmul.tb ? " transpose=b" : "");
+        break;
+    case OP_CONV2D_BIAS_ACT:
+        snprintf(buf, len, "fuses=conv2d+add%s%s window=%dx%d stride=%dx%d padding=%s(%d,%d,%d,%d)",
+                 n->a.win.act >= 0 ? "+" : "", n->a.win.act >= 0 ? act_name(n->a.win.act) : "", n->a.win.kh,
+                 n->a.win.kw, n->a.win.sh, n->a.win.sw, n->a.win.padding == PAD_SAME ? "same" : "valid", n->a.win.pt,
+                 n->a.win.pb, n->a.win.pl, n->a.win.pr);
+        break;
+    case OP_MAXPOOL_GRAD_RELU:
+        snprintf(buf, len, "fuses=maxpool_grad+relu_grad window=%dx%d stride=%dx%d", n->a.win.kh, n->a.win.kw,
+                 n->a.win.sh, n->a.win.sw);
         break;
     case OP_CONV2D: case OP_CONV2D_GRAD_INPUT: case OP_CONV2D_GRAD_FILTER:
     case OP_MAXPOOL: case OP_AVGPOOL: case OP_MAXPOOL_GRAD: case OP_AVGPOOL_GRAD:

@@ -240,12 +240,12 @@ double node_flops(const Graph *g, const Node *n)
 {
     const Shape *y = &n->shape;
     switch (n->op) {
-    case OP_MATMUL: {
+    case OP_MATMUL: case OP_MATMUL_BIAS_ACT: {
         const Shape *a = &g->nodes[n->in[0]].shape;
         double k = dimv(g, a->d[n->a.matmul.ta ? 0 : 1]);
         return 2.0 * numel_d(g, y) * k;
     }
-    case OP_CONV2D: {
+    case OP_CONV2D: case OP_CONV2D_BIAS_ACT: {
         const Shape *w = &g->nodes[n->in[1]].shape;
         return 2.0 * numel_d(g, y) * dimv(g, w->d[0]) * dimv(g, w->d[1]) * dimv(g, w->d[2]);
     }
@@ -272,7 +272,7 @@ double node_flops(const Graph *g, const Node *n)
         return 0;
     default:
         return (op_info[n->op].traits & OPT_ELEMWISE) || n->op == OP_DROPOUT || n->op == OP_DROPOUT_GRAD ||
-                       n->op == OP_MAXPOOL_GRAD || n->op == OP_AVGPOOL_GRAD || n->op == OP_GLOBAL_AVGPOOL_GRAD
+                       n->op == OP_MAXPOOL_GRAD || n->op == OP_MAXPOOL_GRAD_RELU || n->op == OP_AVGPOOL_GRAD || n->op == OP_GLOBAL_AVGPOOL_GRAD
                    ? numel_d(g, y)
                    : 0;
     }

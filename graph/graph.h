@@ -62,12 +62,16 @@ typedef union NodeAttr {
     struct { int index; } input;              /* INPUT: position in g->inputs */
     struct { int var; } param;                /* PARAM: index into g->vars */
     struct { float value; } cnst;             /* CONST: a scalar */
-    struct { bool ta, tb; } matmul;           /* MATMUL: transpose a / b */
+    struct {                                  /* MATMUL, MATMUL_BIAS_ACT */
+        bool ta, tb;                          /* transpose a / b */
+        int act;                              /* MATMUL_BIAS_ACT: KUnary applied last, or -1 */
+    } matmul;
     struct {                                  /* CONV2D and its gradients; pools */
         int kh, kw;                           /* window (pools; conv takes it from w) */
         int sh, sw;                           /* strides */
         Padding padding;
         int pt, pb, pl, pr;                   /* resolved padding, set by shape inference */
+        int act;                              /* CONV2D_BIAS_ACT: KUnary applied last, or -1 */
     } win;
     struct { int axis; } concat;              /* CONCAT */
     struct { int axis; int64_t off, len; } slice; /* SLICE: [off, off+len) along axis */

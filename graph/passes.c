@@ -20,7 +20,7 @@ int32_t graph_add_inferred(Graph *g, OpKind op, const int32_t *in, int nin, Loc 
 /* Copies the nodes of `g` marked in `keep` into a fresh graph, in order, replacing
  * each input i by alias[i] first (alias[i] == i for most nodes).  Outputs and the
  * train spec are remapped; outputs whose node is dropped are dropped. */
-static Graph *rebuild(const Graph *g, const bool *keep, const int32_t *alias, const char *stage, DiagSink *d)
+Graph *graph_rebuild(const Graph *g, const bool *keep, const int32_t *alias, const char *stage, DiagSink *d)
 {
     Graph *c = graph_clone(g);
     int32_t *map = gc_calloc((size_t)(g->nnodes ? g->nnodes : 1), sizeof *map);
@@ -81,7 +81,7 @@ Graph *pass_dce(const Graph *g, DiagSink *d)
     for (int i = 0; i < g->noutputs; i++) keep[g->outputs[i].node] = true;
     if (g->train.minimize >= 0) keep[g->train.minimize] = true;
     mark_needed(g, keep);
-    Graph *c = rebuild(g, keep, alias, g->stage, d);
+    Graph *c = graph_rebuild(g, keep, alias, g->stage, d);
     gc_free(keep);
     gc_free(alias);
     return c;
@@ -127,7 +127,7 @@ Graph *pass_inference(const Graph *g, bool with_metrics, DiagSink *d)
     mark_needed(tmp, keep);
     tmp->train.minimize = with_metrics ? tmp->train.minimize : -1;
     if (tmp->train.minimize >= 0) tmp->train.minimize = alias[tmp->train.minimize];
-    Graph *c = rebuild(tmp, keep, alias, "infer", d);
+    Graph *c = graph_rebuild(tmp, keep, alias, "infer", d);
     graph_free(tmp);
     gc_free(keep);
     gc_free(alias);

@@ -16,6 +16,17 @@ Graph *pass_inference(const Graph *g, bool with_metrics, DiagSink *d);
 /* Dead code elimination: keeps what the outputs, the loss and the updates need. */
 Graph *pass_dce(const Graph *g, DiagSink *d);
 
+/* Fusion, decided at compile time ("fused" stage): a GEMM (conv2d, matmul) followed by
+ * a bias add and an activation becomes one op that applies them while the GEMM's
+ * output is in cache; a relu gradient whose incoming gradient is made by a maxpool
+ * gradient is folded into it.  Only where each intermediate has one consumer and is
+ * not an output.  The arithmetic is unchanged (same operations, same order). */
+Graph *pass_fuse(const Graph *g, DiagSink *d);
+
+/* Copies the nodes of `g` marked in `keep` into a fresh graph, in order, replacing
+ * each input i by alias[i] first.  Outputs, inputs and the train spec are remapped. */
+Graph *graph_rebuild(const Graph *g, const bool *keep, const int32_t *alias, const char *stage, DiagSink *d);
+
 /* Adds a node to g and infers its shape; -1 after reporting to d.  `attr` and
  * `tshape` may be NULL. */
 int32_t graph_add_inferred(Graph *g, OpKind op, const int32_t *in, int nin, Loc loc,

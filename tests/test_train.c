@@ -321,6 +321,37 @@ START_TEST(compiled_matches_interp)
 }
 END_TEST
 
+/* Fusion finds its patterns in the MNIST CNN's training step and keeps the graph valid. */
+START_TEST(fusion_patterns)
+{
+    Compiled c;
+    compile_file(&c, "models/mnist.net");
+    Graph *tg = pass_autodiff(c.g, &c.d);
+    ck_assert_ptr_nonnull(tg);
+    Graph *fg = pass_fuse(tg, &c.d);
+    ck_assert_ptr_nonnull(fg);
+    ck_assert_int_eq(graph_verify(fg, &c.d), 0);
+    int count[OP_COUNT] = { 0 };
+    for (int i = 0; i < fg->nnodes; i++) count[fg->nodes[i].op]++;
+    ck_assert_int_eq(count[OP_CONV2D_BIAS_ACT], 2);     /* conv + bias + relu, twice */
+    ck_assert_int_eq(count[OP_MATMUL_BIAS_ACT], 2);     /* dense + relu, and the logits' dense */
+    ck_assert_int_eq(count[OP_MAXPOOL_GRAD_RELU], 2);
+    ck_assert_int_eq(count[OP_CONV2D], 0);
+    ck_assert_int_eq(count[OP_RELU], 0);
+    /* 2 nodes fewer per conv+add+relu and matmul+add+relu, 1 per matmul+add and per
+     * maxpool_grad+relu_grad: 2*2 + 2 + 1 + 2*1 = 9 */
+    ck_assert_int_eq(fg->nnodes, tg->nnodes - 9);
+    /* the logits' add is an output of nothing, but its result feeds softmax's loss: the
+     * fused node keeps the name and the outputs still point at the right values */
+    ck_assert_int_eq(fg->noutputs, tg->noutputs);
+    ck_assert_int_eq(graph_bind(fg, "B", 4, &c.d), 0);
+    ck_assert_int_eq(graph_verify(fg, &c.d), 0);
+    graph_free(fg);
+    graph_free(tg);
+    compiled_free_all(&c);
+}
+END_TEST
+
 /* The arena plan: buffers that live at the same time never overlap. */
 START_TEST(memplan_no_overlap)
 {
@@ -546,6 +577,7 @@ static Suite *make_exec_suite(void)
     TCase *tc = tcase_create("agreement");
     tcase_add_loop_test(tc, compiled_matches_interp, 0, (int)(sizeof model_files / sizeof *model_files));
     tcase_add_test(tc, memplan_no_overlap);
+    tcase_add_test(tc, fusion_patterns);
     suite_add_tcase(s, tc);
     return s;
 }
