@@ -122,7 +122,7 @@ int cmd_dump(int argc, char **argv)
     int c;
     optind = 1;
     opterr = 0;
-    while ((c = getopt_long(argc, argv, "hs:f:o:", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":hs:f:o:", opts, NULL)) != -1) {
         switch (c) {
         case 'h': fputs(dump_usage, stdout); return EXIT_OK;
         case 's': stage = optarg; break;
@@ -153,7 +153,12 @@ int cmd_dump(int argc, char **argv)
         if (source_load(&m.src, argv[optind], &m.diag) != 0) { diag_flush(&m.diag, stderr); cli_free_model(&m); return EXIT_BAD_INPUT; }
         m.diag.src = &m.src;
         m.prog = parse_program(&m.src, &m.diag);
-        if (!m.prog || m.diag.nerrors) { diag_flush(&m.diag, stderr); cli_free_model(&m); return EXIT_BAD_INPUT; }
+        if (!m.prog || m.diag.nerrors) {
+            diag_flush(&m.diag, stderr);
+            fprintf(stderr, "%s: %d error%s\n", m.src.name, m.diag.nerrors, m.diag.nerrors == 1 ? "" : "s");
+            cli_free_model(&m);
+            return EXIT_BAD_INPUT;
+        }
     } else if (cli_load_model(&m, argv[optind]) != 0) {
         cli_free_model(&m);
         return EXIT_BAD_INPUT;

@@ -357,7 +357,8 @@ int train_run(const Graph *fwd, const RunOptions *o, RunResult *r, Weights *w_ou
     if (evaluate(&ev, &f, env, &r->test_loss, &r->test_acc) != 0) goto out;
     r->peak_bytes = executor_peak_bytes(ex);
     r->seconds = now() - t0;
-    if (o->save_path && checkpoint_save(o->save_path, tg, &w, t.seed, d) != 0) goto out;
+    const char *save = o->save_path ? o->save_path : t.checkpoint;   /* --save, else the train block's */
+    if (save && checkpoint_save(save, tg, &w, t.seed, d) != 0) goto out;
     if (o->plot_path) {
         TrainLog lg = {
             .nsteps = (size_t)r->nsteps, .step_loss = r->step_loss, .step_acc = ai >= 0 ? r->step_acc : NULL,
@@ -369,7 +370,7 @@ int train_run(const Graph *fwd, const RunOptions *o, RunResult *r, Weights *w_ou
     if (o->log == LOG_BAR) {
         fprintf(out, "Test loss: %.4f - test acc: %.4f (%lld examples) - total time %.1fs (training %.1fs)\n", r->test_loss,
                 r->test_acc, (long long)f.test.count, r->seconds, r->train_seconds);
-        if (o->save_path) fprintf(out, "Saved weights to %s\n", o->save_path);
+        if (save) fprintf(out, "Saved weights to %s\n", save);
         if (o->plot_path) fprintf(out, "Wrote %s\n", o->plot_path);
     } else if (o->log == LOG_JSON) {
         fprintf(out, "{\"test_loss\": %.6f, \"test_acc\": %.6f, \"test_examples\": %lld, \"seconds\": %.3f, "

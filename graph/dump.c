@@ -1,5 +1,5 @@
 /* Dumps of a graph at any stage: text (stable, for people and golden tests), dot
- * (Graphviz) and json (for tools; the schema is in docs/language.md). */
+ * (Graphviz) and json (for tools; the schema is in docs/dump-formats.md). */
 #include <string.h>
 #include "graph/graph.h"
 

@@ -16,6 +16,7 @@ typedef enum ValKind {
     V_INIT,     /* a parameter initializer: init, a, b */
     V_DATA,     /* a data source (train block) */
     V_OPTIM,    /* an optimizer (train block) */
+    V_SYM,      /* a size symbol such as B: count is its index */
 } ValKind;
 
 typedef struct Val {
@@ -23,6 +24,7 @@ typedef struct Val {
     Loc loc;
     int32_t node;
     double num;
+    int64_t ival;       /* V_NUM written as an integer literal: its exact value */
     bool is_int;
     const char *str;
     bool b;
@@ -39,7 +41,7 @@ typedef struct Val {
 static const char *val_kind_name(ValKind k)
 {
     static const char *names[] = { "error", "tensor", "number", "string", "boolean",
-                                   "initializer", "data source", "optimizer" };
+                                   "initializer", "data source", "optimizer", "size symbol" };
     return names[k];
 }
 
@@ -230,7 +232,7 @@ static bool kw_int(Lower *L, Call *c, const char *name, bool required, int64_t d
                  (long long)hi, k->val.num);
         return false;
     }
-    *out = (int64_t)k->val.num;
+    *out = k->val.ival;
     return true;
 }
 
@@ -378,10 +380,12 @@ static Val binary(Lower *L, OpKind op, Val a, Val b, Loc loc)
         default:
             if (b.num == 0) return error_at(L, loc, "division by zero");
             r.num = a.num / b.num;
-            r.is_int = a.is_int && b.is_int && fmod(a.num, b.num) == 0;
+            r.is_int = a.is_int && b.is_int && fmod(a.num, b.num) == 0 && fabs(r.num) < 9007199254740992.0;
+            r.ival = r.is_int ? (int64_t)r.num : 0;
             return r;
         }
-        r.is_int = a.is_int && b.is_int;
+        r.is_int = a.is_int && b.is_int && fabs(r.num) < 9007199254740992.0;   /* exact in a double */
+        r.ival = r.is_int ? (int64_t)r.num : 0;
         return r;
     }
     if (a.kind == V_ERROR || b.kind == V_ERROR) return verr(loc);
@@ -414,12 +418,25 @@ static const OpKind activation_ops[] = { OP_COUNT, OP_RELU, OP_SIGMOID, OP_TANH,
 /* Layer name: name= if given, else Keras' scheme: dense, dense_1, dense_2, ... */
 static const char *layer_name(Lower *L, Call *c, int kind, const char *base)
 {
+    Kw *k = kw_find(c, "name");
     const char *given = kw_string(L, c, "name", NULL);
-    if (given) return given;
-    char buf[64];
-    int k = L->layer_count[kind]++;
-    if (k == 0) snprintf(buf, sizeof buf, "%s", base);
-    else snprintf(buf, sizeof buf, "%s_%d", base, k);
+    if (k && !given) return NULL;
+    if (given) {
+        if (!given[0] || strchr(given, '/') || strchr(given, ':')) {
+            error_at(L, k->val.loc, "%s: 'name' must be non-empty, without '/' or ':'", c->fn);
+            return NULL;
+        }
+        return given;
+    }
+    /* Keras' scheme, skipping names already taken (by name= or an explicit param) */
+    char buf[64], kernel[80];
+    for (;;) {
+        int n = L->layer_count[kind]++;
+        if (n == 0) snprintf(buf, sizeof buf, "%s", base);
+        else snprintf(buf, sizeof buf, "%s_%d", base, n);
+        snprintf(kernel, sizeof kernel, "%s/kernel", buf);
+        if (find_var(L->g, kernel) < 0) break;
+    }
     return arena_strdup(&L->g->arena, buf);
 }
 
@@ -568,8 +585,7 @@ static Val b_reshape(Lower *L, Call *c)
         d->sym = -1;
         if (v->kind == V_ERROR) return verr(loc);
         if (v->kind == V_NUM && v->is_int && (v->num == -1 || v->num >= 1)) d->v = (int64_t)v->num;
-        else if (v->kind == V_STR && v->str[0] == 0) return verr(loc);
-        else if (v->kind == V_INIT && v->init == INIT_COUNT) { d->v = 1; d->sym = (int16_t)v->count; }
+        else if (v->kind == V_SYM) { d->v = 1; d->sym = (int16_t)v->count; }
         else return error_at(L, v->loc, "reshape: dimension %d must be a positive integer, -1 or a size symbol", i);
     }
     return vtensor(reshape_to(L, x, t, loc), loc);
@@ -779,8 +795,7 @@ static Val eval_name(Lower *L, const Ast *a)
             /* a size symbol such as B, usable as a reshape dimension */
             Val v;
             memset(&v, 0, sizeof v);
-            v.kind = V_INIT;
-            v.init = INIT_COUNT;
+            v.kind = V_SYM;
             v.count = i;
             v.loc = a->loc;
             return v;
@@ -883,7 +898,7 @@ static Val eval(Lower *L, const Ast *a)
     memset(&v, 0, sizeof v);
     v.loc = a->loc;
     switch (a->kind) {
-    case AST_INT: v.kind = V_NUM; v.num = (double)a->u.ival; v.is_int = true; return v;
+    case AST_INT: v.kind = V_NUM; v.num = (double)a->u.ival; v.ival = a->u.ival; v.is_int = true; return v;
     case AST_FLOAT: v.kind = V_NUM; v.num = a->u.fval; return v;
     case AST_STRING: v.kind = V_STR; v.str = a->u.str; return v;
     case AST_NAME: return eval_name(L, a);
@@ -895,7 +910,7 @@ static Val eval(Lower *L, const Ast *a)
     }
     case AST_NEG: {
         Val x = eval(L, a->u.neg);
-        if (x.kind == V_NUM) { x.num = -x.num; x.loc = a->loc; return x; }
+        if (x.kind == V_NUM) { x.num = -x.num; x.ival = -x.ival; x.loc = a->loc; return x; }
         if (x.kind == V_TENSOR) return vtensor(mk1(L, OP_NEG, x.node, a->loc), a->loc);
         if (x.kind == V_ERROR) return verr(a->loc);
         return error_at(L, a->loc, "cannot negate %s", val_kind_name(x.kind));
@@ -1011,7 +1026,7 @@ static void lower_param(Lower *L, const Stmt *s)
     InitKind kind = INIT_ZEROS;
     float ia = 0, ib = 0;
     if (init.kind == V_NUM) { kind = INIT_CONSTANT; ia = (float)init.num; }
-    else if (init.kind == V_INIT && init.init != INIT_COUNT) { kind = init.init; ia = init.ia; ib = init.ib; }
+    else if (init.kind == V_INIT) { kind = init.init; ia = init.ia; ib = init.ib; }
     else {
         if (init.kind != V_ERROR)
             error_at(L, init.loc, "param '%s': the initializer must be a number or one of glorot_uniform(), he_normal(), "
@@ -1036,8 +1051,14 @@ static void name_node(Lower *L, Val v, const char *name)
 
 static void lower_assign(Lower *L, const Stmt *s)
 {
+    if (strcmp(s->name, "true") == 0 || strcmp(s->name, "false") == 0) {
+        error_at(L, s->name_loc, "'%s' is a constant and cannot be assigned", s->name);
+        return;
+    }
     Val v = eval(L, s->expr);
-    if (v.kind == V_INIT && v.init != INIT_COUNT) v = error_at(L, v.loc, "an initializer can only follow 'param NAME: TYPE ='");
+    if (v.kind == V_INIT) v = error_at(L, v.loc, "an initializer can only follow 'param NAME: TYPE ='");
+    if (v.kind == V_SYM) v = error_at(L, v.loc, "'%s' is a size symbol, bound when the model runs; it can only be a dimension",
+                                      L->g->syms[v.count]);
     if (v.kind == V_DATA || v.kind == V_OPTIM) v = error_at(L, v.loc, "a %s belongs in the train block", val_kind_name(v.kind));
     name_node(L, v, s->name);
     bind(L, s->name, v);
@@ -1077,7 +1098,7 @@ static bool entry_int(Lower *L, const TrainEntry *e, Val v, int64_t lo, int64_t 
         error_at(L, v.loc, "train: '%s' must be an integer from %lld to %lld", e->key, (long long)lo, (long long)hi);
         return false;
     }
-    *out = (int64_t)v.num;
+    *out = v.ival;
     return true;
 }
 
