@@ -3,6 +3,7 @@
 #include <string.h>
 #include "cli/cli.h"
 #include "graph/passes.h"
+#include "exec/compiled.h"
 
 static const char check_usage[] =
     "usage: graphc check FILE.net\n"
@@ -108,7 +109,9 @@ static const char dump_usage[] =
     "  graph   the dataflow graph of primitive ops, shapes inferred (default)\n"
     "  train   the training step: forward, backward and optimizer update in one graph\n"
     "  fused   the training step after fusion, as the compiled plan runs it\n"
-    "Formats: text (default; stable, readable), dot (Graphviz), json (for tools).\n"
+    "  planned the memory plan of the fused step, bound to --batch N (default: the\n"
+    "          train block's): buffers, offsets, lifetimes; formats text and svg\n"
+    "Formats: text (default; stable, readable), dot (Graphviz), json (for tools), svg (planned).\n"
     "-o OUT writes to a file instead of standard output.\n";
 
 
@@ -116,14 +119,17 @@ int cmd_dump(int argc, char **argv)
 {
     static const struct option opts[] = {
         { "help", no_argument, 0, 'h' }, { "stage", required_argument, 0, 's' },
-        { "format", required_argument, 0, 'f' }, { "output", required_argument, 0, 'o' }, { 0, 0, 0, 0 },
+        { "format", required_argument, 0, 'f' }, { "output", required_argument, 0, 'o' },
+        { "batch", required_argument, 0, 'b' }, { 0, 0, 0, 0 },
     };
+    int64_t batch = 0;
     const char *stage = "graph", *format = "text", *outpath = NULL;
     int c;
     optind = 1;
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":hs:f:o:", opts, NULL)) != -1) {
         switch (c) {
+        case 'b': if (!cli_parse_i64("dump", "--batch", optarg, 1, 1 << 24, &batch)) return EXIT_USAGE; break;
         case 'h': fputs(dump_usage, stdout); return EXIT_OK;
         case 's': stage = optarg; break;
         case 'f': format = optarg; break;
@@ -133,15 +139,17 @@ int cmd_dump(int argc, char **argv)
         }
     }
     if (optind != argc - 1) return cli_usage_error("dump", optind == argc ? "missing FILE" : "expected one FILE");
-    static const char *const stages[] = { "ast", "graph", "train", "fused" };
-    static const char *const formats[] = { "text", "dot", "json" };
+    static const char *const stages[] = { "ast", "graph", "train", "fused", "planned" };
+    static const char *const formats[] = { "text", "dot", "json", "svg" };
     int si = -1, fi = -1;
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < 5; i++)
         if (strcmp(stage, stages[i]) == 0) si = i;
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < 4; i++)
         if (strcmp(format, formats[i]) == 0) fi = i;
-    if (si < 0) return cli_usage_error("dump", "unknown stage '%s' (stages: ast, graph, train, fused)", stage);
-    if (fi < 0) return cli_usage_error("dump", "unknown format '%s' (formats: text, dot, json)", format);
+    if (si < 0) return cli_usage_error("dump", "unknown stage '%s' (stages: ast, graph, train, fused, planned)", stage);
+    if (fi < 0) return cli_usage_error("dump", "unknown format '%s' (formats: text, dot, json, svg)", format);
+    if (si == 4 && fi != 0 && fi != 3) return cli_usage_error("dump", "the planned stage has text and svg forms");
+    if (si != 4 && fi == 3) return cli_usage_error("dump", "svg is the form of the planned stage");
     if (si == 0 && fi == 1) return cli_usage_error("dump", "the ast stage has no dot form (use text or json)");
 
     Model m;
@@ -166,7 +174,7 @@ int cmd_dump(int argc, char **argv)
     Graph *g = m.graph, *owned = NULL;
     if (si >= 2) {
         Graph *t = stage_train(m.graph, &m.diag);
-        if (t && si == 3) {
+        if (t && si >= 3) {
             owned = pass_fuse(t, &m.diag);
             graph_free(t);
         } else {
@@ -174,6 +182,23 @@ int cmd_dump(int argc, char **argv)
         }
         g = owned;
         if (!g) { diag_flush(&m.diag, stderr); cli_free_model(&m); return EXIT_BAD_INPUT; }
+    }
+    MemPlan mp;
+    memset(&mp, 0, sizeof mp);
+    if (si == 4) {
+        /* bind the batch and plan, as the compiled executor would */
+        const char *sym = NULL;
+        for (int i = 0; i < g->ninputs && !sym; i++) {
+            const Node *in = &g->nodes[g->inputs[i]];
+            if (in->tshape.rank > 0 && in->tshape.d[0].sym >= 0) sym = g->syms[in->tshape.d[0].sym];
+        }
+        if ((sym && graph_bind(g, sym, batch ? batch : g->train.batch, &m.diag) != 0) || memplan_build(g, &mp, &m.diag) != 0) {
+            diag_flush(&m.diag, stderr);
+            memplan_free(&mp);
+            graph_free(owned);
+            cli_free_model(&m);
+            return EXIT_BAD_INPUT;
+        }
     }
     FILE *out = stdout;
     char *tmp = NULL;
@@ -194,6 +219,9 @@ int cmd_dump(int argc, char **argv)
     if (si == 0) {
         if (fi == 0) ast_dump_text(m.prog, &m.src, out);
         else ast_dump_json(m.prog, &m.src, out);
+    } else if (si == 4) {
+        if (fi == 0) memplan_dump_text(g, &mp, out);
+        else memplan_dump_svg(g, &mp, out);
     } else if (fi == 0) graph_dump_text(g, out);
     else if (fi == 1) graph_dump_dot(g, out);
     else graph_dump_json(g, out);
@@ -207,6 +235,7 @@ int cmd_dump(int argc, char **argv)
     } else if (fflush(stdout) != 0) {
         rc = EXIT_BAD_INPUT;
     }
+    memplan_free(&mp);
     graph_free(owned);
     cli_free_model(&m);
     return rc;

@@ -23,6 +23,9 @@ typedef struct MemPlan {
 int memplan_build(const Graph *g, MemPlan *mp, DiagSink *d);
 void memplan_free(MemPlan *mp);
 
+void memplan_dump_text(const Graph *g, const MemPlan *mp, FILE *out);
+void memplan_dump_svg(const Graph *g, const MemPlan *mp, FILE *out);
+
 CompiledPlan *compiled_plan(const Graph *g, Weights *w, DiagSink *d);
 int compiled_run(CompiledPlan *p, const void *const *feeds, float *const *outs, const StepEnv *env);
 size_t compiled_arena_bytes(const CompiledPlan *p);

@@ -1,0 +1,61 @@
+/* Pictures of the memory plan: `graphc dump --stage planned` in text and SVG. */
+#include <string.h>
+#include "exec/compiled.h"
+
+void memplan_dump_text(const Graph *g, const MemPlan *mp, FILE *out)
+{
+    fprintf(out, "plan %s (stage planned): %d nodes\n", g->model_name ? g->model_name : "(unnamed)", g->nnodes);
+    fprintf(out, "naive sum %lld bytes, lower bound %lld, arena %lld (%.3fx the lower bound, %.2fx below the naive sum), "
+            "scratch %lld\n",
+            (long long)mp->naive, (long long)mp->lower_bound, (long long)mp->arena,
+            mp->lower_bound ? (double)mp->arena / (double)mp->lower_bound : 1.0,
+            mp->arena ? (double)mp->naive / (double)mp->arena : 1.0, (long long)mp->scratch);
+    fprintf(out, "%-6s %-20s %12s %12s %6s %6s\n", "node", "op", "offset", "bytes", "from", "to");
+    for (int i = 0; i < mp->n; i++) {
+        const Node *n = &g->nodes[i];
+        if (mp->offset[i] < 0) continue;
+        fprintf(out, "%%%-5d %-20s %12lld %12lld %6d %6d%s\n", i, op_name(n->op), (long long)mp->offset[i],
+                (long long)mp->size[i], mp->first[i], mp->last[i], mp->size[i] == 0 ? "  (view)" : "");
+    }
+}
+
+/* Buffers as boxes on an offset-versus-time chart: x is the node index (time), y the
+ * arena offset; a dashed line marks the lower bound. */
+void memplan_dump_svg(const Graph *g, const MemPlan *mp, FILE *out)
+{
+    const double W = 960, H = 540, L = 70, R = 20, T = 40, B = 50;
+    double tmax = mp->n > 0 ? mp->n + 1 : 1, ymax = (double)(mp->arena > mp->lower_bound ? mp->arena : mp->lower_bound);
+    if (ymax <= 0) ymax = 1;
+    double sx = (W - L - R) / tmax, sy = (H - T - B) / ymax;
+    fprintf(out, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" font-family=\"sans-serif\" "
+            "font-size=\"11\">\n", W, H);
+    fprintf(out, "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n");
+    fprintf(out, "<text x=\"%.0f\" y=\"22\" font-size=\"14\" font-weight=\"bold\">memory plan of %s: arena %.2f MB, "
+            "lower bound %.2f MB, naive sum %.2f MB</text>\n",
+            L, g->model_name ? g->model_name : "model", mp->arena / 1e6, mp->lower_bound / 1e6, mp->naive / 1e6);
+    for (int i = 0; i < mp->n; i++) {
+        if (mp->offset[i] < 0 || mp->size[i] == 0) continue;
+        double x = L + mp->first[i] * sx, w = (mp->last[i] - mp->first[i] + 1) * sx;
+        double y = H - B - (double)(mp->offset[i] + mp->size[i]) * sy, h = (double)mp->size[i] * sy;
+        unsigned hue = (unsigned)(g->nodes[i].op * 47u % 360u);
+        fprintf(out, "<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\" fill=\"hsl(%u,60%%,70%%)\" "
+                "stroke=\"#333\" stroke-width=\"0.5\"><title>%%%d %s: %.2f MB, live %d..%d</title></rect>\n",
+                x, y, w > 0.5 ? w : 0.5, h > 0.5 ? h : 0.5, hue, i, op_name(g->nodes[i].op), mp->size[i] / 1e6,
+                mp->first[i], mp->last[i]);
+    }
+    double lb = H - B - (double)mp->lower_bound * sy;
+    fprintf(out, "<line x1=\"%.0f\" y1=\"%.2f\" x2=\"%.0f\" y2=\"%.2f\" stroke=\"#c00\" stroke-dasharray=\"6,4\"/>\n", L, lb,
+            W - R, lb);
+    fprintf(out, "<text x=\"%.0f\" y=\"%.2f\" fill=\"#c00\" text-anchor=\"end\">lower bound</text>\n", W - R, lb - 4);
+    fprintf(out, "<line x1=\"%.0f\" y1=\"%.0f\" x2=\"%.0f\" y2=\"%.0f\" stroke=\"black\"/>\n", L, H - B, W - R, H - B);
+    fprintf(out, "<line x1=\"%.0f\" y1=\"%.0f\" x2=\"%.0f\" y2=\"%.0f\" stroke=\"black\"/>\n", L, T, L, H - B);
+    fprintf(out, "<text x=\"%.0f\" y=\"%.0f\" text-anchor=\"middle\">time (node index in execution order)</text>\n",
+            (L + W - R) / 2, H - 15);
+    fprintf(out, "<text x=\"15\" y=\"%.0f\" transform=\"rotate(-90 15 %.0f)\" text-anchor=\"middle\">arena offset</text>\n",
+            (T + H - B) / 2, (T + H - B) / 2);
+    for (int k = 0; k <= 4; k++) {
+        double v = ymax * k / 4, y = H - B - v * sy;
+        fprintf(out, "<text x=\"%.0f\" y=\"%.2f\" text-anchor=\"end\">%.1f MB</text>\n", L - 4, y + 4, v / 1e6);
+    }
+    fputs("</svg>\n", out);
+}
