@@ -108,7 +108,9 @@ static const char dump_usage[] =
     "  ast     the syntax tree, as parsed\n"
     "  graph   the dataflow graph of primitive ops, shapes inferred (default)\n"
     "  train   the training step: forward, backward and optimizer update in one graph\n"
-    "  fused   the training step after fusion, as the compiled plan runs it\n"
+    "  cse     the training step after common subexpression elimination\n"
+    "  folded  ... then constant folding and dead code elimination\n"
+    "  fused   ... then fusion: the graph the compiled plan runs\n"
     "  planned the memory plan of the fused step, bound to --batch N (default: the\n"
     "          train block's): buffers, offsets, lifetimes; formats text and svg\n"
     "Formats: text (default; stable, readable), dot (Graphviz), json (for tools), svg (planned).\n"
@@ -139,17 +141,17 @@ int cmd_dump(int argc, char **argv)
         }
     }
     if (optind != argc - 1) return cli_usage_error("dump", optind == argc ? "missing FILE" : "expected one FILE");
-    static const char *const stages[] = { "ast", "graph", "train", "fused", "planned" };
+    static const char *const stages[] = { "ast", "graph", "train", "cse", "folded", "fused", "planned" };
     static const char *const formats[] = { "text", "dot", "json", "svg" };
     int si = -1, fi = -1;
-    for (int i = 0; i < 5; i++)
+    for (int i = 0; i < 7; i++)
         if (strcmp(stage, stages[i]) == 0) si = i;
     for (int i = 0; i < 4; i++)
         if (strcmp(format, formats[i]) == 0) fi = i;
-    if (si < 0) return cli_usage_error("dump", "unknown stage '%s' (stages: ast, graph, train, fused, planned)", stage);
+    if (si < 0) return cli_usage_error("dump", "unknown stage '%s' (stages: ast, graph, train, cse, folded, fused, planned)", stage);
     if (fi < 0) return cli_usage_error("dump", "unknown format '%s' (formats: text, dot, json, svg)", format);
-    if (si == 4 && fi != 0 && fi != 3) return cli_usage_error("dump", "the planned stage has text and svg forms");
-    if (si != 4 && fi == 3) return cli_usage_error("dump", "svg is the form of the planned stage");
+    if (si == 6 && fi != 0 && fi != 3) return cli_usage_error("dump", "the planned stage has text and svg forms");
+    if (si != 6 && fi == 3) return cli_usage_error("dump", "svg is the form of the planned stage");
     if (si == 0 && fi == 1) return cli_usage_error("dump", "the ast stage has no dot form (use text or json)");
 
     Model m;
@@ -175,7 +177,7 @@ int cmd_dump(int argc, char **argv)
     if (si >= 2) {
         Graph *t = stage_train(m.graph, &m.diag);
         if (t && si >= 3) {
-            owned = pass_fuse(t, &m.diag);
+            owned = pass_optimize(t, si == 6 ? "fused" : stages[si], &m.diag);
             graph_free(t);
         } else {
             owned = t;
@@ -185,7 +187,7 @@ int cmd_dump(int argc, char **argv)
     }
     MemPlan mp;
     memset(&mp, 0, sizeof mp);
-    if (si == 4) {
+    if (si == 6) {
         /* bind the batch and plan, as the compiled executor would */
         const char *sym = NULL;
         for (int i = 0; i < g->ninputs && !sym; i++) {
@@ -219,7 +221,7 @@ int cmd_dump(int argc, char **argv)
     if (si == 0) {
         if (fi == 0) ast_dump_text(m.prog, &m.src, out);
         else ast_dump_json(m.prog, &m.src, out);
-    } else if (si == 4) {
+    } else if (si == 6) {
         if (fi == 0) memplan_dump_text(g, &mp, out);
         else memplan_dump_svg(g, &mp, out);
     } else if (fi == 0) graph_dump_text(g, out);

@@ -157,7 +157,7 @@ CompiledPlan *compiled_plan(const Graph *g, Weights *w, DiagSink *d)
     CompiledPlan *p = gc_calloc(1, sizeof *p);
     if (!p) { diag_plain(d, "out of memory"); return NULL; }
     /* the compiler's passes, decided once here */
-    p->owned = pass_fuse(g, d);
+    p->owned = pass_optimize(g, NULL, d);
     if (!p->owned) { gc_free(p); return NULL; }
     g = p->g = p->owned;
     if (memplan_build(g, &p->mp, d) != 0) { graph_free(p->owned); gc_free(p); return NULL; }

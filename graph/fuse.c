@@ -134,3 +134,22 @@ Graph *pass_fuse(const Graph *g, DiagSink *d)
     gc_free(alias);
     return out;
 }
+
+Graph *pass_optimize(const Graph *g, const char *upto, DiagSink *d)
+{
+    static const struct {
+        const char *stage;
+        Graph *(*pass)(const Graph *, DiagSink *);
+    } pipeline[] = { { "cse", pass_cse }, { "folded", pass_fold }, { "fused", pass_fuse } };
+    Graph *cur = graph_clone(g);
+    if (!cur) { diag_plain(d, "out of memory"); return NULL; }
+    for (size_t i = 0; i < sizeof pipeline / sizeof pipeline[0]; i++) {
+        Graph *next = pipeline[i].pass(cur, d);
+        graph_free(cur);
+        if (!next) return NULL;
+        next->stage = pipeline[i].stage;
+        cur = next;
+        if (upto && strcmp(upto, pipeline[i].stage) == 0) break;
+    }
+    return cur;
+}

@@ -16,6 +16,14 @@ Graph *pass_inference(const Graph *g, bool with_metrics, DiagSink *d);
 /* Dead code elimination: keeps what the outputs, the loss and the updates need. */
 Graph *pass_dce(const Graph *g, DiagSink *d);
 
+/* Common subexpression elimination ("cse" stage). */
+Graph *pass_cse(const Graph *g, DiagSink *d);
+/* Constant folding of scalar elementwise ops, then dead code elimination ("folded"). */
+Graph *pass_fold(const Graph *g, DiagSink *d);
+/* The compiler's pipeline before planning: cse, fold (with dce), fuse.  NULL after
+ * reporting.  `upto` stops after the named stage ("cse", "folded", "fused"). */
+Graph *pass_optimize(const Graph *g, const char *upto, DiagSink *d);
+
 /* Fusion, decided at compile time ("fused" stage): a GEMM (conv2d, matmul) followed by
  * a bias add and an activation becomes one op that applies them while the GEMM's
  * output is in cache; a relu gradient whose incoming gradient is made by a maxpool

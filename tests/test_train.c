@@ -352,6 +352,72 @@ START_TEST(fusion_patterns)
 }
 END_TEST
 
+/* CSE merges repeated expressions; the result is unchanged. */
+START_TEST(cse_merges)
+{
+    Compiled c;
+    compile_str(&c, "input x: f32[B, 4]\ninput y: i32[B]\n"
+                    "param W: f32[4, 3] = glorot_uniform()\n"
+                    "a = tanh(matmul(x, W))\nb = tanh(matmul(x, W))\n"
+                    "loss = cross_entropy(a + b, y)\n"
+                    "train { data = synthetic(count=8)\nminimize = loss }\n");
+    Graph *tg = pass_autodiff(c.g, &c.d);
+    Graph *cg = pass_cse(tg, &c.d);
+    ck_assert_ptr_nonnull(cg);
+    ck_assert_int_eq(graph_verify(cg, &c.d), 0);
+    int tanh_before = 0, tanh_after = 0;
+    for (int i = 0; i < tg->nnodes; i++) tanh_before += tg->nodes[i].op == OP_TANH;
+    for (int i = 0; i < cg->nnodes; i++) tanh_after += cg->nodes[i].op == OP_TANH;
+    ck_assert_int_eq(tanh_before, 2);
+    ck_assert_int_eq(tanh_after, 1);
+    /* both graphs compute the same loss and the same update */
+    ck_assert_int_eq(graph_bind(tg, "B", 3, &c.d), 0);
+    ck_assert_int_eq(graph_bind(cg, "B", 3, &c.d), 0);
+    float loss[2];
+    for (int k = 0; k < 2; k++) {
+        Graph *g = k ? cg : tg;
+        Weights w;
+        ck_assert_int_eq(weights_init(&w, g, 1, &c.d), 0);
+        void **feeds = make_feeds(g, 3, 9);
+        float av;
+        float *outs[2] = { &loss[k], &av };
+        StepEnv env = { .w = &w, .lr = 0.1f, .training = true, .d = &c.d };
+        ck_assert_int_eq(interp_run(g, (const void *const *)feeds, outs, &env, NULL), 0);
+        free_feeds(g, feeds);
+        weights_free(&w);
+    }
+    ck_assert_float_near_rel(loss[1], loss[0], 1e-6, 0);
+    graph_free(cg);
+    graph_free(tg);
+    compiled_free_all(&c);
+}
+END_TEST
+
+/* Folding turns scalar arithmetic on constants into one constant. */
+START_TEST(fold_constants)
+{
+    Graph *g = graph_new(NULL);
+    Loc l = { 0, 0 };
+    int32_t a = graph_const(g, 2.0f, l), b = graph_const(g, 0.5f, l);
+    int32_t ab[2] = { a, b };
+    int32_t m = graph_add(g, OP_MUL, ab, 2, l);
+    int32_t e = graph_add(g, OP_EXP, &m, 1, l);
+    ck_assert_int_eq(graph_infer_shapes(g, NULL), 0);
+    graph_add_output(g, "y", e);
+    DiagSink d;
+    diag_init(&d, NULL);
+    Graph *f = pass_fold(g, &d);
+    ck_assert_ptr_nonnull(f);
+    ck_assert_int_eq(f->nnodes, 1);
+    ck_assert_int_eq(f->nodes[0].op, OP_CONST);
+    ck_assert_float_near_rel(f->nodes[0].a.cnst.value, expf(1.0f), 0, 0);
+    ck_assert_int_eq(f->outputs[0].node, 0);
+    diag_free(&d);
+    graph_free(f);
+    graph_free(g);
+}
+END_TEST
+
 /* The arena plan: buffers that live at the same time never overlap. */
 START_TEST(memplan_no_overlap)
 {
@@ -578,6 +644,8 @@ static Suite *make_exec_suite(void)
     tcase_add_loop_test(tc, compiled_matches_interp, 0, (int)(sizeof model_files / sizeof *model_files));
     tcase_add_test(tc, memplan_no_overlap);
     tcase_add_test(tc, fusion_patterns);
+    tcase_add_test(tc, cse_merges);
+    tcase_add_test(tc, fold_constants);
     suite_add_tcase(s, tc);
     return s;
 }
