@@ -72,7 +72,9 @@ void kern_sum_all(const float *x, size_t n, float *y);
  * as stored ([M,K] or [K,M]; [K,N] or [N,K]). beta = 0 overwrites C. */
 void kern_gemm(bool ta, bool tb, size_t M, size_t N, size_t K, float alpha,
                const float *A, const float *B, float beta, float *C);
-/* How many threads BLAS may use (the executors call this once; 0 = BLAS default). */
+/* How many threads the kernels use (the executors call this once; 0 = all cores): the
+ * thread pool's size.  BLAS itself runs single-threaded; kern_gemm splits large products
+ * across the pool. */
 void kern_blas_threads(int n);
 const char *kern_blas_info(void);   /* e.g. "OpenBLAS 0.3.21, core Haswell, 2 threads" */
 

@@ -6,6 +6,43 @@
 #include <stdio.h>
 #include <string.h>
 
+/* One BLAS call on a block: explicit leading dimensions. */
+static void sgemm_block(bool ta, bool tb, size_t M, size_t N, size_t K, float alpha, const float *A, size_t lda,
+                        const float *B, size_t ldb, float beta, float *C, size_t ldc)
+{
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+                (blasint)M, (blasint)N, (blasint)K, alpha, A, (blasint)lda, B, (blasint)ldb, beta, C, (blasint)ldc);
+}
+
+typedef struct GemmJob {
+    bool ta, tb, split_m;
+    size_t M, N, K, parts;
+    float alpha, beta;
+    const float *A, *B;
+    float *C;
+} GemmJob;
+
+/* Part `part` of C: a block of rows (split_m) or of columns, each computed whole over K,
+ * so every element of C is the same whatever the number of parts. */
+static void gemm_part(void *arg, int part, int worker)
+{
+    (void)worker;
+    const GemmJob *j = arg;
+    size_t total = j->split_m ? j->M : j->N;
+    size_t lo = total * (size_t)part / j->parts / 16 * 16, hi = part + 1 == (int)j->parts ? total
+                                                                 : total * (size_t)(part + 1) / j->parts / 16 * 16;
+    if (hi <= lo)
+        return;
+    size_t lda = j->ta ? j->M : j->K, ldb = j->tb ? j->K : j->N;
+    if (j->split_m) {
+        const float *A = j->ta ? j->A + lo : j->A + lo * j->K;
+        sgemm_block(j->ta, j->tb, hi - lo, j->N, j->K, j->alpha, A, lda, j->B, ldb, j->beta, j->C + lo * j->N, j->N);
+    } else {
+        const float *B = j->tb ? j->B + lo * j->K : j->B + lo;
+        sgemm_block(j->ta, j->tb, j->M, hi - lo, j->K, j->alpha, j->A, lda, B, ldb, j->beta, j->C + lo, j->N);
+    }
+}
+
 void kern_gemm(bool ta, bool tb, size_t M, size_t N, size_t K, float alpha,
                const float *A, const float *B, float beta, float *C)
 {
@@ -22,20 +59,22 @@ void kern_gemm(bool ta, bool tb, size_t M, size_t N, size_t K, float alpha,
         return;
     }
     /* Row-major: A is [M,K] (lda K) or, transposed, stored [K,M] (lda M); same for B.
-     * Dimensions must fit the BLAS integer (int); callers chunk big products. */
-    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-                (blasint)M, (blasint)N, (blasint)K, alpha,
-                A, (blasint)(ta ? M : K), B, (blasint)(tb ? K : N),
-                beta, C, (blasint)N);
+     * Dimensions must fit the BLAS integer (int); callers chunk big products.
+     * Large products are split across the pool along the larger of M and N, in blocks
+     * of whole rows or columns (OpenBLAS's own threads are not used: they busy-wait,
+     * and split small-M products badly). */
+    GemmJob j = { ta, tb, M >= N, M, N, K, 1, alpha, beta, A, B, C };
+    size_t T = (size_t)pool_threads(), longer = M >= N ? M : N;
+    if (T > 1 && 2.0 * (double)M * (double)N * (double)K >= 4e6 && longer >= 32 * T)
+        j.parts = T;
+    if (j.parts == 1) {
+        sgemm_block(ta, tb, M, N, K, alpha, A, ta ? M : K, B, tb ? K : N, beta, C, N);
+        return;
+    }
+    pool_run((int)j.parts, gemm_part, &j);
 }
 
 static int blas_default_threads = -1;   /* OpenBLAS's own count, saved before the first change */
-static int blas_threads = 1;            /* what BLAS uses outside the pool's parallel regions */
-
-/* Inside a parallel region every pool thread calls BLAS on its own share: BLAS must not
- * start threads of its own there, or the cores are oversubscribed. */
-static void region_enter(void) { openblas_set_num_threads(1); }
-static void region_leave(void) { openblas_set_num_threads(blas_threads); }
 
 void kern_blas_threads(int n)
 {
@@ -45,11 +84,10 @@ void kern_blas_threads(int n)
         n = blas_default_threads;
     if (n < 1)
         n = 1;
-    blas_threads = n;
-    if (n != openblas_get_num_threads())
-        openblas_set_num_threads(n);
+    /* BLAS single-threaded; our pool supplies the threads */
+    if (openblas_get_num_threads() != 1)
+        openblas_set_num_threads(1);
     pool_set_threads(n);
-    pool_set_region_hooks(region_enter, region_leave);
 }
 
 const char *kern_blas_info(void)
@@ -57,7 +95,7 @@ const char *kern_blas_info(void)
     static char buf[256];
     const char *config = openblas_get_config();
     const char *core = openblas_get_corename();
-    int threads = openblas_get_num_threads();
+    int threads = pool_threads();
     char version[64] = "OpenBLAS";
     if (config) {
         /* The config string starts "OpenBLAS 0.3.21 DYNAMIC_ARCH ...": keep two words. */

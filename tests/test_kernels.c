@@ -800,11 +800,15 @@ static void ref_gemm(bool ta, bool tb, size_t M, size_t N, size_t K, float alpha
         }
 }
 
+/* _i = threads: 1, then 2 and 3 (products large enough are split across the pool, by
+ * rows when M >= N, else by columns, in blocks of 16 that need not divide evenly). */
 START_TEST(test_gemm)
 {
     static const size_t sizes[][3] = {
         {5, 7, 3}, {17, 9, 33}, {1, 1, 1}, {64, 33, 70}, {3, 130, 2}, {4, 5, 0}, {130, 150, 120},
+        {301, 97, 150}, {70, 333, 91},
     };
+    kern_blas_threads(_i + 1);
     for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
         size_t M = sizes[s][0], N = sizes[s][1], K = sizes[s][2];
         float *A = tu_alloc_uniform(M * K, -1.0f, 1.0f, 70 + s), *B = tu_alloc_uniform(K * N, -1.0f, 1.0f, 80 + s);
@@ -829,6 +833,7 @@ START_TEST(test_gemm)
         free(C);
         free(want);
     }
+    kern_blas_threads(1);
 }
 END_TEST
 
@@ -1498,7 +1503,7 @@ static Suite *make_kernels_suite(void)
     suite_add_tcase(s, tc);
 
     tc = tcase_create("gemm");
-    tcase_add_test(tc, test_gemm);
+    tcase_add_loop_test(tc, test_gemm, 0, 3);
     tcase_add_test(tc, test_blas_info);
     suite_add_tcase(s, tc);
 

@@ -18,12 +18,17 @@ static struct {
     PoolFn fn;
     void *arg;
     int ntasks;
-    void (*enter)(void), (*leave)(void);
 } P = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, PTHREAD_COND_INITIALIZER, .nthreads = 1 };
+
+/* Set while a thread runs a share of a job: a pool_run from inside a job (a kernel that
+ * splits its work, called by a kernel that already did) runs serially in place. */
+static __thread int in_job;
 
 static void run_share(int worker)
 {
+    in_job = 1;
     for (int t = worker; t < P.ntasks; t += P.nthreads) P.fn(P.arg, t, worker);
+    in_job = 0;
 }
 
 static void *worker_main(void *arg)
@@ -77,20 +82,13 @@ void pool_set_threads(int n)
 
 int pool_threads(void) { return P.nthreads; }
 
-void pool_set_region_hooks(void (*enter)(void), void (*leave)(void))
-{
-    P.enter = enter;
-    P.leave = leave;
-}
-
 void pool_run(int ntasks, PoolFn fn, void *arg)
 {
     if (ntasks <= 0) return;
-    if (P.nthreads == 1 || ntasks == 1) {
+    if (P.nthreads == 1 || ntasks == 1 || in_job) {
         for (int t = 0; t < ntasks; t++) fn(arg, t, 0);
         return;
     }
-    if (P.enter) P.enter();
     pthread_mutex_lock(&P.mu);
     P.fn = fn;
     P.arg = arg;
@@ -103,5 +101,4 @@ void pool_run(int ntasks, PoolFn fn, void *arg)
     pthread_mutex_lock(&P.mu);
     while (P.pending > 0) pthread_cond_wait(&P.done, &P.mu);
     pthread_mutex_unlock(&P.mu);
-    if (P.leave) P.leave();
 }

@@ -1,7 +1,8 @@
 /* One thread pool for the whole process.  Workers sleep on a condition variable
- * between jobs (no spinning), so they never compete for cores with BLAS's threads:
- * a kernel that splits work across the pool runs BLAS single-threaded inside it
- * (pool_run does that switch), and BLAS uses all threads only outside the pool.
+ * between jobs (no spinning).  It is the only source of threads: BLAS runs
+ * single-threaded and large products are split across the pool by kern_gemm, so no
+ * two thread pools ever compete for the cores.  A pool_run from inside a job runs its
+ * tasks serially on the calling thread (no nesting).
  * Scheduling is static: with T threads, task i always runs on worker i % T, so a
  * reduction over tasks sums in the same order every time (bit-for-bit results for a
  * given thread count). */
@@ -16,8 +17,5 @@ void pool_set_threads(int n);
 int pool_threads(void);
 /* Runs every task and returns when all are done.  Worker w runs tasks w, w+T, ... */
 void pool_run(int ntasks, PoolFn fn, void *arg);
-/* Hooks called around a parallel region (set by the BLAS module: single-threaded BLAS
- * inside the region, all threads outside). */
-void pool_set_region_hooks(void (*enter)(void), void (*leave)(void));
 
 #endif

@@ -1,0 +1,286 @@
+#!/usr/bin/env bash
+# bench/compare.sh: graphc (interpreter and compiled plan) against PyTorch 1.13 and
+# ONNX Runtime on the same networks, batch sizes and thread count, in one run.
+# Writes docs/benchmarks.md and the raw JSON lines to bench/results/latest.jsonl.
+# See bench/README.md.
+set -u -o pipefail
+
+usage() {
+    cat <<'EOF'
+usage: bench/compare.sh [options]
+
+Times models/mnist.net (training and inference, batches 1,16,64,256) and
+models/large.net (training and inference, batches 1,4) with graphc bench, PyTorch
+(eager, channels_last, TorchScript, optimize_for_inference, eager with a passive
+OpenMP environment) and ONNX Runtime (inference), then writes a Markdown report.
+
+  --threads N          threads for every framework (default 2)
+  --mnist-batches L    comma-separated batch sizes for mnist (default 1,16,64,256)
+  --large-batches L    batch sizes for large (default 1,4)
+  --models L           which models (default mnist,large)
+  --quick              3 measured steps after 1 warm-up everywhere: a smoke test,
+                       the report says it is not a real result
+  --steps N            measured steps for every row (overrides the built-in table)
+  --warmup N           warm-up steps for every row
+  --out FILE           the report (default docs/benchmarks.md)
+  --jsonl FILE         the raw results (default bench/results/latest.jsonl)
+  --no-torch           skip PyTorch (and so ONNX Runtime, whose models it exports)
+  --no-ort             skip ONNX Runtime
+  --timeout S          kill any one measuring process after S seconds (default 900)
+  -h, --help           this text
+
+Environment: PYTHON (default /usr/bin/python3, Debian's, which has python3-torch),
+NODE (default node), GRAPHC (default ./graphc).
+EOF
+}
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$ROOT" || exit 1
+
+CMDLINE="bench/compare.sh"
+for a in "$@"; do
+    if [[ $a =~ ^[A-Za-z0-9_./,=:+-]+$ ]]; then CMDLINE+=" $a"; else CMDLINE+=" '${a//\'/\'\\\'\'}'"; fi
+done
+
+THREADS=2
+MNIST_BATCHES=1,16,64,256
+LARGE_BATCHES=1,4
+MODELS=mnist,large
+QUICK=0
+STEPS_OVERRIDE=
+WARMUP_OVERRIDE=
+OUT=docs/benchmarks.md
+JSONL=bench/results/latest.jsonl
+DO_TORCH=1
+DO_ORT=1
+TIMEOUT=900
+PY=${PYTHON:-/usr/bin/python3}
+NODE=${NODE:-node}
+GRAPHC=${GRAPHC:-./graphc}
+
+die() { echo "compare.sh: $*" >&2; exit 1; }
+need() { if [ $# -lt 2 ] || [ -z "$2" ]; then die "option $1 needs a value (see --help)"; fi; }
+posint() { [[ $2 =~ ^[1-9][0-9]*$ ]] || die "$1: expected a positive integer, got '$2'"; }
+list() { [[ $2 =~ ^[1-9][0-9]*(,[1-9][0-9]*)*$ ]] || die "$1: expected a list like 1,16,64, got '$2'"; }
+
+while [ $# -gt 0 ]; do
+    case $1 in
+    --threads) need "$@"; posint "$1" "$2"; THREADS=$2; shift 2 ;;
+    --mnist-batches) need "$@"; list "$1" "$2"; MNIST_BATCHES=$2; shift 2 ;;
+    --large-batches) need "$@"; list "$1" "$2"; LARGE_BATCHES=$2; shift 2 ;;
+    --models) need "$@"; [[ $2 =~ ^(mnist|large)(,(mnist|large))*$ ]] || die "--models: mnist and/or large"; MODELS=$2; shift 2 ;;
+    --quick) QUICK=1; shift ;;
+    --steps) need "$@"; posint "$1" "$2"; STEPS_OVERRIDE=$2; shift 2 ;;
+    --warmup) need "$@"; [[ $2 =~ ^[0-9]+$ ]] || die "--warmup: expected a number"; WARMUP_OVERRIDE=$2; shift 2 ;;
+    --out) need "$@"; OUT=$2; shift 2 ;;
+    --jsonl) need "$@"; JSONL=$2; shift 2 ;;
+    --no-torch) DO_TORCH=0; shift ;;
+    --no-ort) DO_ORT=0; shift ;;
+    --timeout) need "$@"; posint "$1" "$2"; TIMEOUT=$2; shift 2 ;;
+    -h | --help) usage; exit 0 ;;
+    *) usage >&2; die "unknown option '$1'" ;;
+    esac
+done
+if [ "$QUICK" = 1 ]; then
+    STEPS_OVERRIDE=${STEPS_OVERRIDE:-3}
+    WARMUP_OVERRIDE=${WARMUP_OVERRIDE:-1}
+fi
+
+# The report is written by a stdlib-only script: any python3 will do for it.
+REPORT_PY=$PY
+[ -x "$REPORT_PY" ] || REPORT_PY=$(command -v python3) || die "no python3 to write the report with"
+
+[ -x "$GRAPHC" ] || die "$GRAPHC not found or not executable: build it first (make -j2)"
+command -v timeout >/dev/null || die "timeout (coreutils) is needed"
+
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/graphc-compare.XXXXXX") || die "mktemp failed"
+trap 'rm -rf "$TMP"' EXIT
+trap 'echo "compare.sh: interrupted" >&2; exit 130' INT TERM
+
+mkdir -p "$(dirname "$JSONL")" "$(dirname "$OUT")" || die "cannot create the output folders"
+
+# Run a copy of graphc: the whole run then times one binary, even if the tree is rebuilt
+# meanwhile (the report shows the commands with the original name).
+GRAPHC_RUN=$TMP/graphc
+cp "$GRAPHC" "$GRAPHC_RUN" || die "cannot copy $GRAPHC"
+"$GRAPHC_RUN" --version >/dev/null 2>&1 || die "$GRAPHC does not run (being rebuilt? try again after make)"
+RAW=$TMP/results.jsonl
+: >"$RAW"
+
+T0=$(date +%s)
+log() { printf '[%4ds] %s\n' $(($(date +%s) - T0)) "$*" >&2; }
+
+# emit KEY=VALUE... : append a JSON object of strings/numbers to the results
+emit() { "$REPORT_PY" "$ROOT/bench/report.py" record "$@" >>"$RAW"; }
+
+# run_json LABEL FRAMEWORK CONFIG MODEL STEP BATCH -- COMMAND...: run COMMAND with a time
+# limit, append the JSON lines it prints; if it fails, append an error record that says why.
+run_json() {
+    local label=$1 fw=$2 cfg=$3 model=$4 step=$5 batch=$6
+    shift 7
+    local out=$TMP/out.$$ err=$TMP/err.$$ rc
+    timeout --kill-after=30 "$TIMEOUT" "$@" >"$out" 2>"$err"
+    rc=$?
+    grep '^{' "$out" >>"$RAW"
+    cat "$err" >>"$TMP/stderr.txt"
+    if [ $rc -ne 0 ] || ! grep -q '^{' "$out"; then
+        local why
+        if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then why="timed out after ${TIMEOUT}s"
+        else why="exit status $rc: $(grep -v '^\s*$' "$err" | tail -n 1 | cut -c1-240)"; fi
+        log "  $label FAILED ($why)"
+        emit kind=error framework="$fw" config="$cfg" model="$model" step="$step" batch="$batch" error="$why"
+        return 1
+    fi
+    return 0
+}
+
+# steps_for MODEL STEP BATCH -> "STEPS WARMUP": fewer steps where one step is long, so
+# that a full run stays near 11 minutes on 2 cores (under 20 on a busy machine).
+steps_for() {
+    local model=$1 step=$2 b=$3 s w
+    case $model/$step in
+    mnist/training)
+        if [ "$b" -le 1 ]; then s=50 w=5; elif [ "$b" -le 16 ]; then s=30 w=3
+        elif [ "$b" -le 64 ]; then s=24 w=2; else s=16 w=2; fi ;;
+    mnist/inference)
+        if [ "$b" -le 1 ]; then s=100 w=10; elif [ "$b" -le 16 ]; then s=50 w=5
+        elif [ "$b" -le 64 ]; then s=30 w=3; else s=20 w=2; fi ;;
+    large/training)
+        if [ "$b" -le 1 ]; then s=16 w=2; else s=10 w=2; fi ;;
+    large/inference)
+        if [ "$b" -le 1 ]; then s=20 w=3; else s=14 w=2; fi ;;
+    *)  # another model or batch list: a middle ground
+        s=10 w=2 ;;
+    esac
+    echo "${STEPS_OVERRIDE:-$s} ${WARMUP_OVERRIDE:-$w}"
+}
+
+# ---------------------------------------------------------------- what is there
+
+TORCH_STATUS=ok
+TORCH_VERSION=
+if [ "$DO_TORCH" = 0 ]; then
+    TORCH_STATUS="skipped (--no-torch)"
+elif [ ! -x "$PY" ]; then
+    TORCH_STATUS="not measured: $PY not found (apt-get install -y python3-torch)"
+elif ! TORCH_VERSION=$("$PY" -c 'import torch; print(torch.__version__)' 2>"$TMP/torch.err"); then
+    TORCH_STATUS="not measured: $PY cannot import torch ($(tail -n 1 "$TMP/torch.err" | cut -c1-160)); install it with apt-get install -y python3-torch"
+    TORCH_VERSION=
+fi
+
+ORT_STATUS=ok
+ORT_VERSION=
+NODE_VERSION=
+if [ "$DO_ORT" = 0 ]; then
+    ORT_STATUS="skipped (--no-ort)"
+elif [ "$TORCH_STATUS" != ok ]; then
+    ORT_STATUS="not measured: its ONNX models are exported by PyTorch, which is not measured"
+elif ! command -v "$NODE" >/dev/null; then
+    ORT_STATUS="not measured: node not found"
+elif ! probe=$("$NODE" bench/ort_bench.js --probe 2>"$TMP/ort.err"); then
+    ORT_STATUS="not measured: onnxruntime-node not installed (cd bench && ONNXRUNTIME_NODE_INSTALL=skip npm install)"
+else
+    ORT_VERSION=$(printf '%s' "$probe" | sed -n 's/.*"ort":"\([^"]*\)".*/\1/p')
+    NODE_VERSION=$(printf '%s' "$probe" | sed -n 's/.*"node":"\([^"]*\)".*/\1/p')
+fi
+
+env_or_unset() { if [ -n "${!1+x}" ]; then printf '%s' "${!1}"; else printf '(unset)'; fi; }
+
+emit kind=meta command="$CMDLINE" date="$(date -u '+%Y-%m-%d %H:%M UTC')" \
+    cpu="$(lscpu 2>/dev/null | sed -n 's/^Model name:[[:space:]]*//p' | head -n 1)" \
+    cpus="$(nproc 2>/dev/null)" \
+    cores_per_socket="$(lscpu 2>/dev/null | sed -n 's/^Core(s) per socket:[[:space:]]*//p' | head -n 1)" \
+    sockets="$(lscpu 2>/dev/null | sed -n 's/^Socket(s):[[:space:]]*//p' | head -n 1)" \
+    threads_per_core="$(lscpu 2>/dev/null | sed -n 's/^Thread(s) per core:[[:space:]]*//p' | head -n 1)" \
+    hypervisor="$(lscpu 2>/dev/null | sed -n 's/^Hypervisor vendor:[[:space:]]*//p' | head -n 1)" \
+    mem_gib="$(awk '/MemTotal/ {printf "%.1f", $2 / 1048576}' /proc/meminfo 2>/dev/null)" \
+    kernel="$(uname -r)" \
+    threads="$THREADS" quick="$QUICK" \
+    graphc_version="$("$GRAPHC_RUN" --version 2>/dev/null | head -n 1)" \
+    torch_status="$TORCH_STATUS" torch_version="$TORCH_VERSION" python="$PY" \
+    ort_status="$ORT_STATUS" ort_version="$ORT_VERSION" node_version="$NODE_VERSION" \
+    env_OPENBLAS_CORETYPE="$(env_or_unset OPENBLAS_CORETYPE)" env_OPENBLAS_L2_SIZE="$(env_or_unset OPENBLAS_L2_SIZE)" \
+    env_OMP_WAIT_POLICY="$(env_or_unset OMP_WAIT_POLICY)" env_OPENBLAS_NUM_THREADS="$(env_or_unset OPENBLAS_NUM_THREADS)" \
+    env_OMP_NUM_THREADS="$(env_or_unset OMP_NUM_THREADS)" \
+    loadavg_start="$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)" \
+    || die "cannot write the results"
+log "threads $THREADS; PyTorch: $TORCH_STATUS${TORCH_VERSION:+ $TORCH_VERSION}; ONNX Runtime: $ORT_STATUS${ORT_VERSION:+ $ORT_VERSION}"
+
+# ---------------------------------------------------------------- same networks?
+
+IFS=, read -r -a MODEL_LIST <<<"$MODELS"
+for m in "${MODEL_LIST[@]}"; do
+    [ -f "models/$m.net" ] || die "models/$m.net not found"
+    "$GRAPHC_RUN" dump "models/$m.net" --stage graph --format json >"$TMP/$m.graph.json" ||
+        die "graphc dump models/$m.net failed"
+    params=$("$GRAPHC_RUN" check "models/$m.net" | awk '$1 == "params" { gsub(",", "", $2); print $2 }')
+    [[ $params =~ ^[0-9]+$ ]] || die "cannot read the parameter count from 'graphc check models/$m.net'"
+    emit kind=graphc_params model="$m" params="$params"
+    if [ "$TORCH_STATUS" = ok ]; then
+        log "checking that PyTorch's $m is graphc's models/$m.net ($params parameters)"
+        if ! "$PY" bench/torch_bench.py verify --model "$m" --graph-json "$TMP/$m.graph.json" \
+            --expect-params "$params" >>"$RAW" 2>"$TMP/verify.txt"; then
+            cat "$TMP/verify.txt" >&2
+            die "PyTorch's $m is NOT the network of models/$m.net (see above): fix bench/torch_bench.py; no report written"
+        fi
+    fi
+done
+
+# ---------------------------------------------------------------- measure
+
+# Peers get the same thread count: torch.set_num_threads(N) sets OpenMP and oneDNN;
+# OpenBLAS (Debian's torch calls libblas.so.3, i.e. OpenBLAS) reads OPENBLAS_NUM_THREADS.
+export OMP_NUM_THREADS=$THREADS OPENBLAS_NUM_THREADS=$THREADS
+
+for m in "${MODEL_LIST[@]}"; do
+    if [ "$m" = mnist ]; then batches=$MNIST_BATCHES shape=1,28,28; else batches=$LARGE_BATCHES shape=3,1080,1920; fi
+    IFS=, read -r -a BATCH_LIST <<<"$batches"
+    onnx=
+    for step in training inference; do
+        if [ "$step" = inference ] && [ "$ORT_STATUS" = ok ]; then
+            log "$m: exporting the inference network to ONNX"
+            if run_json "onnx export" onnxruntime onnx_export "$m" inference 0 -- \
+                "$PY" bench/torch_bench.py export --model "$m" --out "$TMP/$m.onnx"; then onnx=$TMP/$m.onnx; fi
+        fi
+        for b in "${BATCH_LIST[@]}"; do
+            read -r s w <<<"$(steps_for "$m" "$step" "$b")"
+            infer=()
+            [ "$step" = inference ] && infer=(--infer)
+            gargs=(bench "models/$m.net" --batch "$b" --threads "$THREADS" --steps "$s" --warmup "$w" --json "${infer[@]}")
+            emit kind=job model="$m" step="$step" batch="$b" steps="$s" warmup="$w" \
+                graphc_command="$GRAPHC ${gargs[*]}" loadavg="$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)"
+            log "$m $step batch $b: $s steps after $w warm-up: graphc"
+            run_json graphc graphc interp "$m" "$step" "$b" -- "$GRAPHC_RUN" "${gargs[@]}"
+            if [ "$TORCH_STATUS" = ok ]; then
+                if [ "$step" = training ]; then configs=eager,channels_last,script
+                else configs=eager,channels_last,script,optimized; fi
+                log "$m $step batch $b: PyTorch $configs"
+                run_json pytorch pytorch "$configs" "$m" "$step" "$b" -- \
+                    "$PY" bench/torch_bench.py run --model "$m" --step "$step" --batch "$b" --steps "$s" \
+                    --warmup "$w" --threads "$THREADS" --configs "$configs"
+                log "$m $step batch $b: PyTorch eager, OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset, OMP_WAIT_POLICY=passive"
+                run_json "pytorch (passive)" pytorch passive_eager "$m" "$step" "$b" -- \
+                    env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OMP_WAIT_POLICY=passive \
+                    "$PY" bench/torch_bench.py run --model "$m" --step "$step" --batch "$b" --steps "$s" \
+                    --warmup "$w" --threads "$THREADS" --configs eager --tag passive_
+            fi
+            if [ "$step" = inference ] && [ "$ORT_STATUS" = ok ]; then
+                if [ -n "$onnx" ]; then
+                    log "$m $step batch $b: ONNX Runtime"
+                    run_json onnxruntime onnxruntime ort "$m" "$step" "$b" -- \
+                        "$NODE" bench/ort_bench.js --onnx "$onnx" --model "$m" --batch "$b" --shape "$shape" \
+                        --steps "$s" --warmup "$w" --threads "$THREADS"
+                else
+                    emit kind=error framework=onnxruntime config=ort model="$m" step="$step" batch="$b" \
+                        error="no ONNX model: the export failed"
+                fi
+            fi
+        done
+    done
+done
+
+emit kind=end seconds=$(($(date +%s) - T0)) loadavg_end="$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)"
+cp "$RAW" "$JSONL" || die "cannot write $JSONL"
+if [ -s "$TMP/stderr.txt" ]; then cp "$TMP/stderr.txt" "${JSONL%.jsonl}.stderr.txt" 2>/dev/null || true; fi
+"$REPORT_PY" bench/report.py write --jsonl "$JSONL" --out "$OUT" --raw-name "$JSONL" || die "writing $OUT failed"
+log "wrote $OUT and $JSONL"

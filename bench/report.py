@@ -1,0 +1,365 @@
+#!/usr/bin/env python3
+"""bench/compare.sh's bookkeeping: the standard library only, any python3.
+
+  report.py record KEY=VALUE...                 print one JSON object (digits -> ints)
+  report.py write --jsonl FILE --out FILE.md    the Markdown report of a run's results
+
+The results file holds one JSON object a line: graphc bench's own lines verbatim
+(they have "interp_ms"), PyTorch and ONNX Runtime lines ("framework", "config", "ms"),
+and the script's records ("kind": meta, graphc_params, verify, job, onnx_export,
+error, end).
+"""
+import argparse
+import json
+import re
+import sys
+
+CONFIGS = {  # config -> (column title, what it is)
+    "eager": ("PyTorch eager", "eager mode, NCHW tensors (PyTorch's default layout)"),
+    "channels_last": ("PyTorch channels_last",
+                      "eager mode, model and input in torch.channels_last memory format (NHWC in memory, as graphc)"),
+    "script": ("PyTorch TorchScript",
+               "torch.jit.script of the same module (training: the optimizer stays in Python; "
+               "inference: the scripted eval-mode module under no_grad)"),
+    "optimized": ("PyTorch optimize_for_inference",
+                  "torch.jit.optimize_for_inference(torch.jit.script(eval model)): frozen, "
+                  "convolutions folded and run by oneDNN (inference only)"),
+    "passive_eager": ("PyTorch eager, passive env",
+                      "eager NCHW again, in a process started with OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE "
+                      "unset and OMP_WAIT_POLICY=passive (OpenMP workers sleep instead of spinning between "
+                      "parallel regions)"),
+    "ort": ("ONNX Runtime",
+            "onnxruntime-node, CPU execution provider, the PyTorch inference module exported to ONNX "
+            "(opset 13, NCHW), graphOptimizationLevel all, intraOpNumThreads = threads, inference only"),
+}
+ORDER = {"training": ["eager", "channels_last", "script", "passive_eager"],
+         "inference": ["eager", "channels_last", "script", "optimized", "passive_eager", "ort"]}
+
+
+def record(pairs):
+    o = {}
+    for p in pairs:
+        k, sep, v = p.partition("=")
+        if not sep:
+            sys.exit(f"report.py record: expected KEY=VALUE, got {p!r}")
+        o[k] = int(v) if re.fullmatch(r"-?\d{1,15}", v) else v
+    print(json.dumps(o))
+
+
+# ---------------------------------------------------------------- the report
+
+def fmt_ms(v):
+    if v is None:
+        return "—"
+    return f"{v:.1f}" if v >= 100 else f"{v:.2f}" if v >= 1 else f"{v:.3f}"
+
+
+def fmt_ips(v):
+    if v is None:
+        return "—"
+    return f"{v:.0f}" if v >= 100 else f"{v:.1f}"
+
+
+def mb(v):
+    return "—" if v is None else f"{v / 1e6:.1f}"
+
+
+def table(head, rows, align=None):
+    align = align or ["r"] * len(head)
+    out = ["| " + " | ".join(head) + " |",
+           "|" + "|".join(" ---: " if a == "r" else " :--- " for a in align) + "|"]
+    out += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
+    return "\n".join(out)
+
+
+def load(path):
+    recs = []
+    with open(path) as f:
+        for n, line in enumerate(f, 1):
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                recs.append(json.loads(line))
+            except json.JSONDecodeError as e:
+                print(f"report.py: {path}:{n}: skipping a line that is not JSON ({e})", file=sys.stderr)
+    return recs
+
+
+def write(args):
+    recs = load(args.jsonl)
+    meta = next((r for r in recs if r.get("kind") == "meta"), {})
+    end = next((r for r in recs if r.get("kind") == "end"), {})
+    jobs = [r for r in recs if r.get("kind") == "job"]
+    graphc = {(r["model"], r["step"], r["batch"]): r for r in recs if "interp_ms" in r}
+    peers, errors = {}, []
+    for r in recs:
+        if r.get("framework") in ("pytorch", "onnxruntime") and "kind" not in r and "ms" in r:
+            peers[(r["model"], r["step"], r["batch"], r["config"])] = r
+        elif r.get("kind") == "error" or ("error" in r and r.get("framework")):
+            errors.append(r)
+    # an error record names the configs that a failed process should have timed
+    seen, uniq = set(), []
+    for e in errors:  # a process that printed its own error record and then exited non-zero
+        k = (e.get("framework"), e.get("config"), e.get("model"), e.get("step"), e.get("batch"))
+        if k not in seen:
+            seen.add(k)
+            uniq.append(e)
+    errors = uniq
+    failed = {}
+    for i, e in enumerate(errors, 1):
+        e["_n"] = i
+        for c in str(e.get("config", "")).split(","):
+            key = (e.get("model"), e.get("step"), e.get("batch"), "interp" if c == "interp" else c)
+            failed.setdefault(key, i)
+    threads = meta.get("threads", "?")
+    blas = sorted({r.get("blas") for r in graphc.values() if r.get("blas")})
+    quick = meta.get("quick") == 1
+    L = []
+    L.append("# Benchmarks: graphc against PyTorch and ONNX Runtime")
+    L.append("")
+    L.append(f"Written by `{meta.get('command', 'bench/compare.sh')}` on {meta.get('date', '?')}; "
+             f"do not edit by hand, run it again (see `bench/README.md`). The raw results are in "
+             f"`{args.raw_name}`.")
+    L.append("")
+    if quick:
+        L.append("> **SMOKE TEST (`--quick`): a few steps per row on a busy machine. "
+                 "These numbers are NOT a real result; do not quote them.**")
+        L.append("")
+    la = meta.get("loadavg_start", "")
+    try:
+        la1 = float(la.split()[0])
+    except (ValueError, IndexError):
+        la1 = 0.0
+    if la1 > 0.5:
+        L.append(f"> **Noise warning**: the load average was {la} when the run started "
+                 f"({end.get('loadavg_end', '?')} at the end) on {meta.get('cpus', '?')} CPUs: other processes "
+                 f"were running, so these times are noisier (and the multi-threaded ones slower) than on an idle "
+                 f"machine. The `load` column gives the load average before each row.")
+        L.append("")
+    L.append("Every time is the **median** of the per-step wall times of the measured steps (the `steps` "
+             "column), after the warm-up steps, which are not timed. graphc's interpreter and compiled plan "
+             "alternate step by step in one process (`graphc bench`); each peer configuration runs its steps "
+             "back to back, on the same batch size, the same random inputs (uniform [0, 1) images, random "
+             "labels) and the same thread count. No means, no best-of.")
+    L.append("")
+    L.append("## Setup")
+    L.append("")
+    cpu = meta.get("cpu") or "?"
+    cores = f"{meta.get('cpus', '?')} CPUs ({meta.get('sockets', '?')} socket x {meta.get('cores_per_socket', '?')} " \
+            f"cores x {meta.get('threads_per_core', '?')} thread per core)"
+    if meta.get("hypervisor"):
+        cores += f", virtual machine ({meta['hypervisor']})"
+    rows = [
+        ["machine", f"{cpu}, {cores}, {meta.get('mem_gib', '?')} GiB, Linux {meta.get('kernel', '?')}"],
+        ["date", meta.get("date", "?")],
+        ["threads", f"{threads}: `graphc bench --threads {threads}`; PyTorch `torch.set_num_threads({threads})`, "
+                    f"`set_num_interop_threads(1)`, `OMP_NUM_THREADS={threads}`, `OPENBLAS_NUM_THREADS={threads}`; "
+                    f"ONNX Runtime `intraOpNumThreads: {threads}`, `interOpNumThreads: 1`"],
+        ["graphc", f"{meta.get('graphc_version', '?')}; BLAS: {', '.join(blas) or '?'}"],
+        ["PyTorch", (f"{meta.get('torch_version')} (Debian python3-torch, {meta.get('python')}; oneDNN for "
+                     f"convolutions, OpenBLAS through libblas.so.3 for matrix products)")
+         if meta.get("torch_status") == "ok" else meta.get("torch_status", "?")],
+        ["ONNX Runtime", f"onnxruntime-node {meta.get('ort_version')} on node {meta.get('node_version')}"
+         if meta.get("ort_status") == "ok" else meta.get("ort_status", "?")],
+        ["environment", ", ".join(f"`{k[4:]}` {v}" for k, v in meta.items() if k.startswith("env_"))
+         + " (as the script found them; it then sets the two thread counts above for the peers)"],
+        ["load average", f"{meta.get('loadavg_start', '?')} at the start, {end.get('loadavg_end', '?')} at the end"],
+        ["run time", f"{end['seconds'] / 60:.1f} min" if "seconds" in end else "? (the run did not finish)"],
+        ["command", f"`{meta.get('command', '?')}`"],
+    ]
+    L.append(table(["", ""], rows, ["l", "l"]))
+    L.append("")
+
+    # the networks
+    L.append("## The networks are the same")
+    L.append("")
+    gp = {r["model"]: r["params"] for r in recs if r.get("kind") == "graphc_params"}
+    ver = {r["model"]: r for r in recs if r.get("kind") == "verify"}
+    rows = []
+    for m, p in gp.items():
+        v = ver.get(m)
+        rows.append([f"`models/{m}.net`", f"{p:,}", f"{v['torch_params']:,}" if v else "not checked",
+                     f"{v['layers']} of {v['layers']} equal" if v else "not checked"])
+    L.append(table(["model", "graphc parameters (`graphc check`)", "PyTorch parameters",
+                    "conv / pool / dense layers: output shape, window, stride, padding"], rows,
+                   ["l", "r", "r", "l"]))
+    L.append("")
+    L.append("`bench/torch_bench.py verify` builds each PyTorch network and compares it with "
+             "`graphc dump --stage graph --format json`: parameter count, every parameter's shape, every "
+             "convolution, pooling and dense layer's output shape (NHWC), window, stride and padding. The run "
+             "stops before measuring anything if one differs. \"same\" padding follows TensorFlow: "
+             "`padding=2` for the 5x5 convolutions of mnist; for large's 3x3 stride-2 convolution on "
+             "1080x1920, 0 pixels before and 1 after on each axis, done with an explicit `F.pad` "
+             "(`Conv2d(padding=1)` gives the same output size but shifted windows), which copies the input "
+             "each step in PyTorch and in ONNX Runtime (a Pad node) while graphc pads inside its convolution. The flatten before the "
+             "first dense layer reads NCHW in PyTorch and NHWC in graphc: the same network up to a "
+             "permutation of that layer's rows.")
+    L.append("")
+
+    # the timings
+    models = []
+    for j in jobs:
+        if j["model"] not in models:
+            models.append(j["model"])
+    for m in models:
+        for step in ("training", "inference"):
+            js = [j for j in jobs if j["model"] == m and j["step"] == step]
+            if not js:
+                continue
+            # the peer columns that have something to show (none when a peer was not measured)
+            cfgs = [c for c in ORDER[step] if any(k[:2] == (m, step) and k[3] == c for k in list(peers) + list(failed))]
+            L.append(f"## {m}, {step} step")
+            L.append("")
+            what = ("forward, cross-entropy loss, backward, SGD update" +
+                    (" (dropout 0.4 active)" if m == "mnist" else "")) if step == "training" else \
+                "forward to softmax probabilities, no gradients (dropout off)"
+            L.append(f"One step: {what}. Median ms per step, lower is better; images/s = batch / median.")
+            L.append("")
+            head = ["batch", "steps (warm-up)", "load", "GFLOP/step", "graphc interp", "graphc compiled",
+                    "interp / compiled"] + [CONFIGS[c][0] for c in cfgs]
+            if cfgs:
+                head += ["fastest peer", "fastest peer ms / compiled ms"]
+            rows, rows_ips = [], []
+            for j in js:
+                b = j["batch"]
+                g = graphc.get((m, step, b))
+                gi = g["interp_ms"] if g else None
+                gc = g["compiled_ms"] if g else None
+                row = [b, f"{j['steps']} ({j['warmup']})", str(j.get("loadavg", "")).split(" ")[0],
+                       f"{g['gflop_per_step']:.3g}" if g else "—"]
+                if g:
+                    row += [fmt_ms(gi), fmt_ms(gc), f"{g['ratio']:.2f}x"]
+                else:
+                    n = failed.get((m, step, b, "interp"))
+                    row += [f"failed [{n}]" if n else "—"] * 2 + ["—"]
+                ips = [b, fmt_ips(g["interp_images_per_s"]) if g else "—",
+                       fmt_ips(g["compiled_images_per_s"]) if g else "—"]
+                best = None
+                for c in cfgs:
+                    p = peers.get((m, step, b, c))
+                    if p:
+                        row.append(fmt_ms(p["ms"]))
+                        ips.append(fmt_ips(p["images_per_s"]))
+                        if best is None or p["ms"] < best[1]:
+                            best = (c, p["ms"])
+                    else:
+                        n = failed.get((m, step, b, c))
+                        row.append(f"failed [{n}]" if n else "—")
+                        ips.append("—")
+                if best and gc:
+                    row += [CONFIGS[best[0]][0], f"{best[1] / gc:.2f}x"]
+                elif cfgs:
+                    row += ["—", "—"]
+                rows.append(row)
+                rows_ips.append(ips)
+            L.append(table(head, rows))
+            L.append("")
+            L.append("Images per second (higher is better):")
+            L.append("")
+            L.append(table(["batch", "graphc interp", "graphc compiled"] + [CONFIGS[c][0] for c in cfgs], rows_ips))
+            L.append("")
+    L.append("`interp / compiled` > 1: graphc's compiled plan is faster than its own interpreter; "
+             "`fastest peer ms / compiled ms` > 1: graphc's compiled plan is faster than the fastest peer "
+             "configuration of that row, < 1: slower.")
+    L.append("")
+
+    # memory
+    L.append("## Memory")
+    L.append("")
+    rows = []
+    for j in jobs:
+        g = graphc.get((j["model"], j["step"], j["batch"]))
+        if not g:
+            continue
+        pe = peers.get((j["model"], j["step"], j["batch"], "eager"))
+        po = peers.get((j["model"], j["step"], j["batch"], "ort"))
+        rows.append([j["model"], j["step"], j["batch"], mb(g["interp_peak_bytes"]), mb(g["compiled_arena_bytes"]),
+                     f"{g['compiled_arena_bytes'] / g['interp_peak_bytes']:.2f}" if g["interp_peak_bytes"] else "—",
+                     f"{g['max_rss_kb'] / 1024:.0f}", f"{pe['max_rss_kb'] / 1024:.0f}" if pe else "—",
+                     f"{po['max_rss_kb'] / 1024:.0f}" if po else "—"])
+    L.append(table(["model", "step", "batch", "graphc interp: peak live MB",
+                    "graphc compiled: arena + scratch MB", "arena / peak", "graphc process max RSS MB",
+                    "PyTorch eager process max RSS MB", "ONNX Runtime process max RSS MB"], rows,
+                   ["l", "l"] + ["r"] * 7))
+    L.append("")
+    L.append("graphc's interpreter allocates each value when it is made and frees it after its last use: its "
+             "peak is the most bytes of values (plus a kernel's scratch) alive at once. The compiled plan places "
+             "every buffer in one arena at plan time; the arena (with scratch) is what it holds for the whole run. "
+             "Both count every value of the step, gradients included in training, and neither counts the "
+             "weights or optimizer state. The max RSS columns are whole processes: graphc's runs both "
+             "modes; PyTorch's and ONNX Runtime's include the runtime itself (Python, libtorch, node), so they "
+             "are for orders of magnitude, not for a per-tensor comparison.")
+    L.append("")
+
+    # configurations and caveats
+    L.append("## Configurations")
+    L.append("")
+    rows = [["graphc interp", "`graphc bench`'s op-by-op interpreter: shape check, allocation, kernel and free "
+                              "per node (the eager style)"],
+            ["graphc compiled", "`graphc bench`'s compiled plan: one arena planned ahead, a flat list of kernel "
+                                "calls"]]
+    rows += [[CONFIGS[c][0], CONFIGS[c][1]] for c in ORDER["inference"]]
+    L.append(table(["column", "what runs"], rows, ["l", "l"]))
+    L.append("")
+    L.append("PyTorch's training step is `zero_grad`, forward, `F.cross_entropy`, `backward`, "
+             "`torch.optim.SGD(lr=0.001).step()` and the accuracy of the batch (graphc's training step computes "
+             "it too), ending with `.item()` of both. Its inference step runs the eval-mode module (dropout off) "
+             "with softmax on the logits under `torch.no_grad()`.")
+    L.append("")
+    L.append("## Caveats")
+    L.append("")
+    L.append("- The machine is shared: medians tame the noise but do not remove it; compare columns of one row "
+             "(measured minutes apart) rather than rows of different runs.")
+    L.append("- Frameworks run one after the other, not interleaved (only graphc's two modes alternate step by "
+             "step), so load that comes and goes during the run lands on some columns more than others.")
+    L.append("- With OpenMP (PyTorch) a busy machine hurts more than with graphc's thread pool: a parallel "
+             "region waits for its slowest thread, and spinning workers take CPU from OpenBLAS's own threads. "
+             "The passive-environment column shows how much of that the environment changes.")
+    L.append("- Steps per row are fewer where a step is long (large images, batch 256), to bound the run; "
+             "the `steps` column says how many each median is over.")
+    L.append("")
+    if errors:
+        L.append("## Failures")
+        L.append("")
+        for e in errors:
+            if e.get("config") == "onnx_export":
+                what = f"the ONNX export of {e.get('model', '?')}"
+            else:
+                what = (f"{e.get('framework', '?')} {e.get('config', '')}, {e.get('model', '?')} "
+                        f"{e.get('step', '')} batch {e.get('batch', '?')}")
+            L.append(f"{e['_n']}. {what}: {e.get('error', '?')}")
+        L.append("")
+    L.append("<details><summary>The graphc commands of this run</summary>")
+    L.append("")
+    L.append("```")
+    for j in jobs:
+        L.append(j.get("graphc_command", ""))
+    L.append("```")
+    L.append("")
+    L.append("</details>")
+    L.append("")
+    with open(args.out, "w") as f:
+        f.write("\n".join(L))
+    return 0
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("record")
+    r.add_argument("pairs", nargs="*")
+    w = sub.add_parser("write")
+    w.add_argument("--jsonl", required=True)
+    w.add_argument("--out", required=True)
+    w.add_argument("--raw-name", default=None, help="how the report names the results file")
+    a = p.parse_args()
+    if a.cmd == "record":
+        record(a.pairs)
+        return 0
+    a.raw_name = a.raw_name or a.jsonl
+    return write(a)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,329 @@
+#!/usr/bin/python3
+"""PyTorch side of bench/compare.sh: the same networks as models/mnist.net and
+models/large.net, timed step by step like `graphc bench`.
+
+Run it with Debian's /usr/bin/python3 (python3-torch 1.13), not a pyenv python.
+
+  torch_bench.py verify --model M --graph-json DUMP.json --expect-params N
+      build the network, compare its parameter count and every conv/pool/dense
+      output shape with graphc's (`graphc dump M.net --stage graph --format json`);
+      exit 1 on any mismatch.
+  torch_bench.py run --model M --step training|inference --batch B --steps N
+      --warmup W --threads T --configs eager,channels_last,script,optimized
+      [--tag NAME]
+      one JSON object per configuration on stdout: the median ms per step.
+  torch_bench.py export --model M --out FILE.onnx
+      the inference network (NCHW, softmax output, dynamic batch, opset 13) for
+      ort_bench.js.
+
+The step timed is what graphc's training step does: forward, cross-entropy loss,
+backward, SGD update (and the accuracy metric); inference is eval mode under
+torch.no_grad(), the output being softmax(logits) as in graphc's inference graph.
+"""
+import argparse
+import json
+import os
+import re
+import resource
+import statistics
+import sys
+import time
+import traceback
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+# ---------------------------------------------------------------- the networks
+
+class Mnist(nn.Module):
+    """models/mnist.net.  graphc pads "same" the Keras way: for a 5x5 kernel at
+    stride 1 that is 2 on every side, which Conv2d(padding=2) does."""
+
+    input_hw = (28, 28)
+    input_c = 1
+
+    def __init__(self):
+        super().__init__()
+        self.conv2d = nn.Conv2d(1, 32, 5, padding=2)
+        self.conv2d_1 = nn.Conv2d(32, 64, 5, padding=2)
+        self.dense = nn.Linear(7 * 7 * 64, 1024)
+        self.dropout = nn.Dropout(0.4)
+        self.dense_1 = nn.Linear(1024, 10)
+
+    def forward(self, x):
+        h = F.max_pool2d(F.relu(self.conv2d(x)), 2, 2)
+        h = F.max_pool2d(F.relu(self.conv2d_1(h)), 2, 2)
+        h = F.relu(self.dense(torch.flatten(h, 1)))
+        h = self.dropout(h)
+        return self.dense_1(h)
+
+    def shapes(self, x):
+        """(layer, NHWC shape) of each layer output graphc also names, in order."""
+        out = []
+        h = self.conv2d(x); out.append(("conv2d", h, conv_win(self.conv2d)))
+        h = F.max_pool2d(F.relu(h), 2, 2); out.append(("maxpool", h, (2, 2, 2, 2, 0, 0, 0, 0)))
+        h = self.conv2d_1(h); out.append(("conv2d", h, conv_win(self.conv2d_1)))
+        h = F.max_pool2d(F.relu(h), 2, 2); out.append(("maxpool", h, (2, 2, 2, 2, 0, 0, 0, 0)))
+        h = self.dense(torch.flatten(h, 1)); out.append(("matmul", h, None))
+        h = self.dense_1(F.relu(h)); out.append(("matmul", h, None))
+        return out
+
+
+class Large(nn.Module):
+    """models/large.net.  The first convolution is 3x3 at stride 2 with "same"
+    padding on a 1080x1920 image: TensorFlow's rule pads 0 before and 1 after on
+    each axis (graphc: same(0,1,0,1)).  Conv2d(padding=1) would give the same
+    output size but windows shifted by one pixel, so the pad is explicit (F.pad,
+    which costs a copy of the input each step, in the ONNX export too: a Pad node
+    that ONNX Runtime 1.30 keeps)."""
+
+    input_hw = (1080, 1920)
+    input_c = 3
+
+    def __init__(self):
+        super().__init__()
+        self.conv2d = nn.Conv2d(3, 8, 3, stride=2, padding=0)
+        self.conv2d_1 = nn.Conv2d(8, 16, 3, padding=1)
+        self.dense = nn.Linear(33 * 60 * 16, 64)
+        self.dense_1 = nn.Linear(64, 10)
+
+    def forward(self, x):
+        h = F.relu(self.conv2d(F.pad(x, (0, 1, 0, 1))))
+        h = F.max_pool2d(h, 4, 4)
+        h = F.max_pool2d(F.relu(self.conv2d_1(h)), 4, 4)
+        h = F.relu(self.dense(torch.flatten(h, 1)))
+        return self.dense_1(h)
+
+    def shapes(self, x):
+        out = []
+        h = self.conv2d(F.pad(x, (0, 1, 0, 1))); out.append(("conv2d", h, conv_win(self.conv2d, (0, 1, 0, 1))))
+        h = F.max_pool2d(F.relu(h), 4, 4); out.append(("maxpool", h, (4, 4, 4, 4, 0, 0, 0, 0)))
+        h = self.conv2d_1(h); out.append(("conv2d", h, conv_win(self.conv2d_1)))
+        h = F.max_pool2d(F.relu(h), 4, 4); out.append(("maxpool", h, (4, 4, 4, 4, 0, 0, 0, 0)))
+        h = self.dense(torch.flatten(h, 1)); out.append(("matmul", h, None))
+        h = self.dense_1(F.relu(h)); out.append(("matmul", h, None))
+        return out
+
+
+MODELS = {"mnist": Mnist, "large": Large}
+
+
+def conv_win(conv, extra=(0, 0, 0, 0)):
+    """(kh, kw, sh, sw, pad top, bottom, left, right) of a Conv2d after an explicit
+    F.pad(x, (left, right, top, bottom)) = extra, in graphc's order."""
+    (kh, kw), (sh, sw), (ph, pw) = conv.kernel_size, conv.stride, conv.padding
+    l, r, t, b = extra
+    return (kh, kw, sh, sw, ph + t, ph + b, pw + l, pw + r)
+
+
+def parse_win(attrs):
+    """graphc's "window=3x3 stride=2x2 padding=same(0,1,0,1)" as conv_win's tuple."""
+    m = re.search(r"window=(\d+)x(\d+) stride=(\d+)x(\d+) padding=\w+\((\d+),(\d+),(\d+),(\d+)\)", attrs or "")
+    return tuple(int(v) for v in m.groups()) if m else None
+
+
+class Infer(nn.Module):
+    """The inference graph: probs = softmax(logits)."""
+
+    def __init__(self, net):
+        super().__init__()
+        self.net = net
+
+    def forward(self, x):
+        return F.softmax(self.net(x), dim=1)
+
+
+def n_params(m):
+    return sum(p.numel() for p in m.parameters())
+
+
+# ---------------------------------------------------------------- verify
+
+def nhwc(t):
+    s = list(t.shape)
+    return [s[0], s[2], s[3], s[1]] if len(s) == 4 else s
+
+
+def verify(args):
+    torch.manual_seed(0)
+    net = MODELS[args.model]()
+    got = n_params(net)
+    with open(args.graph_json) as f:
+        g = json.load(f)
+    want_vars = sum(_prod(v["shape"]) for v in g["vars"] if v.get("role") == "param")
+    errors = []
+    if got != args.expect_params:
+        errors.append(f"parameter count: PyTorch {got:,}, graphc check {args.expect_params:,}")
+    if want_vars != args.expect_params:
+        errors.append(f"parameter count: graphc dump {want_vars:,}, graphc check {args.expect_params:,}")
+    # per-tensor shapes, in graphc's (HWIO / [in, out]) layout
+    theirs = {v["name"]: v["shape"] for v in g["vars"] if v.get("role") == "param"}
+    for name, p in net.named_parameters():
+        layer, kind = name.split(".")
+        key = f"{layer}/{'kernel' if kind == 'weight' else 'bias'}"
+        s = list(p.shape)
+        if len(s) == 4:
+            s = [s[2], s[3], s[1], s[0]]  # OIHW -> HWIO
+        elif len(s) == 2:
+            s = [s[1], s[0]]  # [out, in] -> [in, out]
+        if theirs.get(key) != s:
+            errors.append(f"{key}: PyTorch {s} (as graphc lays it out), graphc {theirs.get(key)}")
+    # layer output shapes, batch 2
+    b = 2
+    x = torch.zeros(b, net.input_c, *net.input_hw)
+    with torch.no_grad():
+        mine = [(op, nhwc(t), w) for op, t, w in net.shapes(x)]
+    ref = []
+    for n in g["nodes"]:
+        if n["op"] in ("conv2d", "maxpool", "matmul"):
+            ref.append((n["op"], [b if d == "B" else d for d in n["shape"]], n.get("attrs", ""), n.get("line")))
+    if len(ref) != len(mine):
+        errors.append(f"layer count: PyTorch {len(mine)} conv/pool/dense layers, graphc {len(ref)}")
+    for (op, s, w), (rop, rs, attrs, line) in zip(mine, ref):
+        ok = op == rop and s == rs and w == parse_win(attrs)
+        print(f"  {args.model}.net:{line:<3} {rop:8} graphc {str(rs):22} PyTorch (NHWC) {str(s):22} "
+              f"{'ok' if ok else 'MISMATCH'}  {attrs}", file=sys.stderr)
+        if not ok:
+            errors.append(f"line {line} {rop}: graphc {rs} {attrs}, PyTorch {op} {s} "
+                          f"(window, stride, padding t,b,l,r: {w})")
+    if errors:
+        for e in errors:
+            print(f"torch_bench.py: {args.model}: MISMATCH: {e}", file=sys.stderr)
+        return 1
+    print(json.dumps({"kind": "verify", "model": args.model, "torch_params": got,
+                      "graphc_params": args.expect_params, "layers": len(ref), "ok": True}))
+    return 0
+
+
+def _prod(s):
+    r = 1
+    for d in s:
+        r *= d
+    return r
+
+
+# ---------------------------------------------------------------- timing
+
+def rss_kb():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
+def time_steps(fn, steps, warmup):
+    for _ in range(warmup):
+        fn()
+    ts = []
+    for _ in range(steps):
+        t0 = time.perf_counter()
+        fn()
+        ts.append(time.perf_counter() - t0)
+    return statistics.median(ts) * 1e3, min(ts) * 1e3, max(ts) * 1e3
+
+
+CONFIGS = ("eager", "channels_last", "script", "optimized")
+
+
+def make_step(args, config):
+    if config not in CONFIGS or (config == "optimized" and args.step == "training"):
+        raise ValueError(f"no configuration {config!r} for {args.step}")
+    torch.manual_seed(1)
+    net = MODELS[args.model]()
+    b = args.batch
+    x = torch.rand(b, net.input_c, *net.input_hw)  # uniform [0, 1), as graphc bench feeds
+    y = torch.randint(0, 10, (b,))
+    cl = config in ("channels_last",)
+    if cl:
+        net = net.to(memory_format=torch.channels_last)
+        x = x.contiguous(memory_format=torch.channels_last)
+    if args.step == "training":
+        net.train()
+        model = torch.jit.script(net) if config == "script" else net
+        opt = torch.optim.SGD(net.parameters(), lr=0.001)
+
+        def step():
+            opt.zero_grad(set_to_none=True)
+            logits = model(x)
+            loss = F.cross_entropy(logits, y)
+            loss.backward()
+            opt.step()
+            acc = (logits.detach().argmax(1) == y).float().mean()
+            return loss.item(), acc.item()
+        return step
+    inf = Infer(net).eval()
+    if config == "script":
+        model = torch.jit.script(inf)
+    elif config == "optimized":
+        model = torch.jit.optimize_for_inference(torch.jit.script(inf))
+    else:
+        model = inf
+
+    def step():
+        with torch.no_grad():
+            return model(x)
+    return step
+
+
+def export(args):
+    torch.manual_seed(1)
+    net = MODELS[args.model]()
+    inf = Infer(net).eval()
+    x = torch.rand(1, net.input_c, *net.input_hw)
+    with torch.no_grad():
+        torch.onnx.export(inf, (x,), args.out, opset_version=13, input_names=["image"],
+                          output_names=["probs"], dynamic_axes={"image": {0: "B"}, "probs": {0: "B"}},
+                          do_constant_folding=True)
+    print(json.dumps({"kind": "onnx_export", "model": args.model, "opset": 13, "ok": True,
+                      "bytes": os.path.getsize(args.out)}))
+    return 0
+
+
+def run(args):
+    torch.set_num_threads(args.threads)
+    try:
+        torch.set_num_interop_threads(1)
+    except RuntimeError:
+        pass
+    base = {"framework": "pytorch", "torch": torch.__version__, "model": args.model, "step": args.step,
+            "batch": args.batch, "threads": torch.get_num_threads(), "steps": args.steps, "warmup": args.warmup}
+    for config in args.configs.split(","):
+        name = args.tag + config if args.tag else config
+        rec = dict(base, config=name)
+        try:
+            step = make_step(args, config)
+            med, lo, hi = time_steps(step, args.steps, args.warmup)
+            rec.update(ms=round(med, 3), min_ms=round(lo, 3), max_ms=round(hi, 3),
+                       images_per_s=round(1e3 * args.batch / med, 1), max_rss_kb=rss_kb())
+        except Exception as e:
+            traceback.print_exc()
+            rec.update(error=f"{type(e).__name__}: {e}"[:300])
+        print(json.dumps(rec))
+        sys.stdout.flush()
+    return 0
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="cmd", required=True)
+    v = sub.add_parser("verify")
+    v.add_argument("--model", choices=MODELS, required=True)
+    v.add_argument("--graph-json", required=True)
+    v.add_argument("--expect-params", type=int, required=True)
+    r = sub.add_parser("run")
+    r.add_argument("--model", choices=MODELS, required=True)
+    r.add_argument("--step", choices=("training", "inference"), required=True)
+    r.add_argument("--batch", type=int, required=True)
+    r.add_argument("--steps", type=int, default=10)
+    r.add_argument("--warmup", type=int, default=2)
+    r.add_argument("--threads", type=int, default=2)
+    r.add_argument("--configs", default="eager,channels_last,script")
+    r.add_argument("--tag", default="", help="prefix for the config names in the output")
+    e = sub.add_parser("export")
+    e.add_argument("--model", choices=MODELS, required=True)
+    e.add_argument("--out", required=True)
+    a = p.parse_args()
+    return {"verify": verify, "run": run, "export": export}[a.cmd](a)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
