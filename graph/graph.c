@@ -100,6 +100,7 @@ int graph_sym(Graph *g, const char *name)
         if (strcmp(g->syms[i], name) == 0) return i;
     if (g->nsyms == MAX_SYMS) return -1;
     g->syms[g->nsyms] = arena_strdup(&g->arena, name);
+    if (!g->syms[g->nsyms]) return -1;   /* out of memory */
     return g->nsyms++;
 }
 

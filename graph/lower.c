@@ -82,6 +82,8 @@ typedef struct Lower {
     bool in_param_init;       /* evaluating `param NAME: T = <init>` */
     bool in_train;            /* evaluating a train block entry */
     bool quiet_undefined;     /* the file had syntax errors: undefined names are expected */
+    int depth;                /* expression nesting being evaluated */
+    bool too_deep;            /* the nesting error was reported */
 } Lower;
 
 static Val verr(Loc loc) { Val v; memset(&v, 0, sizeof v); v.kind = V_ERROR; v.loc = loc; return v; }
@@ -224,7 +226,7 @@ static bool kw_int(Lower *L, Call *c, const char *name, bool required, int64_t d
     if (k->val.kind == V_ERROR) return false;
     if (k->val.kind != V_NUM || !k->val.is_int) {
         error_at(L, k->val.loc, "%s: '%s' must be an integer, got %s", c->fn, name,
-                 k->val.kind == V_NUM ? "a fractional number" : val_kind_name(k->val.kind));
+                 k->val.kind == V_NUM ? "a floating-point number" : val_kind_name(k->val.kind));
         return false;
     }
     if (k->val.num < (double)lo || k->val.num > (double)hi) {
@@ -891,9 +893,28 @@ static Val eval_call(Lower *L, const Ast *a)
     return bi->fn(L, &c);
 }
 
+/* Expressions nest at most this deep (a chain a + b + ... is as deep as it is long):
+ * evaluation recurses, and the C stack is finite. */
+#define MAX_EXPR_DEPTH 2000
+
+static Val eval_inner(Lower *L, const Ast *a);
+
 static Val eval(Lower *L, const Ast *a)
 {
     if (!a) return verr((Loc){ 0, 0 });
+    if (L->depth >= MAX_EXPR_DEPTH) {
+        if (!L->too_deep) error_at(L, a->loc, "expression nested too deeply (more than %d levels)", MAX_EXPR_DEPTH);
+        L->too_deep = true;
+        return verr(a->loc);
+    }
+    L->depth++;
+    Val v = eval_inner(L, a);
+    L->depth--;
+    return v;
+}
+
+static Val eval_inner(Lower *L, const Ast *a)
+{
     Val v;
     memset(&v, 0, sizeof v);
     v.loc = a->loc;
@@ -993,7 +1014,7 @@ static void lower_input(Lower *L, const Stmt *s)
     Node *n = &L->g->nodes[id];
     n->tshape = shape;
     n->dtype = dt;
-    n->name = s->name;
+    n->name = arena_strdup(&L->g->arena, s->name);   /* the tree may be freed before the graph */
     n->a.input.index = L->g->ninputs;
     graph_infer_node(L->g, id, L->d);
     int32_t *ins = arena_alloc(&L->g->arena, (size_t)(L->g->ninputs + 1) * sizeof *ins);
@@ -1046,7 +1067,7 @@ static void lower_param(Lower *L, const Stmt *s)
 
 static void name_node(Lower *L, Val v, const char *name)
 {
-    if (v.kind == V_TENSOR && !L->g->nodes[v.node].name) L->g->nodes[v.node].name = name;
+    if (v.kind == V_TENSOR && !L->g->nodes[v.node].name) L->g->nodes[v.node].name = arena_strdup(&L->g->arena, name);
 }
 
 static void lower_assign(Lower *L, const Stmt *s)
@@ -1069,7 +1090,9 @@ static void lower_output(Lower *L, const Stmt *s)
     Val v;
     if (s->expr) {
         lower_assign(L, s);
-        v = lookup(L, s->name)->val;
+        Binding *b = lookup(L, s->name);
+        if (!b) return;   /* out of memory, or an error already reported */
+        v = b->val;
     } else {
         Ast name = { .kind = AST_NAME, .loc = s->name_loc, .u.str = s->name };
         v = eval_name(L, &name);
@@ -1133,7 +1156,7 @@ static void lower_train(Lower *L, const Stmt *s)
         case 0:
             if (v.kind == V_DATA) {
                 t->data = v.data;
-                t->data_path = v.str;
+                t->data_path = v.str ? arena_strdup(&L->g->arena, v.str) : NULL;
                 t->synth_count = v.count;
             } else if (v.kind != V_ERROR)
                 error_at(L, v.loc, "train: 'data' must be mnist(\"folder\") or synthetic(count=N)");
@@ -1166,7 +1189,7 @@ static void lower_train(Lower *L, const Stmt *s)
                 error_at(L, v.loc, "train: 'minimize' must name the loss value, got %s", val_kind_name(v.kind));
             break;
         case 7:
-            if (v.kind == V_STR) t->checkpoint = v.str;
+            if (v.kind == V_STR) t->checkpoint = arena_strdup(&L->g->arena, v.str);
             else if (v.kind != V_ERROR) error_at(L, v.loc, "train: 'checkpoint' must be a path string");
             break;
         case 8:

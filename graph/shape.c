@@ -37,10 +37,13 @@ static const Shape *in_shape(Ctx *c, const Node *n, int i)
 static DType in_dtype(Ctx *c, const Node *n, int i) { return c->g->nodes[n->in[i]].dtype; }
 static const char *sname(Ctx *c, const Shape *s, char *buf, size_t len) { return shape_str(c->g, s, buf, len); }
 
+/* A bound symbol's value substituted; an overflowing product gives -1, which no rule
+ * accepts as a size (graph_bind reports it). */
 static Dim subst(const Graph *g, Dim d)
 {
     if (d.sym >= 0 && g->sym_value[d.sym] >= 0) {
-        Dim r = { d.v * g->sym_value[d.sym], -1 };
+        Dim r = { -1, -1 };
+        if (!gc_mul_i64(d.v, g->sym_value[d.sym], &r.v)) r.v = -1;
         return r;
     }
     return d;
@@ -188,11 +191,16 @@ static bool r_conv2d(Ctx *c, Node *n)
     const Shape *x = in_shape(c, n, 0), *w = in_shape(c, n, 1);
     if (!dim_eq(x->d[3], w->d[2])) {
         char b1[128], b2[128];
-        return fail(c, n, "conv2d: the input has %s channels but the filter expects %s: input %s, filter %s",
-                    sname(c, &(Shape){1, {x->d[3]}}, b1, sizeof b1), sname(c, &(Shape){1, {w->d[2]}}, b2, sizeof b2),
-                    sname(c, x, (char[128]){0}, 128), sname(c, w, (char[128]){0}, 128));
+        char d1[64], d2[64];
+        sname(c, &(Shape){ 1, { x->d[3] } }, d1, sizeof d1);
+        sname(c, &(Shape){ 1, { w->d[2] } }, d2, sizeof d2);
+        d1[strlen(d1) - 1] = d2[strlen(d2) - 1] = 0;   /* "[3]" -> "3" */
+        return fail(c, n, "conv2d: the input %s has %s channels but the filter %s expects %s",
+                    sname(c, x, b1, sizeof b1), d1 + 1, sname(c, w, b2, sizeof b2), d2 + 1);
     }
     if (w->d[0].sym >= 0 || w->d[1].sym >= 0) return fail(c, n, "conv2d: the filter size must be known");
+    if (w->d[0].v > (1 << 20) || w->d[1].v > (1 << 20))
+        return fail(c, n, "conv2d: the filter window %lldx%lld is too large", (long long)w->d[0].v, (long long)w->d[1].v);
     n->a.win.kh = (int)w->d[0].v;
     n->a.win.kw = (int)w->d[1].v;
     Shape y = { 4, { x->d[0], {0, -1}, {0, -1}, w->d[3] } };
@@ -272,8 +280,14 @@ static bool r_reshape(Ctx *c, Node *n)
         t.d[infer].v = xc / tc;
         t.d[infer].sym = (int16_t)(ts >= 0 ? -1 : xs);
     } else if (xc != tc || xs != ts) {
-        return fail(c, n, "reshape: cannot reshape %s (%lld elements) into %s", sname(c, x, b1, sizeof b1),
-                    (long long)xc, sname(c, &t, b2, sizeof b2));
+    {
+        Shape count = { 1, { { xc, (int16_t)xs } } };
+        char b3[64];
+        sname(c, &count, b3, sizeof b3);
+        b3[strlen(b3) - 1] = 0;   /* "[4*B]" -> "4*B" */
+        return fail(c, n, "reshape: cannot reshape %s (%s elements) into %s", sname(c, x, b1, sizeof b1), b3 + 1,
+                    sname(c, &t, b2, sizeof b2));
+    }
     }
     n->dtype = in_dtype(c, n, 0);
     n->shape = t;
@@ -299,7 +313,8 @@ static bool r_concat(Ctx *c, Node *n)
         if (!ok)
             return fail(c, n, "concat: input %d has shape %s, which does not fit %s along axis %d", i + 1,
                         sname(c, s, b1, sizeof b1), sname(c, s0, b2, sizeof b2), axis);
-        y.d[axis].v += s->d[axis].v;
+        if (__builtin_add_overflow(y.d[axis].v, s->d[axis].v, &y.d[axis].v))
+            return fail(c, n, "concat: the size along axis %d overflows", axis);
     }
     for (int i = 0; i < n->nin; i++)
         if (!need_f32(c, n, i, "every input")) return false;
@@ -423,10 +438,24 @@ bool shape_check_runtime(const Graph *g, int32_t id, const Shape *const *in_shap
 
 int graph_bind(Graph *g, const char *sym, int64_t value, DiagSink *d)
 {
+    if (value < 1) {
+        if (d) diag_plain(d, "size '%s' must be at least 1, got %lld", sym, (long long)value);
+        return 1;
+    }
     for (int i = 0; i < g->nsyms; i++) {
         if (strcmp(g->syms[i], sym) == 0) {
             g->sym_value[i] = value;
-            return graph_infer_shapes(g, d);
+            int errs = graph_infer_shapes(g, d);
+            for (int k = 0; !errs && k < g->nnodes; k++) {
+                const Shape *s = &g->nodes[k].shape;
+                bool bad = shape_concrete(s) && shape_numel(s) < 0;
+                for (int j = 0; j < s->rank; j++) bad |= s->d[j].sym < 0 && s->d[j].v < 0;
+                if (bad) {
+                    if (d) diag_plain(d, "binding %s = %lld makes the size of a tensor overflow", sym, (long long)value);
+                    errs = 1;
+                }
+            }
+            return errs;
         }
     }
     return graph_infer_shapes(g, d);

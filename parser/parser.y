@@ -48,7 +48,10 @@ void netyy_delete_buffer(YY_BUFFER_STATE b, yyscan_t scanner);
 static void netyyerror(Loc *loc, void *scanner, struct LexState *ls, const char *msg)
 {
     (void)scanner;
-    diag_error(ls->diag, *loc, "%s", msg);
+    if (strcmp(msg, "memory exhausted") == 0)   /* the parser's stack limit, not malloc */
+        diag_error(ls->diag, *loc, "expression nested too deeply (more than 10000 levels: Bison's YYMAXDEPTH)");
+    else
+        diag_error(ls->diag, *loc, "%s", msg);
 }
 
 static Ast *mk_call(struct LexState *ls, Loc loc, char *fn, Loc fn_loc, Ast **args, int nargs);
@@ -186,7 +189,7 @@ primary
     | IDENT '(' ')'               { $$ = mk_call(ls, @$, $1, @1, NULL, 0); }
     | IDENT '(' args ')'          { $$ = mk_call(ls, @$, $1, @1, $3.v, $3.n); }
     | IDENT '(' args ',' ')'      { $$ = mk_call(ls, @$, $1, @1, $3.v, $3.n); }
-    | IDENT '(' error ')'         { $$ = mk_call(ls, @$, $1, @1, NULL, 0); }
+    | IDENT '(' error ')'         { $$ = NULL; /* reported; lowering stays quiet about it */ }
     | '(' expr ')'                { $$ = $2; if ($$) $$->loc = @$; }
     ;
 
@@ -249,19 +252,29 @@ static int yyreport_syntax_error(const yypcontext_t *ctx, void *scanner, struct 
             len += (size_t)snprintf(msg + len, sizeof msg - len, "%s%s",
                                     i == 0 ? "" : i == n - 1 ? " or " : ", ", yysymbol_name(expected[i]));
     }
-    diag_error(ls->diag, *yypcontext_location(ctx), "%s", msg);
-    /* A statement keyword inside an open bracket: almost always a missing ')'. */
+    Loc at = *yypcontext_location(ctx);
+    diag_error(ls->diag, at, "%s", msg);
+    /* An error at the end of a line, or on a later line than an open bracket: almost
+     * always a missing ')'.  (Not an error on the bracket's own line, mid-expression.) */
     if (ls->depth > 0 && ls->depth <= 64) {
         Loc open = ls->open[ls->depth - 1];
-        diag_note(ls->diag, open, "this '%c' is not closed", ls->src->text[open.start]);
+        bool later = at.start > open.start && memchr(ls->src->text + open.start, '\n', at.start - open.start);
+        if (later || got == YYSYMBOL_NEWLINE || got == YYSYMBOL_YYEOF)
+            diag_note(ls->diag, open, "this '%c' is not closed", ls->src->text[open.start]);
     }
+    /* Newlines end statements again, so recovery resumes at the next line rather than
+     * swallowing the rest of the file into the open bracket. */
+    ls->depth = 0;
     return 0;
 }
 
 Program *parse_program(const Source *src, DiagSink *d)
 {
     Program *p = gc_calloc(1, sizeof *p);
-    if (!p) return NULL;
+    if (!p) {
+        diag_plain(d, "out of memory while parsing '%s'", src->name);
+        return NULL;
+    }
     arena_init(&p->arena);
     if (src->len > UINT32_MAX - 1) {
         diag_plain(d, "'%s': file too large", src->name);
@@ -288,8 +301,7 @@ Program *parse_program(const Source *src, DiagSink *d)
     int rc = netyyparse(scanner, &st);
     netyy_delete_buffer(buf, scanner);
     netyylex_destroy(scanner);
-    if (rc == 2) diag_plain(d, "out of memory while parsing '%s'", src->name);
-    if (p->arena.failed) diag_plain(d, "out of memory while parsing '%s'", src->name);
+    if ((rc == 2 && d->nerrors == 0) || p->arena.failed) diag_plain(d, "out of memory while parsing '%s'", src->name);
     if (d->nerrors == 0 && p->nstmts == 0)
         diag_error(d, ((Loc){0, 0}), "empty model: expected statements such as 'input x: f32[B, 4]'");
     return p;
