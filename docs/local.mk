@@ -1,1 +1,1 @@
-EXTRA_DIST += %D%/language.md %D%/architecture.md %D%/checkpoint.md %D%/dump-formats.md %D%/training.md
+EXTRA_DIST += %D%/language.md %D%/architecture.md %D%/checkpoint.md %D%/dump-formats.md %D%/training.md %D%/benchmarks.md

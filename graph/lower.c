@@ -212,18 +212,29 @@ static Kw *kw_find(Call *c, const char *name)
 }
 
 /* Integer keyword argument in [lo, hi]; `def` when absent and not required. */
-static bool kw_int(Lower *L, Call *c, const char *name, bool required, int64_t def, int64_t lo, int64_t hi, int64_t *out)
+/* The keyword argument `name`, or NULL when it is absent or its value is an error.
+ * *ok is false when the caller must fail: a required argument missing (reported here)
+ * or a value already in error (reported before). */
+static Kw *kw_arg(Lower *L, Call *c, const char *name, bool required, bool *ok)
 {
     Kw *k = kw_find(c, name);
-    if (!k) {
-        if (required) {
-            error_at(L, c->ast->loc, "%s: missing keyword argument '%s'", c->fn, name);
-            return false;
-        }
-        *out = def;
-        return true;
+    *ok = true;
+    if (!k && required) error_at(L, c->ast->loc, "%s: missing keyword argument '%s'", c->fn, name);
+    if ((!k && required) || (k && k->val.kind == V_ERROR)) {
+        *ok = false;
+        return NULL;
     }
-    if (k->val.kind == V_ERROR) return false;
+    return k;
+}
+
+static bool kw_int(Lower *L, Call *c, const char *name, bool required, int64_t def, int64_t lo, int64_t hi, int64_t *out)
+{
+    bool ok;
+    Kw *k = kw_arg(L, c, name, required, &ok);
+    if (!k) {
+        *out = def;
+        return ok;
+    }
     if (k->val.kind != V_NUM || !k->val.is_int) {
         error_at(L, k->val.loc, "%s: '%s' must be an integer, got %s", c->fn, name,
                  k->val.kind == V_NUM ? "a floating-point number" : val_kind_name(k->val.kind));
@@ -240,16 +251,12 @@ static bool kw_int(Lower *L, Call *c, const char *name, bool required, int64_t d
 
 static bool kw_float(Lower *L, Call *c, const char *name, bool required, double def, double lo, double hi, float *out)
 {
-    Kw *k = kw_find(c, name);
+    bool ok;
+    Kw *k = kw_arg(L, c, name, required, &ok);
     if (!k) {
-        if (required) {
-            error_at(L, c->ast->loc, "%s: missing keyword argument '%s'", c->fn, name);
-            return false;
-        }
         *out = (float)def;
-        return true;
+        return ok;
     }
-    if (k->val.kind == V_ERROR) return false;
     if (k->val.kind != V_NUM) {
         error_at(L, k->val.loc, "%s: '%s' must be a number, got %s", c->fn, name, val_kind_name(k->val.kind));
         return false;

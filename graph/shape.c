@@ -183,6 +183,19 @@ static bool window(Ctx *c, Node *n, const char *axis, Dim in, int k, int s, int 
     return true;
 }
 
+/* The output [N, OH, OW, channels] of a windowed op over NHWC input x, with n's window,
+ * strides and padding (the resolved padding is stored in n). */
+static bool spatial(Ctx *c, Node *n, const Shape *x, Dim channels)
+{
+    Shape y = { 4, { x->d[0], { 0, -1 }, { 0, -1 }, channels } };
+    if (!window(c, n, "height", x->d[1], n->a.win.kh, n->a.win.sh, &n->a.win.pt, &n->a.win.pb, &y.d[1]) ||
+        !window(c, n, "width", x->d[2], n->a.win.kw, n->a.win.sw, &n->a.win.pl, &n->a.win.pr, &y.d[2]))
+        return false;
+    n->dtype = DT_F32;
+    n->shape = y;
+    return true;
+}
+
 static bool r_conv2d(Ctx *c, Node *n)
 {
     if (!need_f32(c, n, 0, "the input") || !need_f32(c, n, 1, "the filter")) return false;
@@ -203,26 +216,14 @@ static bool r_conv2d(Ctx *c, Node *n)
         return fail(c, n, "conv2d: the filter window %lldx%lld is too large", (long long)w->d[0].v, (long long)w->d[1].v);
     n->a.win.kh = (int)w->d[0].v;
     n->a.win.kw = (int)w->d[1].v;
-    Shape y = { 4, { x->d[0], {0, -1}, {0, -1}, w->d[3] } };
-    if (!window(c, n, "height", x->d[1], n->a.win.kh, n->a.win.sh, &n->a.win.pt, &n->a.win.pb, &y.d[1]) ||
-        !window(c, n, "width", x->d[2], n->a.win.kw, n->a.win.sw, &n->a.win.pl, &n->a.win.pr, &y.d[2]))
-        return false;
-    n->dtype = DT_F32;
-    n->shape = y;
-    return true;
+    return spatial(c, n, x, w->d[3]);
 }
 
 static bool r_pool(Ctx *c, Node *n)
 {
     if (!need_f32(c, n, 0, "the input") || !need_rank(c, n, 0, 4, "the input [N, H, W, C]")) return false;
     const Shape *x = in_shape(c, n, 0);
-    Shape y = { 4, { x->d[0], {0, -1}, {0, -1}, x->d[3] } };
-    if (!window(c, n, "height", x->d[1], n->a.win.kh, n->a.win.sh, &n->a.win.pt, &n->a.win.pb, &y.d[1]) ||
-        !window(c, n, "width", x->d[2], n->a.win.kw, n->a.win.sw, &n->a.win.pl, &n->a.win.pr, &y.d[2]))
-        return false;
-    n->dtype = DT_F32;
-    n->shape = y;
-    return true;
+    return spatial(c, n, x, x->d[3]);
 }
 
 static bool r_gap(Ctx *c, Node *n)
