@@ -72,13 +72,37 @@ static void profile_table(FILE *out, const Graph *g, const double *ns, int steps
     free(rows);
 }
 
-static void **random_feeds(const Graph *g, int32_t classes)
+static void free_feeds(const Graph *g, void **f)
+{
+    if (!f) return;
+    for (int i = 0; i < g->ninputs; i++) free(f[i]);
+    free(f);
+}
+
+/* Random inputs for every input of the bound graph; NULL (reported) if they do not fit
+ * in memory. */
+static void **random_feeds(const Graph *g, int32_t classes, DiagSink *d)
 {
     void **f = calloc((size_t)g->ninputs + 1, sizeof *f);
+    if (!f) { diag_plain(d, "out of memory"); return NULL; }
     for (int i = 0; i < g->ninputs; i++) {
         const Node *n = &g->nodes[g->inputs[i]];
         int64_t cnt = shape_numel(&n->shape);
-        f[i] = malloc((size_t)cnt * 4);
+        size_t bytes;
+        char what[256];
+        snprintf(what, sizeof what, "input '%s'", n->name ? n->name : "?");
+        if (cnt < 0 || !exec_fits_memory((double)cnt * 4, what, d)) {
+            free_feeds(g, f);
+            return NULL;
+        }
+        f[i] = gc_mul_size((size_t)cnt, 4, &bytes) ? malloc(bytes) : NULL;
+        if (!f[i]) {
+            char b[128];
+            diag_plain(d, "out of memory: input '%s' %s needs %.1f GB", n->name ? n->name : "?",
+                       shape_str(g, &n->shape, b, sizeof b), (double)cnt * 4 / 1e9);
+            free_feeds(g, f);
+            return NULL;
+        }
         for (int64_t k = 0; k < cnt; k++) {
             uint64_t bits = rng_at(1234, (uint64_t)i, (uint64_t)k);
             if (n->dtype == DT_F32) ((float *)f[i])[k] = rng_unit(bits);
@@ -110,8 +134,12 @@ static int bench_batch(const Graph *fwd, const BenchOptions *o, int64_t batch, D
     Executor *ex[2] = { NULL, NULL };
     int rc = -1;
     memset(w, 0, sizeof w);
-    void **feeds = random_feeds(g, classes);
+    void **feeds = random_feeds(g, classes, d);
     int n = o->steps;
+    if (!feeds) {
+        graph_free(g);
+        return -1;
+    }
     double *times[2] = { calloc((size_t)n, sizeof(double)), calloc((size_t)n, sizeof(double)) };
     double *prof[2] = { NULL, NULL };
     /* compile time: the step's graph (autodiff or inference pass, binding) and the
@@ -196,8 +224,7 @@ out:
         free(times[m]);
         free(prof[m]);
     }
-    for (int i = 0; i < g->ninputs; i++) free(feeds[i]);
-    free(feeds);
+    free_feeds(g, feeds);
     graph_free(g);
     return rc;
 }

@@ -161,6 +161,10 @@ CompiledPlan *compiled_plan(const Graph *g, Weights *w, DiagSink *d)
     if (!p->owned) { gc_free(p); return NULL; }
     g = p->g = p->owned;
     if (memplan_build(g, &p->mp, d) != 0) { graph_free(p->owned); gc_free(p); return NULL; }
+    if (!exec_fits_memory((double)p->mp.arena + (double)p->mp.scratch, "the compiled plan's arena", d)) {
+        compiled_free(p);
+        return NULL;
+    }
     int nargs = 0;
     for (int i = 0; i < g->nnodes; i++) nargs += g->nodes[i].nin;
     p->arena = aligned_alloc(ALIGN, (size_t)align_up(p->mp.arena ? p->mp.arena : ALIGN));

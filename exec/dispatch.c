@@ -3,6 +3,7 @@
 #include <assert.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 #include "exec/exec.h"
 #include "exec/kern.h"
 #include "util/pool.h"
@@ -16,6 +17,15 @@ static const float *fin(const KCall *c, int k) { return (const float *)c->in[k];
 static float *fout(const KCall *c) { return (float *)c->out; }
 
 size_t node_bytes(const Node *n) { return (size_t)shape_numel(&n->shape) * 4; }
+
+bool exec_fits_memory(double bytes, const char *what, DiagSink *d)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    double phys = pages > 0 && page > 0 ? (double)pages * (double)page : 0;
+    if (phys == 0 || bytes <= phys) return true;
+    diag_plain(d, "%s needs %.1f GB, more than this machine's %.1f GB of memory", what, bytes / 1e9, phys / 1e9);
+    return false;
+}
 
 double exec_now_ns(void)
 {

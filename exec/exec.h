@@ -53,6 +53,10 @@ int dispatch_run(const KCall *c);
 size_t dispatch_scratch_bytes(const Graph *g, const Node *n);
 /* Bytes of a node's output (f32 or i32, 4 bytes each); 0 for rank-0 update results. */
 size_t node_bytes(const Node *n);
+/* Refuses (false, with a message naming `what` and both sizes) a request for more bytes
+ * than the machine's physical memory: Linux would promise them and then kill the
+ * process while they are touched. */
+bool exec_fits_memory(double bytes, const char *what, DiagSink *d);
 /* Monotonic clock in nanoseconds, for profiles and benchmarks. */
 double exec_now_ns(void);
 

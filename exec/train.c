@@ -269,6 +269,7 @@ int train_run(const Graph *fwd, const RunOptions *o, RunResult *r, Weights *w_ou
     if (!ex) goto out;
     if (evaluator_init(&ev, fwd, &f, t.batch, o->mode, &w, d) != 0) goto out;
 
+    if (!exec_fits_memory((double)t.batch * (double)f.sample_size * 4, "a batch of inputs", d)) goto out;
     x = gc_calloc((size_t)(t.batch * f.sample_size), sizeof *x);
     y = gc_calloc((size_t)t.batch, sizeof *y);
     perm = gc_calloc((size_t)f.train.count, sizeof *perm);
