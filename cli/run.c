@@ -1,5 +1,7 @@
 /* graphc run and graphc eval. */
 #include <getopt.h>
+#include <signal.h>
+#include <unistd.h>
 #include <string.h>
 #include "cli/cli.h"
 #include "exec/train.h"
@@ -28,10 +30,14 @@ static const char run_usage[] =
     "  --test-limit N    evaluate on the first N test examples only\n"
     "  --validate        evaluate on the test set after every epoch\n"
     "  --save PATH       write the trained weights to a checkpoint (atomically)\n"
+    "  --save-every N    also write it every N steps while training\n"
+    "  --resume PATH     continue from a checkpoint: weights, optimizer state, step\n"
+    "                    (and the run's seed): the same result as a run not stopped\n"
     "  --plot FILE.svg   draw loss and accuracy per step and test accuracy per epoch\n"
     "  --log FORMAT      bar (default), json (a line per epoch), quiet (results only)\n"
     "\n"
-    "The same seed and thread count give the same loss curve, bit for bit.\n";
+    "The same seed and thread count give the same loss curve, bit for bit.  Ctrl-C\n"
+    "stops after the current step and writes the checkpoint given by --save.\n";
 
 static const char eval_usage[] =
     "usage: graphc eval FILE.net --weights PATH [--mode MODE] [--batch N] [--threads N] [--data DIR]\n"
@@ -40,7 +46,7 @@ static const char eval_usage[] =
 
 enum {
     O_MODE = 256, O_EPOCHS, O_STEPS, O_BATCH, O_LR, O_SEED, O_THREADS, O_DATA, O_TRAIN_LIMIT, O_TEST_LIMIT,
-    O_VALIDATE, O_SAVE, O_PLOT, O_LOG, O_WEIGHTS,
+    O_VALIDATE, O_SAVE, O_PLOT, O_LOG, O_WEIGHTS, O_SAVE_EVERY, O_RESUME,
 };
 
 static const struct option run_opts[] = {
@@ -52,6 +58,7 @@ static const struct option run_opts[] = {
     { "test-limit", required_argument, 0, O_TEST_LIMIT }, { "validate", no_argument, 0, O_VALIDATE },
     { "save", required_argument, 0, O_SAVE }, { "plot", required_argument, 0, O_PLOT },
     { "log", required_argument, 0, O_LOG }, { "weights", required_argument, 0, O_WEIGHTS },
+    { "save-every", required_argument, 0, O_SAVE_EVERY }, { "resume", required_argument, 0, O_RESUME },
     { 0, 0, 0, 0 },
 };
 
@@ -93,6 +100,8 @@ static int parse_opts(const char *cmd, int argc, char **argv, RunOptions *o, con
         case O_TEST_LIMIT: if (!cli_parse_i64(cmd, "--test-limit", optarg, 1, INT64_MAX, &o->test_limit)) return EXIT_USAGE; break;
         case O_VALIDATE: o->validate = true; break;
         case O_SAVE: o->save_path = optarg; break;
+        case O_SAVE_EVERY: if (!cli_parse_i64(cmd, "--save-every", optarg, 1, INT64_MAX, &o->save_every)) return EXIT_USAGE; break;
+        case O_RESUME: o->resume_path = optarg; break;
         case O_PLOT: o->plot_path = optarg; break;
         case O_LOG:
             if (strcmp(optarg, "bar") == 0) o->log = LOG_BAR;
@@ -110,18 +119,34 @@ static int parse_opts(const char *cmd, int argc, char **argv, RunOptions *o, con
     return -1;
 }
 
+static volatile int interrupted;
+
+static void on_sigint(int sig)
+{
+    (void)sig;
+    if (interrupted) _exit(130);   /* a second Ctrl-C does not wait */
+    interrupted = 1;
+}
+
 int cmd_run(int argc, char **argv)
 {
     RunOptions o;
     run_options_default(&o);
     int rc = parse_opts("run", argc, argv, &o, NULL, run_usage);
     if (rc >= 0) return rc;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigint;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    o.stop = &interrupted;
     Model m;
     if (cli_load_model(&m, argv[optind]) != 0) { cli_free_model(&m); return EXIT_BAD_INPUT; }
     RunResult r;
     DiagSink d;
     diag_init(&d, NULL);
-    rc = train_run(m.graph, &o, &r, NULL, &d) == 0 ? EXIT_OK : EXIT_BAD_INPUT;
+    rc = train_run(m.graph, &o, &r, NULL, &d) == 0 ? (r.interrupted ? 130 : EXIT_OK) : EXIT_BAD_INPUT;
     diag_flush(&d, stderr);
     diag_free(&d);
     run_result_free(&r);

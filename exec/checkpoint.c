@@ -221,3 +221,21 @@ out:
     gc_free(buf);
     return rc;
 }
+
+int checkpoint_seed(const char *path, uint64_t *seed, DiagSink *d)
+{
+    unsigned char head[40];
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        diag_plain(d, "cannot open checkpoint '%s': %s", path, strerror(errno));
+        return -1;
+    }
+    size_t n = fread(head, 1, sizeof head, f);
+    fclose(f);
+    if (n < 36 || memcmp(head, CKPT_MAGIC, 8) != 0) {
+        diag_plain(d, "%s: not a graphc checkpoint (bad magic)", path);
+        return -1;
+    }
+    memcpy(seed, head + 24, 8);
+    return 0;
+}

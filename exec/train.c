@@ -242,6 +242,9 @@ int train_run(const Graph *fwd, const RunOptions *o, RunResult *r, Weights *w_ou
     if (o->batch > 0) t.batch = o->batch;
     if (o->lr >= 0) t.lr = (float)o->lr;
     if (o->have_seed) t.seed = o->seed;
+    /* resuming: the run's seed is the checkpoint's (same order, same masks), unless the
+     * user asks for another one */
+    if (o->resume_path && !o->have_seed && checkpoint_seed(o->resume_path, &t.seed, d) != 0) return -1;
     kern_blas_threads(o->threads > 0 ? o->threads : (int)sysconf(_SC_NPROCESSORS_ONLN));
 
     Feed f;
@@ -265,6 +268,21 @@ int train_run(const Graph *fwd, const RunOptions *o, RunResult *r, Weights *w_ou
     tg->train = t;
     if (graph_bind(tg, fwd->syms[f.batch_sym], t.batch, d) != 0) goto out;
     if (weights_init(&w, tg, t.seed, d) != 0) goto out;
+    if (o->resume_path) {
+        if (checkpoint_load(o->resume_path, tg, &w, d) != 0) goto out;
+        if (w.step > t.epochs * steps) {
+            diag_plain(d, "%s: the checkpoint is at step %lld, past the %lld steps of this run", o->resume_path,
+                       (long long)w.step, (long long)(t.epochs * steps));
+            goto out;
+        }
+    }
+    int64_t first = w.step;   /* 0, or where the checkpoint left off */
+    const char *save = o->save_path ? o->save_path : t.checkpoint;   /* --save, else the train block's */
+    if (o->save_every && !save) {
+        diag_plain(d, "saving every %lld steps needs a checkpoint path: --save PATH, or checkpoint = \"...\" in the train block",
+                   (long long)o->save_every);
+        goto out;
+    }
     ex = executor_plan(o->mode, tg, &w, d);
     if (!ex) goto out;
     if (evaluator_init(&ev, fwd, &f, t.batch, o->mode, &w, d) != 0) goto out;
@@ -275,6 +293,7 @@ int train_run(const Graph *fwd, const RunOptions *o, RunResult *r, Weights *w_ou
     perm = gc_calloc((size_t)f.train.count, sizeof *perm);
     r->nsteps = t.epochs * steps;
     r->nepochs = t.epochs;
+    r->first_step = first;
     r->step_loss = gc_calloc((size_t)r->nsteps, sizeof(float));
     r->step_acc = gc_calloc((size_t)r->nsteps, sizeof(float));
     r->epoch_loss = gc_calloc((size_t)t.epochs, sizeof(float));
@@ -293,15 +312,35 @@ int train_run(const Graph *fwd, const RunOptions *o, RunResult *r, Weights *w_ou
     int li = output_index(tg, "loss"), ai = output_index(tg, "accuracy");
     FILE *out = o->out ? o->out : stdout;
     bool tty = o->log == LOG_BAR && isatty(fileno(out));
-    if (o->log == LOG_BAR)
+    if (o->log == LOG_BAR) {
         fprintf(out, "Training %s: %lld epochs x %lld steps, batch %lld, %s mode, %s\n",
                 fwd->model_name ? fwd->model_name : "model", (long long)t.epochs, (long long)steps, (long long)t.batch,
                 exec_mode_name(o->mode), kern_blas_info());
+        if (first) fprintf(out, "Resuming from %s at step %lld\n", o->resume_path, (long long)first);
+    }
+    for (int64_t i = 0; i < first; i++) r->step_loss[i] = r->step_acc[i] = NAN;
+    for (int64_t e = 0; e < t.epochs; e++) r->epoch_loss[e] = r->epoch_acc[e] = r->epoch_test_loss[e] = r->epoch_test_acc[e] = NAN;
     double train_time = 0;
-    for (int64_t e = 0; e < t.epochs; e++) {
+    for (int64_t e = first / steps; e < t.epochs; e++) {
         double te = now(), lsum = 0, asum = 0, last_draw = 0;
-        for (int64_t s = 0; s < steps; s++) {
+        int64_t s0 = e == first / steps ? first % steps : 0;
+        for (int64_t s = s0; s < steps; s++) {
             int64_t gs = e * steps + s;
+            if (o->stop && *o->stop) {
+                /* interrupted: the state after step gs-1 is complete; save it and stop */
+                r->interrupted = true;
+                w.step = gs;
+                if (o->log != LOG_QUIET) fprintf(out, "\nInterrupted at step %lld", (long long)gs);
+                if (save) {
+                    if (checkpoint_save(save, tg, &w, t.seed, d) != 0) goto out;
+                    if (o->log != LOG_QUIET) fprintf(out, "; saved %s (resume with --resume %s)", save, save);
+                } else if (o->log != LOG_QUIET) {
+                    fprintf(out, "; no checkpoint written (give --save PATH)");
+                }
+                if (o->log != LOG_QUIET) fputc('\n', out);
+                rc = 0;
+                goto out;
+            }
             dataset_batch(&f.train, t.batch, gs, t.shuffle, t.seed, x, y, perm, &perm_pass);
             const void *feeds[2];
             feeds[f.x_input] = x;
@@ -317,9 +356,14 @@ int train_run(const Graph *fwd, const RunOptions *o, RunResult *r, Weights *w_ou
             r->step_acc[gs] = av;
             lsum += lv;
             asum += av;
+            if (o->save_every > 0 && save && (gs + 1) % o->save_every == 0) {
+                w.step = gs + 1;
+                if (checkpoint_save(save, tg, &w, t.seed, d) != 0) goto out;
+            }
             double el = now() - te;
+            int64_t done = s + 1 - s0;
             if (tty && (el - last_draw > 0.1 || s + 1 == steps)) {
-                progress_line(out, e + 1, t.epochs, s + 1, steps, el, lsum / (double)(s + 1), asum / (double)(s + 1), false);
+                progress_line(out, e + 1, t.epochs, s + 1, steps, el, lsum / (double)done, asum / (double)done, false);
                 fflush(out);
                 last_draw = el;
             }
@@ -327,9 +371,8 @@ int train_run(const Graph *fwd, const RunOptions *o, RunResult *r, Weights *w_ou
         double secs = now() - te;
         train_time += secs;
         w.step = (e + 1) * steps;
-        r->epoch_loss[e] = (float)(lsum / (double)steps);
-        r->epoch_acc[e] = (float)(asum / (double)steps);
-        r->epoch_test_loss[e] = r->epoch_test_acc[e] = NAN;
+        r->epoch_loss[e] = (float)(lsum / (double)(steps - s0));
+        r->epoch_acc[e] = (float)(asum / (double)(steps - s0));
         if (o->validate || o->plot_path) {
             double tl, ta;
             env.step = w.step;
@@ -358,7 +401,6 @@ int train_run(const Graph *fwd, const RunOptions *o, RunResult *r, Weights *w_ou
     if (evaluate(&ev, &f, env, &r->test_loss, &r->test_acc) != 0) goto out;
     r->peak_bytes = executor_peak_bytes(ex);
     r->seconds = now() - t0;
-    const char *save = o->save_path ? o->save_path : t.checkpoint;   /* --save, else the train block's */
     if (save && checkpoint_save(save, tg, &w, t.seed, d) != 0) goto out;
     if (o->plot_path) {
         TrainLog lg = {

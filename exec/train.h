@@ -16,7 +16,10 @@ typedef struct RunOptions {
     int64_t train_limit;            /* use only the first N training samples (0: all) */
     int64_t test_limit;             /* evaluate on the first N test samples (0: all) */
     bool validate;                  /* evaluate on the test set after every epoch */
-    const char *save_path;          /* checkpoint written at the end */
+    const char *save_path;          /* checkpoint written at the end (and every save_every steps) */
+    int64_t save_every;             /* steps between checkpoints while training (0: only at the end) */
+    const char *resume_path;        /* continue from this checkpoint: weights, optimizer state, step */
+    volatile int *stop;             /* set (by a signal handler) to stop after the current step */
     const char *plot_path;          /* SVG of the run */
     const char *data_dir;           /* overrides mnist("...") */
     LogMode log;
@@ -32,6 +35,8 @@ typedef struct RunResult {
     double test_loss, test_acc;
     double seconds, train_seconds;
     size_t peak_bytes;
+    int64_t first_step;             /* where this run started (resume); earlier entries are NaN */
+    bool interrupted;               /* stopped by *stop before the end */
 } RunResult;
 
 void run_options_default(RunOptions *o);
@@ -50,5 +55,7 @@ int checkpoint_save(const char *path, const Graph *g, const Weights *w, uint64_t
  * same shape (optimizer state is loaded when present).  Nothing is changed in `w`
  * unless the whole file is valid. */
 int checkpoint_load(const char *path, const Graph *g, Weights *w, DiagSink *d);
+/* The seed a checkpoint was trained with (to resume with the same masks and order). */
+int checkpoint_seed(const char *path, uint64_t *seed, DiagSink *d);
 
 #endif

@@ -9,3 +9,7 @@ tests_test_train_SOURCES = tests/test_train.c tests/testutil.h
 tests_test_train_CFLAGS = $(TEST_CFLAGS)
 tests_test_train_LDADD = $(TEST_LIBS)
 include tests/frontend.mk
+
+# checkpoints and resume through the CLI (kill -9, Ctrl-C, bit-exact resume, refusals)
+TESTS += tests/resume.sh
+EXTRA_DIST += tests/resume.sh
