@@ -35,6 +35,8 @@ static const char run_usage[] =
     "                    (and the run's seed): the same result as a run not stopped\n"
     "  --plot FILE.svg   draw loss and accuracy per step and test accuracy per epoch\n"
     "  --log FORMAT      bar (default), json (a line per epoch), quiet (results only)\n"
+    "  --check-numerics  stop at the first NaN or Inf, naming the op, its line, the step\n"
+    "  --max-memory N    refuse to train if the step needs more than N bytes (K, M, G ok)\n"
     "\n"
     "The same seed and thread count give the same loss curve, bit for bit.  Ctrl-C\n"
     "stops after the current step and writes the checkpoint given by --save.\n";
@@ -46,7 +48,7 @@ static const char eval_usage[] =
 
 enum {
     O_MODE = 256, O_EPOCHS, O_STEPS, O_BATCH, O_LR, O_SEED, O_THREADS, O_DATA, O_TRAIN_LIMIT, O_TEST_LIMIT,
-    O_VALIDATE, O_SAVE, O_PLOT, O_LOG, O_WEIGHTS, O_SAVE_EVERY, O_RESUME,
+    O_VALIDATE, O_SAVE, O_PLOT, O_LOG, O_WEIGHTS, O_SAVE_EVERY, O_RESUME, O_CHECK_NUMERICS, O_MAX_MEMORY,
 };
 
 static const struct option run_opts[] = {
@@ -59,6 +61,7 @@ static const struct option run_opts[] = {
     { "save", required_argument, 0, O_SAVE }, { "plot", required_argument, 0, O_PLOT },
     { "log", required_argument, 0, O_LOG }, { "weights", required_argument, 0, O_WEIGHTS },
     { "save-every", required_argument, 0, O_SAVE_EVERY }, { "resume", required_argument, 0, O_RESUME },
+    { "check-numerics", no_argument, 0, O_CHECK_NUMERICS }, { "max-memory", required_argument, 0, O_MAX_MEMORY },
     { 0, 0, 0, 0 },
 };
 
@@ -102,6 +105,24 @@ static int parse_opts(const char *cmd, int argc, char **argv, RunOptions *o, con
         case O_SAVE: o->save_path = optarg; break;
         case O_SAVE_EVERY: if (!cli_parse_i64(cmd, "--save-every", optarg, 1, INT64_MAX, &o->save_every)) return EXIT_USAGE; break;
         case O_RESUME: o->resume_path = optarg; break;
+        case O_CHECK_NUMERICS: o->check_numerics = true; break;
+        case O_MAX_MEMORY: {
+            /* a number of bytes, with an optional K, M or G (powers of 1024) */
+            char num[64];
+            size_t len = strlen(optarg);
+            int64_t mult = 1;
+            char last = len ? optarg[len - 1] : 0;
+            if (last == 'K' || last == 'k') mult = 1 << 10;
+            else if (last == 'M' || last == 'm') mult = 1 << 20;
+            else if (last == 'G' || last == 'g') mult = 1 << 30;
+            if (mult > 1) len--;
+            if (len == 0 || len >= sizeof num) return cli_usage_error(cmd, "--max-memory: expected bytes, e.g. 512M, got '%s'", optarg);
+            memcpy(num, optarg, len);
+            num[len] = 0;
+            if (!cli_parse_i64(cmd, "--max-memory", num, 1, INT64_MAX / mult, &v)) return EXIT_USAGE;
+            o->max_memory = v * mult;
+            break;
+        }
         case O_PLOT: o->plot_path = optarg; break;
         case O_LOG:
             if (strcmp(optarg, "bar") == 0) o->log = LOG_BAR;

@@ -1,6 +1,7 @@
 /* Kernel dispatch: one function per op, in a table indexed by OpKind.  Both executors
  * come through here, so the arithmetic is the same in both modes. */
 #include <assert.h>
+#include <math.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -521,12 +522,38 @@ static const KernelFn kernels[OP_COUNT] = {
 };
 static_assert(sizeof kernels / sizeof kernels[0] == OP_COUNT, "one kernel per op");
 
+/* --check-numerics: the first non-finite value in a node's output stops the step, with
+ * the op, its .net line and the step number. */
+static int check_finite(const KCall *c)
+{
+    const Node *n = c->n;
+    if (n->dtype != DT_F32 || (op_info[n->op].traits & OPT_UPDATE)) return 0;
+    const float *y = c->out;
+    size_t len = numel(&n->shape);
+    for (size_t i = 0; i < len; i++) {
+        if (isfinite(y[i])) continue;
+        int line = 0, col = 0;
+        if (c->g->src) diag_line_col(c->g->src, n->loc.start, &line, &col);
+        char b[128];
+        diag_plain(c->env->d, "%s:%d:%d: step %lld: %s produced %s at element %zu of its output %s", c->g->src ? c->g->src->name : "?",
+                   line, col, (long long)c->env->step, op_name(n->op), isnan(y[i]) ? "NaN" : "Inf", i,
+                   shape_str(c->g, &n->shape, b, sizeof b));
+        return -1;
+    }
+    return 0;
+}
+
 int dispatch_run(const KCall *c)
 {
     assert(kernels[c->n->op]);
-    if (!c->env->prof_ns) return kernels[c->n->op](c);
-    double t0 = exec_now_ns();
-    int rc = kernels[c->n->op](c);
-    c->env->prof_ns[c->n - c->g->nodes] += exec_now_ns() - t0;
+    int rc;
+    if (!c->env->prof_ns) {
+        rc = kernels[c->n->op](c);
+    } else {
+        double t0 = exec_now_ns();
+        rc = kernels[c->n->op](c);
+        c->env->prof_ns[c->n - c->g->nodes] += exec_now_ns() - t0;
+    }
+    if (rc == 0 && c->env->check_numerics) rc = check_finite(c);
     return rc;
 }

@@ -36,6 +36,7 @@ typedef struct StepEnv {
     bool training;       /* dropout active */
     DiagSink *d;         /* run-time errors (a label out of range) */
     double *prof_ns;     /* if set: nanoseconds spent per node are added here */
+    bool check_numerics; /* stop at the first NaN or Inf a node produces, naming it */
 } StepEnv;
 
 /* One kernel call with everything resolved. */

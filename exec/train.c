@@ -4,6 +4,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "exec/kern.h"
+#include "exec/compiled.h"
 #include "exec/plot.h"
 #include "exec/train.h"
 #include "graph/passes.h"
@@ -283,6 +284,22 @@ int train_run(const Graph *fwd, const RunOptions *o, RunResult *r, Weights *w_ou
                    (long long)o->save_every);
         goto out;
     }
+    if (o->max_memory > 0) {
+        /* what the step needs: parameters and optimizer state, a batch of inputs, and the
+         * activations (the planned arena and scratch; the interpreter's peak is at least
+         * the same lower bound) */
+        MemPlan mp;
+        if (memplan_build(tg, &mp, d) != 0) goto out;
+        double need = (double)mp.arena + (double)mp.scratch + (double)t.batch * (double)f.sample_size * 4;
+        for (int v = 0; v < w.n; v++) need += (double)shape_numel(&w.shapes[v]) * 4;
+        memplan_free(&mp);
+        if (need > (double)o->max_memory) {
+            diag_plain(d, "the training step needs %.0f bytes (%.1f MB: parameters, optimizer state, a batch and the "
+                       "activations), more than --max-memory %lld",
+                       need, need / 1e6, (long long)o->max_memory);
+            goto out;
+        }
+    }
     ex = executor_plan(o->mode, tg, &w, d);
     if (!ex) goto out;
     if (evaluator_init(&ev, fwd, &f, t.batch, o->mode, &w, d) != 0) goto out;
@@ -307,7 +324,7 @@ int train_run(const Graph *fwd, const RunOptions *o, RunResult *r, Weights *w_ou
     }
     StepEnv env = {
         .w = &w, .seed = t.seed, .lr = t.lr, .momentum = t.momentum, .beta1 = t.beta1, .beta2 = t.beta2,
-        .eps = t.eps, .nesterov = t.nesterov, .training = true, .d = d,
+        .eps = t.eps, .nesterov = t.nesterov, .training = true, .d = d, .check_numerics = o->check_numerics,
     };
     int li = output_index(tg, "loss"), ai = output_index(tg, "accuracy");
     FILE *out = o->out ? o->out : stdout;

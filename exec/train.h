@@ -20,6 +20,8 @@ typedef struct RunOptions {
     int64_t save_every;             /* steps between checkpoints while training (0: only at the end) */
     const char *resume_path;        /* continue from this checkpoint: weights, optimizer state, step */
     volatile int *stop;             /* set (by a signal handler) to stop after the current step */
+    bool check_numerics;            /* stop at the first NaN or Inf, naming the op and its line */
+    int64_t max_memory;             /* refuse to train if the step needs more bytes (0: no limit) */
     const char *plot_path;          /* SVG of the run */
     const char *data_dir;           /* overrides mnist("...") */
     LogMode log;

@@ -562,6 +562,54 @@ START_TEST(threads_agree)
 }
 END_TEST
 
+/* --check-numerics names the first op that makes a NaN, its line and the step, in both
+ * modes; --max-memory refuses a step that needs more, saying how much it needs. */
+START_TEST(numerics_and_memory_limit)
+{
+    Compiled c;
+    compile_str(&c, "input x: f32[B, 4]\ninput y: i32[B]\nh = log(dense(x, units=3) - 100)\n"
+                    "loss = cross_entropy(h, y)\n"
+                    "train { data = synthetic(count=16)\nbatch = 4\nminimize = loss }\n");
+    for (int mode = 0; mode < 2; mode++) {
+        RunOptions o;
+        run_options_default(&o);
+        o.mode = mode ? MODE_COMPILED : MODE_INTERP;
+        o.check_numerics = true;
+        o.log = LOG_QUIET;
+        o.out = devnull();
+        RunResult r;
+        DiagSink d;
+        diag_init(&d, NULL);
+        ck_assert_int_eq(train_run(c.g, &o, &r, NULL, &d), -1);
+        ck_assert_msg(strstr(d.buf, "test.net:3:5: step 0: log produced NaN"), "%s", d.buf);
+        diag_free(&d);
+        run_result_free(&r);
+        fclose(o.out);
+        /* without the check, the run goes on (and its loss is NaN) */
+        o.check_numerics = false;
+        o.out = devnull();
+        ck_assert_int_eq(train_run(c.g, &o, &r, NULL, &c.d), 0);
+        ck_assert(isnan(r.step_loss[0]));
+        run_result_free(&r);
+        fclose(o.out);
+    }
+    RunOptions o;
+    run_options_default(&o);
+    o.max_memory = 100;   /* this tiny step needs a few hundred bytes */
+    o.log = LOG_QUIET;
+    o.out = devnull();
+    RunResult r;
+    DiagSink d;
+    diag_init(&d, NULL);
+    ck_assert_int_eq(train_run(c.g, &o, &r, NULL, &d), -1);
+    ck_assert_msg(strstr(d.buf, "more than --max-memory 100"), "%s", d.buf);
+    diag_free(&d);
+    run_result_free(&r);
+    fclose(o.out);
+    compiled_free_all(&c);
+}
+END_TEST
+
 START_TEST(checkpoint_roundtrip_and_damage)
 {
     Compiled c;
@@ -658,6 +706,7 @@ static Suite *make_training_suite(void)
     tcase_add_test(tc, mnist_subset_one_epoch);
     tcase_add_test(tc, same_seed_same_curve);
     tcase_add_test(tc, threads_agree);
+    tcase_add_test(tc, numerics_and_memory_limit);
     tcase_add_test(tc, checkpoint_roundtrip_and_damage);
     suite_add_tcase(s, tc);
     return s;
