@@ -32,5 +32,6 @@ int cmd_dump(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
+int cmd_predict(int argc, char **argv);
 
 #endif

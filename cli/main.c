@@ -16,6 +16,7 @@ static const char usage[] =
     "  dump FILE --stage S   print the graph at stage S (ast, graph, train)\n"
     "  run FILE              train the model as its train block says, then evaluate\n"
     "  eval FILE --weights P evaluate saved weights on the test set\n"
+    "  predict FILE --weights P IMAGE...  classify PGM or PNG images, top-k classes\n"
     "  bench FILE            time the interpreter and the compiled plan side by side\n"
     "\n"
     "options:\n"
@@ -99,6 +100,7 @@ static const struct {
     { "run", cmd_run },
     { "eval", cmd_eval },
     { "bench", cmd_bench },
+    { "predict", cmd_predict },
 };
 
 int main(int argc, char **argv)

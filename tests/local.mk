@@ -13,3 +13,9 @@ include tests/frontend.mk
 # checkpoints and resume through the CLI (kill -9, Ctrl-C, bit-exact resume, refusals)
 TESTS += tests/resume.sh
 EXTRA_DIST += tests/resume.sh
+
+check_PROGRAMS += tests/test_image
+TESTS += tests/test_image
+tests_test_image_SOURCES = tests/test_image.c tests/testutil.h
+tests_test_image_CFLAGS = $(TEST_CFLAGS)
+tests_test_image_LDADD = $(TEST_LIBS)

@@ -76,5 +76,15 @@ sed 's/units=1024/units=256/' "$t/m.net" > "$t/other.net"
 [ $rc -eq 1 ] && grep -q "tensor 'dense/kernel' has shape \[784, 1024\], the model needs \[784, 256\]" "$t/err" \
     && ok "a checkpoint of another model is refused, naming the tensor" || { bad "mismatched model: $rc"; cat "$t/err"; }
 
+# predict with the trained weights: a 28x28 PGM gets its top classes; a wrong size is refused
+{ printf 'P5\n28 28\n255\n'; head -c 784 /dev/zero | tr '\0' '\200'; } > "$t/grey.pgm"
+"$G" predict "$t/m.net" --weights "$t/full.ckpt" --top 3 "$t/grey.pgm" >"$t/out" 2>"$t/err"; rc=$?
+[ $rc -eq 0 ] && grep -Eq "grey.pgm:  [0-9] \([01]\.[0-9]{4}\)  [0-9] \([01]\.[0-9]{4}\)  [0-9] \([01]\.[0-9]{4}\)$" "$t/out" \
+    && ok "predict prints the top 3 classes" || { bad "predict: $rc"; cat "$t/out" "$t/err"; }
+{ printf 'P5\n27 28\n255\n'; head -c 756 /dev/zero; } > "$t/small.pgm"
+"$G" predict "$t/m.net" --weights "$t/full.ckpt" "$t/small.pgm" >/dev/null 2>"$t/err"; rc=$?
+[ $rc -eq 1 ] && grep -q "small.pgm: the image is 27x28; the model's input is 28x28" "$t/err" \
+    && ok "predict refuses an image of the wrong size" || { bad "predict wrong size: $rc"; cat "$t/err"; }
+
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

@@ -1,0 +1,139 @@
+/* graphc predict: classify images with saved weights. */
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+#include "cli/cli.h"
+#include "exec/executor.h"
+#include "exec/image.h"
+#include "exec/kern.h"
+#include "exec/train.h"
+#include "graph/passes.h"
+
+static const char predict_usage[] =
+    "usage: graphc predict FILE.net --weights PATH [--top K] [--mode MODE] IMAGE...\n"
+    "\n"
+    "Runs the model on each image (PGM or PNG, of the model's input size; grey or RGB as\n"
+    "the input has 1 or 3 channels; values scaled to [0, 1]) and prints the K most\n"
+    "likely classes of its first output with their probabilities.  MNIST's digits are\n"
+    "white on black: invert a black-on-white drawing first.\n";
+
+typedef struct Ranked {
+    int cls;
+    float p;
+} Ranked;
+
+static int by_p(const void *a, const void *b)
+{
+    const Ranked *x = a, *y = b;
+    return x->p < y->p ? 1 : x->p > y->p ? -1 : x->cls - y->cls;
+}
+
+int cmd_predict(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        { "help", no_argument, 0, 'h' }, { "weights", required_argument, 0, 'w' }, { "top", required_argument, 0, 'k' },
+        { "mode", required_argument, 0, 'm' }, { 0, 0, 0, 0 },
+    };
+    const char *weights = NULL;
+    int64_t top = 3;
+    ExecMode mode = MODE_COMPILED;
+    int c;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'h': fputs(predict_usage, stdout); return EXIT_OK;
+        case 'w': weights = optarg; break;
+        case 'k': if (!cli_parse_i64("predict", "--top", optarg, 1, 1000, &top)) return EXIT_USAGE; break;
+        case 'm':
+            if (strcmp(optarg, "compiled") == 0) mode = MODE_COMPILED;
+            else if (strcmp(optarg, "interp") == 0) mode = MODE_INTERP;
+            else return cli_usage_error("predict", "--mode: expected compiled or interp, got '%s'", optarg);
+            break;
+        case ':': return cli_usage_error("predict", "option '%s' needs a value", argv[optind - 1]);
+        default: return cli_usage_error("predict", "unknown option '%s'", argv[optind - 1]);
+        }
+    }
+    if (optind >= argc) return cli_usage_error("predict", "missing FILE");
+    if (!weights) return cli_usage_error("predict", "missing --weights PATH");
+    if (optind + 1 >= argc) return cli_usage_error("predict", "give at least one IMAGE");
+    const char *file = argv[optind];
+    int nimg = argc - optind - 1;
+    char **images = argv + optind + 1;
+
+    Model m;
+    if (cli_load_model(&m, file) != 0) { cli_free_model(&m); return EXIT_BAD_INPUT; }
+    DiagSink d;
+    diag_init(&d, NULL);
+    int rc = EXIT_BAD_INPUT;
+    Graph *g = NULL;
+    Weights w = { 0 };
+    Executor *ex = NULL;
+    float *x = NULL, *probs = NULL;
+    void *dummy = NULL;
+    const void **feeds = NULL;
+    kern_blas_threads(0);
+    /* the image input: the first f32 input, [B, H, W, C] */
+    int xi = -1;
+    for (int i = 0; i < m.graph->ninputs && xi < 0; i++)
+        if (m.graph->nodes[m.graph->inputs[i]].dtype == DT_F32) xi = i;
+    const Node *xin = xi >= 0 ? &m.graph->nodes[m.graph->inputs[xi]] : NULL;
+    char b[128];
+    if (!xin || xin->shape.rank != 4 || xin->shape.d[0].sym < 0 || !shape_concrete(&(Shape){ 3, { xin->shape.d[1], xin->shape.d[2], xin->shape.d[3] } })) {
+        diag_plain(&d, "%s: predict needs an image input [B, H, W, C]%s%s", file, xin ? ", got " : "",
+                   xin ? shape_str(m.graph, &xin->shape, b, sizeof b) : "");
+        goto out;
+    }
+    if (m.graph->noutputs == 0) {
+        diag_plain(&d, "%s: the model has no output to rank", file);
+        goto out;
+    }
+    int64_t H = xin->shape.d[1].v, W = xin->shape.d[2].v, C = xin->shape.d[3].v;
+    g = pass_inference(m.graph, false, &d);
+    if (!g || graph_bind(g, m.graph->syms[xin->shape.d[0].sym], nimg, &d) != 0) goto out;
+    if (weights_init(&w, m.graph, 0, &d) != 0 || checkpoint_load(weights, m.graph, &w, &d) != 0) goto out;
+    const Node *on = &g->nodes[g->outputs[0].node];
+    int64_t per = on->shape.rank >= 1 ? shape_numel(&on->shape) / nimg : 1;
+    x = gc_calloc((size_t)(nimg * H * W * C), sizeof *x);
+    probs = gc_calloc((size_t)shape_numel(&on->shape), sizeof *probs);
+    feeds = gc_calloc((size_t)g->ninputs, sizeof *feeds);
+    if (!x || !probs || !feeds) { diag_plain(&d, "out of memory"); goto out; }
+    for (int i = 0; i < nimg; i++)
+        if (image_load(images[i], H, W, C, x + (size_t)i * (size_t)(H * W * C), &d) != 0) goto out;
+    /* inputs other than the images (labels) are not read at inference: zeros */
+    size_t most = 0;
+    for (int i = 0; i < g->ninputs; i++) {
+        size_t bytes = node_bytes(&g->nodes[g->inputs[i]]);
+        if (bytes > most) most = bytes;
+    }
+    dummy = gc_calloc(most ? most : 1, 1);
+    for (int i = 0; i < g->ninputs; i++) feeds[i] = i == xi ? x : dummy;
+    ex = executor_plan(mode, g, &w, &d);
+    if (!ex) goto out;
+    float *outs[16] = { probs };
+    StepEnv env = { .w = &w, .d = &d };
+    if (g->noutputs > 16 || executor_run(ex, feeds, outs, &env) != 0) goto out;
+    Ranked *r = gc_calloc((size_t)per, sizeof *r);
+    if (!r) goto out;
+    for (int i = 0; i < nimg; i++) {
+        for (int64_t k = 0; k < per; k++) r[k] = (Ranked){ (int)k, probs[i * per + k] };
+        qsort(r, (size_t)per, sizeof *r, by_p);
+        printf("%s:", images[i]);
+        for (int64_t k = 0; k < top && k < per; k++) printf("  %d (%.4f)", r[k].cls, r[k].p);
+        putchar('\n');
+    }
+    gc_free(r);
+    rc = EXIT_OK;
+out:
+    diag_flush(&d, stderr);
+    diag_free(&d);
+    executor_free(ex);
+    weights_free(&w);
+    graph_free(g);
+    gc_free(x);
+    gc_free(probs);
+    gc_free(dummy);
+    gc_free(feeds);
+    cli_free_model(&m);
+    return rc;
+}
