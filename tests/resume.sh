@@ -21,6 +21,7 @@ input y: i32[B]
 h = relu(dense(flatten(x), units=1024))
 h = dropout(h, rate=0.3)
 logits = dense(h, units=10)
+output probs = softmax(logits)
 loss = cross_entropy(logits, y)
 train { data = synthetic(count=512); optimizer = adam(lr=0.001); batch = 32; epochs = 40; minimize = loss; seed = 7 }
 NET
