@@ -207,6 +207,17 @@ int source_from_string(Source *src, const char *name, const char *text)
     return src->name && src->text ? 0 : -1;
 }
 
+int source_from_memory(Source *src, const char *name, const void *bytes, size_t len)
+{
+    src->name = gc_strdup(name);
+    src->text = gc_malloc(len + 1);
+    src->len = len;
+    if (!src->name || !src->text) return -1;
+    memcpy(src->text, bytes, len);
+    src->text[len] = 0;
+    return 0;
+}
+
 void source_free(Source *src)
 {
     gc_free(src->name);

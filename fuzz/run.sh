@@ -1,0 +1,53 @@
+#!/bin/sh
+# Builds the libFuzzer targets with clang (ASan + UBSan + coverage on all of graphc's
+# library code) and runs each for a bounded time.  `make fuzz` calls this; FUZZ_SECONDS
+# sets the time per target.  Crashes are written to fuzz-out/TARGET/ and fail the run;
+# each one found becomes a regression test (tests/test_frontend.c, tests/test_data.c).
+set -eu
+src=${1:?top_srcdir} build=${2:?top_builddir} seconds=${3:-60}
+CC=${FUZZ_CC:-clang}
+out="$build/fuzz-out"
+mkdir -p "$out"
+flags="-g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -std=c11 -D_GNU_SOURCE"
+incs="-I$src -I$build -I$src/parser -I$build/parser $(pkg-config --cflags openblas zlib libpng)"
+libs="$(pkg-config --libs openblas zlib libpng) -lm -lpthread"
+# the library's sources, as the build knows them (the parser and lexer are generated)
+lib=""
+for f in $(cd "$src" && ls util/*.c graph/*.c exec/*.c parser/ast.c); do lib="$lib $src/$f"; done
+for f in parser/parser.c parser/lexer.c; do
+    if [ -f "$build/$f" ]; then lib="$lib $build/$f"; else lib="$lib $src/$f"; fi
+done
+# seeds
+mkdir -p "$out/seed-frontend" "$out/seed-idx" "$out/seed-checkpoint"
+cp "$src"/models/*.net "$src"/tests/errors/*.net "$out/seed-frontend/"
+printf '\0\0\10\1\0\0\0\3\1\2\3' > "$out/seed-idx/labels.idx"
+printf '\0\0\10\3\0\0\0\1\0\0\0\2\0\0\0\2\1\2\3\4' > "$out/seed-idx/images.idx"
+gzip -c "$out/seed-idx/images.idx" > "$out/seed-idx/images.idx.gz"
+cat > "$out/tiny.net" <<'NET'
+input x: f32[B, 3]
+input y: i32[B]
+loss = cross_entropy(dense(relu(dense(x, units=4)), units=2), y)
+train { data = synthetic(count=8)
+optimizer = adam()
+batch = 4
+epochs = 1
+minimize = loss }
+NET
+"$build/graphc" run "$out/tiny.net" --log quiet --save "$out/seed-checkpoint/tiny.ckpt" >/dev/null
+status=0
+for t in frontend idx checkpoint; do
+    echo "fuzz: building $t"
+    # shellcheck disable=SC2086
+    $CC $flags $incs "$src/fuzz/fuzz_$t.c" $lib $libs -o "$out/fuzz_$t"
+    mkdir -p "$out/corpus-$t" "$out/$t"
+    echo "fuzz: running $t for ${seconds}s"
+    if ! "$out/fuzz_$t" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=4096 -max_len=65536 \
+            -artifact_prefix="$out/$t/" "$out/corpus-$t" "$out/seed-$t" > "$out/$t.log" 2>&1; then
+        echo "fuzz: $t FOUND A CRASH: see $out/$t.log and $out/$t/"
+        tail -30 "$out/$t.log"
+        status=1
+    else
+        tail -1 "$out/$t.log"
+    fi
+done
+exit $status
