@@ -1,7 +1,7 @@
 # Check suites, one binary per area.  Each links the library.
 TEST_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 TEST_LIBS = $(GRAPHC_LIBS) $(CHECK_LIBS)
-AM_TESTS_ENVIRONMENT = top_srcdir='$(top_srcdir)'; top_builddir='$(top_builddir)'; export top_srcdir top_builddir; CK_DEFAULT_TIMEOUT=600; export CK_DEFAULT_TIMEOUT;
+AM_TESTS_ENVIRONMENT = top_srcdir='$(top_srcdir)'; top_builddir='$(top_builddir)'; SAN_CFLAGS='$(SAN_CFLAGS)'; export top_srcdir top_builddir SAN_CFLAGS; CK_DEFAULT_TIMEOUT=600; export CK_DEFAULT_TIMEOUT;
 
 check_PROGRAMS += tests/test_train
 TESTS += tests/test_train
@@ -19,3 +19,7 @@ TESTS += tests/test_image
 tests_test_image_SOURCES = tests/test_image.c tests/testutil.h
 tests_test_image_CFLAGS = $(TEST_CFLAGS)
 tests_test_image_LDADD = $(TEST_LIBS)
+
+# a short training run under valgrind's memcheck (skipped without valgrind)
+TESTS += tests/valgrind.sh
+EXTRA_DIST += tests/valgrind.sh tests/valgrind.net
