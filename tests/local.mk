@@ -23,3 +23,8 @@ tests_test_image_LDADD = $(TEST_LIBS)
 # a short training run under valgrind's memcheck (skipped without valgrind)
 TESTS += tests/valgrind.sh
 EXTRA_DIST += tests/valgrind.sh tests/valgrind.net
+
+# the installed library, pkg-config file and man page, and examples/ built against them
+TESTS += tests/install.sh
+EXTRA_DIST += tests/install.sh
+AM_TESTS_ENVIRONMENT += MAKE='$(MAKE)'; CC='$(CC)'; export MAKE CC;

@@ -1,0 +1,58 @@
+#!/bin/sh
+# The installed library, as a C programmer uses it: `make install` into a temporary
+# prefix (binary, library, header, pkg-config file, man page), then examples/classify.c
+# built with pkg-config against it classifies an image with weights trained by the
+# installed graphc.
+set -u
+top_srcdir=${top_srcdir:-.}
+top_builddir=${top_builddir:-.}
+t=$(mktemp -d)
+trap 'rm -rf "$t"' EXIT
+pass=0 fail=0
+ok() { pass=$((pass + 1)); echo "PASS: $1"; }
+bad() { fail=$((fail + 1)); echo "FAIL: $1"; }
+
+if ${MAKE:-make} -C "$top_builddir" install prefix="$t/usr" >"$t/install.log" 2>&1; then ok "make install"
+else bad "make install"; tail -20 "$t/install.log"; fi
+for f in bin/graphc lib/libgraphc.a include/graphc.h lib/pkgconfig/graphc.pc share/man/man1/graphc.1; do
+    [ -f "$t/usr/$f" ] && ok "installed $f" || bad "missing $f"
+done
+export PKG_CONFIG_PATH="$t/usr/lib/pkgconfig"
+if ${CC:-cc} "$top_srcdir/examples/classify.c" $(pkg-config --cflags --libs graphc) -o "$t/classify" 2>"$t/cc.log"; then
+    ok "examples/classify.c builds against the installed library"
+else
+    bad "examples/classify.c does not build"; cat "$t/cc.log"
+fi
+
+# a small model: a dense classifier of 8x8 grey images, trained by the installed graphc
+cat > "$t/m.net" <<'NET'
+input image: f32[B, 8, 8, 1]
+input label: i32[B]
+logits = dense(relu(dense(flatten(image), units=16)), units=3)
+output probs = softmax(logits)
+loss = cross_entropy(logits, label)
+train { data = synthetic(count=96); optimizer = adam(lr=0.01); batch = 16; epochs = 20; minimize = loss }
+NET
+"$t/usr/bin/graphc" run "$t/m.net" --log quiet --save "$t/w.ckpt" >/dev/null 2>"$t/err" && ok "installed graphc trains" \
+    || { bad "installed graphc run"; cat "$t/err"; }
+{ printf 'P5\n8 8\n255\n'; head -c 64 /dev/zero | tr '\0' '\100'; } > "$t/img.pgm"
+if [ -x "$t/classify" ] && "$t/classify" "$t/m.net" "$t/w.ckpt" "$t/img.pgm" >"$t/out" 2>"$t/err" \
+    && grep -Eq "img.pgm: class [0-2] \(probability [01]\.[0-9]{4}\)" "$t/out"; then
+    ok "classify: $(cat "$t/out")"
+else
+    bad "classify"; cat "$t/out" "$t/err" 2>/dev/null
+fi
+# the same image through graphc predict gives the same class
+want=$(sed -n 's/.*class \([0-9]\).*/\1/p' "$t/out")
+got=$("$t/usr/bin/graphc" predict "$t/m.net" --weights "$t/w.ckpt" --top 1 "$t/img.pgm" 2>/dev/null | sed -n 's/.*:  \([0-9]\) .*/\1/p')
+[ -n "$want" ] && [ "$want" = "$got" ] && ok "the library and graphc predict agree (class $got)" || bad "library class '$want', predict '$got'"
+# errors come back as statuses with diagnostics, never an exit from inside the library
+"$t/classify" "$t/m.net" "$t/missing.ckpt" "$t/img.pgm" >/dev/null 2>"$t/err"; rc=$?
+[ $rc -eq 1 ] && grep -q "cannot open checkpoint" "$t/err" && ok "a missing checkpoint: status and message" || { bad "missing checkpoint: $rc"; cat "$t/err"; }
+printf 'input x: f32[B, 4]\noutput y = relux(x)\n' > "$t/bad.net"
+"$t/classify" "$t/bad.net" "$t/w.ckpt" "$t/img.pgm" >/dev/null 2>"$t/err"; rc=$?
+[ $rc -eq 1 ] && grep -q "bad.net:2:12: error: unknown function 'relux'" "$t/err" && ok "a bad model: its diagnostics" || { bad "bad model: $rc"; cat "$t/err"; }
+MANWIDTH=80 man -l "$t/usr/share/man/man1/graphc.1" >/dev/null 2>&1 || command -v man >/dev/null 2>&1 || true
+
+echo "$pass passed, $fail failed"
+[ $fail -eq 0 ]
