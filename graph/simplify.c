@@ -15,7 +15,7 @@
 static bool same_node(const Node *a, const Node *b)
 {
     if (a->op != b->op || a->nin != b->nin || a->dtype != b->dtype || !shape_eq(&a->shape, &b->shape)) return false;
-    if (memcmp(a->in, b->in, (size_t)a->nin * sizeof *a->in) != 0) return false;
+    if (a->nin && memcmp(a->in, b->in, (size_t)a->nin * sizeof *a->in) != 0) return false;
     if (!shape_eq(&a->tshape, &b->tshape)) return false;
     return memcmp(&a->a, &b->a, sizeof a->a) == 0;
 }

@@ -18,7 +18,8 @@ for f in bin/graphc lib/libgraphc.a include/graphc.h lib/pkgconfig/graphc.pc sha
     [ -f "$t/usr/$f" ] && ok "installed $f" || bad "missing $f"
 done
 export PKG_CONFIG_PATH="$t/usr/lib/pkgconfig"
-if ${CC:-cc} "$top_srcdir/examples/classify.c" $(pkg-config --cflags --libs graphc) -o "$t/classify" 2>"$t/cc.log"; then
+# a sanitizer build's library needs the sanitizers' runtimes at link time too
+if ${CC:-cc} ${SAN_CFLAGS:-} "$top_srcdir/examples/classify.c" $(pkg-config --cflags --libs graphc) -o "$t/classify" 2>"$t/cc.log"; then
     ok "examples/classify.c builds against the installed library"
 else
     bad "examples/classify.c does not build"; cat "$t/cc.log"
