@@ -99,6 +99,35 @@ static bool trailing_vector(const int64_t *vshape, int vrank, const int64_t *ysh
     return true;
 }
 
+/* Iteration over `full` (rank rank, right-aligned with the operands' shapes), innermost
+ * dim first: the sizes in shp and each operand's element strides in s1, s2 (0 where it
+ * is broadcast), with size-1 dims of `full` dropped and a dim merged into the next
+ * inner one when both operands stay contiguous across them.  Returns the dims kept. */
+static int collapse_dims(const int64_t *full, int rank, const int64_t *d1, int r1, const int64_t *d2, int r2,
+                         int64_t *shp, int64_t *s1, int64_t *s2)
+{
+    int r = 0;
+    int64_t str1 = 1, str2 = 1;
+    for (int i = rank - 1; i >= 0; i--) {
+        int i1 = i - (rank - r1), i2 = i - (rank - r2);
+        int64_t fd = full[i], a = i1 >= 0 ? d1[i1] : 1, b = i2 >= 0 ? d2[i2] : 1;
+        int64_t as = a == 1 ? 0 : str1, bs = b == 1 ? 0 : str2;
+        str1 *= a;
+        str2 *= b;
+        if (fd == 1)
+            continue;
+        if (r > 0 && as == s1[r - 1] * shp[r - 1] && bs == s2[r - 1] * shp[r - 1]) {
+            shp[r - 1] *= fd;
+        } else {
+            shp[r] = fd;
+            s1[r] = as;
+            s2[r] = bs;
+            r++;
+        }
+    }
+    return r;
+}
+
 void kern_binary(KBinary op, const float *a, const int64_t *ashape, int arank,
                  const float *b, const int64_t *bshape, int brank,
                  float *y, const int64_t *yshape, int yrank)
@@ -135,26 +164,7 @@ void kern_binary(KBinary op, const float *a, const int64_t *ashape, int arank,
      * operand is broadcast), dropping size-1 dims of y and merging a dim into the
      * next inner one when both operands stay contiguous across them. */
     int64_t shp[KERN_MAX_RANK], sa[KERN_MAX_RANK], sb[KERN_MAX_RANK];
-    int r = 0;
-    int64_t stra = 1, strb = 1;
-    for (int i = yrank - 1; i >= 0; i--) {
-        int ia = i - (yrank - arank), ib = i - (yrank - brank);
-        int64_t yd = yshape[i];
-        int64_t ad = ia >= 0 ? ashape[ia] : 1, bd = ib >= 0 ? bshape[ib] : 1;
-        int64_t as = ad == 1 ? 0 : stra, bs = bd == 1 ? 0 : strb;
-        stra *= ad;
-        strb *= bd;
-        if (yd == 1)
-            continue;
-        if (r > 0 && as == sa[r - 1] * shp[r - 1] && bs == sb[r - 1] * shp[r - 1]) {
-            shp[r - 1] *= yd;
-        } else {
-            shp[r] = yd;
-            sa[r] = as;
-            sb[r] = bs;
-            r++;
-        }
-    }
+    int r = collapse_dims(yshape, yrank, ashape, arank, bshape, brank, shp, sa, sb);
     if (r == 0) {
         bin2d(op, a, 0, false, b, 0, false, y, 1, 1);
         return;
@@ -216,25 +226,7 @@ void kern_sum_to(const float *x, const int64_t *xshape, int xrank,
     }
     /* Dims innermost first: x is contiguous; y's stride is 0 on the summed dims. */
     int64_t shp[KERN_MAX_RANK], sx[KERN_MAX_RANK], sy[KERN_MAX_RANK];
-    int r = 0;
-    int64_t strx = 1, stry = 1;
-    for (int i = xrank - 1; i >= 0; i--) {
-        int iy = i - (xrank - yrank);
-        int64_t xd = xshape[i], yd = iy >= 0 ? yshape[iy] : 1;
-        int64_t xs = strx, ys = yd == 1 ? 0 : stry;
-        strx *= xd;
-        stry *= yd;
-        if (xd == 1)
-            continue;
-        if (r > 0 && xs == sx[r - 1] * shp[r - 1] && ys == sy[r - 1] * shp[r - 1]) {
-            shp[r - 1] *= xd;
-        } else {
-            shp[r] = xd;
-            sx[r] = xs;
-            sy[r] = ys;
-            r++;
-        }
-    }
+    int r = collapse_dims(xshape, xrank, xshape, xrank, yshape, yrank, shp, sx, sy);
     /* Fast paths: nothing summed, everything summed, [rows, cols] -> [cols]. */
     if (r == 0 || (r == 1 && sy[0] != 0)) {
         memmove(y, x, ny * sizeof *y);
