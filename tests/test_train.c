@@ -500,6 +500,19 @@ START_TEST(mnist_subset_one_epoch)
 }
 END_TEST
 
+/* Options for a short quiet run on the bundled MNIST (dir holds the data path). */
+static void short_mnist_run(RunOptions *o, char *dir, size_t len, int64_t epochs, int64_t steps)
+{
+    run_options_default(o);
+    snprintf(dir, len, "%s/data/mnist", srcdir());
+    o->data_dir = dir;
+    o->epochs = epochs;
+    o->steps = steps;
+    o->test_limit = 256;
+    o->log = LOG_QUIET;
+    o->out = devnull();
+}
+
 START_TEST(same_seed_same_curve)
 {
     Compiled c;
@@ -507,19 +520,12 @@ START_TEST(same_seed_same_curve)
     RunResult r[3];
     for (int k = 0; k < 3; k++) {
         RunOptions o;
-        run_options_default(&o);
         char dir[1024];
-        snprintf(dir, sizeof dir, "%s/data/mnist", srcdir());
-        o.data_dir = dir;
-        o.epochs = 2;
-        o.steps = 6;
-        o.test_limit = 256;
+        short_mnist_run(&o, dir, sizeof dir, 2, 6);
         o.threads = 2;
         o.mode = k == 1 ? MODE_INTERP : MODE_COMPILED;
         o.have_seed = true;
         o.seed = k == 2 ? 8 : 7;
-        o.log = LOG_QUIET;
-        o.out = devnull();
         ck_assert_msg(train_run(c.g, &o, &r[k], NULL, &c.d) == 0, "%s", c.d.buf ? c.d.buf : "");
         fclose(o.out);
     }
@@ -540,17 +546,10 @@ START_TEST(threads_agree)
     RunResult r[2];
     for (int k = 0; k < 2; k++) {
         RunOptions o;
-        run_options_default(&o);
         char dir[1024];
-        snprintf(dir, sizeof dir, "%s/data/mnist", srcdir());
-        o.data_dir = dir;
-        o.epochs = 1;
-        o.steps = 4;
+        short_mnist_run(&o, dir, sizeof dir, 1, 4);
         o.batch = 128;
-        o.test_limit = 256;
         o.threads = k + 1;
-        o.log = LOG_QUIET;
-        o.out = devnull();
         ck_assert_msg(train_run(c.g, &o, &r[k], NULL, &c.d) == 0, "%s", c.d.buf ? c.d.buf : "");
         fclose(o.out);
     }
