@@ -2825,9 +2825,24 @@ Suite *make_robust_suite(void)
     return s;
 }
 
-/* ==== known bugs =======================================================================
- * Each test states what graphc should do; each fails (or crashes) today.  They are in
- * their own suite, run only with GRAPHC_KNOWN_BUGS=1, so that `make check` stays green. */
+/* ==== bugs found by these tests =========================================================
+ * Each test states what graphc should do.  Those fixed since run in the "regressions"
+ * suite; the one still open runs only with GRAPHC_KNOWN_BUGS=1. */
+
+/* Compiling `len` bytes with the n-th allocation failing must fail with an error. */
+static void expect_oom_reported(const char *text, size_t len, long n)
+{
+    Comp c;
+    memset(&c, 0, sizeof c);
+    source_from_bytes(&c.src, "t.net", text, len);
+    diag_init(&c.d, &c.src);
+    gc_mem_fail_after(n);
+    c.rc = compile_source(&c.src, &c.d, &c.prog, &c.g);
+    gc_mem_fail_after(-1);
+    ck_assert_int_ne(c.rc, 0);
+    ck_assert_int_gt(c.d.nerrors, 0);
+    comp_free(&c);
+}
 
 /* graph/graph.c graph_sym(): when arena_strdup() fails, the NULL name is stored and
  * counted, and the next graph_sym() or eval_name() calls strcmp(NULL, ...): SIGSEGV.
@@ -2836,17 +2851,8 @@ START_TEST(kb_oom_graph_sym_null_name)
 {
     size_t len;
     char *text = read_file(src_path("models/mnist.net"), &len);
-    Comp c;
-    memset(&c, 0, sizeof c);
-    source_from_bytes(&c.src, "t.net", text, len);
+    expect_oom_reported(text, len, 3);   /* Program, parse arena, Graph succeed; the graph arena fails */
     free(text);
-    diag_init(&c.d, &c.src);
-    gc_mem_fail_after(3);   /* Program, parse arena, Graph succeed; the graph arena fails */
-    c.rc = compile_source(&c.src, &c.d, &c.prog, &c.g);
-    gc_mem_fail_after(-1);
-    ck_assert_int_ne(c.rc, 0);
-    ck_assert_int_gt(c.d.nerrors, 0);
-    comp_free(&c);
 }
 END_TEST
 
@@ -2854,17 +2860,8 @@ END_TEST
  * and `lookup(L, s->name)->val` dereferences it: SIGSEGV.  Should: report out of memory. */
 START_TEST(kb_oom_lower_output_lookup)
 {
-    Comp c;
-    memset(&c, 0, sizeof c);
     const char *text = "input x: f32[2, 4]\noutput y = relu(x)\n";
-    source_from_bytes(&c.src, "t.net", text, strlen(text));
-    diag_init(&c.d, &c.src);
-    gc_mem_fail_after(3);
-    c.rc = compile_source(&c.src, &c.d, &c.prog, &c.g);
-    gc_mem_fail_after(-1);
-    ck_assert_int_ne(c.rc, 0);
-    ck_assert_int_gt(c.d.nerrors, 0);
-    comp_free(&c);
+    expect_oom_reported(text, strlen(text), 3);
 }
 END_TEST
 
@@ -2873,17 +2870,8 @@ END_TEST
  * "t.net: 0 errors".  Should: report "out of memory". */
 START_TEST(kb_oom_first_allocation_unreported)
 {
-    Comp c;
-    memset(&c, 0, sizeof c);
     const char *text = "input x: f32[2, 4]\noutput x\n";
-    source_from_bytes(&c.src, "t.net", text, strlen(text));
-    diag_init(&c.d, &c.src);
-    gc_mem_fail_after(0);
-    c.rc = compile_source(&c.src, &c.d, &c.prog, &c.g);
-    gc_mem_fail_after(-1);
-    ck_assert_int_ne(c.rc, 0);
-    ck_assert_int_gt(c.d.nerrors, 0);
-    comp_free(&c);
+    expect_oom_reported(text, strlen(text), 0);
 }
 END_TEST
 
