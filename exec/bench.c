@@ -195,7 +195,7 @@ static int bench_batch(const Graph *fwd, const BenchOptions *o, int64_t batch, D
         fprintf(out, "  %-9s %12s %10s %9s %16s\n", "mode", "median ms", "images/s", "GFLOP/s", "activations MB");
         fprintf(out, "  %-9s %12.2f %10.1f %9.1f %16.1f  (peak live)\n", "interp", med[0] / 1e6, 1e9 * (double)batch / med[0],
                 graph_flops(g) / med[0], (double)mem[0] / 1e6);
-        fprintf(out, "  %-9s %12.2f %10.1f %9.1f %16.1f  (arena + scratch)\n", "compiled", med[1] / 1e6,
+        fprintf(out, "  %-9s %12.2f %10.1f %9.1f %16.1f  (arena, scratch in it)\n", "compiled", med[1] / 1e6,
                 1e9 * (double)batch / med[1], graph_flops(g) / med[1], (double)mem[1] / 1e6);
         fprintf(out, "  interp / compiled: %.2fx   (process peak resident memory %.1f MB)\n", med[0] / med[1],
                 (double)ru.ru_maxrss / 1024);

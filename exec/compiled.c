@@ -47,7 +47,8 @@ int memplan_build(const Graph *g, MemPlan *mp, DiagSink *d)
     int n = g->nnodes;
     memset(mp, 0, sizeof *mp);
     mp->n = n;
-    size_t nz = (size_t)(n ? n : 1);
+    mp->nbuf = 2 * n;
+    size_t nz = (size_t)(n ? 2 * n : 1);
     mp->offset = gc_calloc(nz, sizeof *mp->offset);
     mp->size = gc_calloc(nz, sizeof *mp->size);
     mp->first = gc_calloc(nz, sizeof *mp->first);
@@ -67,7 +68,12 @@ int memplan_build(const Graph *g, MemPlan *mp, DiagSink *d)
         mp->offset[i] = -1;
         mp->first[i] = mp->last[i] = i;
         if (!outside_arena(nd) && root[i] == i) mp->size[i] = align_up((int64_t)node_bytes(nd));
+        /* the node's scratch: a buffer of its own that lives only while it runs */
         size_t sc = dispatch_scratch_bytes(g, nd);
+        root[n + i] = n + i;
+        mp->offset[n + i] = -1;
+        mp->first[n + i] = mp->last[n + i] = i;
+        mp->size[n + i] = align_up((int64_t)sc);
         if ((int64_t)sc > mp->scratch) mp->scratch = (int64_t)sc;
     }
     for (int i = 0; i < n; i++)
@@ -78,7 +84,7 @@ int memplan_build(const Graph *g, MemPlan *mp, DiagSink *d)
     for (int i = 0; i < g->noutputs; i++) mp->last[root[g->outputs[i].node]] = n;
     /* updates and the accuracy metric read the step's results until the end */
     int nb = 0;
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < 2 * n; i++)
         if (mp->size[i] > 0) {
             order[nb++] = i;
             mp->naive += mp->size[i];
@@ -115,6 +121,7 @@ int memplan_build(const Graph *g, MemPlan *mp, DiagSink *d)
     }
     for (int i = 0; i < n; i++)
         if (root[i] != i) mp->offset[i] = mp->offset[root[i]];
+    mp->scratch_offset = mp->offset + n;
     gc_free(root);
     gc_free(order);
     gc_free(placed);
@@ -134,7 +141,6 @@ struct CompiledPlan {
     Graph *owned;            /* that graph, owned by the plan */
     MemPlan mp;
     unsigned char *arena;
-    float *scratch;
     KCall *calls;
     int ncalls;
     const void **args;       /* every call's input pointers, back to back */
@@ -161,22 +167,20 @@ CompiledPlan *compiled_plan(const Graph *g, Weights *w, DiagSink *d)
     if (!p->owned) { gc_free(p); return NULL; }
     g = p->g = p->owned;
     if (memplan_build(g, &p->mp, d) != 0) { graph_free(p->owned); gc_free(p); return NULL; }
-    if (!exec_fits_memory((double)p->mp.arena + (double)p->mp.scratch, "the compiled plan's arena", d)) {
+    if (!exec_fits_memory((double)p->mp.arena, "the compiled plan's arena", d)) {
         compiled_free(p);
         return NULL;
     }
     int nargs = 0;
     for (int i = 0; i < g->nnodes; i++) nargs += g->nodes[i].nin;
     p->arena = aligned_alloc(ALIGN, (size_t)align_up(p->mp.arena ? p->mp.arena : ALIGN));
-    p->scratch = p->mp.scratch ? aligned_alloc(ALIGN, (size_t)align_up(p->mp.scratch)) : NULL;
     p->calls = gc_calloc((size_t)(g->nnodes ? g->nnodes : 1), sizeof *p->calls);
     p->args = gc_calloc((size_t)(nargs ? nargs : 1), sizeof *p->args);
     p->feeds = gc_calloc((size_t)(nargs ? nargs : 1), sizeof *p->feeds);
     p->out_ptr = gc_calloc((size_t)(g->noutputs ? g->noutputs : 1), sizeof *p->out_ptr);
     p->out_bytes = gc_calloc((size_t)(g->noutputs ? g->noutputs : 1), sizeof *p->out_bytes);
-    if (!p->arena || (p->mp.scratch && !p->scratch) || !p->calls || !p->args || !p->feeds || !p->out_ptr || !p->out_bytes) {
-        diag_plain(d, "out of memory: the plan needs an arena of %lld bytes and %lld of scratch",
-                   (long long)p->mp.arena, (long long)p->mp.scratch);
+    if (!p->arena || !p->calls || !p->args || !p->feeds || !p->out_ptr || !p->out_bytes) {
+        diag_plain(d, "out of memory: the plan needs an arena of %lld bytes", (long long)p->mp.arena);
         compiled_free(p);
         return NULL;
     }
@@ -199,7 +203,7 @@ CompiledPlan *compiled_plan(const Graph *g, Weights *w, DiagSink *d)
         }
         a += n->nin;
         c->out = node_data(p, w, i);
-        c->scratch = p->scratch;
+        c->scratch = p->mp.size[g->nnodes + i] ? (float *)(p->arena + p->mp.scratch_offset[i]) : NULL;
         p->ncalls++;
     }
     for (int i = 0; i < g->noutputs; i++) {
@@ -231,14 +235,13 @@ int compiled_run(CompiledPlan *p, const void *const *feeds, float *const *outs, 
     return 0;
 }
 
-size_t compiled_arena_bytes(const CompiledPlan *p) { return (size_t)(p->mp.arena + p->mp.scratch); }
+size_t compiled_arena_bytes(const CompiledPlan *p) { return (size_t)p->mp.arena; }
 const MemPlan *compiled_memplan(const CompiledPlan *p) { return &p->mp; }
 
 void compiled_free(CompiledPlan *p)
 {
     if (!p) return;
     free(p->arena);
-    free(p->scratch);
     gc_free(p->calls);
     gc_free(p->args);
     gc_free(p->feeds);

@@ -11,13 +11,15 @@ typedef struct CompiledPlan CompiledPlan;
 /* The memory plan of a bound graph, for reports and tests. */
 typedef struct MemPlan {
     int n;                /* nodes */
-    int64_t *offset;      /* arena offset of each node's output, -1 if not in the arena */
-    int64_t *size;        /* bytes (aligned) */
+    int nbuf;             /* buffers: 2n, node i's output at i and its scratch at n + i */
+    int64_t *offset;      /* arena offset of each buffer, -1 if not in the arena */
+    int64_t *size;        /* bytes (aligned; 0 for a view, a source, or no scratch) */
     int32_t *first, *last;/* lifetime: defining node index .. last reader (inclusive) */
-    int64_t arena;        /* planned arena bytes */
+    int64_t *scratch_offset; /* = offset + n: where node i's scratch is */
+    int64_t arena;        /* planned arena bytes, scratch included */
     int64_t naive;        /* sum of every buffer */
     int64_t lower_bound;  /* most bytes live at any one time */
-    int64_t scratch;      /* bytes of the shared scratch buffer */
+    int64_t scratch;      /* the largest scratch of one node (for reports) */
 } MemPlan;
 
 int memplan_build(const Graph *g, MemPlan *mp, DiagSink *d);

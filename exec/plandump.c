@@ -6,16 +6,18 @@ void memplan_dump_text(const Graph *g, const MemPlan *mp, FILE *out)
 {
     fprintf(out, "plan %s (stage planned): %d nodes\n", g->model_name ? g->model_name : "(unnamed)", g->nnodes);
     fprintf(out, "naive sum %lld bytes, lower bound %lld, arena %lld (%.3fx the lower bound, %.2fx below the naive sum), "
-            "scratch %lld\n",
+            "largest scratch %lld (in the arena)\n",
             (long long)mp->naive, (long long)mp->lower_bound, (long long)mp->arena,
             mp->lower_bound ? (double)mp->arena / (double)mp->lower_bound : 1.0,
             mp->arena ? (double)mp->naive / (double)mp->arena : 1.0, (long long)mp->scratch);
     fprintf(out, "%-6s %-20s %12s %12s %6s %6s\n", "node", "op", "offset", "bytes", "from", "to");
-    for (int i = 0; i < mp->n; i++) {
+    for (int b = 0; b < mp->nbuf; b++) {
+        int i = b < mp->n ? b : b - mp->n;
         const Node *n = &g->nodes[i];
-        if (mp->offset[i] < 0) continue;
-        fprintf(out, "%%%-5d %-20s %12lld %12lld %6d %6d%s\n", i, op_name(n->op), (long long)mp->offset[i],
-                (long long)mp->size[i], mp->first[i], mp->last[i], mp->size[i] == 0 ? "  (view)" : "");
+        if (mp->offset[b] < 0 || (b >= mp->n && mp->size[b] == 0)) continue;
+        fprintf(out, "%%%-5d %-20s %12lld %12lld %6d %6d%s\n", i, op_name(n->op), (long long)mp->offset[b],
+                (long long)mp->size[b], mp->first[b], mp->last[b],
+                b >= mp->n ? "  (scratch)" : mp->size[b] == 0 ? "  (view)" : "");
     }
 }
 
@@ -33,15 +35,16 @@ void memplan_dump_svg(const Graph *g, const MemPlan *mp, FILE *out)
     fprintf(out, "<text x=\"%.0f\" y=\"22\" font-size=\"14\" font-weight=\"bold\">memory plan of %s: arena %.2f MB, "
             "lower bound %.2f MB, naive sum %.2f MB</text>\n",
             L, g->model_name ? g->model_name : "model", mp->arena / 1e6, mp->lower_bound / 1e6, mp->naive / 1e6);
-    for (int i = 0; i < mp->n; i++) {
-        if (mp->offset[i] < 0 || mp->size[i] == 0) continue;
-        double x = L + mp->first[i] * sx, w = (mp->last[i] - mp->first[i] + 1) * sx;
-        double y = H - B - (double)(mp->offset[i] + mp->size[i]) * sy, h = (double)mp->size[i] * sy;
-        unsigned hue = (unsigned)(g->nodes[i].op * 47u % 360u);
+    for (int b = 0; b < mp->nbuf; b++) {
+        int i = b < mp->n ? b : b - mp->n;
+        if (mp->offset[b] < 0 || mp->size[b] == 0) continue;
+        double x = L + mp->first[b] * sx, w = (mp->last[b] - mp->first[b] + 1) * sx;
+        double y = H - B - (double)(mp->offset[b] + mp->size[b]) * sy, h = (double)mp->size[b] * sy;
+        unsigned hue = b >= mp->n ? 0u : (unsigned)(g->nodes[i].op * 47u % 360u);
         fprintf(out, "<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\" fill=\"hsl(%u,60%%,70%%)\" "
                 "stroke=\"#333\" stroke-width=\"0.5\"><title>%%%d %s: %.2f MB, live %d..%d</title></rect>\n",
-                x, y, w > 0.5 ? w : 0.5, h > 0.5 ? h : 0.5, hue, i, op_name(g->nodes[i].op), mp->size[i] / 1e6,
-                mp->first[i], mp->last[i]);
+                x, y, w > 0.5 ? w : 0.5, h > 0.5 ? h : 0.5, hue, i, op_name(g->nodes[i].op), mp->size[b] / 1e6,
+                mp->first[b], mp->last[b]);
     }
     double lb = H - B - (double)mp->lower_bound * sy;
     fprintf(out, "<line x1=\"%.0f\" y1=\"%.2f\" x2=\"%.0f\" y2=\"%.2f\" stroke=\"#c00\" stroke-dasharray=\"6,4\"/>\n", L, lb,

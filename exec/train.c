@@ -290,7 +290,7 @@ int train_run(const Graph *fwd, const RunOptions *o, RunResult *r, Weights *w_ou
          * the same lower bound) */
         MemPlan mp;
         if (memplan_build(tg, &mp, d) != 0) goto out;
-        double need = (double)mp.arena + (double)mp.scratch + (double)t.batch * (double)f.sample_size * 4;
+        double need = (double)mp.arena + (double)t.batch * (double)f.sample_size * 4;
         for (int v = 0; v < w.n; v++) need += (double)shape_numel(&w.shapes[v]) * 4;
         memplan_free(&mp);
         if (need > (double)o->max_memory) {

@@ -427,8 +427,9 @@ START_TEST(memplan_no_overlap)
     ck_assert_int_eq(graph_bind(tg, "B", 8, &c.d), 0);
     MemPlan mp;
     ck_assert_int_eq(memplan_build(tg, &mp, &c.d), 0);
-    for (int a = 0; a < mp.n; a++)
-        for (int b = a + 1; b < mp.n; b++) {
+    ck_assert_int_eq(mp.nbuf, 2 * mp.n);   /* outputs, then each node's scratch */
+    for (int a = 0; a < mp.nbuf; a++)
+        for (int b = a + 1; b < mp.nbuf; b++) {
             if (mp.size[a] == 0 || mp.size[b] == 0) continue;
             bool time = mp.first[a] <= mp.last[b] && mp.first[b] <= mp.last[a];
             bool space = mp.offset[a] < mp.offset[b] + mp.size[b] && mp.offset[b] < mp.offset[a] + mp.size[a];
