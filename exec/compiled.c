@@ -82,13 +82,26 @@ int memplan_build(const Graph *g, MemPlan *mp, DiagSink *d)
             if (mp->last[r] < i) mp->last[r] = i;
         }
     for (int i = 0; i < g->noutputs; i++) mp->last[root[g->outputs[i].node]] = n;
+    /* the naive sum: every buffer its own memory, before any sharing */
+    for (int i = 0; i < 2 * n; i++) mp->naive += mp->size[i];
+    /* In place: an op marked safe for it (elementwise, reading each element before
+     * writing it) writes over its first input when that input's buffer has no reader
+     * after it and has the output's size.  The two buffers become one, alive from the
+     * input's producer to the output's last reader. */
+    for (int i = 0; i < n; i++) {
+        const Node *nd = &g->nodes[i];
+        if (!(op_info[nd->op].traits & OPT_INPLACE) || root[i] != i || mp->size[i] == 0 || nd->nin < 1) continue;
+        int32_t r = root[nd->in[0]];
+        if (outside_arena(&g->nodes[r]) || mp->size[r] != mp->size[i] || mp->last[r] != i) continue;
+        root[i] = r;
+        mp->last[r] = mp->last[i];
+        mp->size[i] = 0;
+        mp->inplace++;
+    }
     /* updates and the accuracy metric read the step's results until the end */
     int nb = 0;
     for (int i = 0; i < 2 * n; i++)
-        if (mp->size[i] > 0) {
-            order[nb++] = i;
-            mp->naive += mp->size[i];
-        }
+        if (mp->size[i] > 0) order[nb++] = i;
     /* lower bound: the most bytes live at once */
     for (int t = 0; t <= n; t++) {
         int64_t live = 0;

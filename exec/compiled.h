@@ -20,6 +20,7 @@ typedef struct MemPlan {
     int64_t naive;        /* sum of every buffer */
     int64_t lower_bound;  /* most bytes live at any one time */
     int64_t scratch;      /* the largest scratch of one node (for reports) */
+    int inplace;          /* outputs written over their first input */
 } MemPlan;
 
 int memplan_build(const Graph *g, MemPlan *mp, DiagSink *d);

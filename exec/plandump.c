@@ -6,10 +6,11 @@ void memplan_dump_text(const Graph *g, const MemPlan *mp, FILE *out)
 {
     fprintf(out, "plan %s (stage planned): %d nodes\n", g->model_name ? g->model_name : "(unnamed)", g->nnodes);
     fprintf(out, "naive sum %lld bytes, lower bound %lld, arena %lld (%.3fx the lower bound, %.2fx below the naive sum), "
-            "largest scratch %lld (in the arena)\n",
+            "largest scratch %lld (in the arena), %d op%s in place\n",
             (long long)mp->naive, (long long)mp->lower_bound, (long long)mp->arena,
             mp->lower_bound ? (double)mp->arena / (double)mp->lower_bound : 1.0,
-            mp->arena ? (double)mp->naive / (double)mp->arena : 1.0, (long long)mp->scratch);
+            mp->arena ? (double)mp->naive / (double)mp->arena : 1.0, (long long)mp->scratch, mp->inplace,
+            mp->inplace == 1 ? "" : "s");
     fprintf(out, "%-6s %-20s %12s %12s %6s %6s\n", "node", "op", "offset", "bytes", "from", "to");
     for (int b = 0; b < mp->nbuf; b++) {
         int i = b < mp->n ? b : b - mp->n;
@@ -17,7 +18,7 @@ void memplan_dump_text(const Graph *g, const MemPlan *mp, FILE *out)
         if (mp->offset[b] < 0 || (b >= mp->n && mp->size[b] == 0)) continue;
         fprintf(out, "%%%-5d %-20s %12lld %12lld %6d %6d%s\n", i, op_name(n->op), (long long)mp->offset[b],
                 (long long)mp->size[b], mp->first[b], mp->last[b],
-                b >= mp->n ? "  (scratch)" : mp->size[b] == 0 ? "  (view)" : "");
+                b >= mp->n ? "  (scratch)" : mp->size[b] == 0 ? "  (view or in place)" : "");
     }
 }
 
