@@ -53,7 +53,18 @@ got=$("$t/usr/bin/graphc" predict "$t/m.net" --weights "$t/w.ckpt" --top 1 "$t/i
 printf 'input x: f32[B, 4]\noutput y = relux(x)\n' > "$t/bad.net"
 "$t/classify" "$t/bad.net" "$t/w.ckpt" "$t/img.pgm" >/dev/null 2>"$t/err"; rc=$?
 [ $rc -eq 1 ] && grep -q "bad.net:2:12: error: unknown function 'relux'" "$t/err" && ok "a bad model: its diagnostics" || { bad "bad model: $rc"; cat "$t/err"; }
-MANWIDTH=80 man -l "$t/usr/share/man/man1/graphc.1" >/dev/null 2>&1 || command -v man >/dev/null 2>&1 || true
+
+# models/mnist.net itself, as examples/README.md shows: weights from two training steps
+# (the pipeline, not the accuracy, is under test here), a real test digit as PGM
+"$t/usr/bin/graphc" run "$top_srcdir/models/mnist.net" --data "$top_srcdir/data/mnist" --epochs 1 --steps 2 \
+    --test-limit 100 --log quiet --save "$t/mnist.ckpt" >/dev/null 2>"$t/err" || { bad "mnist.net weights"; cat "$t/err"; }
+{ printf 'P5\n28 28\n255\n'; gzip -dc "$top_srcdir/data/mnist/t10k-images-idx3-ubyte.gz" | dd bs=16 skip=1 count=49 2>/dev/null; } > "$t/digit.pgm"
+if [ -x "$t/classify" ] && "$t/classify" "$top_srcdir/models/mnist.net" "$t/mnist.ckpt" "$t/digit.pgm" >"$t/out" 2>"$t/err" \
+    && grep -Eq "digit.pgm: class [0-9] \(probability [01]\.[0-9]{4}\)" "$t/out"; then
+    ok "classify with models/mnist.net: $(cat "$t/out")"
+else
+    bad "classify with models/mnist.net"; cat "$t/out" "$t/err" 2>/dev/null
+fi
 
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]
