@@ -13,7 +13,8 @@ static const char usage[] =
     "\n"
     "commands:\n"
     "  check FILE            parse, lower and shape-check a model; print a summary\n"
-    "  dump FILE --stage S   print the graph at stage S (ast, graph, train)\n"
+    "  dump FILE --stage S   print the model at a stage: ast, graph, train, cse, folded,\n"
+    "                        fused, planned (text, dot, json; svg for planned)\n"
     "  run FILE              train the model as its train block says, then evaluate\n"
     "  eval FILE --weights P evaluate saved weights on the test set\n"
     "  predict FILE --weights P IMAGE...  classify PGM or PNG images, top-k classes\n"
@@ -23,8 +24,9 @@ static const char usage[] =
     "  -h, --help            show this help (or a command's: graphc COMMAND --help)\n"
     "  -V, --version         show the version\n"
     "\n"
-    "exit status: 0 success, 1 bad model or input file, 2 bad usage.\n"
-    "docs: docs/language.md (the .net language), docs/architecture.md.\n";
+    "exit status: 0 success, 1 bad model or input file, 2 bad usage,\n"
+    "130 a run interrupted by Ctrl-C (its checkpoint saved).\n"
+    "docs: docs/language.md (the .net language), docs/architecture.md, man graphc.\n";
 
 int cli_usage_error(const char *cmd, const char *fmt, ...)
 {
