@@ -482,21 +482,45 @@ static int k_sum_to(const KCall *c)
     return 0;
 }
 
-static int k_update(const KCall *c)
+/* One parameter's update: `op` is SGD, MOMENTUM or ADAM_UPDATE; s0, s1 its state vars. */
+static void update_one(const StepEnv *e, OpKind op, int var, int s0, int s1, const float *g, size_t len)
 {
-    const StepEnv *e = c->env;
-    const Node *n = c->n;
-    float *w = e->w->data[n->a.update.var];
-    const float *g = fin(c, 1);
-    size_t len = numel(ishape(c, 1));
-    switch (n->op) {
+    float *w = e->w->data[var];
+    switch (op) {
     case OP_SGD_UPDATE: kern_sgd(w, g, len, e->lr); break;
-    case OP_MOMENTUM_UPDATE: kern_momentum(w, e->w->data[n->a.update.state[0]], g, len, e->lr, e->momentum, e->nesterov); break;
+    case OP_MOMENTUM_UPDATE: kern_momentum(w, e->w->data[s0], g, len, e->lr, e->momentum, e->nesterov); break;
     default:
-        kern_adam(w, e->w->data[n->a.update.state[0]], e->w->data[n->a.update.state[1]], g, len, e->lr, e->beta1,
-                  e->beta2, e->eps, e->step + 1);
+        kern_adam(w, e->w->data[s0], e->w->data[s1], g, len, e->lr, e->beta1, e->beta2, e->eps, e->step + 1);
         break;
     }
+}
+
+static int k_update(const KCall *c)
+{
+    const Node *n = c->n;
+    update_one(c->env, n->op, n->a.update.var, n->a.update.state[0], n->a.update.state[1], fin(c, 1),
+               numel(ishape(c, 1)));
+    fout(c)[0] = 0;
+    return 0;
+}
+
+/* update_all: the parameters are independent, so they are spread over the pool, one
+ * task per parameter; each is updated exactly as its own update op would. */
+static void update_all_part(void *arg, int task, int worker)
+{
+    (void)worker;
+    const KCall *c = arg;
+    const Graph *g = c->g;
+    int var = g->nodes[c->n->in[2 * task]].a.param.var, st[2] = { -1, -1 }, ns = 0;
+    for (int v = 0; v < g->nvars && ns < 2; v++)   /* its state, in creation order (m, v) */
+        if (g->vars[v].role == VAR_STATE && g->vars[v].of == var) st[ns++] = v;
+    update_one(c->env, (OpKind)c->n->a.update.state[0], var, st[0], st[1], fin(c, 2 * task + 1),
+               numel(ishape(c, 2 * task + 1)));
+}
+
+static int k_update_all(const KCall *c)
+{
+    pool_run(c->n->nin / 2, update_all_part, (void *)c);
     fout(c)[0] = 0;
     return 0;
 }
@@ -519,6 +543,7 @@ static const KernelFn kernels[OP_COUNT] = {
     [OP_CROSS_ENTROPY_GRAD] = k_cross_entropy_grad, [OP_MSE_GRAD] = k_mse_grad,
     [OP_SGD_UPDATE] = k_update, [OP_MOMENTUM_UPDATE] = k_update, [OP_ADAM_UPDATE] = k_update,
     [OP_CONV2D_BIAS_ACT] = k_conv2d, [OP_MATMUL_BIAS_ACT] = k_matmul_bias_act, [OP_MAXPOOL_GRAD_RELU] = k_maxpool_grad,
+    [OP_UPDATE_ALL] = k_update_all,
 };
 static_assert(sizeof kernels / sizeof kernels[0] == OP_COUNT, "one kernel per op");
 

@@ -4,6 +4,7 @@
  *   conv2d(x, w) -> add(., b) [-> act]      =>  conv2d_bias_act(x, w, b)
  *   matmul(a, w) -> add(., b) [-> act]      =>  matmul_bias_act(a, w, b)
  *   maxpool_grad(x, y, dy) -> unary_grad[relu](x, .)  =>  maxpool_grad_relu(x, y, dy)
+ *   every sgd/momentum/adam update of the step     =>  update_all(p1, g1, p2, g2, ...)
  * where b is a vector over the last axis and act is relu, sigmoid or tanh.  The fused
  * node takes the place of the last node of its pattern, so everything that read that
  * node reads the fused one; the other nodes of the pattern are dropped. */
@@ -125,6 +126,40 @@ Graph *pass_fuse(const Graph *g, DiagSink *d)
             n->in = in;
             n->nin = 3;
             keep[m] = false;
+        }
+    }
+    /* All optimizer updates of the step (one kind per step) become one op, in place of
+     * the last of them: they run last anyway, and one op updates every parameter in one
+     * pass over the pool. */
+    int nup = 0, last_up = -1;
+    OpKind kind = OP_COUNT;
+    for (int i = 0; i < c->nnodes; i++) {
+        const Node *n = &c->nodes[i];
+        if (!keep[i] || n->op == OP_UPDATE_ALL || !(op_info[n->op].traits & OPT_UPDATE)) continue;
+        if (kind != OP_COUNT && n->op != kind) { nup = 0; break; }   /* mixed kinds: leave them */
+        kind = n->op;
+        nup++;
+        last_up = i;
+    }
+    if (nup > 1) {
+        int32_t *in = arena_alloc(&c->arena, (size_t)(2 * nup) * sizeof *in);
+        if (in) {
+            int k = 0;
+            for (int i = 0; i < c->nnodes; i++) {
+                const Node *n = &c->nodes[i];
+                if (!keep[i] || n->op != kind) continue;
+                in[k++] = n->in[0];
+                in[k++] = n->in[1];
+                if (i != last_up) keep[i] = false;
+            }
+            Node *f = &c->nodes[last_up];
+            f->op = OP_UPDATE_ALL;
+            f->in = in;
+            f->nin = 2 * nup;
+            memset(&f->a, 0, sizeof f->a);
+            f->a.update.var = -1;
+            f->a.update.state[0] = (int)kind;
+            f->a.update.state[1] = -1;
         }
     }
     Graph *out = graph_rebuild(c, keep, alias, "fused", d);

@@ -269,6 +269,12 @@ double node_flops(const Graph *g, const Node *n)
     case OP_SGD_UPDATE: return 2.0 * numel_d(g, &g->nodes[n->in[1]].shape);
     case OP_MOMENTUM_UPDATE: return 4.0 * numel_d(g, &g->nodes[n->in[1]].shape);
     case OP_ADAM_UPDATE: return 12.0 * numel_d(g, &g->nodes[n->in[1]].shape);
+    case OP_UPDATE_ALL: {
+        OpKind k = (OpKind)n->a.update.state[0];
+        double per = k == OP_SGD_UPDATE ? 2.0 : k == OP_MOMENTUM_UPDATE ? 4.0 : 12.0, f = 0;
+        for (int i = 1; i < n->nin; i += 2) f += per * numel_d(g, &g->nodes[n->in[i]].shape);
+        return f;
+    }
     case OP_INPUT: case OP_PARAM: case OP_CONST: case OP_RESHAPE: case OP_CONCAT: case OP_SLICE:
         return 0;
     default:

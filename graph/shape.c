@@ -401,6 +401,7 @@ static const ShapeRule rules[OP_COUNT] = {
     [OP_CROSS_ENTROPY_GRAD] = r_like_first, [OP_MSE_GRAD] = r_like_first,
     [OP_SGD_UPDATE] = r_update, [OP_MOMENTUM_UPDATE] = r_update, [OP_ADAM_UPDATE] = r_update,
     [OP_CONV2D_BIAS_ACT] = r_conv2d, [OP_MATMUL_BIAS_ACT] = r_matmul, [OP_MAXPOOL_GRAD_RELU] = r_like_first,
+    [OP_UPDATE_ALL] = r_update,
 };
 static_assert(sizeof rules / sizeof rules[0] == OP_COUNT, "one shape rule per op");
 

@@ -31,8 +31,11 @@ int graph_verify(const Graph *g, DiagSink *d)
                 errs += bad(d, "node %d (%s): input %d is %d, not an earlier node", i, oi->name, k, n->in[k]);
         if (n->op == OP_PARAM && (n->a.param.var < 0 || n->a.param.var >= g->nvars))
             errs += bad(d, "node %d: param var %d out of range", i, n->a.param.var);
-        if ((oi->traits & OPT_UPDATE) && (n->a.update.var < 0 || n->a.update.var >= g->nvars))
+        if ((oi->traits & OPT_UPDATE) && n->op != OP_UPDATE_ALL && (n->a.update.var < 0 || n->a.update.var >= g->nvars))
             errs += bad(d, "node %d (%s): var %d out of range", i, oi->name, n->a.update.var);
+        if (n->op == OP_UPDATE_ALL)
+            for (int k = 0; k + 1 < n->nin; k += 2)
+                if (g->nodes[n->in[k]].op != OP_PARAM) errs += bad(d, "node %d (update_all): input %d is not a param", i, k);
         if (n->fwd >= g->nnodes) errs += bad(d, "node %d: forward link %d out of range", i, n->fwd);
         if (n->shape.rank < 0 || n->shape.rank > MAX_RANK) errs += bad(d, "node %d: rank %d", i, n->shape.rank);
     }
