@@ -70,7 +70,6 @@ static int parse_opts(const char *cmd, int argc, char **argv, RunOptions *o, con
 {
     int c;
     int64_t v;
-    double x;
     optind = 1;
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":h", run_opts, NULL)) != -1) {
@@ -134,7 +133,6 @@ static int parse_opts(const char *cmd, int argc, char **argv, RunOptions *o, con
         case ':': return cli_usage_error(cmd, "option '%s' needs a value", argv[optind - 1]);
         default: return cli_usage_error(cmd, "unknown option '%s'", argv[optind - 1]);
         }
-        (void)x;
     }
     if (optind != argc - 1) return cli_usage_error(cmd, optind == argc ? "missing FILE" : "expected one FILE");
     return -1;

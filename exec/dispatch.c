@@ -161,14 +161,12 @@ static KConv conv_params(const Node *n, const Shape *x, const Shape *w, const Sh
 /* conv2d(x, w) -> y; grad_input(dy, w) -> dx [x]; grad_filter(x, dy) -> dw [w] */
 static KConv call_conv(const KCall *c)
 {
-    const Graph *g = c->g;
     const Node *n = c->n;
     switch (n->op) {
     case OP_CONV2D: case OP_CONV2D_BIAS_ACT: return conv_params(n, ishape(c, 0), ishape(c, 1), &n->shape);
     case OP_CONV2D_GRAD_INPUT: return conv_params(n, &n->shape, ishape(c, 1), ishape(c, 0));
     default: return conv_params(n, ishape(c, 0), &n->shape, ishape(c, 1));
     }
-    (void)g;
 }
 
 static int k_conv2d(const KCall *c)
@@ -525,7 +523,9 @@ static int k_update_all(const KCall *c)
     return 0;
 }
 
-static const KernelFn kernels[OP_COUNT] = {
+/* Sized by its entries (see the static_assert); dispatch_has_kernel() lets the tests
+ * check that no op in the middle lacks one. */
+static const KernelFn kernels[] = {
     [OP_INPUT] = k_nop, [OP_PARAM] = k_param, [OP_CONST] = k_const,
     [OP_MATMUL] = k_matmul, [OP_CONV2D] = k_conv2d,
     [OP_ADD] = k_binary, [OP_SUB] = k_binary, [OP_MUL] = k_binary, [OP_DIV] = k_binary,
@@ -546,6 +546,8 @@ static const KernelFn kernels[OP_COUNT] = {
     [OP_UPDATE_ALL] = k_update_all,
 };
 static_assert(sizeof kernels / sizeof kernels[0] == OP_COUNT, "one kernel per op");
+
+bool dispatch_has_kernel(OpKind op) { return kernels[op] != NULL; }
 
 /* --check-numerics: the first non-finite value in a node's output stops the step, with
  * the op, its .net line and the step number. */

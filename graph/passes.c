@@ -89,44 +89,44 @@ Graph *pass_dce(const Graph *g, DiagSink *d)
 
 Graph *pass_inference(const Graph *g, bool with_metrics, DiagSink *d)
 {
-    size_t nn = (size_t)(g->nnodes ? g->nnodes : 1);
-    bool *keep = gc_calloc(nn, sizeof *keep);
-    int32_t *alias = gc_calloc(nn, sizeof *alias);
-    Graph *tmp = NULL;
-    if (!keep || !alias) goto oom;
-    for (int i = 0; i < g->nnodes; i++) {
-        /* dropout is the identity at inference: its consumers read its input */
-        alias[i] = g->nodes[i].op == OP_DROPOUT ? alias[g->nodes[i].in[0]] : i;
+    Graph *tmp = graph_clone(g);
+    if (!tmp) {
+        diag_plain(d, "out of memory");
+        return NULL;
     }
-    tmp = graph_clone(g);
-    if (!tmp) goto oom;
-    for (int i = 0; i < tmp->nnodes; i++)
-        for (int k = 0; k < tmp->nodes[i].nin; k++) tmp->nodes[i].in[k] = alias[tmp->nodes[i].in[k]];
+    /* Dropout is the identity at inference: whatever read a dropout reads its input.
+     * Nodes are in order, so a dropout's own input is already rewired. */
+    for (int i = 0; i < tmp->nnodes; i++) {
+        Node *n = &tmp->nodes[i];
+        for (int k = 0; k < n->nin; k++)
+            if (tmp->nodes[n->in[k]].op == OP_DROPOUT) n->in[k] = tmp->nodes[n->in[k]].in[0];
+    }
+    for (int i = 0; i < tmp->noutputs; i++)
+        if (tmp->nodes[tmp->outputs[i].node].op == OP_DROPOUT) tmp->outputs[i].node = tmp->nodes[tmp->outputs[i].node].in[0];
+    if (tmp->logits >= 0 && tmp->nodes[tmp->logits].op == OP_DROPOUT) tmp->logits = tmp->nodes[tmp->logits].in[0];
     if (with_metrics) {
-        if (tmp->train.minimize >= 0 && graph_add_output(tmp, "loss", alias[tmp->train.minimize]) < 0) goto oom;
+        if (tmp->train.minimize >= 0 && graph_add_output(tmp, "loss", tmp->train.minimize) < 0) goto oom;
         if (tmp->logits >= 0 && tmp->label_input >= 0) {
-            int32_t in[2] = { alias[tmp->logits], tmp->label_input };
+            int32_t in[2] = { tmp->logits, tmp->label_input };
             int32_t acc = graph_add_inferred(tmp, OP_ACCURACY, in, 2, tmp->nodes[tmp->logits].loc, NULL, NULL, d);
             if (acc < 0 || graph_add_output(tmp, "accuracy", acc) < 0) goto fail;
-            if (tmp->nnodes > (int)nn) {
-                gc_free(keep);
-                gc_free(alias);
-                nn = (size_t)tmp->nnodes;
-                keep = gc_calloc(nn, sizeof *keep);
-                alias = gc_calloc(nn, sizeof *alias);
-                if (!keep || !alias) goto oom;
-                for (int i = 0; i < tmp->nnodes; i++) alias[i] = i;
-            }
         }
     } else {
-        for (int i = 0; i < tmp->nnodes; i++) alias[i] = i;
+        tmp->train.minimize = -1;
+    }
+    /* keep what the outputs need, and the inputs (the model's interface) */
+    size_t nn = (size_t)(tmp->nnodes ? tmp->nnodes : 1);
+    bool *keep = gc_calloc(nn, sizeof *keep);
+    int32_t *alias = gc_calloc(nn, sizeof *alias);
+    if (!keep || !alias) {
+        gc_free(keep);
+        gc_free(alias);
+        goto oom;
     }
     for (int i = 0; i < tmp->nnodes; i++) alias[i] = i;
     for (int i = 0; i < tmp->noutputs; i++) keep[tmp->outputs[i].node] = true;
     for (int i = 0; i < tmp->ninputs; i++) keep[tmp->inputs[i]] = true;
     mark_needed(tmp, keep);
-    tmp->train.minimize = with_metrics ? tmp->train.minimize : -1;
-    if (tmp->train.minimize >= 0) tmp->train.minimize = alias[tmp->train.minimize];
     Graph *c = graph_rebuild(tmp, keep, alias, "infer", d);
     graph_free(tmp);
     gc_free(keep);
@@ -136,7 +136,5 @@ oom:
     diag_plain(d, "out of memory");
 fail:
     graph_free(tmp);
-    gc_free(keep);
-    gc_free(alias);
     return NULL;
 }
