@@ -52,6 +52,7 @@ typedef struct KCall {
 /* Runs one node's kernel.  0, or -1 after reporting to c->env->d. */
 int dispatch_run(const KCall *c);
 size_t dispatch_scratch_bytes(const Graph *g, const Node *n);
+bool dispatch_has_kernel(OpKind op);
 /* Bytes of a node's output (f32 or i32, 4 bytes each); 0 for rank-0 update results. */
 size_t node_bytes(const Node *n);
 /* Refuses (false, with a message naming `what` and both sizes) a request for more bytes

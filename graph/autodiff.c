@@ -220,9 +220,10 @@ static const GradRule rules[OP_COUNT] = {
     [OP_RESHAPE] = g_reshape, [OP_CONCAT] = g_concat, [OP_DROPOUT] = g_dropout,
     [OP_CROSS_ENTROPY] = g_cross_entropy, [OP_MSE] = g_mse, [OP_ACCURACY] = g_none,
     /* gradient, update and fused ops are not differentiated (no second order; fusion
-     * runs after autodiff) */
+     * runs after autodiff): their slots stay NULL */
 };
-static_assert(sizeof rules / sizeof rules[0] == OP_COUNT, "one gradient rule slot per op");
+
+bool autodiff_has_rule(OpKind op) { return rules[op] != NULL; }
 
 static int add_state(Graph *g, int param, const char *suffix)
 {

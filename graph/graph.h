@@ -166,6 +166,8 @@ const char *shape_str(const Graph *g, const Shape *s, char *buf, size_t n);
  * bound symbols substituted.  Reports each problem at its node's .net line.
  * Returns the number of errors. */
 int graph_infer_shapes(Graph *g, DiagSink *d);
+/* Whether the op table's entry `op` has a shape rule (every op must: tests check). */
+bool graph_has_shape_rule(OpKind op);
 /* Infers one node (its inputs already inferred); false after reporting an error. */
 bool graph_infer_node(Graph *g, int32_t id, DiagSink *d);
 /* The eager engine's check: the op's shape rule applied to the actual shapes of its

@@ -8,6 +8,8 @@
  * backward and optimizer-update ops ("train" stage).  Outputs: "loss", and "accuracy"
  * when the loss is a cross-entropy over an input of labels.  NULL after reporting. */
 Graph *pass_autodiff(const Graph *g, DiagSink *d);
+/* Whether an op has a gradient rule (every op a .net file can write must: tests check). */
+bool autodiff_has_rule(OpKind op);
 
 /* The inference graph ("infer" stage): dropout removed, only what the outputs need.
  * With with_metrics, also outputs "loss" and "accuracy" (for evaluation). */

@@ -383,7 +383,9 @@ static bool r_update(Ctx *c, Node *n)
     return true;
 }
 
-static const ShapeRule rules[OP_COUNT] = {
+/* Sized by its entries, so the static_assert below fails if the last ops lack one;
+ * graph_has_shape_rule() lets the tests check that none is missing in the middle. */
+static const ShapeRule rules[] = {
     [OP_INPUT] = r_source, [OP_PARAM] = r_source, [OP_CONST] = r_source,
     [OP_MATMUL] = r_matmul, [OP_CONV2D] = r_conv2d,
     [OP_ADD] = r_binary, [OP_SUB] = r_binary, [OP_MUL] = r_binary, [OP_DIV] = r_binary,
@@ -404,6 +406,8 @@ static const ShapeRule rules[OP_COUNT] = {
     [OP_UPDATE_ALL] = r_update,
 };
 static_assert(sizeof rules / sizeof rules[0] == OP_COUNT, "one shape rule per op");
+
+bool graph_has_shape_rule(OpKind op) { return rules[op] != NULL; }
 
 int graph_infer_shapes(Graph *g, DiagSink *d)
 {

@@ -247,6 +247,19 @@ START_TEST(grad_relu_reshape)
 }
 END_TEST
 
+/* The op table's companions: every op has a shape rule and a kernel, and every op a
+ * .net file can use has a gradient rule. */
+START_TEST(op_tables_complete)
+{
+    for (int op = 0; op < OP_COUNT; op++) {
+        ck_assert_msg(graph_has_shape_rule((OpKind)op), "%s has no shape rule", op_name((OpKind)op));
+        ck_assert_msg(dispatch_has_kernel((OpKind)op), "%s has no kernel", op_name((OpKind)op));
+        if (!(op_info[op].traits & OPT_INTERNAL))
+            ck_assert_msg(autodiff_has_rule((OpKind)op), "%s has no gradient rule", op_name((OpKind)op));
+    }
+}
+END_TEST
+
 /* Parameters not on a path to the loss get no gradient and no update. */
 START_TEST(unreachable_params)
 {
@@ -687,6 +700,7 @@ static Suite *make_autodiff_suite(void)
     tcase_add_test(tc, grad_conv_only);
     tcase_add_test(tc, grad_conv_valid);
     tcase_add_test(tc, unreachable_params);
+    tcase_add_test(tc, op_tables_complete);
     suite_add_tcase(s, tc);
     return s;
 }
