@@ -102,7 +102,7 @@ int cmd_check(int argc, char **argv)
 }
 
 static const char dump_usage[] =
-    "usage: graphc dump FILE.net [--stage STAGE] [--format FORMAT] [-o OUT]\n"
+    "usage: graphc dump FILE.net [--stage STAGE] [--format FORMAT] [--batch N] [--ranks N] [-o OUT]\n"
     "\n"
     "Prints the model at a stage of compilation:\n"
     "  ast     the syntax tree, as parsed\n"
@@ -113,6 +113,8 @@ static const char dump_usage[] =
     "  fused   ... then fusion: the graph the compiled plan runs\n"
     "  planned the memory plan of the fused step, bound to --batch N (default: the\n"
     "          train block's): buffers, offsets, lifetimes; formats text and svg\n"
+    "--ranks N (N > 1): the stages from train on are one rank's step of a data-parallel\n"
+    "job of N ranks, with the gradients' allreduce ops (docs/distributed.md).\n"
     "Formats: text (default; stable, readable), dot (Graphviz), json (for tools), svg (planned).\n"
     "-o OUT writes to a file instead of standard output.\n";
 
@@ -122,9 +124,9 @@ int cmd_dump(int argc, char **argv)
     static const struct option opts[] = {
         { "help", no_argument, 0, 'h' }, { "stage", required_argument, 0, 's' },
         { "format", required_argument, 0, 'f' }, { "output", required_argument, 0, 'o' },
-        { "batch", required_argument, 0, 'b' }, { 0, 0, 0, 0 },
+        { "batch", required_argument, 0, 'b' }, { "ranks", required_argument, 0, 'r' }, { 0, 0, 0, 0 },
     };
-    int64_t batch = 0;
+    int64_t batch = 0, ranks = 1;
     const char *stage = "graph", *format = "text", *outpath = NULL;
     int c;
     optind = 1;
@@ -132,6 +134,7 @@ int cmd_dump(int argc, char **argv)
     while ((c = getopt_long(argc, argv, ":hs:f:o:", opts, NULL)) != -1) {
         switch (c) {
         case 'b': if (!cli_parse_i64("dump", "--batch", optarg, 1, 1 << 24, &batch)) return EXIT_USAGE; break;
+        case 'r': if (!cli_parse_i64("dump", "--ranks", optarg, 1, 1 << 20, &ranks)) return EXIT_USAGE; break;
         case 'h': fputs(dump_usage, stdout); return EXIT_OK;
         case 's': stage = optarg; break;
         case 'f': format = optarg; break;
@@ -175,7 +178,7 @@ int cmd_dump(int argc, char **argv)
     }
     Graph *g = m.graph, *owned = NULL;
     if (si >= 2) {
-        Graph *t = stage_train(m.graph, &m.diag);
+        Graph *t = stage_train(m.graph, (int)ranks, &m.diag);
         if (t && si >= 3) {
             owned = pass_optimize(t, si == 6 ? "fused" : stages[si], &m.diag);
             graph_free(t);

@@ -18,14 +18,19 @@ typedef struct Model {
 
 /* Loads `path`; on failure prints every diagnostic to stderr and returns -1. */
 int cli_load_model(Model *m, const char *path);
+/* The same without printing: the messages stay in m->diag.  0, -1 (the file could not
+ * be read) or -2 (it has errors); cli_report_model prints them as cli_load_model does. */
+int cli_load_model_quiet(Model *m, const char *path);
+void cli_report_model(Model *m, int rc);
 void cli_free_model(Model *m);
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Parses a non-negative integer flag value; prints a usage error and returns false if bad. */
 bool cli_parse_i64(const char *cmd, const char *flag, const char *s, int64_t lo, int64_t hi, int64_t *out);
 bool cli_parse_f64(const char *cmd, const char *flag, const char *s, double lo, double hi, double *out);
 
-/* The training graph of a model (graphc dump --stage train). */
-Graph *stage_train(const Graph *g, DiagSink *d);
+/* The training graph of a model (graphc dump --stage train), as one of `ranks` ranks
+ * of a data-parallel job when ranks > 1 (with its allreduce ops). */
+Graph *stage_train(const Graph *g, int ranks, DiagSink *d);
 
 int cmd_check(int argc, char **argv);
 int cmd_dump(int argc, char **argv);

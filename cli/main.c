@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "cli/cli.h"
+#include "exec/comm.h"
 
 static const char usage[] =
     "usage: graphc COMMAND [OPTIONS] FILE.net\n"
@@ -65,23 +66,27 @@ bool cli_parse_f64(const char *cmd, const char *flag, const char *s, double lo, 
     return true;
 }
 
-int cli_load_model(Model *m, const char *path)
+int cli_load_model_quiet(Model *m, const char *path)
 {
     memset(m, 0, sizeof *m);
     diag_init(&m->diag, NULL);
-    if (source_load(&m->src, path, &m->diag) != 0) {
-        diag_flush(&m->diag, stderr);
-        return -1;
-    }
+    if (source_load(&m->src, path, &m->diag) != 0) return -1;
     m->diag.src = &m->src;
     int rc = compile_source(&m->src, &m->diag, &m->prog, &m->graph);
-    if (rc != 0 || m->diag.nerrors) {
-        diag_flush(&m->diag, stderr);
-        fprintf(stderr, "%s: %d error%s\n", m->src.name, m->diag.nerrors, m->diag.nerrors == 1 ? "" : "s");
-        return -1;
-    }
-    diag_flush(&m->diag, stderr);   /* warnings, if any */
-    return 0;
+    return rc != 0 || m->diag.nerrors ? -2 : 0;
+}
+
+void cli_report_model(Model *m, int rc)
+{
+    diag_flush(&m->diag, stderr);   /* errors, or warnings if any */
+    if (rc == -2) fprintf(stderr, "%s: %d error%s\n", m->src.name, m->diag.nerrors, m->diag.nerrors == 1 ? "" : "s");
+}
+
+int cli_load_model(Model *m, const char *path)
+{
+    int rc = cli_load_model_quiet(m, path);
+    cli_report_model(m, rc);
+    return rc < 0 ? -1 : 0;
 }
 
 void cli_free_model(Model *m)
@@ -117,7 +122,7 @@ int main(int argc, char **argv)
         return EXIT_OK;
     }
     if (strcmp(cmd, "-V") == 0 || strcmp(cmd, "--version") == 0) {
-        printf("%s\n", PACKAGE_STRING);
+        printf("%s (%s)\n", PACKAGE_STRING, comm_available() ? "with MPI: data-parallel under mpirun" : "without MPI");
         return EXIT_OK;
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)

@@ -1,15 +1,21 @@
 /* graphc run and graphc eval. */
 #include <getopt.h>
+#include <stdlib.h>
 #include <signal.h>
 #include <unistd.h>
 #include <string.h>
 #include "cli/cli.h"
+#include "exec/comm.h"
 #include "exec/train.h"
 #include "graph/passes.h"
 
-Graph *stage_train(const Graph *g, DiagSink *d)
+Graph *stage_train(const Graph *g, int ranks, DiagSink *d)
 {
-    return pass_autodiff(g, d);
+    Graph *t = pass_autodiff(g, d);
+    if (!t || ranks <= 1) return t;
+    Graph *dp = pass_allreduce(t, ALLREDUCE_DEFAULT_BUCKET, d);
+    graph_free(t);
+    return dp;
 }
 
 static const char run_usage[] =
@@ -38,17 +44,25 @@ static const char run_usage[] =
     "  --check-numerics  stop at the first NaN or Inf, naming the op, its line, the step\n"
     "  --max-memory N    refuse to train if the step needs more than N bytes (K, M, G ok)\n"
     "\n"
+    "Under mpirun (a build configured --with-mpi) the ranks train data-parallel: each\n"
+    "takes its batch of rows of every global batch (ranks x batch), gradients are\n"
+    "averaged over the ranks, rank 0 prints and saves (docs/distributed.md).\n"
+    "  --bucket-size N   gradient bytes per allreduce bucket (default 4M)\n"
+    "  --comm-timeout S  stop the job when a collective takes longer (default 300)\n"
+    "\n"
     "The same seed and thread count give the same loss curve, bit for bit.  Ctrl-C\n"
     "stops after the current step and writes the checkpoint given by --save.\n";
 
 static const char eval_usage[] =
     "usage: graphc eval FILE.net --weights PATH [--mode MODE] [--batch N] [--threads N] [--data DIR]\n"
+    "                   [--test-limit N] [--comm-timeout S]\n"
     "\n"
     "Evaluates saved weights on the test set of the model's data source.\n";
 
 enum {
     O_MODE = 256, O_EPOCHS, O_STEPS, O_BATCH, O_LR, O_SEED, O_THREADS, O_DATA, O_TRAIN_LIMIT, O_TEST_LIMIT,
     O_VALIDATE, O_SAVE, O_PLOT, O_LOG, O_WEIGHTS, O_SAVE_EVERY, O_RESUME, O_CHECK_NUMERICS, O_MAX_MEMORY,
+    O_BUCKET_SIZE, O_COMM_TIMEOUT,
 };
 
 static const struct option run_opts[] = {
@@ -62,8 +76,33 @@ static const struct option run_opts[] = {
     { "log", required_argument, 0, O_LOG }, { "weights", required_argument, 0, O_WEIGHTS },
     { "save-every", required_argument, 0, O_SAVE_EVERY }, { "resume", required_argument, 0, O_RESUME },
     { "check-numerics", no_argument, 0, O_CHECK_NUMERICS }, { "max-memory", required_argument, 0, O_MAX_MEMORY },
+    { "bucket-size", required_argument, 0, O_BUCKET_SIZE }, { "comm-timeout", required_argument, 0, O_COMM_TIMEOUT },
     { 0, 0, 0, 0 },
 };
+
+/* A number of bytes with an optional K, M or G (powers of 1024).  false after a usage error. */
+static bool parse_bytes(const char *cmd, const char *flag, const char *arg, int64_t *out)
+{
+    char num[64];
+    size_t len = strlen(arg);
+    int64_t mult = 1, v;
+    char last = len ? arg[len - 1] : 0;
+    if (last == 'K' || last == 'k') mult = 1 << 10;
+    else if (last == 'M' || last == 'm') mult = 1 << 20;
+    else if (last == 'G' || last == 'g') mult = 1 << 30;
+    if (mult > 1) len--;
+    if (len == 0 || len >= sizeof num) {
+        cli_usage_error(cmd, "%s: expected bytes, e.g. 512M, got '%s'", flag, arg);
+        return false;
+    }
+    memcpy(num, arg, len);
+    num[len] = 0;
+    if (!cli_parse_i64(cmd, flag, num, 1, INT64_MAX / mult, &v)) return false;
+    *out = v * mult;
+    return true;
+}
+
+static double comm_timeout = COMM_DEFAULT_TIMEOUT;
 
 /* Parses the options shared by run and eval.  Returns -1 to go on, else an exit code. */
 static int parse_opts(const char *cmd, int argc, char **argv, RunOptions *o, const char **weights, const char *usage)
@@ -74,7 +113,7 @@ static int parse_opts(const char *cmd, int argc, char **argv, RunOptions *o, con
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":h", run_opts, NULL)) != -1) {
         bool eval_ok = c == 'h' || c == O_MODE || c == O_BATCH || c == O_THREADS || c == O_DATA || c == O_WEIGHTS ||
-                       c == O_TEST_LIMIT || c == ':' || c == '?';
+                       c == O_TEST_LIMIT || c == O_COMM_TIMEOUT || c == ':' || c == '?';
         if (weights == NULL && c == O_WEIGHTS) return cli_usage_error(cmd, "--weights is for 'graphc eval'");
         if (weights != NULL && !eval_ok) return cli_usage_error(cmd, "option '%s' is for 'graphc run'", argv[optind - 1]);
         switch (c) {
@@ -105,23 +144,9 @@ static int parse_opts(const char *cmd, int argc, char **argv, RunOptions *o, con
         case O_SAVE_EVERY: if (!cli_parse_i64(cmd, "--save-every", optarg, 1, INT64_MAX, &o->save_every)) return EXIT_USAGE; break;
         case O_RESUME: o->resume_path = optarg; break;
         case O_CHECK_NUMERICS: o->check_numerics = true; break;
-        case O_MAX_MEMORY: {
-            /* a number of bytes, with an optional K, M or G (powers of 1024) */
-            char num[64];
-            size_t len = strlen(optarg);
-            int64_t mult = 1;
-            char last = len ? optarg[len - 1] : 0;
-            if (last == 'K' || last == 'k') mult = 1 << 10;
-            else if (last == 'M' || last == 'm') mult = 1 << 20;
-            else if (last == 'G' || last == 'g') mult = 1 << 30;
-            if (mult > 1) len--;
-            if (len == 0 || len >= sizeof num) return cli_usage_error(cmd, "--max-memory: expected bytes, e.g. 512M, got '%s'", optarg);
-            memcpy(num, optarg, len);
-            num[len] = 0;
-            if (!cli_parse_i64(cmd, "--max-memory", num, 1, INT64_MAX / mult, &v)) return EXIT_USAGE;
-            o->max_memory = v * mult;
-            break;
-        }
+        case O_MAX_MEMORY: if (!parse_bytes(cmd, "--max-memory", optarg, &o->max_memory)) return EXIT_USAGE; break;
+        case O_BUCKET_SIZE: if (!parse_bytes(cmd, "--bucket-size", optarg, &o->bucket_bytes)) return EXIT_USAGE; break;
+        case O_COMM_TIMEOUT: if (!cli_parse_f64(cmd, "--comm-timeout", optarg, 0.001, 1e7, &comm_timeout)) return EXIT_USAGE; break;
         case O_PLOT: o->plot_path = optarg; break;
         case O_LOG:
             if (strcmp(optarg, "bar") == 0) o->log = LOG_BAR;
@@ -147,6 +172,37 @@ static void on_sigint(int sig)
     interrupted = 1;
 }
 
+/* Joins the MPI job when started by mpirun, and loads the model on every rank; only
+ * the lowest rank that fails to load it reports why.  0, or an exit code. */
+static int start(const char *cmd, const char *path, Comm **comm, Model *m)
+{
+    DiagSink d;
+    diag_init(&d, NULL);
+    const char *np = getenv("OMPI_COMM_WORLD_SIZE");
+    if (!comm_available() && np && atoi(np) > 1) {
+        if (getenv("OMPI_COMM_WORLD_RANK") && atoi(getenv("OMPI_COMM_WORLD_RANK")) == 0)
+            fprintf(stderr, "graphc %s: started by mpirun with %s processes, but this graphc was built without MPI "
+                    "(./configure --with-mpi): each process would train alone\n", cmd, np);
+        diag_free(&d);
+        return EXIT_BAD_INPUT;
+    }
+    if (comm_open(comm, comm_timeout, &d) != 0) {
+        diag_flush(&d, stderr);
+        diag_free(&d);
+        return EXIT_BAD_INPUT;
+    }
+    diag_free(&d);
+    int rc = cli_load_model_quiet(m, path);
+    int R = comm_size(*comm), rank = comm_rank(*comm), bad = comm_agree(*comm, rc == 0);
+    if (bad >= R ? rank == 0 : bad == rank) cli_report_model(m, rc);
+    else if (bad < R && rank == 0) fprintf(stderr, "graphc %s: rank %d of %d could not load %s; stopping\n", cmd, bad, R, path);
+    if (bad >= R) return 0;
+    cli_free_model(m);
+    comm_close(*comm);
+    *comm = NULL;
+    return EXIT_BAD_INPUT;
+}
+
 int cmd_run(int argc, char **argv)
 {
     RunOptions o;
@@ -161,7 +217,8 @@ int cmd_run(int argc, char **argv)
     sigaction(SIGTERM, &sa, NULL);
     o.stop = &interrupted;
     Model m;
-    if (cli_load_model(&m, argv[optind]) != 0) { cli_free_model(&m); return EXIT_BAD_INPUT; }
+    rc = start("run", argv[optind], &o.comm, &m);
+    if (rc != 0) return rc;
     RunResult r;
     DiagSink d;
     diag_init(&d, NULL);
@@ -170,6 +227,7 @@ int cmd_run(int argc, char **argv)
     diag_free(&d);
     run_result_free(&r);
     cli_free_model(&m);
+    comm_close(o.comm);
     return rc;
 }
 
@@ -182,7 +240,8 @@ int cmd_eval(int argc, char **argv)
     if (rc >= 0) return rc;
     if (!weights) return cli_usage_error("eval", "missing --weights PATH");
     Model m;
-    if (cli_load_model(&m, argv[optind]) != 0) { cli_free_model(&m); return EXIT_BAD_INPUT; }
+    rc = start("eval", argv[optind], &o.comm, &m);
+    if (rc != 0) return rc;
     DiagSink d;
     diag_init(&d, NULL);
     Weights w;
@@ -190,7 +249,7 @@ int cmd_eval(int argc, char **argv)
     rc = EXIT_BAD_INPUT;
     if (weights_init(&w, m.graph, 0, &d) == 0) {
         if (checkpoint_load(weights, m.graph, &w, &d) == 0 && eval_run(m.graph, &o, &w, &loss, &acc, &d) == 0) {
-            printf("Test loss: %.4f - test acc: %.4f\n", loss, acc);
+            if (comm_rank(o.comm) == 0) printf("Test loss: %.4f - test acc: %.4f\n", loss, acc);
             rc = EXIT_OK;
         }
         weights_free(&w);
@@ -198,5 +257,6 @@ int cmd_eval(int argc, char **argv)
     diag_flush(&d, stderr);
     diag_free(&d);
     cli_free_model(&m);
+    comm_close(o.comm);
     return rc;
 }

@@ -389,14 +389,14 @@ static void copy_sample(const Dataset *ds, int64_t from, int64_t to, float *x, i
     if (y) y[to] = ds->y[from];
 }
 
-void dataset_batch(const Dataset *ds, int64_t batch, int64_t step, bool shuffle, uint64_t seed,
-                   float *x, int32_t *y, int64_t *perm_cache, int64_t *perm_cache_pass)
+void dataset_batch_rows(const Dataset *ds, int64_t batch, int64_t step, bool shuffle, uint64_t seed, int64_t row0,
+                        int64_t nrows, float *x, int32_t *y, int64_t *perm_cache, int64_t *perm_cache_pass)
 {
     int64_t bpp = dataset_batches_per_pass(ds, batch);
-    if (bpp <= 0 || step < 0) return;
-    int64_t pass = step / bpp, first = (step % bpp) * batch;
+    if (bpp <= 0 || step < 0 || row0 < 0 || nrows < 0 || row0 > batch - nrows) return;
+    int64_t pass = step / bpp, first = (step % bpp) * batch + row0;
     if (!shuffle) {
-        for (int64_t k = 0; k < batch; k++) copy_sample(ds, first + k, k, x, y);
+        for (int64_t k = 0; k < nrows; k++) copy_sample(ds, first + k, k, x, y);
         return;
     }
     if (!perm_cache || !perm_cache_pass) return;
@@ -411,7 +411,13 @@ void dataset_batch(const Dataset *ds, int64_t batch, int64_t step, bool shuffle,
         }
         *perm_cache_pass = pass;
     }
-    for (int64_t k = 0; k < batch; k++) copy_sample(ds, perm_cache[first + k], k, x, y);
+    for (int64_t k = 0; k < nrows; k++) copy_sample(ds, perm_cache[first + k], k, x, y);
+}
+
+void dataset_batch(const Dataset *ds, int64_t batch, int64_t step, bool shuffle, uint64_t seed,
+                   float *x, int32_t *y, int64_t *perm_cache, int64_t *perm_cache_pass)
+{
+    dataset_batch_rows(ds, batch, step, shuffle, seed, 0, batch, x, y, perm_cache, perm_cache_pass);
 }
 
 void dataset_slice(const Dataset *ds, int64_t first, int64_t n, float *x, int32_t *y)

@@ -78,6 +78,13 @@ int64_t dataset_batches_per_pass(const Dataset *ds, int64_t batch);
 void dataset_batch(const Dataset *ds, int64_t batch, int64_t step, bool shuffle, uint64_t seed,
                    float *x, int32_t *y, int64_t *perm_cache, int64_t *perm_cache_pass);
 
+/* Rows [row0, row0 + nrows) of batch number `step` of size `batch`, into x[nrows *
+ * sample_size] and y[nrows]: a data-parallel rank's shard of the global batch (the
+ * whole batch is row0 = 0, nrows = batch).  Same requirements as dataset_batch, and
+ * 0 <= row0, row0 + nrows <= batch. */
+void dataset_batch_rows(const Dataset *ds, int64_t batch, int64_t step, bool shuffle, uint64_t seed, int64_t row0,
+                        int64_t nrows, float *x, int32_t *y, int64_t *perm_cache, int64_t *perm_cache_pass);
+
 /* Copies samples [first, first+n) in order, for evaluation; the caller handles the
  * last partial batch.  n is cut to the samples left; nothing is written when first is
  * outside [0, count). */

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include "exec/comm.h"
 #include "exec/exec.h"
 #include "exec/kern.h"
 #include "util/pool.h"
@@ -408,7 +409,8 @@ static int k_dropout(const KCall *c)
         if (c->out != c->in[0]) memcpy(c->out, c->in[0], n * 4);
         return 0;
     }
-    kern_dropout(fin(c, 0), fout(c), n, c->n->a.dropout.rate, step_seed(c->env), (uint64_t)c->n->a.dropout.stream);
+    kern_dropout(fin(c, 0), fout(c), n, c->n->a.dropout.rate, step_seed(c->env), (uint64_t)c->n->a.dropout.stream,
+                 (uint64_t)c->env->shard * n);
     return 0;
 }
 
@@ -419,7 +421,8 @@ static int k_dropout_grad(const KCall *c)
         if (c->out != c->in[0]) memcpy(c->out, c->in[0], n * 4);
         return 0;
     }
-    kern_dropout_grad(fin(c, 0), fout(c), n, c->n->a.dropout.rate, step_seed(c->env), (uint64_t)c->n->a.dropout.stream);
+    kern_dropout_grad(fin(c, 0), fout(c), n, c->n->a.dropout.rate, step_seed(c->env), (uint64_t)c->n->a.dropout.stream,
+                      (uint64_t)c->env->shard * n);
     return 0;
 }
 
@@ -523,6 +526,33 @@ static int k_update_all(const KCall *c)
     return 0;
 }
 
+/* allreduce: packs the bucket's gradients into its buffer and starts their sum over
+ * the ranks (exec/comm.c); the wait divides the sum by the number of ranks.  With one
+ * process (no Comm) the wait is a copy, so the graph computes what it would without
+ * the allreduce, bit for bit. */
+static int k_allreduce(const KCall *c)
+{
+    float *y = fout(c);
+    size_t off = 0;
+    for (int k = 0; k < c->n->nin; k++) {
+        size_t len = numel(ishape(c, k));
+        memcpy(y + off, fin(c, k), len * sizeof *y);
+        off += len;
+    }
+    comm_start(c->env->comm, c->n->a.allreduce.bucket, y, off, c->env->step);
+    return 0;
+}
+
+static int k_allreduce_wait(const KCall *c)
+{
+    size_t len = numel(&c->n->shape);
+    comm_wait(c->env->comm, c->n->a.allreduce.bucket);
+    int ranks = comm_size(c->env->comm);
+    if (ranks > 1) kern_scale(fin(c, 0), 1.0f / (float)ranks, fout(c), len);
+    else if (c->out != c->in[0]) memcpy(c->out, c->in[0], len * sizeof(float));
+    return 0;
+}
+
 /* Sized by its entries (see the static_assert); dispatch_has_kernel() lets the tests
  * check that no op in the middle lacks one. */
 static const KernelFn kernels[] = {
@@ -544,6 +574,7 @@ static const KernelFn kernels[] = {
     [OP_SGD_UPDATE] = k_update, [OP_MOMENTUM_UPDATE] = k_update, [OP_ADAM_UPDATE] = k_update,
     [OP_CONV2D_BIAS_ACT] = k_conv2d, [OP_MATMUL_BIAS_ACT] = k_matmul_bias_act, [OP_MAXPOOL_GRAD_RELU] = k_maxpool_grad,
     [OP_UPDATE_ALL] = k_update_all,
+    [OP_ALLREDUCE] = k_allreduce, [OP_ALLREDUCE_WAIT] = k_allreduce_wait,
 };
 static_assert(sizeof kernels / sizeof kernels[0] == OP_COUNT, "one kernel per op");
 

@@ -26,6 +26,8 @@ void weights_free(Weights *w);
  * model into a fresh train graph's weights). */
 void weights_copy_matching(Weights *dst, const Weights *src);
 
+typedef struct Comm Comm;   /* exec/comm.h */
+
 /* What a step needs besides tensors. */
 typedef struct StepEnv {
     Weights *w;
@@ -37,6 +39,9 @@ typedef struct StepEnv {
     DiagSink *d;         /* run-time errors (a label out of range) */
     double *prof_ns;     /* if set: nanoseconds spent per node are added here */
     bool check_numerics; /* stop at the first NaN or Inf a node produces, naming it */
+    Comm *comm;          /* data-parallel ranks (allreduce ops); NULL: one process */
+    int shard;           /* this rank's index in the global batch: the rows it holds are
+                          * shard*B .. shard*B+B-1, and dropout masks are those rows' */
 } StepEnv;
 
 /* One kernel call with everything resolved. */

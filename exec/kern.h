@@ -123,8 +123,10 @@ void kern_slice(const float *y, int64_t total_len, int64_t off, int64_t len, siz
 /* ---- dropout with inverted scaling, counter-based mask ---------------------------- */
 /* keep element i iff rng_unit(rng_at(seed, stream, i)) >= rate; kept values are scaled
  * by 1/(1-rate).  The gradient regenerates the same mask from the same arguments. */
-void kern_dropout(const float *x, float *y, size_t n, float rate, uint64_t seed, uint64_t stream);
-void kern_dropout_grad(const float *dy, float *dx, size_t n, float rate, uint64_t seed, uint64_t stream);
+/* `first`: the index of element 0 in the whole tensor when x is a shard of it (a rank's
+ * rows of the global batch); the mask is that part of the whole tensor's mask. */
+void kern_dropout(const float *x, float *y, size_t n, float rate, uint64_t seed, uint64_t stream, uint64_t first);
+void kern_dropout_grad(const float *dy, float *dx, size_t n, float rate, uint64_t seed, uint64_t stream, uint64_t first);
 
 /* ---- optimizer updates, in place ---------------------------------------------------- */
 void kern_sgd(float *w, const float *g, size_t n, float lr);

@@ -586,9 +586,12 @@ void kern_slice(const float *y, int64_t total_len, int64_t off, int64_t len, siz
 
 /* ---- dropout ------------------------------------------------------------------------ */
 
-/* out[i] = in[i] / (1 - rate) where the mask keeps i, else 0.  The key is rng_at's
- * per-(seed, stream) half hoisted out of the loop; the bits equal rng_at(seed, stream, i). */
-static void dropout_apply(const float *in, float *out, size_t n, float rate, uint64_t seed, uint64_t stream)
+/* out[i] = in[i] / (1 - rate) where the mask keeps element first + i, else 0.  The key
+ * is rng_at's per-(seed, stream) half hoisted out of the loop; the bits equal
+ * rng_at(seed, stream, first + i).  `first` places a shard of a larger tensor (a rank's
+ * rows of the global batch) so that its mask is that part of the whole tensor's. */
+static void dropout_apply(const float *in, float *out, size_t n, float rate, uint64_t seed, uint64_t stream,
+                          uint64_t first)
 {
     if (rate >= 1.0f) {   /* rng_unit < 1: nothing is kept */
         memset(out, 0, n * sizeof *out);
@@ -598,7 +601,7 @@ static void dropout_apply(const float *in, float *out, size_t n, float rate, uin
     uint64_t key = rng_mix(seed + golden * (stream + 1));
     float scale = 1.0f / (1.0f - rate);
     for (size_t i = 0; i < n; i++) {
-        float u = rng_unit(rng_mix(key + golden * ((uint64_t)i + 1)));
+        float u = rng_unit(rng_mix(key + golden * (first + (uint64_t)i + 1)));
         /* Branch-free (a random mask mispredicts half the time): v & (keep ? ~0 : 0). */
         float v = in[i] * scale;
         uint32_t bits, mask = 0u - (uint32_t)(u >= rate);
@@ -608,14 +611,14 @@ static void dropout_apply(const float *in, float *out, size_t n, float rate, uin
     }
 }
 
-void kern_dropout(const float *x, float *y, size_t n, float rate, uint64_t seed, uint64_t stream)
+void kern_dropout(const float *x, float *y, size_t n, float rate, uint64_t seed, uint64_t stream, uint64_t first)
 {
-    dropout_apply(x, y, n, rate, seed, stream);
+    dropout_apply(x, y, n, rate, seed, stream, first);
 }
 
-void kern_dropout_grad(const float *dy, float *dx, size_t n, float rate, uint64_t seed, uint64_t stream)
+void kern_dropout_grad(const float *dy, float *dx, size_t n, float rate, uint64_t seed, uint64_t stream, uint64_t first)
 {
-    dropout_apply(dy, dx, n, rate, seed, stream);
+    dropout_apply(dy, dx, n, rate, seed, stream, first);
 }
 
 /* ---- optimizers ------------------------------------------------------------------------ */

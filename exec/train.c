@@ -131,6 +131,8 @@ typedef struct Evaluator {
     Graph *full, *rest;        /* bound to the batch, and to the last partial batch */
     Executor *ex_full, *ex_rest;
     int64_t batch, rest_n;
+    int64_t first, count;      /* the test examples this rank evaluates */
+    Comm *comm;
     float *x;
     int32_t *y;
 } Evaluator;
@@ -146,10 +148,18 @@ static void evaluator_free(Evaluator *e)
     memset(e, 0, sizeof *e);
 }
 
-static int evaluator_init(Evaluator *e, const Graph *fwd, const Feed *f, int64_t batch, ExecMode mode, Weights *w, DiagSink *d)
+/* With several ranks, rank r evaluates its share [r n / N, (r+1) n / N) of the n test
+ * examples and the sums are gathered. */
+static int evaluator_init(Evaluator *e, const Graph *fwd, const Feed *f, int64_t batch, ExecMode mode, Weights *w,
+                          Comm *comm, DiagSink *d)
 {
     memset(e, 0, sizeof *e);
-    int64_t n = f->test.count;
+    int R = comm_size(comm), r = comm_rank(comm);
+    e->comm = comm;
+    e->first = f->test.count * r / R;
+    e->count = f->test.count * (r + 1) / R - e->first;
+    int64_t n = e->count;
+    if (n == 0) return 0;   /* more ranks than test examples: nothing here */
     e->batch = batch < n ? batch : n;
     e->rest_n = n % e->batch;
     const char *sym = fwd->syms[f->batch_sym];
@@ -174,13 +184,13 @@ fail:
 
 static int evaluate(Evaluator *e, const Feed *f, StepEnv env, double *loss, double *acc)
 {
-    const Graph *g = e->full;
-    int li = output_index(g, "loss"), ai = output_index(g, "accuracy");
+    const Graph *g = e->full ? e->full : e->rest;
+    int li = g ? output_index(g, "loss") : -1, ai = g ? output_index(g, "accuracy") : -1;
     double lsum = 0, asum = 0;
     env.training = false;
-    for (int64_t first = 0; first < f->test.count; first += e->batch) {
-        int64_t n = f->test.count - first < e->batch ? f->test.count - first : e->batch;
-        dataset_slice(&f->test, first, n, e->x, e->y);
+    for (int64_t k = 0; g && k < e->count; k += e->batch) {
+        int64_t n = e->count - k < e->batch ? e->count - k : e->batch;
+        dataset_slice(&f->test, e->first + k, n, e->x, e->y);
         const void *feeds[2];
         feeds[f->x_input] = e->x;
         feeds[f->y_input] = e->y;
@@ -196,6 +206,10 @@ static int evaluate(Evaluator *e, const Feed *f, StepEnv env, double *loss, doub
         if (li >= 0) lsum += (double)outv[li][0] * (double)n;
         if (ai >= 0) asum += (double)outv[ai][0] * (double)n;
     }
+    double sums[2] = { lsum, asum };
+    comm_sum_f64(e->comm, sums, 2, "the evaluation's sums", env.step);
+    lsum = sums[0];
+    asum = sums[1];
     *loss = lsum / (double)f->test.count;
     *acc = ai >= 0 ? asum / (double)f->test.count : NAN;
     return 0;
@@ -227,6 +241,42 @@ static void progress_line(FILE *out, int64_t epoch, int64_t epochs, int64_t step
     if (!isnan(acc)) fprintf(out, " - acc: %.4f", acc);
 }
 
+/* Threads per process: --threads, else the cores shared among this machine's ranks. */
+static int default_threads(const RunOptions *o, const Comm *comm)
+{
+    if (o->threads > 0) return o->threads;
+    int cores = (int)sysconf(_SC_NPROCESSORS_ONLN), per = cores / comm_local_size(comm);
+    return per > 0 ? per : 1;
+}
+
+/* Whether every rank holds the same weights (a 52-bit hash of their bytes, compared as
+ * its minimum and maximum over the ranks): true by construction, checked because a
+ * divergence would otherwise go unnoticed. */
+static int weights_agree(Comm *comm, const Weights *w, const char *when, DiagSink *d)
+{
+    if (comm_size(comm) == 1) return 0;
+    uint64_t h = 1469598103934665603ull;
+    for (int v = 0; v < w->n; v++) {
+        const unsigned char *p = (const unsigned char *)w->data[v];
+        size_t len = (size_t)shape_numel(&w->shapes[v]) * 4;
+        for (size_t i = 0; i < len; i++) h = (h ^ p[i]) * 1099511628211ull;
+    }
+    double mine = (double)(h >> 12), v[2] = { mine, -mine };
+    comm_min_f64(comm, v, 2, "the check that the ranks' weights agree", w->step);
+    if (v[0] == -v[1]) return 0;
+    diag_plain(d, "rank %d: the ranks' weights differ %s (step %lld)", comm_rank(comm), when, (long long)w->step);
+    return -1;
+}
+
+/* A rank that fails before training tells the others, which are waiting in the
+ * agreement; only the lowest failing rank reports (the same mistake fails every rank
+ * alike).  Returns -1. */
+static int setup_failed(Comm *comm, DiagSink *d)
+{
+    if (comm_size(comm) > 1 && comm_agree(comm, false) != comm_rank(comm)) diag_clear(d);
+    return -1;
+}
+
 /* ---- the run ------------------------------------------------------------------------------------- */
 
 int train_run(const Graph *fwd, const RunOptions *o, RunResult *r, Weights *w_out, DiagSink *d)
@@ -236,7 +286,7 @@ int train_run(const Graph *fwd, const RunOptions *o, RunResult *r, Weights *w_ou
     TrainSpec t = fwd->train;
     if (!t.present || t.minimize < 0) {
         diag_plain(d, "%s: the model has no train block: nothing to train", fwd->src ? fwd->src->name : "model");
-        return -1;
+        return setup_failed(o->comm, d);
     }
     if (o->epochs > 0) t.epochs = o->epochs;
     if (o->steps > 0) t.steps = o->steps;
@@ -245,8 +295,14 @@ int train_run(const Graph *fwd, const RunOptions *o, RunResult *r, Weights *w_ou
     if (o->have_seed) t.seed = o->seed;
     /* resuming: the run's seed is the checkpoint's (same order, same masks), unless the
      * user asks for another one */
-    if (o->resume_path && !o->have_seed && checkpoint_seed(o->resume_path, &t.seed, d) != 0) return -1;
-    kern_blas_threads(o->threads > 0 ? o->threads : (int)sysconf(_SC_NPROCESSORS_ONLN));
+    Comm *comm = o->comm;
+    int R = comm_size(comm), rank = comm_rank(comm);
+    bool agreed = false;      /* past the point where every rank said whether it was ready */
+    int bad = R;              /* the lowest rank that was not, or R */
+    /* only rank 0 speaks; the others report only errors */
+    LogMode log = rank == 0 ? o->log : LOG_QUIET;
+    if (o->resume_path && !o->have_seed && checkpoint_seed(o->resume_path, &t.seed, d) != 0) return setup_failed(comm, d);
+    kern_blas_threads(default_threads(o, comm));
 
     Feed f;
     Graph *tg = NULL;
@@ -257,15 +313,27 @@ int train_run(const Graph *fwd, const RunOptions *o, RunResult *r, Weights *w_ou
     int32_t *y = NULL;
     int64_t *perm = NULL, perm_pass = -1;
     int rc = -1;
-    if (feed_setup(fwd, &t, o, true, &f, d) != 0) return -1;
-    if (t.batch > f.train.count) {
-        diag_plain(d, "batch %lld is larger than the %lld training examples", (long long)t.batch, (long long)f.train.count);
+    if (feed_setup(fwd, &t, o, true, &f, d) != 0) return setup_failed(comm, d);
+    /* the global batch: R ranks of t.batch rows each */
+    int64_t gbatch = t.batch * R;
+    if (gbatch > f.train.count) {
+        if (R > 1)
+            diag_plain(d, "%d ranks x batch %lld = %lld is larger than the %lld training examples", R, (long long)t.batch,
+                       (long long)gbatch, (long long)f.train.count);
+        else
+            diag_plain(d, "batch %lld is larger than the %lld training examples", (long long)t.batch, (long long)f.train.count);
         goto out;
     }
-    int64_t per_pass = dataset_batches_per_pass(&f.train, t.batch);
+    int64_t per_pass = dataset_batches_per_pass(&f.train, gbatch);
     int64_t steps = t.steps ? t.steps : per_pass;
     tg = pass_autodiff(fwd, d);
     if (!tg) goto out;
+    if (R > 1) {
+        Graph *dp = pass_allreduce(tg, o->bucket_bytes > 0 ? o->bucket_bytes : ALLREDUCE_DEFAULT_BUCKET, d);
+        graph_free(tg);
+        tg = dp;
+        if (!tg) goto out;
+    }
     tg->train = t;
     if (graph_bind(tg, fwd->syms[f.batch_sym], t.batch, d) != 0) goto out;
     if (weights_init(&w, tg, t.seed, d) != 0) goto out;
@@ -302,7 +370,7 @@ int train_run(const Graph *fwd, const RunOptions *o, RunResult *r, Weights *w_ou
     }
     ex = executor_plan(o->mode, tg, &w, d);
     if (!ex) goto out;
-    if (evaluator_init(&ev, fwd, &f, t.batch, o->mode, &w, d) != 0) goto out;
+    if (evaluator_init(&ev, fwd, &f, t.batch, o->mode, &w, comm, d) != 0) goto out;
 
     if (!exec_fits_memory((double)t.batch * (double)f.sample_size * 4, "a batch of inputs", d)) goto out;
     x = gc_calloc((size_t)(t.batch * f.sample_size), sizeof *x);
@@ -325,40 +393,56 @@ int train_run(const Graph *fwd, const RunOptions *o, RunResult *r, Weights *w_ou
     StepEnv env = {
         .w = &w, .seed = t.seed, .lr = t.lr, .momentum = t.momentum, .beta1 = t.beta1, .beta2 = t.beta2,
         .eps = t.eps, .nesterov = t.nesterov, .training = true, .d = d, .check_numerics = o->check_numerics,
+        .comm = comm, .shard = rank,
     };
+    /* Every rank is ready (or the lowest one that is not says why), and all start from
+     * the same weights. */
+    agreed = true;
+    bad = comm_agree(comm, true);
+    if (bad < R) {
+        if (rank == 0) diag_plain(d, "rank %d of %d could not start training (its message says why); stopping", bad, R);
+        goto out;   /* every rank knows: all stop here */
+    }
+    if (weights_agree(comm, &w, "at the start", d) != 0) goto out;
     int li = output_index(tg, "loss"), ai = output_index(tg, "accuracy");
     FILE *out = o->out ? o->out : stdout;
-    bool tty = o->log == LOG_BAR && isatty(fileno(out));
-    if (o->log == LOG_BAR) {
+    bool tty = log == LOG_BAR && isatty(fileno(out));
+    if (log == LOG_BAR) {
         fprintf(out, "Training %s: %lld epochs x %lld steps, batch %lld, %s mode, %s\n",
                 fwd->model_name ? fwd->model_name : "model", (long long)t.epochs, (long long)steps, (long long)t.batch,
                 exec_mode_name(o->mode), kern_blas_info());
+        if (R > 1) {
+            char cd[160];
+            fprintf(out, "Data parallel: %d ranks x batch %lld = global batch %lld; %s\n", R, (long long)t.batch,
+                    (long long)gbatch, comm_describe(comm, cd, sizeof cd));
+        }
         if (first) fprintf(out, "Resuming from %s at step %lld\n", o->resume_path, (long long)first);
     }
     for (int64_t i = 0; i < first; i++) r->step_loss[i] = r->step_acc[i] = NAN;
     for (int64_t e = 0; e < t.epochs; e++) r->epoch_loss[e] = r->epoch_acc[e] = r->epoch_test_loss[e] = r->epoch_test_acc[e] = NAN;
     double train_time = 0;
+    bool stop_all = false;    /* with several ranks: some rank was asked to stop */
     for (int64_t e = first / steps; e < t.epochs; e++) {
         double te = now(), lsum = 0, asum = 0, last_draw = 0;
         int64_t s0 = e == first / steps ? first % steps : 0;
         for (int64_t s = s0; s < steps; s++) {
             int64_t gs = e * steps + s;
-            if (o->stop && *o->stop) {
+            if (R > 1 ? stop_all : o->stop && *o->stop) {
                 /* interrupted: the state after step gs-1 is complete; save it and stop */
                 r->interrupted = true;
                 w.step = gs;
-                if (o->log != LOG_QUIET) fprintf(out, "\nInterrupted at step %lld", (long long)gs);
-                if (save) {
+                if (log != LOG_QUIET) fprintf(out, "\nInterrupted at step %lld", (long long)gs);
+                if (save && rank == 0) {
                     if (checkpoint_save(save, tg, &w, t.seed, d) != 0) goto out;
-                    if (o->log != LOG_QUIET) fprintf(out, "; saved %s (resume with --resume %s)", save, save);
-                } else if (o->log != LOG_QUIET) {
+                    if (log != LOG_QUIET) fprintf(out, "; saved %s (resume with --resume %s)", save, save);
+                } else if (log != LOG_QUIET) {
                     fprintf(out, "; no checkpoint written (give --save PATH)");
                 }
-                if (o->log != LOG_QUIET) fputc('\n', out);
+                if (log != LOG_QUIET) fputc('\n', out);
                 rc = 0;
                 goto out;
             }
-            dataset_batch(&f.train, t.batch, gs, t.shuffle, t.seed, x, y, perm, &perm_pass);
+            dataset_batch_rows(&f.train, gbatch, gs, t.shuffle, t.seed, rank * t.batch, t.batch, x, y, perm, &perm_pass);
             const void *feeds[2];
             feeds[f.x_input] = x;
             feeds[f.y_input] = y;
@@ -369,11 +453,20 @@ int train_run(const Graph *fwd, const RunOptions *o, RunResult *r, Weights *w_ou
             env.step = gs;
             w.step = gs;
             if (executor_run(ex, feeds, outs, &env) != 0) goto out;
+            if (R > 1) {
+                /* the global batch's loss and accuracy (each rank's are means over its
+                 * rows), and whether any rank was asked to stop */
+                double v[3] = { lv, av, o->stop && *o->stop ? 1 : 0 };
+                comm_sum_f64(comm, v, 3, "the step's loss and accuracy", gs);
+                lv = (float)(v[0] / R);
+                av = (float)(v[1] / R);
+                stop_all = v[2] > 0;
+            }
             r->step_loss[gs] = lv;
             r->step_acc[gs] = av;
             lsum += lv;
             asum += av;
-            if (o->save_every > 0 && save && (gs + 1) % o->save_every == 0) {
+            if (o->save_every > 0 && save && rank == 0 && (gs + 1) % o->save_every == 0) {
                 w.step = gs + 1;
                 if (checkpoint_save(save, tg, &w, t.seed, d) != 0) goto out;
             }
@@ -397,12 +490,12 @@ int train_run(const Graph *fwd, const RunOptions *o, RunResult *r, Weights *w_ou
             r->epoch_test_loss[e] = (float)tl;
             r->epoch_test_acc[e] = (float)ta;
         }
-        if (o->log == LOG_BAR) {
+        if (log == LOG_BAR) {
             progress_line(out, e + 1, t.epochs, steps, steps, secs, r->epoch_loss[e], r->epoch_acc[e], true);
             if (!isnan(r->epoch_test_loss[e]))
                 fprintf(out, " - test_loss: %.4f - test_acc: %.4f", r->epoch_test_loss[e], r->epoch_test_acc[e]);
             fputc('\n', out);
-        } else if (o->log == LOG_JSON) {
+        } else if (log == LOG_JSON) {
             fprintf(out, "{\"epoch\": %lld, \"epochs\": %lld, \"steps\": %lld, \"loss\": %.6f, \"acc\": %.6f, "
                     "\"seconds\": %.3f, \"ms_per_step\": %.3f",
                     (long long)(e + 1), (long long)t.epochs, (long long)steps, r->epoch_loss[e], r->epoch_acc[e], secs,
@@ -418,8 +511,9 @@ int train_run(const Graph *fwd, const RunOptions *o, RunResult *r, Weights *w_ou
     if (evaluate(&ev, &f, env, &r->test_loss, &r->test_acc) != 0) goto out;
     r->peak_bytes = executor_peak_bytes(ex);
     r->seconds = now() - t0;
-    if (save && checkpoint_save(save, tg, &w, t.seed, d) != 0) goto out;
-    if (o->plot_path) {
+    if (weights_agree(comm, &w, "after training", d) != 0) goto out;
+    if (save && rank == 0 && checkpoint_save(save, tg, &w, t.seed, d) != 0) goto out;
+    if (o->plot_path && rank == 0) {
         TrainLog lg = {
             .nsteps = (size_t)r->nsteps, .step_loss = r->step_loss, .step_acc = ai >= 0 ? r->step_acc : NULL,
             .nepochs = (size_t)r->nepochs, .epoch_test_loss = r->epoch_test_loss, .epoch_test_acc = r->epoch_test_acc,
@@ -427,20 +521,29 @@ int train_run(const Graph *fwd, const RunOptions *o, RunResult *r, Weights *w_ou
         };
         if (plot_svg(o->plot_path, &lg, d) != 0) goto out;
     }
-    if (o->log == LOG_BAR) {
+    if (log == LOG_BAR) {
         fprintf(out, "Test loss: %.4f - test acc: %.4f (%lld examples) - total time %.1fs (training %.1fs)\n", r->test_loss,
                 r->test_acc, (long long)f.test.count, r->seconds, r->train_seconds);
         if (save) fprintf(out, "Saved weights to %s\n", save);
         if (o->plot_path) fprintf(out, "Wrote %s\n", o->plot_path);
-    } else if (o->log == LOG_JSON) {
+    } else if (log == LOG_JSON) {
         fprintf(out, "{\"test_loss\": %.6f, \"test_acc\": %.6f, \"test_examples\": %lld, \"seconds\": %.3f, "
                 "\"train_seconds\": %.3f}\n",
                 r->test_loss, r->test_acc, (long long)f.test.count, r->seconds, r->train_seconds);
-    } else {
+    } else if (rank == 0) {
         fprintf(out, "test_loss %.6f test_acc %.6f\n", r->test_loss, r->test_acc);
     }
     rc = 0;
 out:
+    if (rc != 0 && R > 1) {
+        if (!agreed) {
+            setup_failed(comm, d);
+        } else if (bad == R) {
+            /* the others are inside the step's collectives: stop the job */
+            diag_flush(d, stderr);
+            comm_abort(comm, 1, "stopping all ranks after the error above");
+        }
+    }
     if (rc == 0 && w_out) *w_out = w;
     else weights_free(&w);
     evaluator_free(&ev);
@@ -459,14 +562,21 @@ int eval_run(const Graph *fwd, const RunOptions *o, Weights *w, double *loss, do
     Evaluator ev;
     TrainSpec t = fwd->train;
     if (o->batch > 0) t.batch = o->batch;
-    kern_blas_threads(o->threads > 0 ? o->threads : (int)sysconf(_SC_NPROCESSORS_ONLN));
-    if (feed_setup(fwd, &t, o, false, &f, d) != 0) return -1;
+    kern_blas_threads(default_threads(o, o->comm));
+    if (feed_setup(fwd, &t, o, false, &f, d) != 0) return setup_failed(o->comm, d);
     int rc = -1;
-    if (evaluator_init(&ev, fwd, &f, t.batch, o->mode, w, d) == 0) {
-        StepEnv env = { .w = w, .seed = t.seed, .d = d };
-        rc = evaluate(&ev, &f, env, loss, acc);
-        evaluator_free(&ev);
+    if (evaluator_init(&ev, fwd, &f, t.batch, o->mode, w, o->comm, d) != 0) {
+        feed_free(&f);
+        return setup_failed(o->comm, d);
     }
+    int R = comm_size(o->comm), bad = comm_agree(o->comm, true);
+    if (bad >= R) {
+        StepEnv env = { .w = w, .seed = t.seed, .d = d, .comm = o->comm, .shard = comm_rank(o->comm) };
+        rc = evaluate(&ev, &f, env, loss, acc);
+    } else if (comm_rank(o->comm) == 0) {
+        diag_plain(d, "rank %d of %d could not start evaluating (its message says why); stopping", bad, R);
+    }
+    evaluator_free(&ev);
     feed_free(&f);
     return rc;
 }

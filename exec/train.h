@@ -1,6 +1,7 @@
 /* Training and evaluation runs: data, the two executors, progress, checkpoints. */
 #ifndef GRAPHC_TRAIN_H
 #define GRAPHC_TRAIN_H
+#include "exec/comm.h"
 #include "exec/data.h"
 #include "exec/executor.h"
 
@@ -26,6 +27,12 @@ typedef struct RunOptions {
     const char *data_dir;           /* overrides mnist("...") */
     LogMode log;
     FILE *out;                      /* progress and results (stdout) */
+    /* Data parallel (docs/distributed.md): with a Comm of N ranks, each rank trains on
+     * its `batch` rows of every global batch of N * batch, gradients are averaged by the
+     * allreduce ops of pass_allreduce, only rank 0 prints and writes checkpoints, and
+     * evaluation is split over the ranks. */
+    Comm *comm;                     /* NULL: one process */
+    int64_t bucket_bytes;           /* gradient bucket size (0: ALLREDUCE_DEFAULT_BUCKET) */
 } RunOptions;
 
 typedef struct RunResult {

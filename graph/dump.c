@@ -63,6 +63,8 @@ static void attrs_str(const Graph *g, const Node *n, char *buf, size_t len)
     case OP_SGD_UPDATE: case OP_MOMENTUM_UPDATE: case OP_ADAM_UPDATE:
         snprintf(buf, len, "param=%s", g->vars[n->a.update.var].name);
         break;
+    case OP_ALLREDUCE: snprintf(buf, len, "bucket=%d gradients=%d", n->a.allreduce.bucket, n->nin); break;
+    case OP_ALLREDUCE_WAIT: snprintf(buf, len, "bucket=%d mean", n->a.allreduce.bucket); break;
     case OP_UPDATE_ALL:
         snprintf(buf, len, "fuses=%d %s", n->nin / 2, (unsigned)n->a.update.state[0] < OP_COUNT ? op_name((OpKind)n->a.update.state[0]) : "?");
         break;

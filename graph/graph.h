@@ -77,6 +77,7 @@ typedef union NodeAttr {
     struct { int axis; int64_t off, len; } slice; /* SLICE: [off, off+len) along axis */
     struct { float rate; int stream; } dropout;   /* DROPOUT, DROPOUT_GRAD */
     struct { int kop; } unary;                /* UNARY_GRAD: the KUnary of the forward op */
+    struct { int bucket; } allreduce;         /* ALLREDUCE, ALLREDUCE_WAIT: the bucket's tag */
     struct {                                  /* *_UPDATE */
         int var;                              /* the parameter */
         int state[2];                         /* its optimizer state vars, or -1 */

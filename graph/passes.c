@@ -138,3 +138,49 @@ fail:
     graph_free(tmp);
     return NULL;
 }
+
+Graph *graph_reorder(const Graph *g, const int32_t *order, int n, const char *stage, DiagSink *d)
+{
+    Graph *c = graph_clone(g);
+    Node *old = gc_malloc((size_t)(g->nnodes ? g->nnodes : 1) * sizeof *old);
+    int32_t *map = gc_malloc((size_t)(g->nnodes ? g->nnodes : 1) * sizeof *map);
+    if (!c || !old || !map) {
+        graph_free(c);
+        gc_free(old);
+        gc_free(map);
+        diag_plain(d, "out of memory");
+        return NULL;
+    }
+    memcpy(old, c->nodes, (size_t)g->nnodes * sizeof *old);
+    for (int i = 0; i < g->nnodes; i++) map[i] = -1;
+    bool ok = true;
+    for (int j = 0; j < n && ok; j++) {
+        int32_t i = order[j];
+        ok = i >= 0 && i < g->nnodes && map[i] < 0;
+        Node *dst = &c->nodes[j];
+        *dst = old[i < 0 || i >= g->nnodes ? 0 : i];
+        for (int k = 0; ok && k < dst->nin; k++) {
+            ok = map[dst->in[k]] >= 0;   /* every input placed before its reader */
+            dst->in[k] = map[dst->in[k]];
+        }
+        dst->fwd = dst->fwd >= 0 ? map[dst->fwd] : -1;
+        map[i] = j;
+    }
+    for (int i = 0; ok && i < c->noutputs; i++) ok = (c->outputs[i].node = map[c->outputs[i].node]) >= 0;
+    for (int i = 0; ok && i < c->ninputs; i++) ok = (c->inputs[i] = map[c->inputs[i]]) >= 0;
+    if (!ok) {
+        diag_plain(d, "internal error: %s: the new order of the nodes is not a topological order of the graph", stage);
+        graph_free(c);
+        gc_free(old);
+        gc_free(map);
+        return NULL;
+    }
+    c->nnodes = n;
+    c->train.minimize = c->train.minimize >= 0 ? map[c->train.minimize] : -1;
+    c->logits = c->logits >= 0 ? map[c->logits] : -1;
+    c->label_input = c->label_input >= 0 ? map[c->label_input] : -1;
+    c->stage = stage;
+    gc_free(old);
+    gc_free(map);
+    return c;
+}

@@ -37,6 +37,21 @@ Graph *pass_fuse(const Graph *g, DiagSink *d);
  * each input i by alias[i] first.  Outputs, inputs and the train spec are remapped. */
 Graph *graph_rebuild(const Graph *g, const bool *keep, const int32_t *alias, const char *stage, DiagSink *d);
 
+/* A copy of g with its nodes in `order` (n distinct node ids, each after its inputs);
+ * nodes not in `order` are dropped.  NULL after reporting if the order is not
+ * topological or leaves out an input or output. */
+Graph *graph_reorder(const Graph *g, const int32_t *order, int n, const char *stage, DiagSink *d);
+
+/* Data-parallel training ("train" stage, when the job has several ranks): the gradient
+ * of every update is summed over the ranks and divided by their number before the
+ * update reads it.  Gradients are packed, in the order the backward pass makes them,
+ * into buckets of at least bucket_bytes (the last may be smaller); a bucket's
+ * allreduce op comes right after its last gradient, so its communication overlaps the
+ * rest of the backward pass, and its wait comes just before the updates.  See
+ * docs/distributed.md. */
+Graph *pass_allreduce(const Graph *g, int64_t bucket_bytes, DiagSink *d);
+#define ALLREDUCE_DEFAULT_BUCKET ((int64_t)4 << 20)
+
 /* Adds a node to g and infers its shape; -1 after reporting to d.  `attr` and
  * `tshape` may be NULL. */
 int32_t graph_add_inferred(Graph *g, OpKind op, const int32_t *in, int nin, Loc loc,

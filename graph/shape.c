@@ -383,6 +383,23 @@ static bool r_update(Ctx *c, Node *n)
     return true;
 }
 
+/* A bucket: every gradient of it, flattened one after the other. */
+static bool r_allreduce(Ctx *c, Node *n)
+{
+    int64_t total = 0;
+    for (int i = 0; i < n->nin; i++) {
+        const Shape *s = in_shape(c, n, i);
+        if (!need_f32(c, n, i, "every gradient")) return false;
+        int64_t k = shape_concrete(s) ? shape_numel(s) : -1;
+        if (k < 0 || __builtin_add_overflow(total, k, &total))
+            return fail(c, n, "allreduce: the gradients must have known sizes that fit in memory");
+    }
+    n->dtype = DT_F32;
+    n->shape.rank = 1;
+    n->shape.d[0] = (Dim){ total, -1 };
+    return true;
+}
+
 /* Sized by its entries, so the static_assert below fails if the last ops lack one;
  * graph_has_shape_rule() lets the tests check that none is missing in the middle. */
 static const ShapeRule rules[] = {
@@ -404,6 +421,7 @@ static const ShapeRule rules[] = {
     [OP_SGD_UPDATE] = r_update, [OP_MOMENTUM_UPDATE] = r_update, [OP_ADAM_UPDATE] = r_update,
     [OP_CONV2D_BIAS_ACT] = r_conv2d, [OP_MATMUL_BIAS_ACT] = r_matmul, [OP_MAXPOOL_GRAD_RELU] = r_like_first,
     [OP_UPDATE_ALL] = r_update,
+    [OP_ALLREDUCE] = r_allreduce, [OP_ALLREDUCE_WAIT] = r_same,
 };
 static_assert(sizeof rules / sizeof rules[0] == OP_COUNT, "one shape rule per op");
 

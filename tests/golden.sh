@@ -147,6 +147,14 @@ for model in "$MODELS"/*.net; do
         fi
     done
 done
+# data parallel: one rank's step of a 2-rank job, with its gradient buckets' allreduce
+run "$MODELS" "$tmp/out" "$tmp/err" dump mnist.net --stage train --ranks 2
+expect_rc 0 "dump mnist.net --stage train --ranks 2"
+compare "$tmp/out" "$GOLDEN/mnist.train-ranks2.txt" "dump mnist.net --stage train --ranks 2"
+run "$MODELS" "$tmp/out" "$tmp/err" dump mnist.net --stage planned --ranks 2
+expect_rc 0 "dump mnist.net --stage planned --ranks 2"
+if grep -q "allreduce_wait" "$tmp/out"; then pass "the 2-rank memory plan places the buckets"
+else fail "the 2-rank memory plan has no allreduce_wait"; fi
 if [ "$nmodels" -ge 7 ]; then pass "found $nmodels models"; else fail "found $nmodels models in $MODELS, expected at least 7"; fi
 
 # ---- errors -----------------------------------------------------------------------------

@@ -28,3 +28,12 @@ EXTRA_DIST += tests/valgrind.sh tests/valgrind.net
 TESTS += tests/install.sh
 EXTRA_DIST += tests/install.sh
 AM_TESTS_ENVIRONMENT += MAKE='$(MAKE)'; CC='$(CC)'; export MAKE CC;
+
+# data-parallel training under mpirun (skipped in a build without MPI): N ranks x batch
+# B against one process x N*B, compared weight by weight with ckpt_compare
+check_PROGRAMS += tests/ckpt_compare
+tests_ckpt_compare_SOURCES = tests/ckpt_compare.c
+tests_ckpt_compare_CFLAGS = $(AM_CFLAGS)
+tests_ckpt_compare_LDADD = $(GRAPHC_LIBS)
+TESTS += tests/mpi.sh
+EXTRA_DIST += tests/mpi.sh

@@ -1310,10 +1310,10 @@ START_TEST(test_dropout_mask)
     const uint64_t seed = 1234, stream = 7;
     float *x = tu_alloc(n), *y = tu_alloc(n), *y2 = tu_alloc(n), *y3 = tu_alloc(n);
     kern_fill(x, 1.0f, n);
-    kern_dropout(x, y, n, rate, seed, stream);
-    kern_dropout(x, y2, n, rate, seed, stream);
+    kern_dropout(x, y, n, rate, seed, stream, 0);
+    kern_dropout(x, y2, n, rate, seed, stream, 0);
     ck_assert_int_eq(memcmp(y, y2, n * sizeof *y), 0);   /* deterministic */
-    kern_dropout(x, y3, n, rate, seed, stream + 1);
+    kern_dropout(x, y3, n, rate, seed, stream + 1, 0);
     size_t differ = 0, kept = 0;
     const float scale = 1.0f / (1.0f - rate);
     double sum = 0;
@@ -1331,6 +1331,15 @@ START_TEST(test_dropout_mask)
     ck_assert_float_near_rel((double)kept / (double)n, p, 0.0, 5 * sd);
     /* Inverted scaling preserves the mean: E[y] = 1. */
     ck_assert_float_near_rel(sum / (double)n, 1.0, 0.0, 5 * sd / p);
+    /* Two shards placed with `first` make the whole tensor's mask (data-parallel ranks
+     * each hold rows of the global batch); a shard placed at 0 would not. */
+    size_t h = n / 2 + 7;
+    memset(y2, 0xff, n * sizeof *y2);
+    kern_dropout(x, y2, h, rate, seed, stream, 0);
+    kern_dropout(x + h, y2 + h, n - h, rate, seed, stream, h);
+    ck_assert_int_eq(memcmp(y, y2, n * sizeof *y), 0);
+    kern_dropout(x + h, y2 + h, n - h, rate, seed, stream, 0);
+    ck_assert_int_ne(memcmp(y, y2, n * sizeof *y), 0);
     free(x);
     free(y);
     free(y2);
@@ -1342,13 +1351,13 @@ START_TEST(test_dropout_edges)
 {
     const size_t n = 1000;
     float *x = tu_alloc_uniform(n, -1.0f, 1.0f, 9000), *y = tu_alloc(n);
-    kern_dropout(x, y, n, 0.0f, 1, 2);
+    kern_dropout(x, y, n, 0.0f, 1, 2, 0);
     ck_assert_floats_near(y, x, n, 0.0, 0.0);
-    kern_dropout(x, y, n, 1.0f, 1, 2);
+    kern_dropout(x, y, n, 1.0f, 1, 2, 0);
     for (size_t i = 0; i < n; i++)
         ck_assert_msg(y[i] == 0.0f, "rate 1 kept element %zu", i);
     /* Values are scaled, not just masked. */
-    kern_dropout(x, y, n, 0.5f, 3, 4);
+    kern_dropout(x, y, n, 0.5f, 3, 4, 0);
     for (size_t i = 0; i < n; i++)
         ck_assert(y[i] == 0.0f || y[i] == 2.0f * x[i]);
     free(x);
@@ -1365,7 +1374,7 @@ typedef struct DropCtx {
 static void dropout_fn(void *vc, const float *x, float *y)
 {
     const DropCtx *c = vc;
-    kern_dropout(x, y, c->n, c->rate, c->seed, c->stream);
+    kern_dropout(x, y, c->n, c->rate, c->seed, c->stream, 0);
 }
 
 START_TEST(test_dropout_grad)
@@ -1373,8 +1382,8 @@ START_TEST(test_dropout_grad)
     DropCtx ctx = {200, 0.4f, 99, 3};
     float *x = tu_alloc_uniform(ctx.n, -1.0f, 1.0f, 9100), *y = tu_alloc(ctx.n);
     float *dy = tu_alloc_uniform(ctx.n, -1.0f, 1.0f, 9101), *dx = tu_alloc(ctx.n);
-    kern_dropout(x, y, ctx.n, ctx.rate, ctx.seed, ctx.stream);
-    kern_dropout_grad(dy, dx, ctx.n, ctx.rate, ctx.seed, ctx.stream);
+    kern_dropout(x, y, ctx.n, ctx.rate, ctx.seed, ctx.stream, 0);
+    kern_dropout_grad(dy, dx, ctx.n, ctx.rate, ctx.seed, ctx.stream, 0);
     for (size_t i = 0; i < ctx.n; i++)   /* the same mask and scale */
         ck_assert(y[i] == 0.0f ? dx[i] == 0.0f : dx[i] == dy[i] * (1.0f / (1.0f - ctx.rate)));
     ck_assert_grad_fd(dropout_fn, &ctx, x, ctx.n, ctx.n, dy, dx, FD_EPS, FD_RTOL, FD_ATOL);

@@ -334,6 +334,84 @@ START_TEST(compiled_matches_interp)
 }
 END_TEST
 
+/* Data parallel (graph/allreduce.c): the step of one rank has an allreduce per bucket
+ * right after the bucket's last gradient, every update reads its gradient back from a
+ * bucket, and with one process (no Comm) the graph computes exactly what the plain
+ * step does, in both modes: weights bit for bit after 3 steps. */
+START_TEST(allreduce_pass)
+{
+    Compiled c;
+    compile_file(&c, model_files[_i]);
+    if (c.g->train.minimize < 0)
+        for (int i = 0; i < c.g->nnodes; i++)
+            if (c.g->nodes[i].name && strcmp(c.g->nodes[i].name, "loss") == 0) c.g->train.minimize = i;
+    int64_t batch = strstr(model_files[_i], "large") ? 1 : 3;
+    /* bucket sizes: one gradient per bucket, the default, everything in one */
+    const int64_t buckets[3] = { 1, ALLREDUCE_DEFAULT_BUCKET, INT64_MAX / 2 };
+    Weights w[4];
+    for (int variant = 0; variant < 4; variant++) {
+        Graph *tg = pass_autodiff(c.g, &c.d);
+        ck_assert_ptr_nonnull(tg);
+        int nupdates = 0;
+        for (int i = 0; i < tg->nnodes; i++) nupdates += (op_info[tg->nodes[i].op].traits & OPT_UPDATE) != 0;
+        if (variant > 0) {
+            Graph *dp = pass_allreduce(tg, buckets[variant - 1], &c.d);
+            ck_assert_msg(dp != NULL, "%s", c.d.buf ? c.d.buf : "");
+            graph_free(tg);
+            tg = dp;
+            ck_assert_int_eq(graph_verify(tg, &c.d), 0);
+            int nar = 0, ngrads = 0;
+            for (int i = 0; i < tg->nnodes; i++) {
+                const Node *n = &tg->nodes[i];
+                if (n->op == OP_ALLREDUCE) {
+                    nar++;
+                    ngrads += n->nin;
+                    int32_t last = 0;
+                    for (int k = 0; k < n->nin; k++) last = n->in[k] > last ? n->in[k] : last;
+                    ck_assert_msg(last == i - 1, "%s: allreduce %d is not right after its last gradient %d",
+                                  model_files[_i], i, last);
+                }
+                if (op_info[n->op].traits & OPT_UPDATE) {
+                    const Node *r = &tg->nodes[n->in[1]];
+                    ck_assert_int_eq(r->op, OP_RESHAPE);
+                    ck_assert_int_eq(tg->nodes[r->in[0]].op, OP_SLICE);
+                    ck_assert_int_eq(tg->nodes[tg->nodes[r->in[0]].in[0]].op, OP_ALLREDUCE_WAIT);
+                }
+            }
+            ck_assert_int_eq(ngrads, nupdates);   /* every gradient in exactly one bucket */
+            if (variant == 1) ck_assert_int_eq(nar, nupdates);
+            if (variant == 3) ck_assert_int_eq(nar, 1);
+        }
+        ck_assert_int_eq(graph_bind(tg, "B", batch, &c.d), 0);
+        ck_assert_int_eq(weights_init(&w[variant], tg, 3, &c.d), 0);
+        /* the plain step compiled; the others alternate interpreter and compiled */
+        ExecMode mode = variant % 2 ? MODE_INTERP : MODE_COMPILED;
+        Executor *ex = executor_plan(mode, tg, &w[variant], &c.d);
+        ck_assert_ptr_nonnull(ex);
+        for (int step = 0; step < 3; step++) {
+            void **feeds = make_feeds(tg, 2, (uint64_t)step);
+            float lv = 0, av = 0;
+            float *outs[2] = { &lv, &av };
+            StepEnv env = { .w = &w[variant], .step = step, .seed = 11, .lr = 0.01f, .momentum = tg->train.momentum,
+                            .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-7f, .training = true, .d = &c.d };
+            ck_assert_int_eq(executor_run(ex, (const void *const *)feeds, outs, &env), 0);
+            free_feeds(tg, feeds);
+        }
+        executor_free(ex);
+        graph_free(tg);
+    }
+    for (int variant = 1; variant < 4; variant++) {
+        for (int v = 0; v < w[0].n; v++)
+            ck_assert_msg(memcmp(w[0].data[v], w[variant].data[v], (size_t)shape_numel(&w[0].shapes[v]) * 4) == 0,
+                          "%s: %s differs with buckets of %lld bytes", model_files[_i], w[0].names[v],
+                          (long long)buckets[variant - 1]);
+        weights_free(&w[variant]);
+    }
+    weights_free(&w[0]);
+    compiled_free_all(&c);
+}
+END_TEST
+
 /* Fusion finds its patterns in the MNIST CNN's training step and keeps the graph valid. */
 START_TEST(fusion_patterns)
 {
@@ -710,6 +788,7 @@ static Suite *make_exec_suite(void)
     Suite *s = suite_create("executors");
     TCase *tc = tcase_create("agreement");
     tcase_add_loop_test(tc, compiled_matches_interp, 0, (int)(sizeof model_files / sizeof *model_files));
+    tcase_add_loop_test(tc, allreduce_pass, 0, (int)(sizeof model_files / sizeof *model_files));
     tcase_add_test(tc, memplan_no_overlap);
     tcase_add_test(tc, fusion_patterns);
     tcase_add_test(tc, cse_merges);

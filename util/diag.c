@@ -18,6 +18,13 @@ void diag_free(DiagSink *d)
     d->len = d->cap = 0;
 }
 
+void diag_clear(DiagSink *d)
+{
+    d->len = 0;
+    if (d->buf) d->buf[0] = 0;
+    d->nerrors = d->suppressed = 0;
+}
+
 static void append(DiagSink *d, const char *s, size_t n)
 {
     if (d->len + n + 1 > d->cap) {

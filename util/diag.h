@@ -37,6 +37,8 @@ typedef struct DiagSink {
 
 void diag_init(DiagSink *d, const Source *src);
 void diag_free(DiagSink *d);
+/* Forgets every message reported so far (a rank whose failure another reports). */
+void diag_clear(DiagSink *d);
 void diag_report(DiagSink *d, DiagLevel level, Loc loc, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 void diag_vreport(DiagSink *d, DiagLevel level, Loc loc, const char *fmt, va_list ap);

@@ -1,0 +1,147 @@
+#!/bin/sh
+# Data-parallel training under mpirun (docs/distributed.md), loopback only:
+#  - N ranks with batch B end with the same weights, within float tolerance, as one
+#    process with batch N*B and the same seed (N = 2 and 4; dense layers with momentum,
+#    and the MNIST CNN with dropout); and a run with the wrong global batch does not;
+#  - only rank 0 prints; evaluation split over the ranks gives the single-process result;
+#  - a rank killed or stalled stops the job with a message, no hang; a setup error that
+#    every rank hits is reported once.
+# In a build without MPI: mpirun of graphc is refused with a message.  Skipped (77)
+# without mpirun.
+set -u
+top_srcdir=${top_srcdir:-.}
+top_builddir=${top_builddir:-.}
+G="$top_builddir/graphc"
+C="$top_builddir/tests/ckpt_compare"
+DATA="$top_srcdir/data/mnist"
+pass=0 fail=0
+ok() { pass=$((pass + 1)); echo "PASS: $1"; }
+bad() { fail=$((fail + 1)); echo "FAIL: $1"; }
+finish() { echo "$pass passed, $fail failed"; [ $fail -eq 0 ]; exit $?; }
+if ! command -v mpirun >/dev/null 2>&1; then echo "SKIP: mpirun not found (openmpi-bin)"; exit 77; fi
+t=$(mktemp -d)
+trap 'rm -rf "$t"' EXIT
+# CI runs as root; two cores host up to four ranks
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+MPIRUN="mpirun --oversubscribe"
+
+if ! "$G" --version | grep -q "with MPI"; then
+    # a plain build must not let every process train alone
+    $MPIRUN -np 2 "$G" run "$top_srcdir/models/mlp.net" --data "$DATA" --steps 1 --epochs 1 >"$t/out" 2>"$t/err"
+    rc=$?
+    if [ $rc -ne 0 ] && grep -q "built without MPI" "$t/err"; then ok "a build without MPI refuses to run under mpirun (status $rc)"
+    else bad "a build without MPI under mpirun: status $rc"; cat "$t/err"; fi
+    finish
+fi
+
+# train FILE RANKS BATCH STEPS OUT [options]: rank-count x batch, saved to OUT
+train() {
+    f=$1 np=$2 b=$3 steps=$4 out=$5
+    shift 5
+    if [ "$np" -eq 0 ]; then
+        "$G" run "$f" --data "$DATA" --epochs 1 --steps "$steps" --batch "$b" --threads 1 --test-limit 500 \
+            --log quiet --save "$out" "$@"
+    else
+        $MPIRUN -np "$np" "$G" run "$f" --data "$DATA" --epochs 1 --steps "$steps" --batch "$b" --threads 1 \
+            --test-limit 500 --log quiet --save "$out" "$@"
+    fi
+}
+
+# compare NAME FILE A B: weights within |a-b| <= 1e-6 + 1e-4 |b|
+compare() {
+    if "$C" "$2" "$3" "$4" 1e-4 1e-6 >"$t/cmp" 2>&1; then ok "$1"
+    else bad "$1"; cat "$t/cmp"; fi
+}
+
+MLP="$top_srcdir/models/mlp.net"
+train "$MLP" 0 64 20 "$t/one64.ckpt" --lr 0.05 >"$t/one.out" 2>&1 || { bad "mlp: one process"; cat "$t/one.out"; }
+train "$MLP" 2 32 20 "$t/two32.ckpt" --lr 0.05 >"$t/two.out" 2>"$t/two.err" || { bad "mlp: 2 ranks"; cat "$t/two.err"; }
+compare "mlp (dense, momentum), 20 steps: 2 ranks x 32 = 1 process x 64" "$MLP" "$t/two32.ckpt" "$t/one64.ckpt"
+train "$MLP" 4 16 20 "$t/four16.ckpt" --lr 0.05 >/dev/null 2>"$t/four.err" || { bad "mlp: 4 ranks"; cat "$t/four.err"; }
+compare "mlp, 20 steps: 4 ranks x 16 = 1 process x 64" "$MLP" "$t/four16.ckpt" "$t/one64.ckpt"
+# the control: the same comparison fails for a run whose global batch differs
+train "$MLP" 0 32 20 "$t/one32.ckpt" --lr 0.05 >/dev/null 2>&1
+if "$C" "$MLP" "$t/two32.ckpt" "$t/one32.ckpt" 1e-4 1e-6 >/dev/null 2>&1; then bad "the comparison cannot tell 2 x 32 from 1 x 32"
+else ok "control: 2 ranks x 32 differ from 1 process x 32"; fi
+
+# only rank 0 prints; the loss it prints is the global batch's (one process x 64's)
+n=$(grep -c "^test_loss" "$t/two.out")
+[ "$n" -eq 1 ] && ok "one result line from 2 ranks" || { bad "2 ranks printed $n result lines"; cat "$t/two.out"; }
+[ "$(cat "$t/two.out")" = "$(cat "$t/one.out")" ] && ok "2 ranks report the single process's test loss and accuracy: $(cat "$t/one.out")" \
+    || { bad "results differ: $(cat "$t/two.out") / $(cat "$t/one.out")"; }
+
+# the CNN with dropout (each rank's masks are its rows' of the global batch's)
+CNN="$top_srcdir/models/mnist.net"
+train "$CNN" 0 64 5 "$t/cnn1.ckpt" >/dev/null 2>&1 || bad "cnn: one process"
+train "$CNN" 2 32 5 "$t/cnn2.ckpt" >/dev/null 2>"$t/cnn.err" || { bad "cnn: 2 ranks"; cat "$t/cnn.err"; }
+compare "mnist.net (conv, dropout), 5 steps: 2 ranks x 32 = 1 process x 64" "$CNN" "$t/cnn2.ckpt" "$t/cnn1.ckpt"
+"$G" run "$CNN" --data "$DATA" --epochs 1 --steps 5 --batch 64 --threads 1 --test-limit 500 --log quiet --save "$t/cnn1n.ckpt" \
+    --seed 2 >/dev/null 2>&1
+if "$C" "$CNN" "$t/cnn2.ckpt" "$t/cnn1n.ckpt" 1e-4 1e-6 >/dev/null 2>&1; then bad "the CNN comparison cannot tell another seed"
+else ok "control: another seed's CNN differs"; fi
+
+# evaluation split over the ranks: the same figures as one process
+one=$("$G" eval "$MLP" --weights "$t/one64.ckpt" --data "$DATA" 2>&1)
+two=$($MPIRUN -np 2 "$G" eval "$MLP" --weights "$t/one64.ckpt" --data "$DATA" 2>&1)
+three=$($MPIRUN -np 3 "$G" eval "$MLP" --weights "$t/one64.ckpt" --data "$DATA" 2>&1)
+[ "$one" = "$two" ] && [ "$one" = "$three" ] && ok "eval on 2 and 3 ranks = one process: $one" \
+    || bad "eval: '$one' / '$two' / '$three'"
+
+# a long run to disturb: rank 1's pid from its environment
+long() {
+    $MPIRUN -np 2 "$G" run "$MLP" --data "$DATA" --epochs 50 --batch 32 --threads 1 --log quiet "$@" >"$t/long.out" 2>"$t/long.err" &
+    mp=$!
+    r1=""
+    i=0
+    while [ -z "$r1" ] && [ $i -lt 100 ]; do
+        sleep 0.1
+        i=$((i + 1))
+        for p in $(pgrep -f "graphc run $MLP" 2>/dev/null); do
+            tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=1" && r1=$p
+        done
+    done
+    sleep 1.5   # into the training loop
+}
+# waits for mpirun at most $1 seconds; sets rc and secs
+bounded_wait() {
+    s=0
+    while kill -0 $mp 2>/dev/null && [ $s -lt "$1" ]; do sleep 1; s=$((s + 1)); done
+    if kill -0 $mp 2>/dev/null; then
+        rc=hung
+        kill -9 $mp 2>/dev/null
+        [ -n "$r1" ] && kill -9 "$r1" 2>/dev/null
+        pkill -9 -f "graphc run $MLP" 2>/dev/null
+    else
+        wait $mp
+        rc=$?
+    fi
+    secs=$s
+}
+
+long
+kill -9 "$r1" 2>/dev/null
+bounded_wait 30
+if [ "$rc" != hung ] && [ "$rc" -ne 0 ]; then ok "rank 1 killed: the job stops (status $rc, ${secs}s): $(grep -m1 -i "signal\|killed\|exited" "$t/long.err")"
+else bad "rank 1 killed: status $rc"; cat "$t/long.err"; fi
+
+long --comm-timeout 2
+kill -STOP "$r1" 2>/dev/null
+bounded_wait 30
+if [ "$rc" != hung ] && [ "$rc" -ne 0 ] && grep -q "did not complete within 2 s" "$t/long.err"; then
+    ok "rank 1 stalled: the watchdog stops the job (status $rc, ${secs}s): $(grep -m1 "did not complete" "$t/long.err")"
+else bad "rank 1 stalled: status $rc"; cat "$t/long.err"; fi
+kill -9 "$r1" 2>/dev/null
+
+# a mistake every rank makes is reported once
+$MPIRUN -np 2 "$G" run "$MLP" --data "$t/nowhere" --steps 1 >"$t/out" 2>"$t/err"
+rc=$?
+n=$(grep -c "nowhere" "$t/err")
+[ $rc -ne 0 ] && [ "$n" -eq 1 ] && ok "missing data on every rank: status $rc, one message" \
+    || { bad "missing data: status $rc, $n messages"; cat "$t/err"; }
+printf 'model m\ninput x: f32[B, 4]\nh = dense(x, units=3, activaton="relu")\n' >"$t/bad.net"
+$MPIRUN -np 2 "$G" run "$t/bad.net" >"$t/out" 2>"$t/err"
+rc=$?
+n=$(grep -c "activaton" "$t/err")
+[ $rc -eq 1 ] && [ "$n" -ge 1 ] && [ "$(grep -c "1 error" "$t/err")" -eq 1 ] && ok "a model error under 2 ranks: status 1, reported once" \
+    || { bad "a model error under 2 ranks: status $rc"; cat "$t/err"; }
+finish
