@@ -54,6 +54,11 @@ void comm_min_f64(Comm *c, double *buf, size_t n, const char *what, int64_t step
     (void)c; (void)buf; (void)n; (void)what; (void)step;
 }
 int comm_agree(Comm *c, bool ok) { (void)c; return ok ? 1 : 0; }
+void comm_stats(const Comm *c, double *wait_s, double *busy_s)
+{
+    (void)c;
+    *wait_s = *busy_s = 0;
+}
 _Noreturn void comm_abort(Comm *c, int code, const char *msg)
 {
     (void)c;
@@ -82,6 +87,7 @@ typedef struct Job {
     const char *what;    /* for messages: NULL means "the allreduce of gradient bucket <tag>" */
     int64_t step;
     JobState state;
+    double t_start;      /* when it was handed over */
 } Job;
 
 struct Comm {
@@ -98,6 +104,7 @@ struct Comm {
     int *queue;          /* slots in the order they were started (njobs capacity) */
     int qlen;
     bool quit;
+    double wait_s, busy_s;   /* comm_stats */
 };
 
 static double now_s(void)
@@ -174,6 +181,7 @@ static void *comm_thread(void *arg)
         pthread_mutex_unlock(&c->mu);
         run_job(c, &j);
         pthread_mutex_lock(&c->mu);
+        if (j.tag >= 0) c->busy_s += now_s() - j.t_start;
         c->jobs[slot].state = JOB_DONE;
         pthread_cond_broadcast(&c->done);
     }
@@ -209,6 +217,7 @@ static void submit(Comm *c, const Job *j)
     if (dst->state == JOB_QUEUED) comm_abort(c, 1, "internal error: a collective started twice before its wait");
     *dst = *j;
     dst->state = JOB_QUEUED;
+    dst->t_start = now_s();
     c->queue[c->qlen++] = slot;
     pthread_cond_signal(&c->wake);
     pthread_mutex_unlock(&c->mu);
@@ -216,6 +225,7 @@ static void submit(Comm *c, const Job *j)
 
 static void await(Comm *c, int tag)
 {
+    double t0 = now_s();
     pthread_mutex_lock(&c->mu);
     int slot;
     Job *j = slot_of(c, tag, &slot);
@@ -231,6 +241,8 @@ static void await(Comm *c, int tag)
         run_job(c, &copy);
         pthread_mutex_lock(&c->mu);
         c->jobs[slot].state = JOB_IDLE;
+        if (tag >= 0) c->busy_s += now_s() - t0;
+        if (tag >= 0) c->wait_s += now_s() - t0;
         pthread_mutex_unlock(&c->mu);
         return;
     }
@@ -248,7 +260,18 @@ static void await(Comm *c, int tag)
         }
     }
     c->jobs[slot].state = JOB_IDLE;
+    if (tag >= 0) c->wait_s += now_s() - t0;
     pthread_mutex_unlock(&c->mu);
+}
+
+void comm_stats(const Comm *c, double *wait_s, double *busy_s)
+{
+    *wait_s = *busy_s = 0;
+    if (!c) return;
+    pthread_mutex_lock((pthread_mutex_t *)&c->mu);
+    *wait_s = c->wait_s;
+    *busy_s = c->busy_s;
+    pthread_mutex_unlock((pthread_mutex_t *)&c->mu);
 }
 
 int comm_open(Comm **out, double timeout_s, DiagSink *d)

@@ -51,6 +51,11 @@ void comm_wait(Comm *c, int tag);
 void comm_sum_f64(Comm *c, double *buf, size_t n, const char *what, int64_t step);
 void comm_min_f64(Comm *c, double *buf, size_t n, const char *what, int64_t step);
 
+/* Seconds so far: spent by the caller blocked in comm_wait (communication the step
+ * did not hide), and spent by the collectives from their start to their completion
+ * (gradient buckets only).  Zero for NULL. */
+void comm_stats(const Comm *c, double *wait_s, double *busy_s);
+
 /* Agreement after setting up: every rank says whether it is ready.  Returns the lowest
  * rank that is not (so that only it reports why), or comm_size(c) when all are. */
 int comm_agree(Comm *c, bool ok);

@@ -423,7 +423,8 @@ int train_run(const Graph *fwd, const RunOptions *o, RunResult *r, Weights *w_ou
     double train_time = 0;
     bool stop_all = false;    /* with several ranks: some rank was asked to stop */
     for (int64_t e = first / steps; e < t.epochs; e++) {
-        double te = now(), lsum = 0, asum = 0, last_draw = 0;
+        double te = now(), lsum = 0, asum = 0, last_draw = 0, wait0, busy0;
+        comm_stats(comm, &wait0, &busy0);
         int64_t s0 = e == first / steps ? first % steps : 0;
         for (int64_t s = s0; s < steps; s++) {
             int64_t gs = e * steps + s;
@@ -502,6 +503,15 @@ int train_run(const Graph *fwd, const RunOptions *o, RunResult *r, Weights *w_ou
                     1000 * secs / (double)steps);
             if (!isnan(r->epoch_test_loss[e]))
                 fprintf(out, ", \"test_loss\": %.6f, \"test_acc\": %.6f", r->epoch_test_loss[e], r->epoch_test_acc[e]);
+            if (R > 1) {
+                /* rank 0's view: the gradient allreduces' time from start to completion,
+                 * and the part of it the step waited for */
+                double wait1, busy1;
+                comm_stats(comm, &wait1, &busy1);
+                fprintf(out, ", \"ranks\": %d, \"global_batch\": %lld, \"allreduce_ms_per_step\": %.3f, "
+                        "\"comm_wait_ms_per_step\": %.3f", R, (long long)gbatch,
+                        1000 * (busy1 - busy0) / (double)(steps - s0), 1000 * (wait1 - wait0) / (double)(steps - s0));
+            }
             fputs("}\n", out);
         }
         fflush(out);
