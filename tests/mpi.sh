@@ -132,6 +132,19 @@ if [ "$rc" != hung ] && [ "$rc" -ne 0 ] && grep -q "did not complete within 2 s"
 else bad "rank 1 stalled: status $rc"; cat "$t/long.err"; fi
 kill -9 "$r1" 2>/dev/null
 
+# Ctrl-C (mpirun passes it on): the ranks agree on the step to stop after, rank 0
+# saves, and the job resumes from that checkpoint
+long --save "$t/int.ckpt"
+kill -INT $mp
+bounded_wait 30
+step=$(od -An -t u8 -j 16 -N 8 "$t/int.ckpt" 2>/dev/null | tr -d ' ')
+if [ "$rc" != hung ] && [ -n "$step" ] && [ "$step" -gt 0 ]; then
+    ok "Ctrl-C: the job stops (status $rc), rank 0 saved the step-$step checkpoint"
+else bad "Ctrl-C under mpirun: status $rc, checkpoint step '$step'"; cat "$t/long.err"; fi
+if $MPIRUN -np 2 "$G" run "$MLP" --data "$DATA" --epochs 1 --steps $((${step:-0} + 50)) --batch 32 --threads 1 --test-limit 500 --log quiet \
+        --resume "$t/int.ckpt" >"$t/out" 2>"$t/err" && grep -q "^test_loss" "$t/out"; then ok "2 ranks resume from it: $(cat "$t/out")"
+else bad "resume under mpirun"; cat "$t/err"; fi
+
 # a mistake every rank makes is reported once
 $MPIRUN -np 2 "$G" run "$MLP" --data "$t/nowhere" --steps 1 >"$t/out" 2>"$t/err"
 rc=$?
