@@ -249,13 +249,17 @@ static int default_threads(const RunOptions *o, const Comm *comm)
     return per > 0 ? per : 1;
 }
 
-/* Whether every rank holds the same weights (a 52-bit hash of their bytes, compared as
- * its minimum and maximum over the ranks): true by construction, checked because a
- * divergence would otherwise go unnoticed. */
-static int weights_agree(Comm *comm, const Weights *w, const char *when, DiagSink *d)
+/* Whether every rank holds the same weights and the same buckets (a 52-bit hash of the
+ * weights' bytes and of the step's allreduce sizes, compared as its minimum and
+ * maximum over the ranks): true when every rank runs the same graphc on the same model
+ * and options; checked because a difference would otherwise go unnoticed or pair
+ * collectives of different sizes. */
+static int weights_agree(Comm *comm, const Graph *tg, const Weights *w, const char *when, DiagSink *d)
 {
     if (comm_size(comm) == 1) return 0;
     uint64_t h = 1469598103934665603ull;
+    for (int i = 0; i < tg->nnodes; i++)
+        if (tg->nodes[i].op == OP_ALLREDUCE) h = (h ^ (uint64_t)shape_numel(&tg->nodes[i].shape)) * 1099511628211ull;
     for (int v = 0; v < w->n; v++) {
         const unsigned char *p = (const unsigned char *)w->data[v];
         size_t len = (size_t)shape_numel(&w->shapes[v]) * 4;
@@ -264,7 +268,8 @@ static int weights_agree(Comm *comm, const Weights *w, const char *when, DiagSin
     double mine = (double)(h >> 12), v[2] = { mine, -mine };
     comm_min_f64(comm, v, 2, "the check that the ranks' weights agree", w->step);
     if (v[0] == -v[1]) return 0;
-    diag_plain(d, "rank %d: the ranks' weights differ %s (step %lld)", comm_rank(comm), when, (long long)w->step);
+    diag_plain(d, "the ranks' weights or gradient buckets differ %s (step %lld): every rank must run the same graphc "
+               "on the same model with the same options", when, (long long)w->step);
     return -1;
 }
 
@@ -403,7 +408,7 @@ int train_run(const Graph *fwd, const RunOptions *o, RunResult *r, Weights *w_ou
         if (rank == 0) diag_plain(d, "rank %d of %d could not start training (its message says why); stopping", bad, R);
         goto out;   /* every rank knows: all stop here */
     }
-    if (weights_agree(comm, &w, "at the start", d) != 0) goto out;
+    if (weights_agree(comm, tg, &w, "at the start", d) != 0) goto stop_together;
     int li = output_index(tg, "loss"), ai = output_index(tg, "accuracy");
     FILE *out = o->out ? o->out : stdout;
     bool tty = log == LOG_BAR && isatty(fileno(out));
@@ -521,7 +526,7 @@ int train_run(const Graph *fwd, const RunOptions *o, RunResult *r, Weights *w_ou
     if (evaluate(&ev, &f, env, &r->test_loss, &r->test_acc) != 0) goto out;
     r->peak_bytes = executor_peak_bytes(ex);
     r->seconds = now() - t0;
-    if (weights_agree(comm, &w, "after training", d) != 0) goto out;
+    if (weights_agree(comm, tg, &w, "after training", d) != 0) goto stop_together;
     if (save && rank == 0 && checkpoint_save(save, tg, &w, t.seed, d) != 0) goto out;
     if (o->plot_path && rank == 0) {
         TrainLog lg = {
@@ -544,6 +549,11 @@ int train_run(const Graph *fwd, const RunOptions *o, RunResult *r, Weights *w_ou
         fprintf(out, "test_loss %.6f test_acc %.6f\n", r->test_loss, r->test_acc);
     }
     rc = 0;
+    goto out;
+stop_together:
+    /* every rank found the same difference: all stop, rank 0 says why */
+    bad = 0;
+    if (rank != 0) diag_clear(d);
 out:
     if (rc != 0 && R > 1) {
         if (!agreed) {

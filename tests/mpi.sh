@@ -151,6 +151,13 @@ rc=$?
 n=$(grep -c "nowhere" "$t/err")
 [ $rc -ne 0 ] && [ "$n" -eq 1 ] && ok "missing data on every rank: status $rc, one message" \
     || { bad "missing data: status $rc, $n messages"; cat "$t/err"; }
+# ranks that would pair different buckets are stopped before the first step
+$MPIRUN -np 1 "$G" run "$MLP" --data "$DATA" --steps 2 --epochs 1 --test-limit 100 --log quiet : \
+    -np 1 "$G" run "$MLP" --data "$DATA" --steps 2 --epochs 1 --test-limit 100 --log quiet --bucket-size 1 >"$t/out" 2>"$t/err"
+rc=$?
+n=$(grep -c "gradient buckets differ at the start" "$t/err")
+[ $rc -ne 0 ] && [ "$n" -eq 1 ] && ok "ranks with different buckets: status $rc, one message" \
+    || { bad "ranks with different buckets: status $rc, $n messages"; cat "$t/err"; }
 printf 'model m\ninput x: f32[B, 4]\nh = dense(x, units=3, activaton="relu")\n' >"$t/bad.net"
 $MPIRUN -np 2 "$G" run "$t/bad.net" >"$t/out" 2>"$t/err"
 rc=$?
