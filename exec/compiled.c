@@ -3,14 +3,21 @@
  * Memory planning: every node output that is not a parameter or a fed input gets a
  * buffer; a buffer lives from the node that writes it to the last node that reads it
  * (outputs live to the end).  A reshape is a view of its input and extends its life.
- * Buffers are placed greedily, largest first, each into the smallest gap (best fit)
- * among the already placed buffers whose lifetimes overlap its own. */
+ * Buffers are placed greedily, each into the smallest gap (best fit) among the already
+ * placed buffers whose lifetimes overlap its own, in six orders (largest first,
+ * longest-lived first, largest size x lifetime first, first made first, and largest
+ * first with the nodes' scratch buffers before or after the values); the best order is
+ * then improved by a seeded local search (one buffer moved in the order at a time)
+ * until it reaches the lower bound or a step limit. */
 #include <stdlib.h>
 #include <string.h>
 #include "exec/compiled.h"
 #include "graph/passes.h"
+#include "util/rng.h"
 
 #define ALIGN 64
+/* Steps of local search when the six fixed orders miss the lower bound. */
+#define PLACE_CLIMB 3000
 
 static int64_t align_up(int64_t v) { return (v + ALIGN - 1) & ~(int64_t)(ALIGN - 1); }
 
@@ -26,13 +33,17 @@ void memplan_free(MemPlan *mp)
     memset(mp, 0, sizeof *mp);
 }
 
-static const MemPlan *sort_plan;
-static int by_size_desc(const void *a, const void *b)
+/* A buffer to place, with the key of the order it is placed in (larger first). */
+typedef struct Cand {
+    int64_t key, key2;
+    int32_t buf;
+} Cand;
+static int by_key_desc(const void *a, const void *b)
 {
-    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
-    int64_t sx = sort_plan->size[x], sy = sort_plan->size[y];
-    if (sx != sy) return sx > sy ? -1 : 1;
-    return x - y;   /* stable: earlier node first */
+    const Cand *x = a, *y = b;
+    if (x->key != y->key) return x->key > y->key ? -1 : 1;
+    if (x->key2 != y->key2) return x->key2 > y->key2 ? -1 : 1;
+    return x->buf - y->buf;   /* stable: earlier node first */
 }
 
 typedef struct Placed { int64_t off, end; } Placed;
@@ -40,6 +51,34 @@ static int by_off(const void *a, const void *b)
 {
     const Placed *x = a, *y = b;
     return x->off < y->off ? -1 : x->off > y->off;
+}
+
+/* Places the buffers cand[0..nb) in that order, each at the bottom of the smallest gap
+ * (best fit) left by the already placed buffers whose lifetimes overlap its own, or
+ * above them all.  Writes off[buf]; returns the arena's size. */
+static int64_t place(const MemPlan *mp, const Cand *cand, int nb, int64_t *off, Placed *placed)
+{
+    int64_t arena = 0;
+    for (int k = 0; k < nb; k++) {
+        int32_t b = cand[k].buf;
+        int np = 0;
+        for (int j = 0; j < k; j++) {
+            int32_t o = cand[j].buf;
+            if (mp->first[o] <= mp->last[b] && mp->first[b] <= mp->last[o])
+                placed[np++] = (Placed){ off[o], off[o] + mp->size[o] };
+        }
+        qsort(placed, (size_t)np, sizeof *placed, by_off);
+        int64_t best = -1, best_gap = INT64_MAX, cur = 0;
+        for (int j = 0; j < np; j++) {
+            int64_t gap = placed[j].off - cur;
+            if (gap >= mp->size[b] && gap < best_gap) { best = cur; best_gap = gap; }
+            if (placed[j].end > cur) cur = placed[j].end;
+        }
+        if (best < 0) best = cur;   /* above everything it overlaps */
+        off[b] = best;
+        if (best + mp->size[b] > arena) arena = best + mp->size[b];
+    }
+    return arena;
 }
 
 int memplan_build(const Graph *g, MemPlan *mp, DiagSink *d)
@@ -56,15 +95,17 @@ int memplan_build(const Graph *g, MemPlan *mp, DiagSink *d)
     int32_t *root = gc_calloc(nz, sizeof *root);     /* the buffer a view reads */
     int32_t *order = gc_calloc(nz, sizeof *order);
     Placed *placed = gc_calloc(nz, sizeof *placed);
-    if (!mp->offset || !mp->size || !mp->first || !mp->last || !root || !order || !placed) {
+    Cand *cand = gc_calloc(nz, sizeof *cand), *best = gc_calloc(nz, sizeof *best);
+    int64_t *trial = gc_calloc(nz, sizeof *trial);
+    if (!mp->offset || !mp->size || !mp->first || !mp->last || !root || !order || !placed || !cand || !best || !trial) {
         diag_plain(d, "out of memory planning the arena");
-        gc_free(root); gc_free(order); gc_free(placed);
+        gc_free(root); gc_free(order); gc_free(placed); gc_free(cand); gc_free(best); gc_free(trial);
         memplan_free(mp);
         return -1;
     }
     for (int i = 0; i < n; i++) {
         const Node *nd = &g->nodes[i];
-        root[i] = nd->op == OP_RESHAPE && !outside_arena(&g->nodes[nd->in[0]]) ? root[nd->in[0]] : i;
+        root[i] = nd->op == OP_RESHAPE ? root[nd->in[0]] : i;   /* a view, of a fed input or a parameter too */
         mp->offset[i] = -1;
         mp->first[i] = mp->last[i] = i;
         if (!outside_arena(nd) && root[i] == i) mp->size[i] = align_up((int64_t)node_bytes(nd));
@@ -111,33 +152,60 @@ int memplan_build(const Graph *g, MemPlan *mp, DiagSink *d)
         }
         if (live > mp->lower_bound) mp->lower_bound = live;
     }
-    sort_plan = mp;
-    qsort(order, (size_t)nb, sizeof *order, by_size_desc);
-    for (int k = 0; k < nb; k++) {
-        int32_t b = order[k];
-        int np = 0;
-        for (int j = 0; j < k; j++) {
-            int32_t o = order[j];
-            if (mp->first[o] <= mp->last[b] && mp->first[b] <= mp->last[o])
-                placed[np++] = (Placed){ mp->offset[o], mp->offset[o] + mp->size[o] };
+    /* Greedy placement is a heuristic: six orders are tried and the smallest arena
+     * kept (see the top of the file). */
+    mp->arena = INT64_MAX;
+    for (int strategy = 0; strategy < 6 && mp->arena > mp->lower_bound; strategy++) {
+        for (int k = 0; k < nb; k++) {
+            int32_t b = order[k];
+            int64_t size = mp->size[b], life = (int64_t)(mp->last[b] - mp->first[b] + 1);
+            int64_t scratch = b >= n;   /* a node's scratch: alive while the node runs */
+            Cand *c = &cand[k];
+            c->buf = b;
+            switch (strategy) {
+            case 0: c->key = size; c->key2 = life; break;
+            case 1: c->key = life; c->key2 = size; break;
+            case 2: c->key = size * life; c->key2 = size; break;
+            case 3: c->key = -(int64_t)mp->first[b]; c->key2 = size; break;
+            case 4: c->key = scratch; c->key2 = size; break;      /* scratch first, at the bottom */
+            default: c->key = !scratch; c->key2 = size; break;   /* scratch last, into the gaps */
+            }
         }
-        qsort(placed, (size_t)np, sizeof *placed, by_off);
-        int64_t best = -1, best_gap = INT64_MAX, cur = 0;
-        for (int j = 0; j < np; j++) {
-            int64_t gap = placed[j].off - cur;
-            if (gap >= mp->size[b] && gap < best_gap) { best = cur; best_gap = gap; }
-            if (placed[j].end > cur) cur = placed[j].end;
+        qsort(cand, (size_t)nb, sizeof *cand, by_key_desc);
+        int64_t arena = place(mp, cand, nb, trial, placed);
+        if (arena < mp->arena) {
+            mp->arena = arena;
+            memcpy(best, cand, (size_t)nb * sizeof *best);
         }
-        if (best < 0) best = cur;   /* above everything it overlaps */
-        mp->offset[b] = best;
-        if (best + mp->size[b] > mp->arena) mp->arena = best + mp->size[b];
     }
+    /* Local search from the best order: move one buffer to another place in the order,
+     * keep the move if the arena is no larger; seeded, so the plan is the same every
+     * time.  It stops at the lower bound. */
+    for (int it = 0; it < PLACE_CLIMB && mp->arena > mp->lower_bound && nb > 1; it++) {
+        int from = (int)rng_below(rng_at(0x9A7E, (uint64_t)it, 0), (uint64_t)nb);
+        int to = (int)rng_below(rng_at(0x9A7E, (uint64_t)it, 1), (uint64_t)nb);
+        memcpy(cand, best, (size_t)nb * sizeof *cand);
+        Cand moved = cand[from];
+        if (from < to) memmove(cand + from, cand + from + 1, (size_t)(to - from) * sizeof *cand);
+        else memmove(cand + to + 1, cand + to, (size_t)(from - to) * sizeof *cand);
+        cand[to] = moved;
+        int64_t arena = place(mp, cand, nb, trial, placed);
+        if (arena <= mp->arena) {
+            mp->arena = arena;
+            memcpy(best, cand, (size_t)nb * sizeof *best);
+        }
+    }
+    place(mp, best, nb, mp->offset, placed);
+    if (nb == 0) mp->arena = 0;
     for (int i = 0; i < n; i++)
         if (root[i] != i) mp->offset[i] = mp->offset[root[i]];
     mp->scratch_offset = mp->offset + n;
     gc_free(root);
     gc_free(order);
     gc_free(placed);
+    gc_free(cand);
+    gc_free(best);
+    gc_free(trial);
     return 0;
 }
 
@@ -163,8 +231,16 @@ struct CompiledPlan {
     size_t *out_bytes;
 };
 
+/* The node whose buffer a value is: itself, or what a chain of reshapes views. */
+static int32_t base_of(const Graph *g, int32_t id)
+{
+    while (g->nodes[id].op == OP_RESHAPE) id = g->nodes[id].in[0];
+    return id;
+}
+
 static void *node_data(CompiledPlan *p, Weights *w, int32_t id)
 {
+    while (p->g->nodes[id].op == OP_RESHAPE) id = p->g->nodes[id].in[0];   /* a view */
     const Node *n = &p->g->nodes[id];
     if (n->op == OP_PARAM) return w->data[n->a.param.var];
     if (n->op == OP_INPUT) return NULL;   /* patched per run */
@@ -201,15 +277,14 @@ CompiledPlan *compiled_plan(const Graph *g, Weights *w, DiagSink *d)
     for (int i = 0; i < g->nnodes; i++) {
         const Node *n = &g->nodes[i];
         if (n->op == OP_INPUT || n->op == OP_PARAM) continue;
-        /* a reshape shares its input's buffer: nothing to run */
-        if (n->op == OP_RESHAPE && p->mp.offset[i] == p->mp.offset[n->in[0]] && !outside_arena(&g->nodes[n->in[0]]))
-            continue;
+        /* a reshape is a view of its input's buffer: nothing to run */
+        if (n->op == OP_RESHAPE) continue;
         KCall *c = &p->calls[p->ncalls];
         c->g = g;
         c->n = n;
         c->in = &p->args[a];
         for (int k = 0; k < n->nin; k++) {
-            int32_t src = n->in[k];
+            int32_t src = base_of(g, n->in[k]);
             p->args[a + k] = node_data(p, w, src);
             if (g->nodes[src].op == OP_INPUT)
                 p->feeds[p->nfeeds++] = (FeedSlot){ p->ncalls, k, g->nodes[src].a.input.index };
@@ -241,7 +316,7 @@ int compiled_run(CompiledPlan *p, const void *const *feeds, float *const *outs, 
     for (int i = 0; i < p->g->noutputs; i++) {
         if (!outs[i]) continue;
         const void *src = p->out_ptr[i];
-        int32_t o = p->g->outputs[i].node;
+        int32_t o = base_of(p->g, p->g->outputs[i].node);
         if (p->g->nodes[o].op == OP_INPUT) src = feeds[p->g->nodes[o].a.input.index];
         memcpy(outs[i], src, p->out_bytes[i]);
     }

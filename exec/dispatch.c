@@ -323,6 +323,12 @@ static void pool_part(void *arg, int part, int worker)
     case OP_MAXPOOL: kern_maxpool(&p, fin(c, 0) + xs, fout(c) + ys); break;
     case OP_AVGPOOL: kern_avgpool(&p, fin(c, 0) + xs, fout(c) + ys); break;
     case OP_MAXPOOL_GRAD: kern_maxpool_grad(&p, fin(c, 0) + xs, fin(c, 1) + ys, fin(c, 2) + ys, fout(c) + xs); break;
+    case OP_MAXPOOL_ARGMAX: kern_maxpool_argmax(&p, fin(c, 0) + xs, (int32_t *)c->out + ys); break;
+    case OP_MAXPOOL_GATHER: kern_maxpool_gather(&p, fin(c, 0) + xs, (const int32_t *)c->in[1] + ys, fout(c) + ys); break;
+    case OP_MAXPOOL_SCATTER: kern_maxpool_scatter(&p, (const int32_t *)c->in[0] + ys, NULL, fin(c, 1) + ys, fout(c) + xs); break;
+    case OP_MAXPOOL_SCATTER_RELU:
+        kern_maxpool_scatter(&p, (const int32_t *)c->in[0] + ys, fin(c, 1) + ys, fin(c, 2) + ys, fout(c) + xs);
+        break;
     case OP_MAXPOOL_GRAD_RELU:
         kern_maxpool_grad(&p, fin(c, 0) + xs, fin(c, 1) + ys, fin(c, 2) + ys, fout(c) + xs);
         kern_relu_mask(fin(c, 0) + xs, fout(c) + xs, (size_t)(p.n * p.h * p.w * p.c));
@@ -342,6 +348,7 @@ static int run_pool_job(const KCall *c, KPool p)
 
 static int k_pool(const KCall *c) { return run_pool_job(c, pool_params(c->n, ishape(c, 0), &c->n->shape)); }
 static int k_maxpool_grad(const KCall *c) { return run_pool_job(c, pool_params(c->n, ishape(c, 0), ishape(c, 1))); }
+static int k_maxpool_scatter(const KCall *c) { return run_pool_job(c, pool_params(c->n, &c->n->shape, ishape(c, 0))); }
 static int k_avgpool_grad(const KCall *c) { return run_pool_job(c, pool_params(c->n, &c->n->shape, ishape(c, 0))); }
 
 static int k_gap(const KCall *c)
@@ -575,6 +582,8 @@ static const KernelFn kernels[] = {
     [OP_CONV2D_BIAS_ACT] = k_conv2d, [OP_MATMUL_BIAS_ACT] = k_matmul_bias_act, [OP_MAXPOOL_GRAD_RELU] = k_maxpool_grad,
     [OP_UPDATE_ALL] = k_update_all,
     [OP_ALLREDUCE] = k_allreduce, [OP_ALLREDUCE_WAIT] = k_allreduce_wait,
+    [OP_MAXPOOL_ARGMAX] = k_pool, [OP_MAXPOOL_GATHER] = k_pool, [OP_MAXPOOL_SCATTER] = k_maxpool_scatter,
+    [OP_MAXPOOL_SCATTER_RELU] = k_maxpool_scatter,
 };
 static_assert(sizeof kernels / sizeof kernels[0] == OP_COUNT, "one kernel per op");
 

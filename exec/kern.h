@@ -108,6 +108,16 @@ typedef struct KPool {
 void kern_maxpool(const KPool *p, const float *x, float *y);
 /* dx from x, y and dy: the gradient goes to the first cell equal to the max. */
 void kern_maxpool_grad(const KPool *p, const float *x, const float *y, const float *dy, float *dx);
+/* Max pooling through indices (the compiled plan's form, graph/fuse.c): the input can
+ * be freed after the forward pass.  idx[n, oy, ox, c] is the cell (iy * w + ix) of
+ * image n holding the window's maximum, the first in row-major window order as in
+ * kern_maxpool and kern_maxpool_grad (strict >), or -1 for a window of padding only.
+ * gather gives exactly kern_maxpool's y; scatter exactly kern_maxpool_grad's dx (the
+ * same additions in the same order), and with y (not NULL) also relu's gradient
+ * mask y > 0, which at the routed cell equals x > 0. */
+void kern_maxpool_argmax(const KPool *p, const float *x, int32_t *idx);
+void kern_maxpool_gather(const KPool *p, const float *x, const int32_t *idx, float *y);
+void kern_maxpool_scatter(const KPool *p, const int32_t *idx, const float *y, const float *dy, float *dx);
 void kern_avgpool(const KPool *p, const float *x, float *y);
 void kern_avgpool_grad(const KPool *p, const float *dy, float *dx);
 /* [n, hw, c] -> [n, c] mean over hw, and its gradient. */

@@ -381,6 +381,73 @@ void kern_maxpool_grad(const KPool *p, const float *x, const float *y, const flo
     }
 }
 
+void kern_maxpool_argmax(const KPool *p, const float *x, int32_t *idx)
+{
+    const int64_t C = p->c;
+    float best[POOL_CBLOCK];
+    for (int64_t n = 0; n < p->n; n++) {
+        const float *xn = x + n * p->h * p->w * C;
+        for (int64_t oy = 0; oy < p->oh; oy++)
+            for (int64_t ox = 0; ox < p->ow; ox++) {
+                int32_t *io = idx + ((n * p->oh + oy) * p->ow + ox) * C;
+                int64_t y0, y1, x0, x1;
+                pool_window(p, oy, ox, &y0, &y1, &x0, &x1);
+                if (y0 == y1 || x0 == x1) {
+                    for (int64_t c = 0; c < C; c++) io[c] = -1;
+                    continue;
+                }
+                for (int64_t c0 = 0; c0 < C; c0 += POOL_CBLOCK) {
+                    int64_t cn = C - c0 < POOL_CBLOCK ? C - c0 : POOL_CBLOCK;
+                    int32_t first = (int32_t)(y0 * p->w + x0);
+                    memcpy(best, xn + first * C + c0, (size_t)cn * sizeof *best);
+                    for (int64_t c = 0; c < cn; c++) io[c0 + c] = first;
+                    for (int64_t iy = y0; iy < y1; iy++)
+                        for (int64_t ix = (iy == y0 ? x0 + 1 : x0); ix < x1; ix++) {
+                            int32_t cell = (int32_t)(iy * p->w + ix);
+                            const float *xc = xn + cell * C + c0;
+                            for (int64_t c = 0; c < cn; c++) {   /* branch-free */
+                                bool gt = xc[c] > best[c];
+                                best[c] = gt ? xc[c] : best[c];
+                                io[c0 + c] = gt ? cell : io[c0 + c];
+                            }
+                        }
+                }
+            }
+    }
+}
+
+void kern_maxpool_gather(const KPool *p, const float *x, const int32_t *idx, float *y)
+{
+    const int64_t C = p->c, per = p->oh * p->ow * C;
+    for (int64_t n = 0; n < p->n; n++) {
+        const float *xn = x + n * p->h * p->w * C;
+        const int32_t *in = idx + n * per;
+        float *yn = y + n * per;
+        for (int64_t o = 0; o < p->oh * p->ow; o++)
+            for (int64_t c = 0; c < C; c++) {
+                int32_t cell = in[o * C + c];
+                yn[o * C + c] = cell < 0 ? 0.0f : xn[(int64_t)cell * C + c];
+            }
+    }
+}
+
+void kern_maxpool_scatter(const KPool *p, const int32_t *idx, const float *y, const float *dy, float *dx)
+{
+    const int64_t C = p->c, per = p->oh * p->ow * C;
+    memset(dx, 0, (size_t)(p->n * p->h * p->w * C) * sizeof *dx);
+    for (int64_t n = 0; n < p->n; n++) {
+        float *dxn = dx + n * p->h * p->w * C;
+        const int32_t *in = idx + n * per;
+        const float *dyn = dy + n * per, *yn = y ? y + n * per : NULL;
+        for (int64_t o = 0; o < p->oh * p->ow; o++)
+            for (int64_t c = 0; c < C; c++) {
+                int32_t cell = in[o * C + c];
+                if (cell < 0 || (yn && !(yn[o * C + c] > 0.0f))) continue;
+                dxn[(int64_t)cell * C + c] += dyn[o * C + c];
+            }
+    }
+}
+
 void kern_avgpool(const KPool *p, const float *x, float *y)
 {
     const int64_t C = p->c;

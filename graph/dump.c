@@ -45,6 +45,7 @@ static void attrs_str(const Graph *g, const Node *n, char *buf, size_t len)
         break;
     case OP_CONV2D: case OP_CONV2D_GRAD_INPUT: case OP_CONV2D_GRAD_FILTER:
     case OP_MAXPOOL: case OP_AVGPOOL: case OP_MAXPOOL_GRAD: case OP_AVGPOOL_GRAD:
+    case OP_MAXPOOL_ARGMAX: case OP_MAXPOOL_GATHER: case OP_MAXPOOL_SCATTER: case OP_MAXPOOL_SCATTER_RELU:
         snprintf(buf, len, "window=%dx%d stride=%dx%d padding=%s(%d,%d,%d,%d)", n->a.win.kh, n->a.win.kw, n->a.win.sh,
                  n->a.win.sw, n->a.win.padding == PAD_SAME ? "same" : "valid", n->a.win.pt, n->a.win.pb, n->a.win.pl,
                  n->a.win.pr);

@@ -57,6 +57,150 @@ static int32_t bias_of(const Graph *g, int32_t add, int32_t gemm_out)
     return b;
 }
 
+/* A large gradient's update runs as soon as it can (see early_updates) instead of in
+ * the one update_all at the end. */
+static bool runs_early(const Graph *g, const Node *update)
+{
+    const Node *grad = &g->nodes[update->in[1]];
+    return shape_concrete(&grad->shape) && shape_numel(&grad->shape) * 4 >= UPDATE_EARLY_BYTES;
+}
+
+/* The memory-aware order of the updates: a gradient lives from the op that makes it to
+ * the update that reads it, and in the autodiff order every update comes last, so
+ * every gradient is alive at once at the end of the backward pass.  An update whose
+ * gradient is large (runs_early) is moved to just after the last op it must follow:
+ * its gradient, and every reader of its parameter (the update writes the parameter in
+ * place).  Its gradient's buffer is then free for the rest of the backward pass.
+ * Small gradients cost little to keep: their updates stay one update_all at the end. */
+static Graph *early_updates(const Graph *g, DiagSink *d)
+{
+    int n = g->nnodes;
+    int32_t *after = gc_calloc((size_t)(n ? n : 1), sizeof *after);   /* update -> node it follows, or -1 */
+    int32_t *order = gc_calloc((size_t)(n ? n : 1), sizeof *order);
+    Graph *out = NULL;
+    if (!after || !order) { diag_plain(d, "out of memory"); goto done; }
+    int moved = 0;
+    for (int u = 0; u < n; u++) {
+        const Node *up = &g->nodes[u];
+        after[u] = -1;
+        if (!(op_info[up->op].traits & OPT_UPDATE) || up->op == OP_UPDATE_ALL || !runs_early(g, up)) continue;
+        int var = up->a.update.var;
+        int32_t last = up->in[0] > up->in[1] ? up->in[0] : up->in[1];
+        for (int j = 0; j < n; j++) {
+            const Node *r = &g->nodes[j];
+            if (j == u || (op_info[r->op].traits & OPT_UPDATE)) continue;
+            for (int k = 0; k < r->nin; k++) {
+                const Node *src = &g->nodes[r->in[k]];
+                if (src->op == OP_PARAM && src->a.param.var == var && j > last) last = j;
+            }
+        }
+        if (last < u - 1) {
+            after[u] = last;
+            moved++;
+        }
+    }
+    if (!moved) {
+        out = graph_clone(g);
+        if (!out) diag_plain(d, "out of memory");
+        goto done;
+    }
+    int no = 0;
+    for (int i = 0; i < n; i++) {
+        if (after[i] >= 0) continue;
+        order[no++] = i;
+        for (int u = i + 1; u < n; u++)
+            if (after[u] == i) order[no++] = u;
+    }
+    out = graph_reorder(g, order, no, g->stage, d);
+done:
+    gc_free(after);
+    gc_free(order);
+    return out;
+}
+
+/* Max pooling through indices, for memory: a training step keeps maxpool's input x
+ * alive until maxpool_grad(x, y, dy), and x is the largest tensor of a CNN (the first
+ * convolution's output).  Instead
+ *   i = maxpool_argmax(x); y = maxpool_gather(x, i)        (in place of y = maxpool(x))
+ *   dx = maxpool_scatter(i, dy)  or  maxpool_scatter_relu(i, y, dy)
+ * so x dies after the forward pass and an i32 index of y's size is kept instead.
+ * The values are the same bit for bit (exec/kern_conv.c). */
+static Graph *pool_indices(const Graph *g, DiagSink *d)
+{
+    Graph *c = graph_clone(g);
+    int n0 = g->nnodes;
+    int32_t *order = gc_calloc((size_t)(2 * n0 + 1), sizeof *order);
+    int32_t *first_of = gc_calloc((size_t)(n0 + 1), sizeof *first_of);   /* maxpool -> its argmax, or -1 */
+    Graph *out = NULL;
+    if (!c || !order || !first_of) { diag_plain(d, "out of memory"); goto done; }
+    int changed = 0;
+    for (int m = 0; m < n0; m++) {
+        first_of[m] = -1;
+        if (c->nodes[m].op != OP_MAXPOOL) continue;
+        int32_t x = c->nodes[m].in[0];
+        bool has_grad = false;
+        for (int j = m + 1; j < n0; j++) {
+            const Node *r = &c->nodes[j];
+            if ((r->op == OP_MAXPOOL_GRAD || r->op == OP_MAXPOOL_GRAD_RELU) && r->in[0] == x && r->in[1] == m) has_grad = true;
+        }
+        if (!has_grad) continue;
+        NodeAttr a = c->nodes[m].a;
+        Loc loc = c->nodes[m].loc;
+        const char *name = c->nodes[m].name;
+        int32_t i = graph_add_inferred(c, OP_MAXPOOL_ARGMAX, &x, 1, loc, &a, NULL, d);
+        int32_t in2[2] = { x, i };
+        int32_t y = i < 0 ? -1 : graph_add_inferred(c, OP_MAXPOOL_GATHER, in2, 2, loc, &a, NULL, d);
+        if (y < 0) goto done;
+        c->nodes[y].name = name;
+        first_of[m] = i;
+        /* every reader of m reads y; the gradients read the index */
+        for (int j = m + 1; j < n0; j++) {
+            Node *r = &c->nodes[j];
+            if ((r->op == OP_MAXPOOL_GRAD || r->op == OP_MAXPOOL_GRAD_RELU) && r->in[0] == x && r->in[1] == m) {
+                int32_t *in = arena_alloc(&c->arena, 3 * sizeof *in);
+                if (!in) { diag_plain(d, "out of memory"); goto done; }
+                r->tshape = c->nodes[x].shape;
+                if (r->op == OP_MAXPOOL_GRAD) {
+                    in[0] = i, in[1] = r->in[2];
+                    r->nin = 2;
+                    r->op = OP_MAXPOOL_SCATTER;
+                } else {
+                    in[0] = i, in[1] = y, in[2] = r->in[2];
+                    r->op = OP_MAXPOOL_SCATTER_RELU;
+                }
+                r->in = in;
+                continue;
+            }
+            for (int k = 0; k < r->nin; k++)
+                if (r->in[k] == m) r->in[k] = y;
+        }
+        for (int k = 0; k < c->noutputs; k++)
+            if (c->outputs[k].node == m) c->outputs[k].node = y;
+        if (c->logits == m) c->logits = y;
+        changed++;
+    }
+    if (!changed) {
+        out = c;
+        c = NULL;
+        goto done;
+    }
+    int no = 0;
+    for (int m = 0; m < n0; m++) {
+        if (first_of[m] >= 0) {
+            order[no++] = first_of[m];
+            order[no++] = first_of[m] + 1;   /* its gather, appended right after it */
+        } else {
+            order[no++] = m;
+        }
+    }
+    out = graph_reorder(c, order, no, g->stage, d);
+done:
+    graph_free(c);
+    gc_free(order);
+    gc_free(first_of);
+    return out;
+}
+
 Graph *pass_fuse(const Graph *g, DiagSink *d)
 {
     Graph *c = graph_clone(g);
@@ -135,7 +279,7 @@ Graph *pass_fuse(const Graph *g, DiagSink *d)
     OpKind kind = OP_COUNT;
     for (int i = 0; i < c->nnodes; i++) {
         const Node *n = &c->nodes[i];
-        if (!keep[i] || n->op == OP_UPDATE_ALL || !(op_info[n->op].traits & OPT_UPDATE)) continue;
+        if (!keep[i] || n->op == OP_UPDATE_ALL || !(op_info[n->op].traits & OPT_UPDATE) || runs_early(c, n)) continue;
         if (kind != OP_COUNT && n->op != kind) { nup = 0; break; }   /* mixed kinds: leave them */
         kind = n->op;
         nup++;
@@ -147,7 +291,7 @@ Graph *pass_fuse(const Graph *g, DiagSink *d)
             int k = 0;
             for (int i = 0; i < c->nnodes; i++) {
                 const Node *n = &c->nodes[i];
-                if (!keep[i] || n->op != kind) continue;
+                if (!keep[i] || n->op != kind || runs_early(c, n)) continue;
                 in[k++] = n->in[0];
                 in[k++] = n->in[1];
                 if (i != last_up) keep[i] = false;
@@ -167,7 +311,13 @@ Graph *pass_fuse(const Graph *g, DiagSink *d)
     gc_free(uses);
     gc_free(keep);
     gc_free(alias);
-    return out;
+    if (!out) return NULL;
+    Graph *idx = pool_indices(out, d);
+    graph_free(out);
+    if (!idx) return NULL;
+    Graph *early = early_updates(idx, d);
+    graph_free(idx);
+    return early;
 }
 
 Graph *pass_optimize(const Graph *g, const char *upto, DiagSink *d)

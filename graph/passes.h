@@ -32,6 +32,9 @@ Graph *pass_optimize(const Graph *g, const char *upto, DiagSink *d);
  * gradient is folded into it.  Only where each intermediate has one consumer and is
  * not an output.  The arithmetic is unchanged (same operations, same order). */
 Graph *pass_fuse(const Graph *g, DiagSink *d);
+/* Gradients of at least this many bytes are not kept to the end of the step: their
+ * update runs as soon as they are complete (graph/fuse.c, early_updates). */
+#define UPDATE_EARLY_BYTES ((int64_t)64 << 10)
 
 /* Copies the nodes of `g` marked in `keep` into a fresh graph, in order, replacing
  * each input i by alias[i] first.  Outputs, inputs and the train spec are remapped. */

@@ -226,6 +226,13 @@ static bool r_pool(Ctx *c, Node *n)
     return spatial(c, n, x, x->d[3]);
 }
 
+static bool r_argmax(Ctx *c, Node *n)
+{
+    if (!r_pool(c, n)) return false;
+    n->dtype = DT_I32;
+    return true;
+}
+
 static bool r_gap(Ctx *c, Node *n)
 {
     if (!need_f32(c, n, 0, "the input") || !need_rank(c, n, 0, 4, "the input [N, H, W, C]")) return false;
@@ -422,6 +429,8 @@ static const ShapeRule rules[] = {
     [OP_CONV2D_BIAS_ACT] = r_conv2d, [OP_MATMUL_BIAS_ACT] = r_matmul, [OP_MAXPOOL_GRAD_RELU] = r_like_first,
     [OP_UPDATE_ALL] = r_update,
     [OP_ALLREDUCE] = r_allreduce, [OP_ALLREDUCE_WAIT] = r_same,
+    [OP_MAXPOOL_ARGMAX] = r_argmax, [OP_MAXPOOL_GATHER] = r_pool, [OP_MAXPOOL_SCATTER] = r_target,
+    [OP_MAXPOOL_SCATTER_RELU] = r_target,
 };
 static_assert(sizeof rules / sizeof rules[0] == OP_COUNT, "one shape rule per op");
 

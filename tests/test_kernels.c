@@ -1197,6 +1197,44 @@ START_TEST(test_pool_vs_direct)
 }
 END_TEST
 
+/* Max pooling through indices against the direct kernels, bit for bit, on every pool
+ * case, with many ties (values on a coarse grid, a relu's zeros among them): gather
+ * gives maxpool's y, scatter maxpool_grad's dx, scatter with y that dx masked by relu's
+ * gradient (x > 0). */
+START_TEST(test_maxpool_indices)
+{
+    KPool p = pool_params(&pool_cases[_i]);
+    size_t nx = pool_nx(&p), ny = pool_ny(&p);
+    float *x = tu_alloc_uniform(nx, -1.0f, 1.0f, 6200 + (uint64_t)_i);
+    for (size_t i = 0; i < nx; i++) x[i] = x[i] < 0 ? 0.0f : floorf(x[i] * 4) / 4;   /* relu output, ties */
+    float *dy = tu_alloc_uniform(ny, -1.0f, 1.0f, 6300 + (uint64_t)_i);
+    float *y = tu_alloc(ny), *y2 = tu_alloc(ny), *dx = tu_alloc(nx), *dx2 = tu_alloc(nx);
+    int32_t *idx = malloc(ny * sizeof *idx);
+    kern_maxpool(&p, x, y);
+    kern_maxpool_argmax(&p, x, idx);
+    kern_fill(y2, NAN, ny);
+    kern_maxpool_gather(&p, x, idx, y2);
+    ck_assert_int_eq(memcmp(y, y2, ny * sizeof *y), 0);
+    for (size_t i = 0; i < ny; i++) ck_assert(idx[i] >= -1 && idx[i] < p.h * p.w);
+    kern_maxpool_grad(&p, x, y, dy, dx);
+    kern_fill(dx2, NAN, nx);
+    kern_maxpool_scatter(&p, idx, NULL, dy, dx2);
+    ck_assert_int_eq(memcmp(dx, dx2, nx * sizeof *dx), 0);
+    kern_relu_mask(x, dx, nx);
+    kern_fill(dx2, NAN, nx);
+    kern_maxpool_scatter(&p, idx, y, dy, dx2);
+    for (size_t i = 0; i < nx; i++)   /* equal, up to the sign of a zero */
+        ck_assert_msg(dx[i] == dx2[i], "element %zu: %g and %g", i, (double)dx[i], (double)dx2[i]);
+    free(x);
+    free(dy);
+    free(y);
+    free(y2);
+    free(dx);
+    free(dx2);
+    free(idx);
+}
+END_TEST
+
 /* Ties: the gradient goes to the first maximal cell of each window, only once. */
 START_TEST(test_maxpool_ties)
 {
@@ -1529,6 +1567,7 @@ static Suite *make_kernels_suite(void)
     tc = tcase_create("pool");
     tcase_set_timeout(tc, 60);
     tcase_add_loop_test(tc, test_pool_vs_direct, 0, N_POOL_CASES);
+    tcase_add_loop_test(tc, test_maxpool_indices, 0, N_POOL_CASES);
     tcase_add_test(tc, test_maxpool_ties);
     tcase_add_loop_test(tc, test_pool_grad_fd, 0, N_POOL_CASES);
     tcase_add_test(tc, test_global_avgpool);

@@ -19,6 +19,7 @@
 #include "graph/lower.h"
 #include "graph/passes.h"
 #include "tests/testutil.h"
+#include "util/pool.h"
 
 static const char *srcdir(void)
 {
@@ -412,6 +413,59 @@ START_TEST(allreduce_pass)
 }
 END_TEST
 
+/* The memory plan's targets on the training graph of every model with a train block,
+ * at a small batch and at its own, with 2 threads (scratch grows with threads): the
+ * arena within 5% of the lower bound (the most bytes alive at once), at least 2x below
+ * the naive sum of all buffers, and below the interpreter's measured peak.  Two
+ * exceptions, explained in docs/architecture.md: mlp is not 2x below the naive sum
+ * (its one large gradient, 784 x 256 floats, must exist whole beside its input and
+ * incoming gradient), and resnet's arena equals the interpreter's peak (to the 64-byte
+ * alignment of its buffers: the peak is inside a residual block's backward pass, where
+ * every value alive is needed and nothing is fused). */
+START_TEST(memory_targets)
+{
+    static const struct { const char *file; int64_t batch[2]; double min_ratio; int64_t slack; } cases[] = {
+        { "models/mnist.net", { 16, 256 }, 2.0, 0 },   { "models/mnist-adam.net", { 16, 128 }, 2.0, 0 },
+        { "models/mlp.net", { 16, 128 }, 1.2, 0 },     { "models/lenet5.net", { 16, 64 }, 2.0, 0 },
+        { "models/resnet.net", { 16, 64 }, 2.0, 1024 }, { "models/large.net", { 1, 4 }, 2.0, 0 },
+    };
+    int saved = pool_threads();
+    kern_blas_threads(2);
+    Compiled c;
+    compile_file(&c, cases[_i].file);
+    for (int k = 0; k < 2; k++) {
+        int64_t batch = cases[_i].batch[k];
+        Graph *tg = pass_autodiff(c.g, &c.d);
+        ck_assert_int_eq(graph_bind(tg, "B", batch, &c.d), 0);
+        Weights w;
+        ck_assert_int_eq(weights_init(&w, tg, 1, &c.d), 0);
+        CompiledPlan *p = compiled_plan(tg, &w, &c.d);
+        ck_assert_ptr_nonnull(p);
+        const MemPlan *mp = compiled_memplan(p);
+        void **feeds = make_feeds(tg, 2, 1);
+        InterpStats st = { 0 };
+        float lv, av;
+        float *outs[2] = { &lv, &av };
+        StepEnv env = { .w = &w, .seed = 1, .lr = 0.0f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-7f, .training = true,
+                        .d = &c.d };
+        ck_assert_int_eq(interp_run(tg, (const void *const *)feeds, outs, &env, &st), 0);
+        ck_assert_msg(mp->arena <= mp->lower_bound * 105 / 100, "%s batch %lld: arena %lld, lower bound %lld",
+                      cases[_i].file, (long long)batch, (long long)mp->arena, (long long)mp->lower_bound);
+        ck_assert_msg((double)mp->naive >= cases[_i].min_ratio * (double)mp->arena,
+                      "%s batch %lld: arena %lld, naive %lld", cases[_i].file, (long long)batch, (long long)mp->arena,
+                      (long long)mp->naive);
+        ck_assert_msg(mp->arena < (int64_t)st.peak_bytes + cases[_i].slack, "%s batch %lld: arena %lld, interpreter peak %zu",
+                      cases[_i].file, (long long)batch, (long long)mp->arena, st.peak_bytes);
+        free_feeds(tg, feeds);
+        compiled_free(p);
+        weights_free(&w);
+        graph_free(tg);
+    }
+    compiled_free_all(&c);
+    kern_blas_threads(saved);
+}
+END_TEST
+
 /* Fusion finds its patterns in the MNIST CNN's training step and keeps the graph valid. */
 START_TEST(fusion_patterns)
 {
@@ -426,15 +480,46 @@ START_TEST(fusion_patterns)
     for (int i = 0; i < fg->nnodes; i++) count[fg->nodes[i].op]++;
     ck_assert_int_eq(count[OP_CONV2D_BIAS_ACT], 2);     /* conv + bias + relu, twice */
     ck_assert_int_eq(count[OP_MATMUL_BIAS_ACT], 2);     /* dense + relu, and the logits' dense */
-    ck_assert_int_eq(count[OP_MAXPOOL_GRAD_RELU], 2);
+    /* maxpool_grad + relu_grad fused, then max pooling through indices: the pooled
+     * input is not read after the forward pass */
+    ck_assert_int_eq(count[OP_MAXPOOL_GRAD_RELU], 0);
+    ck_assert_int_eq(count[OP_MAXPOOL_SCATTER_RELU], 2);
+    ck_assert_int_eq(count[OP_MAXPOOL_ARGMAX], 2);
+    ck_assert_int_eq(count[OP_MAXPOOL_GATHER], 2);
+    ck_assert_int_eq(count[OP_MAXPOOL], 0);
+    for (int i = 0; i < fg->nnodes; i++) {
+        const Node *n = &fg->nodes[i];
+        if (n->op != OP_MAXPOOL_ARGMAX) continue;
+        for (int j = i + 2; j < fg->nnodes; j++)
+            for (int k = 0; k < fg->nodes[j].nin; k++)
+                ck_assert_msg(fg->nodes[j].in[k] != n->in[0], "node %d reads maxpool's input after the forward pass", j);
+    }
     ck_assert_int_eq(count[OP_CONV2D], 0);
     ck_assert_int_eq(count[OP_RELU], 0);
-    ck_assert_int_eq(count[OP_UPDATE_ALL], 1);           /* the 8 parameters' SGD updates */
-    ck_assert_int_eq(count[OP_SGD_UPDATE], 0);
+    /* the updates of the two large gradients (dense 3136 x 1024 and conv 5x5x32x64) run
+     * as soon as they can; the other six are one update_all at the end */
+    ck_assert_int_eq(count[OP_UPDATE_ALL], 1);
+    ck_assert_int_eq(count[OP_SGD_UPDATE], 2);
     ck_assert_int_eq(fg->nodes[fg->nnodes - 2].op == OP_UPDATE_ALL || fg->nodes[fg->nnodes - 1].op == OP_UPDATE_ALL, 1);
+    for (int i = 0; i < fg->nnodes; i++) {
+        const Node *n = &fg->nodes[i];
+        if (n->op != OP_SGD_UPDATE) continue;
+        int32_t after = n->in[1];   /* its gradient, or the last reader of its parameter */
+        for (int j = 0; j < i; j++)
+            for (int k = 0; k < fg->nodes[j].nin; k++)
+                if (fg->nodes[fg->nodes[j].in[k]].op == OP_PARAM &&
+                    fg->nodes[fg->nodes[j].in[k]].a.param.var == n->a.update.var && j > after)
+                    after = j;
+        ck_assert_int_eq(i, after + 1);
+        for (int j = i + 1; j < fg->nnodes; j++)   /* nothing reads the parameter after its update */
+            for (int k = 0; k < fg->nodes[j].nin; k++)
+                ck_assert(!(fg->nodes[fg->nodes[j].in[k]].op == OP_PARAM &&
+                            fg->nodes[fg->nodes[j].in[k]].a.param.var == n->a.update.var));
+    }
     /* 2 nodes fewer per conv+add+relu and matmul+add+relu, 1 per matmul+add and per
-     * maxpool_grad+relu_grad, 7 for 8 updates in one: 2*2 + 2 + 1 + 2*1 + 7 = 16 */
-    ck_assert_int_eq(fg->nnodes, tg->nnodes - 16);
+     * maxpool_grad+relu_grad, 5 for 6 updates in one, 1 more per maxpool (argmax and
+     * gather): 2*2 + 2 + 1 + 2*1 + 5 - 2 = 12 */
+    ck_assert_int_eq(fg->nnodes, tg->nnodes - 12);
     /* the logits' add is an output of nothing, but its result feeds softmax's loss: the
      * fused node keeps the name and the outputs still point at the right values */
     ck_assert_int_eq(fg->noutputs, tg->noutputs);
@@ -789,6 +874,7 @@ static Suite *make_exec_suite(void)
     TCase *tc = tcase_create("agreement");
     tcase_add_loop_test(tc, compiled_matches_interp, 0, (int)(sizeof model_files / sizeof *model_files));
     tcase_add_loop_test(tc, allreduce_pass, 0, (int)(sizeof model_files / sizeof *model_files));
+    tcase_add_loop_test(tc, memory_targets, 0, 6);
     tcase_add_test(tc, memplan_no_overlap);
     tcase_add_test(tc, fusion_patterns);
     tcase_add_test(tc, cse_merges);
