@@ -33,6 +33,8 @@ NETWORKS = [  # name, bandwidth bit/s, latency per message s
 ]
 SCALE_RANKS = [1, 2, 4, 8, 16, 32, 64]
 LOSS_BYTES = 24   # the step's loss, accuracy and stop flag: 3 doubles summed every step
+SMALL = 64        # the two-regime fit: latency from messages up to SMALL bytes,
+LARGE = 256 << 10  # bandwidth from messages of LARGE bytes and more
 
 
 def kv(pairs):
@@ -321,9 +323,21 @@ def cmd_write(args):
         alpha = A / (2 * (N - 1))
         beta = 2 * (N - 1) / N / B if B > 0 else float("inf")
         resid = [abs(A + B * x - t) / t for x, t in pts]
+        # two regimes: the latency from the small messages, the bandwidth from the
+        # large ones (ordinary least squares of t = a + b bytes over >= LARGE bytes)
+        small = [t for x, t in pts if x <= SMALL]
+        large = [(x, t) for x, t in pts if x >= LARGE]
+        A2 = statistics.median(small) if small else A
+        B2 = B
+        if len(large) >= 2:
+            mx = statistics.fmean(x for x, t in large)
+            mt = statistics.fmean(t for x, t in large)
+            B2 = sum((x - mx) * (t - mt) for x, t in large) / sum((x - mx) ** 2 for x, t in large)
         fits[(N, mode)] = {"A": A, "B": B, "alpha": alpha, "beta": beta, "resid": statistics.median(resid),
                            "resid_max": max(resid), "pts": {r["bytes"]: r["median_us"] * 1e-6 for r in rs},
-                           "reps": {r["bytes"]: r["reps"] for r in rs}}
+                           "reps": {r["bytes"]: r["reps"] for r in rs},
+                           "A2": A2, "B2": B2, "alpha2": A2 / (2 * (N - 1)),
+                           "beta2": 2 * (N - 1) / N / B2 if B2 > 0 else float("inf")}
 
     def threads_of(c):
         return meas[c]["threads"] if c in meas else None
@@ -436,14 +450,23 @@ def cmd_write(args):
       "necessarily a ring), so alpha and beta are this machine's effective values under that reading, "
       "not properties of a wire.")
     w("")
+    w(f"A single line does not describe 4 B and 16 MiB at once here (the fit error column: the transport "
+      "changes protocol with the size), and it misses the bucket sizes, so the model is checked with a "
+      f"two-regime fit: A = the median time of the messages of at most {SMALL} B, B = the slope of an "
+      f"ordinary least-squares line through the sizes of {LARGE >> 10} KiB and more (the bandwidth "
+      "regime, where the buckets are), read as alpha and beta the same way.")
+    w("")
     rows = []
     for (N, mode) in sorted(fits):
         f = fits[(N, mode)]
-        at = [f"{ms(f['pts'].get(b))} / {ms(f['A'] + f['B'] * b)}" for b in sizes]
-        rows.append([N, mode, us(f["A"]), f"{us(f['alpha'])}", f"{f['beta'] / 1e9:.2f}",
-                     f"{100 * f['resid']:.0f}% / {100 * f['resid_max']:.0f}%"] + at)
-    w(table(["ranks", "mode", "A (us)", "alpha (us)", "beta (GB/s)", "fit error, median / max"] +
-            [f"bucket {i} ({b / 1e6:.2f} MB): measured / fit ms" for i, b in enumerate(sizes)], rows))
+        at = [f"{ms(f['pts'].get(b))} / {ms(f['A'] + f['B'] * b)} / {ms(f['A2'] + f['B2'] * b)}" for b in sizes]
+        rows.append([N, mode, us(f["alpha"]), f"{f['beta'] / 1e9:.2f}",
+                     f"{100 * f['resid']:.0f}% / {100 * f['resid_max']:.0f}%", us(f["alpha2"]),
+                     f"{f['beta2'] / 1e9:.2f}"] + at)
+    w(table(["ranks", "mode", "one line: alpha (us)", "beta (GB/s)", "its error, median / max",
+             "two regimes: alpha (us)", "beta (GB/s)"] +
+            [f"bucket {i} ({b / 1e6:.2f} MB) ms: measured / one line / two regimes" for i, b in enumerate(sizes)],
+            rows))
     w("")
     show = [4, 4096, 65536, 1 << 20, 4 << 20, 16 << 20]
     rows = []
@@ -496,8 +519,8 @@ def cmd_write(args):
     w(table(["threads"] + [f"{op} {line}" for op, line in after] + ["profiled step", "f", "T_after ms"], rows))
     w("")
     w(f"- T_loss(N): the per-step sum of the loss, accuracy and stop flag ({LOSS_BYTES} bytes) that every "
-      "step waits for. On this machine: the fitted line at the size (the measured cost of a tiny "
-      "collective here). At scale: recursive doubling, ceil(log2 N) (alpha + 24 B / beta).")
+      "step waits for. On this machine: the two-regime fit at 24 B (about the median time of the "
+      f"messages of at most {SMALL} B, the measured cost of a tiny collective here). At scale: recursive doubling, ceil(log2 N) (alpha + 24 B / beta).")
     w("- The ring formula is used for both buckets at every N, also for bucket 1 (0.2 MB), for which an "
       "MPI library would likely pick a tree or recursive halving at large N: that term is pessimistic there.")
     w("")
@@ -509,7 +532,8 @@ def cmd_write(args):
       "T_compute is the single-process `graphc bench` median at the threads each rank gets, times the "
       f"time-sharing factor k = max(1, ranks x threads / {nproc}): 1 for one rank with {nproc} threads and "
       f"for 2 ranks x 1 thread; 2 for 4 ranks x 1 thread on {nproc} CPUs (each rank gets half a CPU). "
-      "alpha and beta are the `polled` fit at the same rank count (the way graphc drives its collectives), "
+      "alpha and beta are the two-regime fit of the `polled` mode at the same rank count (the way graphc "
+      "drives its collectives), "
       "T_after = f(threads) x T_compute. \"No hiding\" is the step if nothing of the gradients' allreduce "
       "were hidden: T_compute + T_ring(S0 + S1) + T_loss.")
     w("")
@@ -527,9 +551,9 @@ def cmd_write(args):
         Ta = frac.get(t, 0) * Tc
         if N > 1:
             f = fits[(N, "polled")]
-            small = f["A"] + f["B"] * LOSS_BYTES
+            small = f["A2"] + f["B2"] * LOSS_BYTES
             bsizes = [S] if c == "r2_one_bucket" else sizes
-            p = step(Tc, 0.0 if c == "r2_one_bucket" else Ta, bsizes, N, f["alpha"], f["beta"], small)
+            p = step(Tc, 0.0 if c == "r2_one_bucket" else Ta, bsizes, N, f["alpha2"], f["beta2"], small)
         else:
             p = step(Tc, Ta, sizes, 1, 1, 1, 0)
         check[c] = (p, Tc, Ta)
@@ -539,7 +563,7 @@ def cmd_write(args):
             Tc2 = T_conc[(N, t)]
             f = fits[(N, "polled")]
             p2 = step(Tc2, 0.0 if c == "r2_one_bucket" else frac.get(t, 0) * Tc2, [S] if c == "r2_one_bucket"
-                      else sizes, N, f["alpha"], f["beta"], f["A"] + f["B"] * LOSS_BYTES)
+                      else sizes, N, f["alpha2"], f["beta2"], f["A2"] + f["B2"] * LOSS_BYTES)
             rows2.append([f"`{c}`", N, t, ms(Tc2), ms(p2["T"]), ms(m["T"]), pct((p2["T"] - m["T"]) / m["T"]),
                           ms(m["T"] - Tc2)])
             check2[c] = (p2, Tc2)
@@ -567,7 +591,7 @@ def cmd_write(args):
         w(table(["config", "ranks", "threads", "T_compute (concurrent)", "predicted ms/step",
                  "measured ms/step", "error", "measured - T_compute"], rows2, ["l"] + ["r"] * 7))
         w("")
-    w(interpret_check(meas, check, check2))
+    w(interpret_check(meas, check, check2, T_c, T_conc, nproc))
     w("")
 
     # ---------------------------------------------------------------- scale
@@ -601,6 +625,21 @@ def cmd_write(args):
         w("")
     w(interpret_scale(Tc, Ta, sizes))
     w("")
+    w("T_compute above is this run's, on a loaded machine; a faster step (a quiet machine, a faster CPU) "
+      "leaves less compute to hide bucket 0 behind and makes the same communication a larger share. The "
+      "64-rank efficiency for other values of T_compute (T_after kept at the same share f):")
+    w("")
+    rows = []
+    for factor in (1.0, 0.5, 0.25):
+        row = [f"{ms(Tc * factor)} ({factor:g} x)"]
+        for name, bits, lat in NETWORKS:
+            beta = bits / 8
+            p = step(Tc * factor, Ta * factor, sizes, 64, lat, beta, t_small(64, lat, beta))
+            row += [f"{100 * Tc * factor / p['T']:.0f}%", f"{100 * Tc * factor / p['T_none']:.0f}%"]
+        rows.append(row)
+    w(table(["T_compute ms"] + [f"{n}, {o}" for n, _, _ in NETWORKS for o in ("overlap", "no overlap")], rows,
+            ["l", "r", "r", "r", "r"]))
+    w("")
 
     # ---------------------------------------------------------------- caveats
     w("## What the model leaves out")
@@ -617,9 +656,12 @@ def cmd_write(args):
     w("- **Skew between ranks.** A collective ends when the slowest rank has joined it; differences in "
       "the ranks' compute (noise, another job, data loading) add to the wait. The model has identical "
       "ranks.")
-    w("- **The work after the waits**: dividing the summed buckets by N and unpacking them for the "
-      "updates (a pass over 13 MB), and data loading per step (the difference between `r1` and T_compute "
-      "shows how much that is here).")
+    r1 = meas.get("r1")
+    w("- **The work after the waits and the data.** Dividing the summed buckets by N and unpacking them "
+      "for the updates (a pass over 13 MB), and building each batch from the data set, which `graphc run` "
+      "does and `graphc bench` does not" +
+      (f" (here `r1`, {ms(r1['T'])} ms, against T_compute {ms(T_c[r1['threads']])} ms: the noise is larger "
+       "than that difference can resolve)." if r1 and r1["threads"] in T_c else ")."))
     w("- **Algorithms.** A real MPI picks among ring, recursive doubling, Rabenseifner and trees by size "
       "and rank count, and may pipeline; the ring is an assumption of the model, not a measurement at scale.")
     w("- **The network.** One link per machine, full bandwidth, no switch congestion, no other traffic; "
@@ -631,7 +673,33 @@ def cmd_write(args):
         f.write("\n".join(L).rstrip() + "\n")
 
 
-def interpret_check(meas, check, check2):
+def interpret_check(meas, check, check2, T_c, T_conc, nproc):
+    out = []
+    # how far the compute the ranks got was from the single process times k
+    got = []
+    for (P, t), v in sorted(T_conc.items()):
+        if t in T_c:
+            k = max(1.0, P * t / nproc)
+            got.append(f"{P} copies x {t} thread: {ms(v)} ms, {v / (T_c[t] * k):.2f} x the single process "
+                       f"times k = {k:g}")
+    if got:
+        out.append("How the compute was accounted for matters most here. The concurrent copies measured: " +
+                   "; ".join(got) + ". A ratio above 1 is compute the ranks did not get (other processes on "
+                   "the cores, memory bandwidth shared), which the time-sharing factor alone does not see.")
+    if "r2" in meas and "r2_one_bucket" in meas:
+        a, b = meas["r2"], meas["r2_one_bucket"]
+        overlap = a["T_max"] >= b["T_min"] and b["T_max"] >= a["T_min"]
+        out.append(f"Overlap here: with buckets (`r2`) the step waited {ms(a['wait'])} ms for the gradients, with "
+                   f"one bucket (`r2_one_bucket`) {ms(b['wait'])} ms; the step medians are {ms(a['T'])} and "
+                   f"{ms(b['T'])} ms, " + ("whose ranges over the repetitions overlap: the difference in step "
+                                          "time is not resolved by this run." if overlap else
+                                          "with ranges that do not overlap."))
+    if "r2" in check and meas.get("r2", {}).get("busy"):
+        p = check["r2"][0]
+        out.append(f"The allreduce inside the training run took {ms(meas['r2']['busy'])} ms per step at 2 ranks "
+                   f"against {ms(p['busy'])} ms predicted from the standalone sweep: in the run it competes "
+                   "with the compute threads for the cores, and it includes waiting for the other rank to "
+                   "reach the same bucket.")
     lines = []
     for c in ("r1", "r1t1", "r2", "r2_one_bucket", "r4"):
         if c in meas and c in check:
@@ -642,13 +710,20 @@ def interpret_check(meas, check, check2):
                 p2 = check2[c][0]
                 s += f"; {ms(p2['T'])} ms, {pct((p2['T'] - meas[c]['T']) / meas[c]['T'])} with the concurrent compute"
             lines.append(s + ")")
-    return ("Summary: " + "; ".join(lines) + ". One run on a shared machine; the \"range\" column above "
-            "shows how much each configuration moved between repetitions.") if lines else ""
+    if lines:
+        out.append("Summary: " + "; ".join(lines) + ". One run on a shared machine; the \"range\" column "
+                   "above shows how much each configuration moved between repetitions.")
+    return "\n\n".join(out)
 
 
 def interpret_scale(Tc, Ta, sizes):
-    return (f"With overlap, bucket 0 is hidden while T_ring(S0, N) <= T_after ({ms(Ta)} ms); bucket 1 and "
-            "the loss sum are always exposed. Without overlap the whole 13.1 MB ring is exposed.")
+    hidden = all(t_ring(sizes[0], 64, lat, bits / 8) <= Ta for _, bits, lat in NETWORKS)
+    return (f"With overlap, bucket 0 is hidden while T_ring(S0, N) <= T_after ({ms(Ta)} ms), which " +
+            ("holds in both tables up to 64 ranks" if hidden else "does not hold everywhere above") +
+            "; bucket 1 and the loss sum are always exposed. Without overlap the "
+            f"whole {sum(sizes) / 1e6:.1f} MB ring is exposed. T_ring tends to 2 S / beta as N grows: "
+            f"{ms(2 * sum(sizes) / 1.25e9)} ms at 10 Gbit/s and {ms(2 * sum(sizes) / 12.5e9)} ms at 100 Gbit/s "
+            "for all the gradients, plus 2 (N-1) alpha.")
 
 
 def main():
