@@ -8,9 +8,9 @@
  *   blocking  MPI_Allreduce
  *   wait      MPI_Iallreduce, then MPI_Wait (the non-blocking algorithm, driven
  *             without pause)
- *   polled    MPI_Iallreduce, then MPI_Test with a sleep between tests that starts at
- *             1 us and doubles up to 64 us: the way graphc's communication thread
- *             drives a gradient bucket (exec/comm.c, run_job)
+ *   polled    MPI_Iallreduce, then exec/mpi_poll.h's mpi_poll, the very function
+ *             graphc's communication thread drives a gradient bucket with (MPI_Test,
+ *             yielding for 200 us, then sleeps of 2 us doubling to 64 us)
  *
  * One repetition: MPI_Barrier, then the timed collective on every rank; the slowest
  * rank's time (an MPI_Reduce of the times, not timed) is the repetition's.  Two
@@ -20,10 +20,12 @@
  * usage: mpirun -np N allreduce [--modes L] [--max-bytes B] [--also B,B...]
  *                               [--budget S] [--max-reps R] */
 #include <mpi.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include "exec/mpi_poll.h"
 
 #define MAX_SIZES 64
 
@@ -54,15 +56,7 @@ static void one(int mode, float *buf, int n)
         MPI_Wait(&rq, MPI_STATUS_IGNORE);
         return;
     }
-    long sleep_ns = 1000;   /* as exec/comm.c */
-    for (;;) {
-        int flag = 0;
-        MPI_Test(&rq, &flag, MPI_STATUS_IGNORE);
-        if (flag) break;
-        struct timespec ts = { 0, sleep_ns };
-        nanosleep(&ts, NULL);
-        if (sleep_ns < 50000) sleep_ns *= 2;
-    }
+    mpi_poll(&rq, 0);   /* exactly as graphc's communication thread */
 }
 
 /* The slowest rank's time of one repetition, on every rank. */
@@ -96,6 +90,7 @@ static long parse_long(const char *s, int rank)
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
+    mpi_poll_thread_setup();
     int rank, size;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);

@@ -6,9 +6,9 @@
  * library cannot give SERIALIZED, the collectives run on the caller's thread inside
  * comm_wait (correct, without overlap).
  *
- * A job is one in-place MPI_Iallreduce, driven to completion by MPI_Test with a short
- * sleep between tests (no core is kept spinning against the compute threads) and a
- * deadline: past it, the job is stopped with MPI_Abort and a message. */
+ * A job is one in-place MPI_Iallreduce, driven to completion by mpi_poll (MPI_Test,
+ * yielding, then sleeping between tests: no core is kept spinning against the compute
+ * threads) with a deadline: past it, the job is stopped with MPI_Abort and a message. */
 #include "config.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -71,6 +71,7 @@ _Noreturn void comm_abort(Comm *c, int code, const char *msg)
 #include <errno.h>
 #include <mpi.h>
 #include <pthread.h>
+#include "exec/mpi_poll.h"
 #include <time.h>
 #include "util/mem.h"
 
@@ -143,25 +144,16 @@ static void run_job(Comm *c, const Job *j)
         MPI_Request rq;
         int rc = MPI_Iallreduce(MPI_IN_PLACE, (char *)j->buf + off * (size_t)esize, (int)len, j->type, j->op, c->world, &rq);
         if (rc != MPI_SUCCESS) mpi_failed(c, j, rc);
-        double deadline = now_s() + c->timeout;
-        long sleep_ns = 1000;
-        for (;;) {
-            int flag = 0;
-            rc = MPI_Test(&rq, &flag, MPI_STATUS_IGNORE);
-            if (rc != MPI_SUCCESS) mpi_failed(c, j, rc);
-            if (flag) break;
-            if (now_s() > deadline) {
-                char name[128], msg[512];
-                job_name(j, name, sizeof name);
-                snprintf(msg, sizeof msg,
-                         "%s did not complete within %g s: another rank has died, stalled or left the job; "
-                         "stopping all ranks (--comm-timeout sets the bound)",
-                         name, c->timeout);
-                comm_abort(c, 1, msg);
-            }
-            struct timespec ts = { 0, sleep_ns };
-            nanosleep(&ts, NULL);
-            if (sleep_ns < 50000) sleep_ns *= 2;
+        rc = mpi_poll(&rq, now_s() + c->timeout);
+        if (rc > 0) mpi_failed(c, j, rc);
+        if (rc < 0) {
+            char name[128], msg[512];
+            job_name(j, name, sizeof name);
+            snprintf(msg, sizeof msg,
+                     "%s did not complete within %g s: another rank has died, stalled or left the job; "
+                     "stopping all ranks (--comm-timeout sets the bound)",
+                     name, c->timeout);
+            comm_abort(c, 1, msg);
         }
         if (j->n == 0) break;
     }
@@ -170,6 +162,7 @@ static void run_job(Comm *c, const Job *j)
 static void *comm_thread(void *arg)
 {
     Comm *c = arg;
+    mpi_poll_thread_setup();
     pthread_mutex_lock(&c->mu);
     for (;;) {
         while (!c->quit && c->qlen == 0) pthread_cond_wait(&c->wake, &c->mu);
