@@ -440,8 +440,9 @@ def cmd_write(args):
       "(MPI_SUM, MPI_IN_PLACE) for 4 B to 16 MiB and the step's bucket sizes; one repetition is a barrier, "
       "then the collective, timed on every rank, the slowest rank's time kept; the median over the "
       "repetitions (5 to 200, about half a second per size). Three ways: `blocking` MPI_Allreduce; `wait` "
-      "MPI_Iallreduce then MPI_Wait; `polled` MPI_Iallreduce then MPI_Test with sleeps of 1 us doubling to "
-      "64 us, as graphc's communication thread drives a bucket (`exec/comm.c`). The 4 ranks share "
+      "MPI_Iallreduce then MPI_Wait; `polled` MPI_Iallreduce then `mpi_poll` (`exec/mpi_poll.h`: MPI_Test, "
+      "yielding for 200 us, then sleeps of 2 us doubling to 64 us), the function graphc's communication "
+      "thread drives a bucket with. The 4 ranks share "
       f"{nproc} CPUs.")
     w("")
     w("The fit: t = A + B bytes over the powers of two, least squares of the relative error (each size "
@@ -649,10 +650,11 @@ def cmd_write(args):
       "compete with the compute threads for the same cores; the model counts the allreduce as time, not "
       "as CPU taken from compute. Over a network with its own NIC much less of it is CPU work, but the "
       "reduction (additions) and the copies still are.")
-    w("- **Progress.** graphc drives a bucket with MPI_Test and sleeps of up to 64 us (the `polled` mode); "
-      "Open MPI's non-blocking allreduce advances only inside those calls. Over a network, each of the "
-      "ring's 2(N-1) steps may then wait up to a sleep before the next begins: up to "
-      "2 x 63 x 64 us = 8 ms per bucket at 64 ranks, more than alpha assumes. Not modelled at scale.")
+    w("- **Progress.** graphc drives a bucket with MPI_Test, yielding for the first 200 us and then "
+      "sleeping up to 64 us between tests (the `polled` mode); Open MPI's non-blocking allreduce advances "
+      "only inside those calls. Over a network, each of the ring's 2(N-1) steps that arrives after the "
+      "first 200 us may wait up to a sleep before the next begins: up to 2 x 63 x 64 us = 8 ms per large "
+      "bucket at 64 ranks, more than alpha assumes. Not modelled at scale.")
     w("- **Skew between ranks.** A collective ends when the slowest rank has joined it; differences in "
       "the ranks' compute (noise, another job, data loading) add to the wait. The model has identical "
       "ranks.")
