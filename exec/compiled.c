@@ -125,15 +125,20 @@ int memplan_build(const Graph *g, MemPlan *mp, DiagSink *d)
     for (int i = 0; i < g->noutputs; i++) mp->last[root[g->outputs[i].node]] = n;
     /* the naive sum: every buffer its own memory, before any sharing */
     for (int i = 0; i < 2 * n; i++) mp->naive += mp->size[i];
-    /* In place: an op marked safe for it (elementwise, reading each element before
-     * writing it) writes over its first input when that input's buffer has no reader
-     * after it and has the output's size.  The two buffers become one, alive from the
-     * input's producer to the output's last reader. */
+    /* In place: an op marked safe for it (reading each element before writing it)
+     * writes over its first input, or for an elementwise op any input, when that
+     * input's buffer has no reader after it and has the output's size.  The two buffers
+     * become one, alive from the input's producer to the output's last reader. */
     for (int i = 0; i < n; i++) {
         const Node *nd = &g->nodes[i];
         if (!(op_info[nd->op].traits & OPT_INPLACE) || root[i] != i || mp->size[i] == 0 || nd->nin < 1) continue;
-        int32_t r = root[nd->in[0]];
-        if (outside_arena(&g->nodes[r]) || mp->size[r] != mp->size[i] || mp->last[r] != i) continue;
+        int32_t r = -1;
+        int cands = op_info[nd->op].traits & OPT_ELEMWISE ? nd->nin : 1;
+        for (int k = 0; k < cands && r < 0; k++) {
+            int32_t q = root[nd->in[k]];
+            if (!outside_arena(&g->nodes[q]) && mp->size[q] == mp->size[i] && mp->last[q] == i) r = q;
+        }
+        if (r < 0) continue;
         root[i] = r;
         mp->last[r] = mp->last[i];
         mp->size[i] = 0;

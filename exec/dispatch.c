@@ -533,6 +533,72 @@ static int k_update_all(const KCall *c)
     return 0;
 }
 
+/* fused_elemwise: the program's steps, block by block, each step the op's own kernel
+ * on the block (so the same values as the ops apart); intermediates stay in a stack
+ * buffer; blocks are split over the pool like any elementwise op. */
+enum { EW_BLOCK = 512 };
+
+static const float *ew_operand(const KCall *c, int arg, size_t at, float (*tmp)[EW_BLOCK])
+{
+    if (arg < 0) return tmp[-1 - arg];
+    return numel(ishape(c, arg)) == 1 ? fin(c, arg) : fin(c, arg) + at;
+}
+
+static void ew_part(void *arg, int part, int worker)
+{
+    (void)worker;
+    const ElemJob *j = arg;
+    const KCall *c = j->c;
+    const Node *n = c->n;
+    size_t lo, hi;
+    range_of(&j->r, part, &lo, &hi);
+    static const KUnary unary[] = {
+        [OP_NEG] = KU_NEG, [OP_RELU] = KU_RELU, [OP_SIGMOID] = KU_SIGMOID, [OP_TANH] = KU_TANH,
+        [OP_EXP] = KU_EXP, [OP_LOG] = KU_LOG, [OP_SQRT] = KU_SQRT,
+    };
+    static const KBinary binary[] = { [OP_ADD] = KB_ADD, [OP_SUB] = KB_SUB, [OP_MUL] = KB_MUL, [OP_DIV] = KB_DIV };
+    float tmp[EW_MAX_STEPS][EW_BLOCK];
+    for (size_t at = lo; at < hi; at += EW_BLOCK) {
+        size_t len = hi - at < EW_BLOCK ? hi - at : EW_BLOCK;
+        for (int s = 0; s < n->a.ew.nstep; s++) {
+            const EwStep *st = &n->a.ew.step[s];
+            const float *a = ew_operand(c, st->arg[0], at, tmp);
+            float *dst = s == n->a.ew.nstep - 1 ? fout(c) + at : tmp[s];
+            switch ((OpKind)st->op) {
+            case OP_ADD: case OP_SUB: case OP_MUL: case OP_DIV: {
+                const float *b = ew_operand(c, st->arg[1], at, tmp);
+                bool as = st->arg[0] >= 0 && numel(ishape(c, st->arg[0])) == 1;
+                bool bs = st->arg[1] >= 0 && numel(ishape(c, st->arg[1])) == 1;
+                int64_t ad[2] = { 1, as ? 1 : (int64_t)len }, bd[2] = { 1, bs ? 1 : (int64_t)len }, yd[2] = { 1, (int64_t)len };
+                kern_binary(binary[st->op], a, ad, 2, b, bd, 2, dst, yd, 2);
+                break;
+            }
+            case OP_UNARY_GRAD:
+                kern_unary_grad((KUnary)st->kop, a, a, ew_operand(c, st->arg[1], at, tmp), dst, len);
+                break;
+            case OP_DROPOUT: case OP_DROPOUT_GRAD:
+                if (!c->env->training || st->rate == 0) {
+                    if (dst != a) memcpy(dst, a, len * sizeof *dst);
+                } else {
+                    kern_dropout(a, dst, len, st->rate, step_seed(c->env), (uint64_t)st->stream,
+                                 (uint64_t)c->env->shard * j->r.n + at);
+                }
+                break;
+            default:
+                kern_unary(unary[st->op], a, dst, len);
+                break;
+            }
+        }
+    }
+}
+
+static int k_fused_elemwise(const KCall *c)
+{
+    ElemJob j = { c, ranges(numel(&c->n->shape), EW_BLOCK), 0 };
+    pool_run(j.r.parts, ew_part, &j);
+    return 0;
+}
+
 /* allreduce: packs the bucket's gradients into its buffer and starts their sum over
  * the ranks (exec/comm.c); the wait divides the sum by the number of ranks.  With one
  * process (no Comm) the wait is a copy, so the graph computes what it would without
@@ -583,7 +649,7 @@ static const KernelFn kernels[] = {
     [OP_UPDATE_ALL] = k_update_all,
     [OP_ALLREDUCE] = k_allreduce, [OP_ALLREDUCE_WAIT] = k_allreduce_wait,
     [OP_MAXPOOL_ARGMAX] = k_pool, [OP_MAXPOOL_GATHER] = k_pool, [OP_MAXPOOL_SCATTER] = k_maxpool_scatter,
-    [OP_MAXPOOL_SCATTER_RELU] = k_maxpool_scatter,
+    [OP_MAXPOOL_SCATTER_RELU] = k_maxpool_scatter, [OP_FUSED_ELEMWISE] = k_fused_elemwise,
 };
 static_assert(sizeof kernels / sizeof kernels[0] == OP_COUNT, "one kernel per op");
 

@@ -64,6 +64,17 @@ static void attrs_str(const Graph *g, const Node *n, char *buf, size_t len)
     case OP_SGD_UPDATE: case OP_MOMENTUM_UPDATE: case OP_ADAM_UPDATE:
         snprintf(buf, len, "param=%s", g->vars[n->a.update.var].name);
         break;
+    case OP_FUSED_ELEMWISE: {
+        static const char *un[] = { "relu", "sigmoid", "tanh", "exp", "log", "neg", "sqrt" };
+        size_t k = (size_t)snprintf(buf, len, "fuses=");
+        for (int s = 0; s < n->a.ew.nstep && k < len; s++) {
+            const EwStep *st = &n->a.ew.step[s];
+            k += (size_t)snprintf(buf + k, len - k, "%s%s", s ? "+" : "", op_name((OpKind)st->op));
+            if (st->op == OP_UNARY_GRAD && k < len)
+                k += (size_t)snprintf(buf + k, len - k, "[%s]", st->kop >= 0 && st->kop < 7 ? un[st->kop] : "?");
+        }
+        break;
+    }
     case OP_ALLREDUCE: snprintf(buf, len, "bucket=%d gradients=%d", n->a.allreduce.bucket, n->nin); break;
     case OP_ALLREDUCE_WAIT: snprintf(buf, len, "bucket=%d mean", n->a.allreduce.bucket); break;
     case OP_UPDATE_ALL:

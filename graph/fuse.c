@@ -118,6 +118,128 @@ done:
     return out;
 }
 
+/* Can n be a step of a fused elementwise loop?  Same-shape operands (or scalars), f32. */
+static bool ew_candidate(const Graph *g, const Node *n)
+{
+    switch (n->op) {
+    case OP_ADD: case OP_SUB: case OP_MUL: case OP_DIV:
+    case OP_NEG: case OP_RELU: case OP_SIGMOID: case OP_TANH: case OP_EXP: case OP_LOG: case OP_SQRT:
+    case OP_UNARY_GRAD: case OP_DROPOUT: case OP_DROPOUT_GRAD:
+        break;
+    default:
+        return false;
+    }
+    if (n->dtype != DT_F32) return false;
+    for (int k = 0; k < n->nin; k++) {
+        const Node *in = &g->nodes[n->in[k]];
+        bool scalar = true;
+        for (int i = 0; i < in->shape.rank; i++) scalar &= in->shape.d[i].v == 1 && in->shape.d[i].sym < 0;
+        if (in->dtype != DT_F32 || !(shape_eq(&in->shape, &n->shape) || (scalar && n->op <= OP_DIV))) return false;
+    }
+    return true;
+}
+
+/* Elementwise chains into one loop: a same-shape elementwise node and the elementwise
+ * nodes that feed only it and come right before it (recursively, up to EW_MAX_STEPS)
+ * become one fused_elemwise node that runs their kernels block by block, so the
+ * intermediates stay in cache and are never written to memory.  Each step is the same
+ * kernel on a slice, so the values are the same bit for bit. */
+static Graph *fuse_elementwise(const Graph *g, DiagSink *d)
+{
+    int n = g->nnodes;
+    Graph *c = graph_clone(g);
+    int32_t *uses = count_uses(g);
+    bool *keep = gc_calloc((size_t)(n ? n : 1), sizeof *keep), *taken = gc_calloc((size_t)(n ? n : 1), sizeof *taken);
+    int32_t *alias = gc_calloc((size_t)(n ? n : 1), sizeof *alias);
+    Graph *out = NULL;
+    if (!c || !uses || !keep || !taken || !alias) { diag_plain(d, "out of memory"); goto done; }
+    for (int i = 0; i < n; i++) {
+        keep[i] = true;
+        alias[i] = i;
+    }
+    for (int root = n - 1; root >= 0; root--) {
+        if (taken[root] || !ew_candidate(c, &c->nodes[root])) continue;
+        int32_t mem[EW_MAX_STEPS];
+        int nm = 1;
+        mem[0] = root;
+        for (int q = 0; q < nm; q++) {
+            const Node *m = &c->nodes[mem[q]];
+            for (int k = 0; k < m->nin && nm < EW_MAX_STEPS; k++) {
+                int32_t p = m->in[k];
+                bool dup = false;
+                for (int j = 0; j < nm; j++) dup |= mem[j] == p;
+                /* only with nothing else between p and the root: moving p's work later
+                 * would keep p's operands alive longer */
+                bool adjacent = true;
+                for (int32_t j = p + 1; j < root && adjacent; j++) {
+                    bool in_group = false;
+                    for (int q2 = 0; q2 < nm; q2++) in_group |= mem[q2] == j;
+                    adjacent = in_group;
+                }
+                if (!dup && adjacent && !taken[p] && uses[p] == 1 && ew_candidate(c, &c->nodes[p]) &&
+                    shape_eq(&c->nodes[p].shape, &c->nodes[root].shape))
+                    mem[nm++] = p;
+            }
+        }
+        if (nm < 2) continue;
+        for (int a = 1; a < nm; a++)   /* node order is an order of the steps */
+            for (int b = a; b > 0 && mem[b - 1] > mem[b]; b--) {
+                int32_t t = mem[b];
+                mem[b] = mem[b - 1];
+                mem[b - 1] = t;
+            }
+        EwStep *st = arena_alloc(&c->arena, (size_t)nm * sizeof *st);
+        int32_t ext[2 * EW_MAX_STEPS];
+        int next = 0;
+        if (!st) { diag_plain(d, "out of memory"); goto done; }
+        for (int s = 0; s < nm; s++) {
+            const Node *m = &c->nodes[mem[s]];
+            st[s] = (EwStep){ .op = (int16_t)m->op, .arg = { 0, 0 }, .kop = -1 };
+            if (m->op == OP_UNARY_GRAD) st[s].kop = (int16_t)m->a.unary.kop;
+            if (m->op == OP_DROPOUT || m->op == OP_DROPOUT_GRAD) {
+                st[s].rate = m->a.dropout.rate;
+                st[s].stream = m->a.dropout.stream;
+            }
+            for (int k = 0; k < m->nin; k++) {
+                int32_t p = m->in[k], ref = 0;
+                bool inside = false;
+                for (int j = 0; j < s; j++)
+                    if (mem[j] == p) ref = -1 - j, inside = true;
+                if (!inside) {   /* an outside operand: an input of the fused node */
+                    int e = 0;
+                    while (e < next && ext[e] != p) e++;
+                    if (e == next) ext[next++] = p;
+                    ref = e;
+                }
+                st[s].arg[k] = (int16_t)ref;
+            }
+        }
+        int32_t *in = arena_alloc(&c->arena, (size_t)next * sizeof *in);
+        if (!in) { diag_plain(d, "out of memory"); goto done; }
+        memcpy(in, ext, (size_t)next * sizeof *in);
+        Node *r = &c->nodes[root];
+        r->tshape = r->shape;
+        r->op = OP_FUSED_ELEMWISE;
+        r->in = in;
+        r->nin = next;
+        memset(&r->a, 0, sizeof r->a);
+        r->a.ew.step = st;
+        r->a.ew.nstep = nm;
+        for (int j = 0; j < nm; j++) {
+            taken[mem[j]] = true;
+            if (mem[j] != root) keep[mem[j]] = false;
+        }
+    }
+    out = graph_rebuild(c, keep, alias, g->stage, d);
+done:
+    graph_free(c);
+    gc_free(uses);
+    gc_free(keep);
+    gc_free(taken);
+    gc_free(alias);
+    return out;
+}
+
 /* Max pooling through indices, for memory: a training step keeps maxpool's input x
  * alive until maxpool_grad(x, y, dy), and x is the largest tensor of a CNN (the first
  * convolution's output).  Instead
@@ -312,8 +434,11 @@ Graph *pass_fuse(const Graph *g, DiagSink *d)
     gc_free(keep);
     gc_free(alias);
     if (!out) return NULL;
-    Graph *idx = pool_indices(out, d);
+    Graph *ew = fuse_elementwise(out, d);
     graph_free(out);
+    if (!ew) return NULL;
+    Graph *idx = pool_indices(ew, d);
+    graph_free(ew);
     if (!idx) return NULL;
     Graph *early = early_updates(idx, d);
     graph_free(idx);

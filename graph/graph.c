@@ -129,6 +129,12 @@ Graph *graph_clone(const Graph *g)
             memcpy(n->in, g->nodes[i].in, (size_t)n->nin * sizeof(int32_t));
         }
         if (n->name) n->name = arena_strdup(A, n->name);
+        if (n->op == OP_FUSED_ELEMWISE && n->a.ew.nstep > 0) {   /* the program lives in the arena too */
+            EwStep *st = arena_alloc(A, (size_t)n->a.ew.nstep * sizeof *st);
+            if (!st) { graph_free(c); return NULL; }
+            memcpy(st, g->nodes[i].a.ew.step, (size_t)n->a.ew.nstep * sizeof *st);
+            n->a.ew.step = st;
+        }
     }
     for (int i = 0; i < g->nvars; i++) {
         c->vars[i] = g->vars[i];

@@ -58,6 +58,17 @@ typedef struct Var {
     Loc loc;              /* where it was declared or created */
 } Var;
 
+/* One step of a fused elementwise program (FUSED_ELEMWISE): op applied to operands,
+ * each the node's input k (k >= 0) or the result of step s (-1 - s). */
+#define EW_MAX_STEPS 8
+typedef struct EwStep {
+    int16_t op;           /* an OpKind: ADD..SQRT, UNARY_GRAD, DROPOUT, DROPOUT_GRAD */
+    int16_t arg[2];
+    int16_t kop;          /* UNARY_GRAD: the KUnary */
+    float rate;           /* DROPOUT(_GRAD) */
+    int stream;
+} EwStep;
+
 typedef union NodeAttr {
     struct { int index; } input;              /* INPUT: position in g->inputs */
     struct { int var; } param;                /* PARAM: index into g->vars */
@@ -78,6 +89,7 @@ typedef union NodeAttr {
     struct { float rate; int stream; } dropout;   /* DROPOUT, DROPOUT_GRAD */
     struct { int kop; } unary;                /* UNARY_GRAD: the KUnary of the forward op */
     struct { int bucket; } allreduce;         /* ALLREDUCE, ALLREDUCE_WAIT: the bucket's tag */
+    struct { const EwStep *step; int nstep; } ew; /* FUSED_ELEMWISE: the program (graph arena) */
     struct {                                  /* *_UPDATE */
         int var;                              /* the parameter */
         int state[2];                         /* its optimizer state vars, or -1 */

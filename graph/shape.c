@@ -430,7 +430,7 @@ static const ShapeRule rules[] = {
     [OP_UPDATE_ALL] = r_update,
     [OP_ALLREDUCE] = r_allreduce, [OP_ALLREDUCE_WAIT] = r_same,
     [OP_MAXPOOL_ARGMAX] = r_argmax, [OP_MAXPOOL_GATHER] = r_pool, [OP_MAXPOOL_SCATTER] = r_target,
-    [OP_MAXPOOL_SCATTER_RELU] = r_target,
+    [OP_MAXPOOL_SCATTER_RELU] = r_target, [OP_FUSED_ELEMWISE] = r_target,
 };
 static_assert(sizeof rules / sizeof rules[0] == OP_COUNT, "one shape rule per op");
 

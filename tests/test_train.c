@@ -404,7 +404,7 @@ START_TEST(allreduce_pass)
     for (int variant = 1; variant < 4; variant++) {
         for (int v = 0; v < w[0].n; v++)
             ck_assert_msg(memcmp(w[0].data[v], w[variant].data[v], (size_t)shape_numel(&w[0].shapes[v]) * 4) == 0,
-                          "%s: %s differs with buckets of %lld bytes", model_files[_i], w[0].names[v],
+                          "%s: %s differs with buckets of %lld bytes", model_files[_i], v < c.g->nvars ? c.g->vars[v].name : "optimizer state",
                           (long long)buckets[variant - 1]);
         weights_free(&w[variant]);
     }
@@ -466,6 +466,61 @@ START_TEST(memory_targets)
 }
 END_TEST
 
+/* Elementwise chains run as one fused loop in the compiled plan, with every kind of
+ * step (unary ops, a scalar operand, a binary op of two chain values, dropout and the
+ * gradients' unary_grad and dropout_grad): the same weights as the interpreter, bit for
+ * bit, after 3 training steps. */
+START_TEST(fused_elementwise_chains)
+{
+    Compiled c;
+    compile_str(&c, "input x: f32[B, 40]\ninput y: i32[B]\n"
+                    "h = dense(x, units=24)\n"
+                    "a = exp(-h)\n"
+                    "b = sigmoid(a * 0.5 + h)\n"
+                    "e = dropout(tanh(b) / 3, rate=0.25)\n"
+                    "logits = dense(sqrt(e * e + 1), units=3)\n"
+                    "loss = cross_entropy(logits, y)\n"
+                    "train { data = synthetic(count=8); optimizer = sgd(lr=0.1); batch = 5; minimize = loss }\n");
+    Graph *tg = pass_autodiff(c.g, &c.d);
+    ck_assert_ptr_nonnull(tg);
+    ck_assert_int_eq(graph_bind(tg, "B", 5, &c.d), 0);
+    Graph *fg = pass_fuse(tg, &c.d);
+    ck_assert_ptr_nonnull(fg);
+    ck_assert_int_eq(graph_verify(fg, &c.d), 0);
+    int fused = 0, steps = 0;
+    for (int i = 0; i < fg->nnodes; i++)
+        if (fg->nodes[i].op == OP_FUSED_ELEMWISE) {
+            fused++;
+            steps += fg->nodes[i].a.ew.nstep;
+        }
+    ck_assert_int_ge(fused, 2);
+    ck_assert_int_ge(steps, 6);
+    graph_free(fg);
+    Weights w[2];
+    for (int mode = 0; mode < 2; mode++) {
+        ck_assert_int_eq(weights_init(&w[mode], tg, 9, &c.d), 0);
+        Executor *ex = executor_plan(mode == 0 ? MODE_INTERP : MODE_COMPILED, tg, &w[mode], &c.d);
+        ck_assert_ptr_nonnull(ex);
+        for (int step = 0; step < 3; step++) {
+            void **feeds = make_feeds(tg, 3, (uint64_t)step);
+            float lv = 0, av = 0;
+            float *outs[2] = { &lv, &av };
+            StepEnv env = { .w = &w[mode], .step = step, .seed = 5, .lr = 0.1f, .training = true, .d = &c.d };
+            ck_assert_int_eq(executor_run(ex, (const void *const *)feeds, outs, &env), 0);
+            free_feeds(tg, feeds);
+        }
+        executor_free(ex);
+    }
+    for (int v = 0; v < w[0].n; v++)
+        ck_assert_msg(memcmp(w[0].data[v], w[1].data[v], (size_t)shape_numel(&w[0].shapes[v]) * 4) == 0,
+                      "%s differs", c.g->vars[v].name);
+    weights_free(&w[0]);
+    weights_free(&w[1]);
+    graph_free(tg);
+    compiled_free_all(&c);
+}
+END_TEST
+
 /* Fusion finds its patterns in the MNIST CNN's training step and keeps the graph valid. */
 START_TEST(fusion_patterns)
 {
@@ -516,10 +571,14 @@ START_TEST(fusion_patterns)
                 ck_assert(!(fg->nodes[fg->nodes[j].in[k]].op == OP_PARAM &&
                             fg->nodes[fg->nodes[j].in[k]].a.param.var == n->a.update.var));
     }
-    /* 2 nodes fewer per conv+add+relu and matmul+add+relu, 1 per matmul+add and per
-     * maxpool_grad+relu_grad, 5 for 6 updates in one, 1 more per maxpool (argmax and
-     * gather): 2*2 + 2 + 1 + 2*1 + 5 - 2 = 12 */
-    ck_assert_int_eq(fg->nnodes, tg->nnodes - 12);
+    /* dropout's gradient and relu's in one loop */
+    ck_assert_int_eq(count[OP_FUSED_ELEMWISE], 1);
+    ck_assert_int_eq(count[OP_DROPOUT_GRAD], 0);
+    ck_assert_int_eq(count[OP_UNARY_GRAD], 0);
+    /* 2 nodes fewer per conv+add+relu and matmul+add+relu, 1 per matmul+add, per
+     * maxpool_grad+relu_grad and per elementwise pair, 5 for 6 updates in one, 1 more
+     * per maxpool (argmax and gather): 2*2 + 2 + 1 + 2*1 + 1 + 5 - 2 = 13 */
+    ck_assert_int_eq(fg->nnodes, tg->nnodes - 13);
     /* the logits' add is an output of nothing, but its result feeds softmax's loss: the
      * fused node keeps the name and the outputs still point at the right values */
     ck_assert_int_eq(fg->noutputs, tg->noutputs);
@@ -875,6 +934,7 @@ static Suite *make_exec_suite(void)
     tcase_add_loop_test(tc, compiled_matches_interp, 0, (int)(sizeof model_files / sizeof *model_files));
     tcase_add_loop_test(tc, allreduce_pass, 0, (int)(sizeof model_files / sizeof *model_files));
     tcase_add_loop_test(tc, memory_targets, 0, 6);
+    tcase_add_test(tc, fused_elementwise_chains);
     tcase_add_test(tc, memplan_no_overlap);
     tcase_add_test(tc, fusion_patterns);
     tcase_add_test(tc, cse_merges);
