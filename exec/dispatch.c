@@ -322,10 +322,7 @@ static void pool_part(void *arg, int part, int worker)
     case OP_MAXPOOL: kern_maxpool(&p, fin(c, 0) + xs, fout(c) + ys); break;
     case OP_AVGPOOL: kern_avgpool(&p, fin(c, 0) + xs, fout(c) + ys); break;
     case OP_MAXPOOL_GRAD: kern_maxpool_grad(&p, fin(c, 0) + xs, fin(c, 1) + ys, fin(c, 2) + ys, fout(c) + xs); break;
-    case OP_MAXPOOL_GRAD_RELU:
-        kern_maxpool_grad(&p, fin(c, 0) + xs, fin(c, 1) + ys, fin(c, 2) + ys, fout(c) + xs);
-        kern_relu_mask(fin(c, 0) + xs, fout(c) + xs, (size_t)(p.n * p.h * p.w * p.c));
-        break;
+    case OP_MAXPOOL_GRAD_RELU: kern_maxpool_grad_relu(&p, fin(c, 0) + xs, fin(c, 1) + ys, fin(c, 2) + ys, fout(c) + xs); break;
     default: kern_avgpool_grad(&p, fin(c, 0) + ys, fout(c) + xs); break;
     }
 }

@@ -108,6 +108,9 @@ typedef struct KPool {
 void kern_maxpool(const KPool *p, const float *x, float *y);
 /* dx from x, y and dy: the gradient goes to the first cell equal to the max. */
 void kern_maxpool_grad(const KPool *p, const float *x, const float *y, const float *dy, float *dx);
+/* kern_maxpool_grad, then kern_relu_mask(x, dx) (x is the relu's output), image by
+ * image while it is in cache: the same bits as the two calls. */
+void kern_maxpool_grad_relu(const KPool *p, const float *x, const float *y, const float *dy, float *dx);
 void kern_avgpool(const KPool *p, const float *x, float *y);
 void kern_avgpool_grad(const KPool *p, const float *dy, float *dx);
 /* [n, hw, c] -> [n, c] mean over hw, and its gradient. */

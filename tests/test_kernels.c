@@ -1092,6 +1092,9 @@ static const PoolCase pool_cases[] = {
     {1, 4, 4, 1, 3, 3, 1, 1, 2, 2, 2, 2},   /* heavy padding */
     {1, 3, 3, 2, 2, 2, 1, 1, 2, 2, 2, 2},   /* windows of padding only */
     {3, 5, 7, 300, 3, 3, 2, 2, 1, 1, 1, 1}, /* channels across the 256 block */
+    {2, 6, 4, 32, 2, 2, 2, 2, 0, 0, 0, 0},  /* the MNIST CNN's pooling, smaller */
+    {1, 7, 7, 7, 2, 2, 2, 2, 0, 0, 0, 0},   /* odd size: the last row and column in no window */
+    {2, 5, 5, 9, 3, 3, 3, 3, 1, 1, 1, 1},   /* channels past a multiple of 4 */
 };
 #define N_POOL_CASES ((int)(sizeof pool_cases / sizeof pool_cases[0]))
 
@@ -1223,6 +1226,36 @@ START_TEST(test_maxpool_ties)
     free(dy);
     free(dx);
     free(wdx);
+}
+END_TEST
+
+/* maxpool_grad_relu gives the bits of maxpool_grad then relu_mask, on inputs with ties,
+ * zeros and negative values (x in quarters from -1 to 1), and dx right without it. */
+START_TEST(test_maxpool_grad_relu)
+{
+    KPool p = pool_params(&pool_cases[_i]);
+    size_t nx = pool_nx(&p), ny = pool_ny(&p);
+    float *x = tu_alloc_uniform(nx, -1.0f, 1.0f, 6200 + (uint64_t)_i);
+    float *dy = tu_alloc_uniform(ny, -1.0f, 1.0f, 6300 + (uint64_t)_i);
+    float *y = tu_alloc(ny), *dx = tu_alloc(nx), *want = tu_alloc(nx);
+    for (size_t i = 0; i < nx; i++)
+        x[i] = roundf(x[i] * 4.0f) / 4.0f;
+    kern_maxpool(&p, x, y);
+    kern_fill(want, NAN, nx);
+    kern_maxpool_grad(&p, x, y, dy, want);
+    kern_relu_mask(x, want, nx);
+    kern_fill(dx, NAN, nx);
+    kern_maxpool_grad_relu(&p, x, y, dy, dx);
+    ck_assert_mem_eq(dx, want, nx * sizeof *dx);
+    ref_pool(&p, true, x, NULL, dy, want);
+    for (size_t i = 0; i < nx; i++)
+        want[i] = x[i] > 0.0f ? want[i] : 0.0f;
+    ck_assert_floats_near(dx, want, nx, 1e-6, 1e-6);
+    free(x);
+    free(dy);
+    free(y);
+    free(dx);
+    free(want);
 }
 END_TEST
 
@@ -1521,6 +1554,7 @@ static Suite *make_kernels_suite(void)
     tcase_set_timeout(tc, 60);
     tcase_add_loop_test(tc, test_pool_vs_direct, 0, N_POOL_CASES);
     tcase_add_test(tc, test_maxpool_ties);
+    tcase_add_loop_test(tc, test_maxpool_grad_relu, 0, N_POOL_CASES);
     tcase_add_loop_test(tc, test_pool_grad_fd, 0, N_POOL_CASES);
     tcase_add_test(tc, test_global_avgpool);
     suite_add_tcase(s, tc);
