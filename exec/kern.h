@@ -91,6 +91,12 @@ typedef struct KConv {
 size_t kern_conv2d_scratch(const KConv *p);
 /* Test hook: im2col chunk height in output pixels (0: automatic, about 1 MiB). */
 void kern_conv_set_chunk_rows(size_t rows);
+/* Convolutions with few input channels (C <= 4, KH*KW*C <= 80) run a direct AVX2 + FMA
+ * kernel when the CPU has both, instead of im2col + sgemm (forward and grad filter; the
+ * scratch is the same either way).  Test hooks: whether these sizes take it, and
+ * mode < 0 to turn it off (0: automatic). */
+bool kern_conv_direct_used(const KConv *p);
+void kern_conv_set_direct(int mode);
 void kern_conv2d(const KConv *p, const float *x, const float *w, float *y, float *scratch);
 /* conv2d, then y[., f] = act(y[., f] + bias[f]) on each chunk while it is in cache
  * (act: a KUnary, or -1 for none).  The same arithmetic as the three ops apart. */

@@ -21,6 +21,8 @@
 
 #include <string.h>
 
+#include "exec/kern_conv_direct.h"
+
 #include "util/pool.h"
 
 enum {
@@ -172,6 +174,7 @@ typedef struct ConvJob {
     float *scratch;
     int64_t rows;       /* per chunk */
     int64_t per_task;   /* grad input: images per task */
+    bool direct;        /* forward and grad filter: conv_direct_ok */
 } ConvJob;
 
 static float *worker_scratch(const ConvJob *j, int worker) { return j->scratch + (size_t)worker * worker_floats(j->p); }
@@ -184,6 +187,10 @@ static void conv_task(void *arg, int task, int worker)
     const KConv *p = j->p;
     const int64_t M = conv_m(p), K = conv_k(p), F = p->f;
     int64_t m0 = (int64_t)task * j->rows, mc = M - m0 < j->rows ? M - m0 : j->rows;
+    if (j->direct) {
+        conv_direct_forward(p, j->x, j->w, j->bias, j->act, j->y, m0, mc);
+        return;
+    }
     const float *col = j->x + m0 * K;
     if (!conv_is_identity(p)) {
         float *buf = worker_scratch(j, worker);
@@ -200,7 +207,8 @@ void kern_conv2d(const KConv *p, const float *x, const float *w, float *y, float
     const int64_t M = conv_m(p);
     if (M <= 0 || p->f <= 0)
         return;
-    ConvJob j = { .p = p, .act = -1, .x = x, .w = w, .y = y, .scratch = scratch, .rows = conv_chunk_rows(p) };
+    ConvJob j = { .p = p, .act = -1, .x = x, .w = w, .y = y, .scratch = scratch, .rows = conv_chunk_rows(p),
+                  .direct = conv_direct_ok(p) };
     pool_run((int)nchunks(M, j.rows), conv_task, &j);
 }
 
@@ -211,7 +219,7 @@ void kern_conv2d_bias_act(const KConv *p, const float *x, const float *w, const 
     if (M <= 0 || p->f <= 0)
         return;
     ConvJob j = { .p = p, .bias = bias, .act = act, .x = x, .w = w, .y = y, .scratch = scratch,
-                  .rows = conv_chunk_rows(p) };
+                  .rows = conv_chunk_rows(p), .direct = conv_direct_ok(p) };
     pool_run((int)nchunks(M, j.rows), conv_task, &j);
 }
 
@@ -264,13 +272,19 @@ static void conv_grad_filter_task(void *arg, int task, int worker)
     int64_t m0 = (int64_t)task * j->rows, mc = M - m0 < j->rows ? M - m0 : j->rows;
     float *buf = worker_scratch(j, worker);
     float *acc = j->dw ? j->dw : buf + (worker_floats(p) - (size_t)(K * F));
+    /* a thread's first task is its own index (static schedule): that one overwrites */
+    bool first = j->dw ? task == 0 : task == worker;
+    if (j->direct) {
+        if (first)
+            memset(acc, 0, (size_t)(K * F) * sizeof *acc);
+        conv_direct_grad_filter(p, j->x, j->dy, acc, m0, mc);
+        return;
+    }
     const float *col = j->x + m0 * K;
     if (!conv_is_identity(p)) {
         im2col(p, j->x, m0, mc, buf);
         col = buf;
     }
-    /* a thread's first task is its own index (static schedule): that one overwrites */
-    bool first = j->dw ? task == 0 : task == worker;
     kern_gemm(true, false, (size_t)K, (size_t)F, (size_t)mc, 1.0f, col, j->dy + m0 * F, first ? 0.0f : 1.0f, acc);
 }
 
@@ -282,7 +296,8 @@ void kern_conv2d_grad_filter(const KConv *p, const float *x, const float *dy, fl
             memset(dw, 0, (size_t)(K * F) * sizeof *dw);
         return;
     }
-    ConvJob j = { .p = p, .x = x, .dy = dy, .scratch = scratch, .rows = conv_chunk_rows(p) };
+    ConvJob j = { .p = p, .x = x, .dy = dy, .scratch = scratch, .rows = conv_chunk_rows(p),
+                  .direct = conv_direct_ok(p) };
     int64_t tasks = nchunks(M, j.rows);
     int T = pool_threads();
     if (tasks == 1 || T == 1) {
