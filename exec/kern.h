@@ -30,6 +30,11 @@ void kern_binary(KBinary op, const float *a, const int64_t *ashape, int arank,
 void kern_sum_to(const float *x, const int64_t *xshape, int xrank,
                  float *y, const int64_t *yshape, int yrank);
 
+/* acc[j] = sum over the rows of x[rows, cols] of x[r, j], in double: one block of
+ * kern_sum_to's [rows, cols] -> [cols] case, for callers that split the rows and add
+ * the blocks' sums in a fixed order. */
+void kern_colsum_d(const float *x, size_t rows, size_t cols, double *acc);
+
 typedef enum KUnary { KU_RELU, KU_SIGMOID, KU_TANH, KU_EXP, KU_LOG, KU_NEG, KU_SQRT, KU_COUNT } KUnary;
 void kern_unary(KUnary op, const float *x, float *y, size_t n);
 /* dx = dy * f'(.) given the forward input x and output y (each kernel uses what it

@@ -439,6 +439,31 @@ START_TEST(test_scale_fill_copy_axpy)
 }
 END_TEST
 
+/* A block of a column sum, in double: exact here (values in 1/64ths, few rows), and
+ * an empty block gives zeros. */
+START_TEST(test_colsum_d)
+{
+    enum { ROWS = 37, COLS = 13 };
+    float x[ROWS * COLS];
+    double acc[COLS + 1], want[COLS];
+    for (size_t i = 0; i < ROWS * COLS; i++)
+        x[i] = (float)((int)(i * 7919 % 257) - 128) / 64.0f;
+    for (size_t j = 0; j < COLS; j++) {
+        want[j] = 0;
+        for (size_t r = 0; r < ROWS; r++)
+            want[j] += x[r * COLS + j];
+    }
+    acc[COLS] = 42.0;
+    kern_colsum_d(x, ROWS, COLS, acc);
+    for (size_t j = 0; j < COLS; j++)
+        ck_assert_double_eq(acc[j], want[j]);
+    ck_assert_double_eq(acc[COLS], 42.0);   /* nothing written past cols */
+    kern_colsum_d(x, 0, COLS, acc);
+    for (size_t j = 0; j < COLS; j++)
+        ck_assert_double_eq(acc[j], 0.0);
+}
+END_TEST
+
 START_TEST(test_sum_all)
 {
     size_t n = 100003;
@@ -1616,6 +1641,7 @@ static Suite *make_kernels_suite(void)
     tcase_add_loop_test(tc, test_unary_grad_fd, 0, KU_COUNT);
     tcase_add_test(tc, test_scale_fill_copy_axpy);
     tcase_add_test(tc, test_sum_all);
+    tcase_add_test(tc, test_colsum_d);
     tcase_add_test(tc, test_concat_slice);
     suite_add_tcase(s, tc);
 
