@@ -9,7 +9,9 @@
  * Each chunk holds at most conv_chunk_rows() rows of col, so the scratch is bounded by
  * the filter size, never by the batch or the image.  When the im2col matrix is the
  * input itself (1x1 stride-1 unpadded convolutions, and kernels covering the whole
- * unpadded image) no copy is made and no scratch is needed. */
+ * unpadded image) no copy is made and no scratch is needed.
+ * With few input channels (conv_direct_ok), the forward pass and the filter gradient
+ * run kern_conv_direct.c's kernels on the same chunks instead of im2col + sgemm. */
 
 /* The loops here are written for the auto-vectorizer, which plain -O2 (GCC 12's
  * "very cheap" cost model) leaves off; measured 2-3x on the elementwise kernels.
