@@ -329,10 +329,7 @@ static void pool_part(void *arg, int part, int worker)
     case OP_MAXPOOL_SCATTER_RELU:
         kern_maxpool_scatter(&p, (const int32_t *)c->in[0] + ys, fin(c, 1) + ys, fin(c, 2) + ys, fout(c) + xs);
         break;
-    case OP_MAXPOOL_GRAD_RELU:
-        kern_maxpool_grad(&p, fin(c, 0) + xs, fin(c, 1) + ys, fin(c, 2) + ys, fout(c) + xs);
-        kern_relu_mask(fin(c, 0) + xs, fout(c) + xs, (size_t)(p.n * p.h * p.w * p.c));
-        break;
+    case OP_MAXPOOL_GRAD_RELU: kern_maxpool_grad_relu(&p, fin(c, 0) + xs, fin(c, 1) + ys, fin(c, 2) + ys, fout(c) + xs); break;
     default: kern_avgpool_grad(&p, fin(c, 0) + ys, fout(c) + xs); break;
     }
 }
@@ -480,8 +477,56 @@ static int k_mse_grad(const KCall *c)
     return 0;
 }
 
+/* sum_to of [rows, cols] onto its last dims [cols] (a bias gradient) reads a large
+ * tensor to write a few numbers: the rows are cut into SUMTO_PARTS blocks, summed in
+ * double on the pool, and the blocks' sums added in block order.  The blocks do not
+ * depend on the thread count, so neither do the bits. */
+enum { SUMTO_PARTS = 8, SUMTO_MAX_COLS = 256 };
+
+typedef struct SumToJob {
+    const float *x;
+    size_t rows, cols;
+    double (*part)[SUMTO_MAX_COLS];
+} SumToJob;
+
+static void sum_to_part(void *arg, int part, int worker)
+{
+    (void)worker;
+    const SumToJob *j = arg;
+    size_t lo = j->rows * (size_t)part / SUMTO_PARTS, hi = j->rows * (size_t)(part + 1) / SUMTO_PARTS;
+    kern_colsum_d(j->x + lo * j->cols, hi - lo, j->cols, j->part[part]);
+}
+
+/* Is y (after its leading 1s) the last dims of x, with more elements in x? */
+static bool trailing_dims(const Shape *y, const Shape *x)
+{
+    int lead = 0;
+    while (lead < y->rank && y->d[lead].v == 1) lead++;
+    if (y->rank - lead > x->rank || numel(x) <= numel(y)) return false;
+    for (int i = lead; i < y->rank; i++)
+        if (y->d[i].v != x->d[x->rank - y->rank + i].v) return false;
+    return true;
+}
+
+static bool split_sum_to(const KCall *c)
+{
+    const Shape *x = ishape(c, 0), *y = &c->n->shape;
+    size_t cols = numel(y);
+    if (cols == 0 || cols > SUMTO_MAX_COLS || numel(x) < PAR_MIN || !trailing_dims(y, x)) return false;
+    double part[SUMTO_PARTS][SUMTO_MAX_COLS];
+    SumToJob j = { fin(c, 0), numel(x) / cols, cols, part };
+    pool_run(SUMTO_PARTS, sum_to_part, &j);
+    for (size_t k = 0; k < cols; k++) {
+        double s = part[0][k];
+        for (int p = 1; p < SUMTO_PARTS; p++) s += part[p][k];
+        fout(c)[k] = (float)s;
+    }
+    return true;
+}
+
 static int k_sum_to(const KCall *c)
 {
+    if (split_sum_to(c)) return 0;
     const Shape *x = ishape(c, 0), *y = &c->n->shape;
     int64_t xd[MAX_RANK], yd[MAX_RANK];
     dims64(x, xd);

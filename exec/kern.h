@@ -30,6 +30,11 @@ void kern_binary(KBinary op, const float *a, const int64_t *ashape, int arank,
 void kern_sum_to(const float *x, const int64_t *xshape, int xrank,
                  float *y, const int64_t *yshape, int yrank);
 
+/* acc[j] = sum over the rows of x[rows, cols] of x[r, j], in double: one block of
+ * kern_sum_to's [rows, cols] -> [cols] case, for callers that split the rows and add
+ * the blocks' sums in a fixed order. */
+void kern_colsum_d(const float *x, size_t rows, size_t cols, double *acc);
+
 typedef enum KUnary { KU_RELU, KU_SIGMOID, KU_TANH, KU_EXP, KU_LOG, KU_NEG, KU_SQRT, KU_COUNT } KUnary;
 void kern_unary(KUnary op, const float *x, float *y, size_t n);
 /* dx = dy * f'(.) given the forward input x and output y (each kernel uses what it
@@ -91,6 +96,12 @@ typedef struct KConv {
 size_t kern_conv2d_scratch(const KConv *p);
 /* Test hook: im2col chunk height in output pixels (0: automatic, about 1 MiB). */
 void kern_conv_set_chunk_rows(size_t rows);
+/* Convolutions with few input channels (C <= 4, KH*KW*C <= 80) run a direct AVX2 + FMA
+ * kernel when the CPU has both, instead of im2col + sgemm (forward and grad filter; the
+ * scratch is the same either way).  Test hooks: whether these sizes take it, and
+ * mode < 0 to turn it off (0: automatic). */
+bool kern_conv_direct_used(const KConv *p);
+void kern_conv_set_direct(int mode);
 void kern_conv2d(const KConv *p, const float *x, const float *w, float *y, float *scratch);
 /* conv2d, then y[., f] = act(y[., f] + bias[f]) on each chunk while it is in cache
  * (act: a KUnary, or -1 for none).  The same arithmetic as the three ops apart. */
@@ -118,6 +129,9 @@ void kern_maxpool_grad(const KPool *p, const float *x, const float *y, const flo
 void kern_maxpool_argmax(const KPool *p, const float *x, int32_t *idx);
 void kern_maxpool_gather(const KPool *p, const float *x, const int32_t *idx, float *y);
 void kern_maxpool_scatter(const KPool *p, const int32_t *idx, const float *y, const float *dy, float *dx);
+/* kern_maxpool_grad, then kern_relu_mask(x, dx) (x is the relu's output), image by
+ * image while it is in cache: the same bits as the two calls. */
+void kern_maxpool_grad_relu(const KPool *p, const float *x, const float *y, const float *dy, float *dx);
 void kern_avgpool(const KPool *p, const float *x, float *y);
 void kern_avgpool_grad(const KPool *p, const float *dy, float *dx);
 /* [n, hw, c] -> [n, c] mean over hw, and its gradient. */

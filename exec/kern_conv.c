@@ -9,7 +9,9 @@
  * Each chunk holds at most conv_chunk_rows() rows of col, so the scratch is bounded by
  * the filter size, never by the batch or the image.  When the im2col matrix is the
  * input itself (1x1 stride-1 unpadded convolutions, and kernels covering the whole
- * unpadded image) no copy is made and no scratch is needed. */
+ * unpadded image) no copy is made and no scratch is needed.
+ * With few input channels (conv_direct_ok), the forward pass and the filter gradient
+ * run kern_conv_direct.c's kernels on the same chunks instead of im2col + sgemm. */
 
 /* The loops here are written for the auto-vectorizer, which plain -O2 (GCC 12's
  * "very cheap" cost model) leaves off; measured 2-3x on the elementwise kernels.
@@ -20,6 +22,8 @@
 #include "exec/kern.h"
 
 #include <string.h>
+
+#include "exec/kern_conv_direct.h"
 
 #include "util/pool.h"
 
@@ -172,6 +176,7 @@ typedef struct ConvJob {
     float *scratch;
     int64_t rows;       /* per chunk */
     int64_t per_task;   /* grad input: images per task */
+    bool direct;        /* forward and grad filter: conv_direct_ok */
 } ConvJob;
 
 static float *worker_scratch(const ConvJob *j, int worker) { return j->scratch + (size_t)worker * worker_floats(j->p); }
@@ -184,6 +189,10 @@ static void conv_task(void *arg, int task, int worker)
     const KConv *p = j->p;
     const int64_t M = conv_m(p), K = conv_k(p), F = p->f;
     int64_t m0 = (int64_t)task * j->rows, mc = M - m0 < j->rows ? M - m0 : j->rows;
+    if (j->direct) {
+        conv_direct_forward(p, j->x, j->w, j->bias, j->act, j->y, m0, mc);
+        return;
+    }
     const float *col = j->x + m0 * K;
     if (!conv_is_identity(p)) {
         float *buf = worker_scratch(j, worker);
@@ -200,7 +209,8 @@ void kern_conv2d(const KConv *p, const float *x, const float *w, float *y, float
     const int64_t M = conv_m(p);
     if (M <= 0 || p->f <= 0)
         return;
-    ConvJob j = { .p = p, .act = -1, .x = x, .w = w, .y = y, .scratch = scratch, .rows = conv_chunk_rows(p) };
+    ConvJob j = { .p = p, .act = -1, .x = x, .w = w, .y = y, .scratch = scratch, .rows = conv_chunk_rows(p),
+                  .direct = conv_direct_ok(p) };
     pool_run((int)nchunks(M, j.rows), conv_task, &j);
 }
 
@@ -211,7 +221,7 @@ void kern_conv2d_bias_act(const KConv *p, const float *x, const float *w, const 
     if (M <= 0 || p->f <= 0)
         return;
     ConvJob j = { .p = p, .bias = bias, .act = act, .x = x, .w = w, .y = y, .scratch = scratch,
-                  .rows = conv_chunk_rows(p) };
+                  .rows = conv_chunk_rows(p), .direct = conv_direct_ok(p) };
     pool_run((int)nchunks(M, j.rows), conv_task, &j);
 }
 
@@ -264,13 +274,19 @@ static void conv_grad_filter_task(void *arg, int task, int worker)
     int64_t m0 = (int64_t)task * j->rows, mc = M - m0 < j->rows ? M - m0 : j->rows;
     float *buf = worker_scratch(j, worker);
     float *acc = j->dw ? j->dw : buf + (worker_floats(p) - (size_t)(K * F));
+    /* a thread's first task is its own index (static schedule): that one overwrites */
+    bool first = j->dw ? task == 0 : task == worker;
+    if (j->direct) {
+        if (first)
+            memset(acc, 0, (size_t)(K * F) * sizeof *acc);
+        conv_direct_grad_filter(p, j->x, j->dy, acc, m0, mc);
+        return;
+    }
     const float *col = j->x + m0 * K;
     if (!conv_is_identity(p)) {
         im2col(p, j->x, m0, mc, buf);
         col = buf;
     }
-    /* a thread's first task is its own index (static schedule): that one overwrites */
-    bool first = j->dw ? task == 0 : task == worker;
     kern_gemm(true, false, (size_t)K, (size_t)F, (size_t)mc, 1.0f, col, j->dy + m0 * F, first ? 0.0f : 1.0f, acc);
 }
 
@@ -282,7 +298,8 @@ void kern_conv2d_grad_filter(const KConv *p, const float *x, const float *dy, fl
             memset(dw, 0, (size_t)(K * F) * sizeof *dw);
         return;
     }
-    ConvJob j = { .p = p, .x = x, .dy = dy, .scratch = scratch, .rows = conv_chunk_rows(p) };
+    ConvJob j = { .p = p, .x = x, .dy = dy, .scratch = scratch, .rows = conv_chunk_rows(p),
+                  .direct = conv_direct_ok(p) };
     int64_t tasks = nchunks(M, j.rows);
     int T = pool_threads();
     if (tasks == 1 || T == 1) {
@@ -319,6 +336,24 @@ static void pool_window(const KPool *p, int64_t oy, int64_t ox, int64_t *y0, int
         *x1 = *x0;
 }
 
+/* Four channels at a time in GCC vector types (SSE2 on any x86-64, generic code
+ * elsewhere; the project already needs GNU C).  Selects are bitwise, so the values
+ * are exactly those of the scalar expressions written next to them. */
+typedef float v4f __attribute__((vector_size(16)));
+typedef int32_t v4i __attribute__((vector_size(16)));
+
+static inline v4f ld4(const float *p)
+{
+    v4f v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+static inline void st4(float *p, v4f v) { memcpy(p, &v, sizeof v); }
+
+/* mask ? a : b, lane by lane, for a mask of all-ones or zero lanes */
+static inline v4f sel4(v4i mask, v4f a, v4f b) { return (v4f)((mask & (v4i)a) | (~mask & (v4i)b)); }
+
 void kern_maxpool(const KPool *p, const float *x, float *y)
 {
     const int64_t C = p->c;
@@ -344,47 +379,72 @@ void kern_maxpool(const KPool *p, const float *x, float *y)
     }
 }
 
-enum { POOL_CBLOCK = 256 };
+/* dx += the max-pool gradient of one image (dx, x: [h, w, c]; y, dy: [oh, ow, c]):
+ * each output's gradient goes to the first cell of its window, in row-major order,
+ * equal to the max. */
+static void maxpool_grad_image(const KPool *p, const float *xn, const float *yn, const float *dyn, float *dxn)
+{
+    const int64_t C = p->c, C4 = C / 4 * 4;
+    for (int64_t oy = 0; oy < p->oh; oy++)
+        for (int64_t ox = 0; ox < p->ow; ox++) {
+            int64_t o = (oy * p->ow + ox) * C;
+            int64_t y0, y1, x0, x1;
+            pool_window(p, oy, ox, &y0, &y1, &x0, &x1);
+            const float *yo = yn + o, *dyo = dyn + o;
+            int64_t c = 0;
+            for (; c < C4; c += 4) {
+                const v4f m = ld4(yo + c), g = ld4(dyo + c), zero = { 0 };
+                v4i todo = { -1, -1, -1, -1 };
+                for (int64_t iy = y0; iy < y1; iy++)
+                    for (int64_t ix = x0; ix < x1; ix++) {
+                        int64_t off = (iy * p->w + ix) * C + c;
+                        v4i hit = (ld4(xn + off) == m) & todo;
+                        todo &= ~hit;
+                        st4(dxn + off, ld4(dxn + off) + sel4(hit, g, zero));   /* += hit ? g : 0 */
+                    }
+            }
+            for (; c < C; c++) {
+                bool todo = true;
+                for (int64_t iy = y0; iy < y1; iy++)
+                    for (int64_t ix = x0; ix < x1; ix++) {
+                        int64_t off = (iy * p->w + ix) * C + c;
+                        bool hit = todo && xn[off] == yo[c];
+                        todo = todo && !hit;
+                        dxn[off] += hit ? dyo[c] : 0.0f;
+                    }
+            }
+        }
+}
 
+/* One image at a time, zeroed just before its windows add into it, so dx goes through
+ * memory once (zeroing all of dx first streamed it twice: 2-3x slower on the MNIST
+ * CNN's 25 MB gradient).  The same additions in the same order either way. */
 void kern_maxpool_grad(const KPool *p, const float *x, const float *y, const float *dy, float *dx)
 {
-    const int64_t C = p->c;
-    memset(dx, 0, (size_t)(p->n * p->h * p->w * C) * sizeof *dx);
-    unsigned char done[POOL_CBLOCK];
+    const size_t xs = (size_t)(p->h * p->w * p->c), ys = (size_t)(p->oh * p->ow * p->c);
     for (int64_t n = 0; n < p->n; n++) {
-        const float *xn = x + n * p->h * p->w * C;
-        float *dxn = dx + n * p->h * p->w * C;
-        for (int64_t oy = 0; oy < p->oh; oy++)
-            for (int64_t ox = 0; ox < p->ow; ox++) {
-                int64_t o = ((n * p->oh + oy) * p->ow + ox) * C;
-                int64_t y0, y1, x0, x1;
-                pool_window(p, oy, ox, &y0, &y1, &x0, &x1);
-                for (int64_t c0 = 0; c0 < C; c0 += POOL_CBLOCK) {
-                    int64_t cn = C - c0 < POOL_CBLOCK ? C - c0 : POOL_CBLOCK;
-                    const float *yo = y + o + c0, *dyo = dy + o + c0;
-                    memset(done, 0, (size_t)cn);
-                    /* Cells in row-major window order: the first equal to the max wins. */
-                    for (int64_t iy = y0; iy < y1; iy++)
-                        for (int64_t ix = x0; ix < x1; ix++) {
-                            int64_t off = (iy * p->w + ix) * C + c0;
-                            const float *xc = xn + off;
-                            float *dxc = dxn + off;
-                            for (int64_t c = 0; c < cn; c++) {   /* branch-free */
-                                unsigned char hit = (unsigned char)(!done[c] & (xc[c] == yo[c]));
-                                float g = dyo[c];
-                                dxc[c] += hit ? g : 0.0f;
-                                done[c] |= hit;
-                            }
-                        }
-                }
-            }
+        memset(dx + (size_t)n * xs, 0, xs * sizeof *dx);
+        maxpool_grad_image(p, x + (size_t)n * xs, y + (size_t)n * ys, dy + (size_t)n * ys, dx + (size_t)n * xs);
     }
 }
+
+void kern_maxpool_grad_relu(const KPool *p, const float *x, const float *y, const float *dy, float *dx)
+{
+    const size_t xs = (size_t)(p->h * p->w * p->c), ys = (size_t)(p->oh * p->ow * p->c);
+    for (int64_t n = 0; n < p->n; n++) {
+        float *dxn = dx + (size_t)n * xs;
+        memset(dxn, 0, xs * sizeof *dx);
+        maxpool_grad_image(p, x + (size_t)n * xs, y + (size_t)n * ys, dy + (size_t)n * ys, dxn);
+        kern_relu_mask(x + (size_t)n * xs, dxn, xs);
+    }
+}
+
+enum { ARGMAX_CBLOCK = 256 };   /* channels whose running maxima are kept at once */
 
 void kern_maxpool_argmax(const KPool *p, const float *x, int32_t *idx)
 {
     const int64_t C = p->c;
-    float best[POOL_CBLOCK];
+    float best[ARGMAX_CBLOCK];
     for (int64_t n = 0; n < p->n; n++) {
         const float *xn = x + n * p->h * p->w * C;
         for (int64_t oy = 0; oy < p->oh; oy++)
@@ -396,8 +456,8 @@ void kern_maxpool_argmax(const KPool *p, const float *x, int32_t *idx)
                     for (int64_t c = 0; c < C; c++) io[c] = -1;
                     continue;
                 }
-                for (int64_t c0 = 0; c0 < C; c0 += POOL_CBLOCK) {
-                    int64_t cn = C - c0 < POOL_CBLOCK ? C - c0 : POOL_CBLOCK;
+                for (int64_t c0 = 0; c0 < C; c0 += ARGMAX_CBLOCK) {
+                    int64_t cn = C - c0 < ARGMAX_CBLOCK ? C - c0 : ARGMAX_CBLOCK;
                     int32_t first = (int32_t)(y0 * p->w + x0);
                     memcpy(best, xn + first * C + c0, (size_t)cn * sizeof *best);
                     for (int64_t c = 0; c < cn; c++) io[c0 + c] = first;
@@ -499,6 +559,8 @@ void kern_avgpool_grad(const KPool *p, const float *dy, float *dx)
             }
     }
 }
+
+enum { POOL_CBLOCK = 256 };   /* channels per block of double accumulators */
 
 void kern_global_avgpool(const float *x, float *y, size_t n, size_t hw, size_t c)
 {

@@ -196,6 +196,17 @@ void kern_binary(KBinary op, const float *a, const int64_t *ashape, int arank,
 
 enum { COLSUM_BLOCK = 256 };
 
+void kern_colsum_d(const float *x, size_t rows, size_t cols, double *acc)
+{
+    for (size_t j = 0; j < cols; j++)
+        acc[j] = 0;
+    for (size_t r = 0; r < rows; r++) {
+        const float *xr = x + r * cols;
+        for (size_t j = 0; j < cols; j++)
+            acc[j] += xr[j];
+    }
+}
+
 /* y[cols] = sum over rows of x[rows, cols], accumulated in double per column. */
 static void colsum(const float *x, size_t rows, size_t cols, float *y)
 {

@@ -439,6 +439,31 @@ START_TEST(test_scale_fill_copy_axpy)
 }
 END_TEST
 
+/* A block of a column sum, in double: exact here (values in 1/64ths, few rows), and
+ * an empty block gives zeros. */
+START_TEST(test_colsum_d)
+{
+    enum { ROWS = 37, COLS = 13 };
+    float x[ROWS * COLS];
+    double acc[COLS + 1], want[COLS];
+    for (size_t i = 0; i < ROWS * COLS; i++)
+        x[i] = (float)((int)(i * 7919 % 257) - 128) / 64.0f;
+    for (size_t j = 0; j < COLS; j++) {
+        want[j] = 0;
+        for (size_t r = 0; r < ROWS; r++)
+            want[j] += x[r * COLS + j];
+    }
+    acc[COLS] = 42.0;
+    kern_colsum_d(x, ROWS, COLS, acc);
+    for (size_t j = 0; j < COLS; j++)
+        ck_assert_double_eq(acc[j], want[j]);
+    ck_assert_double_eq(acc[COLS], 42.0);   /* nothing written past cols */
+    kern_colsum_d(x, 0, COLS, acc);
+    for (size_t j = 0; j < COLS; j++)
+        ck_assert_double_eq(acc[j], 0.0);
+}
+END_TEST
+
 START_TEST(test_sum_all)
 {
     size_t n = 100003;
@@ -883,6 +908,23 @@ static const ConvCase conv_cases[] = {
 };
 #define N_CONV_CASES ((int)(sizeof conv_cases / sizeof conv_cases[0]))
 
+/* Sizes for the direct kernel (few input channels): tiles of 6 pixels x 16 filters,
+ * so widths that leave partial tiles and filter counts that leave partial blocks. */
+static const ConvCase direct_cases[] = {
+    /*  n  h   w   c  kh kw f   sh sw pt pl pb pr */
+    {3, 28, 28, 1, 5, 5, 32, 1, 1, 2, 2, 2, 2},   /* the MNIST CNN's first layer, batch 3 */
+    {1, 13, 11, 1, 5, 5, 20, 1, 1, 2, 2, 2, 2},   /* batch 1, odd sizes, 16 + 4 filters */
+    {2, 9, 10, 3, 3, 3, 13, 2, 2, 1, 1, 0, 1},    /* Cin 3, stride 2, 13 filters (< 16) */
+    {2, 8, 7, 3, 3, 3, 5, 1, 1, 0, 0, 0, 0},      /* "valid", 5 filters (< 8) */
+    {1, 12, 9, 1, 3, 3, 33, 2, 1, 1, 1, 1, 1},    /* mixed strides, 2 x 16 + 1 filters */
+    {2, 7, 19, 2, 2, 4, 8, 1, 3, 0, 1, 1, 2},     /* non-square, stride 3 across */
+    {1, 6, 6, 4, 4, 5, 17, 1, 1, 1, 2, 2, 2},     /* K = 80, the largest taken */
+    {2, 5, 5, 1, 5, 5, 16, 1, 1, 4, 4, 4, 4},     /* rows and columns of padding only */
+};
+#define N_DIRECT_CASES ((int)(sizeof direct_cases / sizeof direct_cases[0]))
+
+static bool cpu_has_direct(void) { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"); }
+
 static KConv conv_params(const ConvCase *k)
 {
     KConv p = {k->n, k->h, k->w, k->c, k->kh, k->kw, k->f, k->sh, k->sw, k->pt, k->pl,
@@ -1002,6 +1044,84 @@ START_TEST(test_conv_threads)
 }
 END_TEST
 
+/* The conv cases again with the direct kernel turned off: the im2col path for the
+ * sizes the direct kernel otherwise takes. */
+START_TEST(test_conv_im2col_only)
+{
+    KConv p = conv_params(&conv_cases[_i]);
+    kern_conv_set_direct(-1);
+    ck_assert(!kern_conv_direct_used(&p));
+    check_conv_case(&p, 0, 1100 + 10 * (uint64_t)_i, 1e-5);
+    check_conv_case(&p, 7, 1200 + 10 * (uint64_t)_i, 1e-5);
+    kern_blas_threads(2);
+    check_conv_case(&p, 7, 1300 + 10 * (uint64_t)_i, 1e-5);
+    kern_blas_threads(1);
+    kern_conv_set_direct(0);
+}
+END_TEST
+
+/* The direct kernel's sizes against the direct loops: automatic chunks, chunks of 1
+ * and 7 pixels (pieces of rows), 2 and 3 threads; and the same with im2col.  On a
+ * CPU with AVX2 and FMA these sizes must take the direct path. */
+START_TEST(test_conv_direct)
+{
+    KConv p = conv_params(&direct_cases[_i]);
+    uint64_t seed = 7000 + 100 * (uint64_t)_i;
+    if (cpu_has_direct())
+        ck_assert(kern_conv_direct_used(&p));
+    check_conv_case(&p, 0, seed, 1e-5);
+    check_conv_case(&p, 1, seed + 10, 1e-5);
+    check_conv_case(&p, 7, seed + 20, 1e-5);
+    kern_blas_threads(2);
+    check_conv_case(&p, 0, seed + 30, 1e-5);
+    check_conv_case(&p, 7, seed + 40, 1e-5);
+    kern_blas_threads(3);
+    check_conv_case(&p, 5, seed + 50, 1e-5);
+    kern_blas_threads(1);
+    kern_conv_set_direct(-1);
+    check_conv_case(&p, 0, seed + 60, 1e-5);
+    kern_conv_set_direct(0);
+}
+END_TEST
+
+/* conv2d_bias_act gives the bits of conv2d, then the bias and activation apart
+ * (kern_bias_act): the compiled plan's fused op against the interpreter's three ops.
+ * Relu, sigmoid and none; the direct path and im2col; one thread and two. */
+START_TEST(test_conv_bias_act)
+{
+    const ConvCase *k = _i < N_DIRECT_CASES ? &direct_cases[_i] : &conv_cases[_i - N_DIRECT_CASES];
+    KConv p = conv_params(k);
+    size_t nx = conv_nx(&p), nw = conv_nw(&p), ny = conv_ny(&p);
+    uint64_t seed = 8000 + 10 * (uint64_t)_i;
+    float *x = tu_alloc_uniform(nx, -1.0f, 1.0f, seed), *w = tu_alloc_uniform(nw, -1.0f, 1.0f, seed + 1);
+    float *bias = tu_alloc_uniform((size_t)p.f, -1.0f, 1.0f, seed + 2);
+    float *y = tu_alloc(ny), *want = tu_alloc(ny);
+    static const int acts[] = { KU_RELU, KU_SIGMOID, -1 };
+    for (int direct = 0; direct < 2; direct++)
+        for (int threads = 1; threads <= 2; threads++)
+            for (int a = 0; a < 3; a++) {
+                kern_conv_set_direct(direct ? 0 : -1);
+                kern_blas_threads(threads);
+                size_t sbytes = kern_conv2d_scratch(&p);
+                float *scratch = sbytes ? malloc(sbytes) : NULL;
+                ck_assert(sbytes == 0 || scratch != NULL);
+                kern_conv2d(&p, x, w, want, scratch);
+                kern_bias_act(want, ny / (size_t)p.f, (size_t)p.f, bias, acts[a]);
+                kern_fill(y, NAN, ny);
+                kern_conv2d_bias_act(&p, x, w, bias, acts[a], y, scratch);
+                ck_assert_mem_eq(y, want, ny * sizeof *y);
+                free(scratch);
+            }
+    kern_conv_set_direct(0);
+    kern_blas_threads(1);
+    free(x);
+    free(w);
+    free(bias);
+    free(y);
+    free(want);
+}
+END_TEST
+
 /* M = 2*96*96 = 18432 output pixels: more than one chunk with the automatic size. */
 START_TEST(test_conv_big_m)
 {
@@ -1092,6 +1212,9 @@ static const PoolCase pool_cases[] = {
     {1, 4, 4, 1, 3, 3, 1, 1, 2, 2, 2, 2},   /* heavy padding */
     {1, 3, 3, 2, 2, 2, 1, 1, 2, 2, 2, 2},   /* windows of padding only */
     {3, 5, 7, 300, 3, 3, 2, 2, 1, 1, 1, 1}, /* channels across the 256 block */
+    {2, 6, 4, 32, 2, 2, 2, 2, 0, 0, 0, 0},  /* the MNIST CNN's pooling, smaller */
+    {1, 7, 7, 7, 2, 2, 2, 2, 0, 0, 0, 0},   /* odd size: the last row and column in no window */
+    {2, 5, 5, 9, 3, 3, 3, 3, 1, 1, 1, 1},   /* channels past a multiple of 4 */
 };
 #define N_POOL_CASES ((int)(sizeof pool_cases / sizeof pool_cases[0]))
 
@@ -1261,6 +1384,36 @@ START_TEST(test_maxpool_ties)
     free(dy);
     free(dx);
     free(wdx);
+}
+END_TEST
+
+/* maxpool_grad_relu gives the bits of maxpool_grad then relu_mask, on inputs with ties,
+ * zeros and negative values (x in quarters from -1 to 1), and dx right without it. */
+START_TEST(test_maxpool_grad_relu)
+{
+    KPool p = pool_params(&pool_cases[_i]);
+    size_t nx = pool_nx(&p), ny = pool_ny(&p);
+    float *x = tu_alloc_uniform(nx, -1.0f, 1.0f, 6200 + (uint64_t)_i);
+    float *dy = tu_alloc_uniform(ny, -1.0f, 1.0f, 6300 + (uint64_t)_i);
+    float *y = tu_alloc(ny), *dx = tu_alloc(nx), *want = tu_alloc(nx);
+    for (size_t i = 0; i < nx; i++)
+        x[i] = roundf(x[i] * 4.0f) / 4.0f;
+    kern_maxpool(&p, x, y);
+    kern_fill(want, NAN, nx);
+    kern_maxpool_grad(&p, x, y, dy, want);
+    kern_relu_mask(x, want, nx);
+    kern_fill(dx, NAN, nx);
+    kern_maxpool_grad_relu(&p, x, y, dy, dx);
+    ck_assert_mem_eq(dx, want, nx * sizeof *dx);
+    ref_pool(&p, true, x, NULL, dy, want);
+    for (size_t i = 0; i < nx; i++)
+        want[i] = x[i] > 0.0f ? want[i] : 0.0f;
+    ck_assert_floats_near(dx, want, nx, 1e-6, 1e-6);
+    free(x);
+    free(dy);
+    free(y);
+    free(dx);
+    free(want);
 }
 END_TEST
 
@@ -1535,6 +1688,7 @@ static Suite *make_kernels_suite(void)
     tcase_add_loop_test(tc, test_unary_grad_fd, 0, KU_COUNT);
     tcase_add_test(tc, test_scale_fill_copy_axpy);
     tcase_add_test(tc, test_sum_all);
+    tcase_add_test(tc, test_colsum_d);
     tcase_add_test(tc, test_concat_slice);
     suite_add_tcase(s, tc);
 
@@ -1562,6 +1716,9 @@ static Suite *make_kernels_suite(void)
     tcase_add_test(tc, test_conv_big_m);
     tcase_add_test(tc, test_conv_scratch_bounded);
     tcase_add_loop_test(tc, test_conv_grad_fd, 0, N_CONV_CASES);
+    tcase_add_loop_test(tc, test_conv_im2col_only, 0, N_CONV_CASES);
+    tcase_add_loop_test(tc, test_conv_direct, 0, N_DIRECT_CASES);
+    tcase_add_loop_test(tc, test_conv_bias_act, 0, N_DIRECT_CASES + N_CONV_CASES);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("pool");
@@ -1569,6 +1726,7 @@ static Suite *make_kernels_suite(void)
     tcase_add_loop_test(tc, test_pool_vs_direct, 0, N_POOL_CASES);
     tcase_add_loop_test(tc, test_maxpool_indices, 0, N_POOL_CASES);
     tcase_add_test(tc, test_maxpool_ties);
+    tcase_add_loop_test(tc, test_maxpool_grad_relu, 0, N_POOL_CASES);
     tcase_add_loop_test(tc, test_pool_grad_fd, 0, N_POOL_CASES);
     tcase_add_test(tc, test_global_avgpool);
     suite_add_tcase(s, tc);

@@ -1,0 +1,20 @@
+/* Direct convolution for few input channels (kern_conv_direct.c), used by the conv
+ * kernels in kern_conv.c in place of im2col + sgemm where conv_direct_ok() says so.
+ * Internal to exec/: kern.h stays the kernels' one public interface. */
+#ifndef GRAPHC_KERN_CONV_DIRECT_H
+#define GRAPHC_KERN_CONV_DIRECT_H
+#include "exec/kern.h"
+
+/* Can these sizes take the direct path on this CPU (AVX2 and FMA), and is it on
+ * (kern_conv_set_direct)? */
+bool conv_direct_ok(const KConv *p);
+
+/* Output pixels [m0, m0 + mc) (rows of y viewed as [n*oh*ow, f]) of the convolution,
+ * then y = act(y + bias) when bias is not NULL (act: a KUnary or -1). */
+void conv_direct_forward(const KConv *p, const float *x, const float *w, const float *bias, int act,
+                         float *y, int64_t m0, int64_t mc);
+
+/* acc[K, F] += the filter gradient's share of output pixels [m0, m0 + mc). */
+void conv_direct_grad_filter(const KConv *p, const float *x, const float *dy, float *acc, int64_t m0, int64_t mc);
+
+#endif
