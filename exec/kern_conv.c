@@ -439,12 +439,13 @@ void kern_maxpool_grad_relu(const KPool *p, const float *x, const float *y, cons
     }
 }
 
-enum { ARGMAX_CBLOCK = 256 };   /* channels whose running maxima are kept at once */
-
+/* Four channels at a time (the vectors of maxpool_grad_image): the running maximum and
+ * the cell holding it; a cell replaces them only when strictly greater, so the first
+ * maximal cell in window order wins (and a NaN in the first cell stays, as in
+ * kern_maxpool). */
 void kern_maxpool_argmax(const KPool *p, const float *x, int32_t *idx)
 {
-    const int64_t C = p->c;
-    float best[ARGMAX_CBLOCK];
+    const int64_t C = p->c, C4 = C / 4 * 4;
     for (int64_t n = 0; n < p->n; n++) {
         const float *xn = x + n * p->h * p->w * C;
         for (int64_t oy = 0; oy < p->oh; oy++)
@@ -456,21 +457,33 @@ void kern_maxpool_argmax(const KPool *p, const float *x, int32_t *idx)
                     for (int64_t c = 0; c < C; c++) io[c] = -1;
                     continue;
                 }
-                for (int64_t c0 = 0; c0 < C; c0 += ARGMAX_CBLOCK) {
-                    int64_t cn = C - c0 < ARGMAX_CBLOCK ? C - c0 : ARGMAX_CBLOCK;
-                    int32_t first = (int32_t)(y0 * p->w + x0);
-                    memcpy(best, xn + first * C + c0, (size_t)cn * sizeof *best);
-                    for (int64_t c = 0; c < cn; c++) io[c0 + c] = first;
+                const int32_t first = (int32_t)(y0 * p->w + x0);
+                int64_t c = 0;
+                for (; c < C4; c += 4) {
+                    v4f best = ld4(xn + first * C + c);
+                    v4i at = { first, first, first, first };
                     for (int64_t iy = y0; iy < y1; iy++)
                         for (int64_t ix = (iy == y0 ? x0 + 1 : x0); ix < x1; ix++) {
                             int32_t cell = (int32_t)(iy * p->w + ix);
-                            const float *xc = xn + cell * C + c0;
-                            for (int64_t c = 0; c < cn; c++) {   /* branch-free */
-                                bool gt = xc[c] > best[c];
-                                best[c] = gt ? xc[c] : best[c];
-                                io[c0 + c] = gt ? cell : io[c0 + c];
+                            v4f v = ld4(xn + cell * C + c);
+                            v4i gt = v > best, cv = { cell, cell, cell, cell };
+                            best = sel4(gt, v, best);
+                            at = (gt & cv) | (~gt & at);
+                        }
+                    memcpy(io + c, &at, sizeof at);
+                }
+                for (; c < C; c++) {
+                    float best = xn[first * C + c];
+                    int32_t at = first;
+                    for (int64_t iy = y0; iy < y1; iy++)
+                        for (int64_t ix = (iy == y0 ? x0 + 1 : x0); ix < x1; ix++) {
+                            int32_t cell = (int32_t)(iy * p->w + ix);
+                            if (xn[cell * C + c] > best) {
+                                best = xn[cell * C + c];
+                                at = cell;
                             }
                         }
+                    io[c] = at;
                 }
             }
     }
