@@ -406,6 +406,24 @@ static int k_slice(const KCall *c)
 /* A different mask every step, the same for the same (seed, step, dropout node). */
 static uint64_t step_seed(const StepEnv *e) { return rng_mix(e->seed ^ rng_mix((uint64_t)e->step + 0x51ED270B27A5A1ull)); }
 
+/* dropout and its gradient (the same mask): ranges over the pool, each placed by its
+ * first element's index so the mask is the whole tensor's. */
+static void dropout_part(void *arg, int part, int worker)
+{
+    (void)worker;
+    const ElemJob *j = arg;
+    const KCall *c = j->c;
+    size_t lo, hi;
+    range_of(&j->r, part, &lo, &hi);
+    uint64_t first = (uint64_t)c->env->shard * j->r.n + lo;
+    if (c->n->op == OP_DROPOUT)
+        kern_dropout(fin(c, 0) + lo, fout(c) + lo, hi - lo, c->n->a.dropout.rate, step_seed(c->env),
+                     (uint64_t)c->n->a.dropout.stream, first);
+    else
+        kern_dropout_grad(fin(c, 0) + lo, fout(c) + lo, hi - lo, c->n->a.dropout.rate, step_seed(c->env),
+                          (uint64_t)c->n->a.dropout.stream, first);
+}
+
 static int k_dropout(const KCall *c)
 {
     size_t n = numel(&c->n->shape);
@@ -413,20 +431,8 @@ static int k_dropout(const KCall *c)
         if (c->out != c->in[0]) memcpy(c->out, c->in[0], n * 4);
         return 0;
     }
-    kern_dropout(fin(c, 0), fout(c), n, c->n->a.dropout.rate, step_seed(c->env), (uint64_t)c->n->a.dropout.stream,
-                 (uint64_t)c->env->shard * n);
-    return 0;
-}
-
-static int k_dropout_grad(const KCall *c)
-{
-    size_t n = numel(&c->n->shape);
-    if (!c->env->training || c->n->a.dropout.rate == 0) {
-        if (c->out != c->in[0]) memcpy(c->out, c->in[0], n * 4);
-        return 0;
-    }
-    kern_dropout_grad(fin(c, 0), fout(c), n, c->n->a.dropout.rate, step_seed(c->env), (uint64_t)c->n->a.dropout.stream,
-                      (uint64_t)c->env->shard * n);
+    ElemJob j = { c, ranges(n, 16), 0 };
+    pool_run(j.r.parts, dropout_part, &j);
     return 0;
 }
 
@@ -536,23 +542,41 @@ static int k_sum_to(const KCall *c)
 }
 
 /* One parameter's update: `op` is SGD, MOMENTUM or ADAM_UPDATE; s0, s1 its state vars. */
-static void update_one(const StepEnv *e, OpKind op, int var, int s0, int s1, const float *g, size_t len)
+/* Elements [lo, hi) of one parameter's update (the kernels are elementwise). */
+static void update_range(const StepEnv *e, OpKind op, int var, int s0, int s1, const float *g, size_t lo, size_t hi)
 {
-    float *w = e->w->data[var];
+    float *w = e->w->data[var] + lo;
+    g += lo;
     switch (op) {
-    case OP_SGD_UPDATE: kern_sgd(w, g, len, e->lr); break;
-    case OP_MOMENTUM_UPDATE: kern_momentum(w, e->w->data[s0], g, len, e->lr, e->momentum, e->nesterov); break;
+    case OP_SGD_UPDATE: kern_sgd(w, g, hi - lo, e->lr); break;
+    case OP_MOMENTUM_UPDATE: kern_momentum(w, e->w->data[s0] + lo, g, hi - lo, e->lr, e->momentum, e->nesterov); break;
     default:
-        kern_adam(w, e->w->data[s0], e->w->data[s1], g, len, e->lr, e->beta1, e->beta2, e->eps, e->step + 1);
+        kern_adam(w, e->w->data[s0] + lo, e->w->data[s1] + lo, g, hi - lo, e->lr, e->beta1, e->beta2, e->eps,
+                  e->step + 1);
         break;
     }
 }
 
+static void update_one(const StepEnv *e, OpKind op, int var, int s0, int s1, const float *g, size_t len)
+{
+    update_range(e, op, var, s0, s1, g, 0, len);
+}
+
+static void update_part(void *arg, int part, int worker)
+{
+    (void)worker;
+    const ElemJob *j = arg;
+    const Node *n = j->c->n;
+    size_t lo, hi;
+    range_of(&j->r, part, &lo, &hi);
+    update_range(j->c->env, n->op, n->a.update.var, n->a.update.state[0], n->a.update.state[1], fin(j->c, 1), lo, hi);
+}
+
+/* One parameter's update: a large one split into ranges over the pool. */
 static int k_update(const KCall *c)
 {
-    const Node *n = c->n;
-    update_one(c->env, n->op, n->a.update.var, n->a.update.state[0], n->a.update.state[1], fin(c, 1),
-               numel(ishape(c, 1)));
+    ElemJob j = { c, ranges(numel(ishape(c, 1)), 16), 0 };
+    pool_run(j.r.parts, update_part, &j);
     fout(c)[0] = 0;
     return 0;
 }
@@ -687,7 +711,7 @@ static const KernelFn kernels[] = {
     [OP_SOFTMAX_GRAD] = k_softmax_grad, [OP_LOG_SOFTMAX_GRAD] = k_softmax_grad,
     [OP_MAXPOOL_GRAD] = k_maxpool_grad, [OP_AVGPOOL_GRAD] = k_avgpool_grad, [OP_GLOBAL_AVGPOOL_GRAD] = k_gap_grad,
     [OP_CONV2D_GRAD_INPUT] = k_conv2d_grad_input, [OP_CONV2D_GRAD_FILTER] = k_conv2d_grad_filter,
-    [OP_SLICE] = k_slice, [OP_DROPOUT_GRAD] = k_dropout_grad,
+    [OP_SLICE] = k_slice, [OP_DROPOUT_GRAD] = k_dropout,
     [OP_CROSS_ENTROPY_GRAD] = k_cross_entropy_grad, [OP_MSE_GRAD] = k_mse_grad,
     [OP_SGD_UPDATE] = k_update, [OP_MOMENTUM_UPDATE] = k_update, [OP_ADAM_UPDATE] = k_update,
     [OP_CONV2D_BIAS_ACT] = k_conv2d, [OP_MATMUL_BIAS_ACT] = k_matmul_bias_act, [OP_MAXPOOL_GRAD_RELU] = k_maxpool_grad,

@@ -59,6 +59,8 @@ train "$MLP" 2 32 20 "$t/two32.ckpt" --lr 0.05 >"$t/two.out" 2>"$t/two.err" || {
 compare "mlp (dense, momentum), 20 steps: 2 ranks x 32 = 1 process x 64" "$MLP" "$t/two32.ckpt" "$t/one64.ckpt"
 train "$MLP" 4 16 20 "$t/four16.ckpt" --lr 0.05 >/dev/null 2>"$t/four.err" || { bad "mlp: 4 ranks"; cat "$t/four.err"; }
 compare "mlp, 20 steps: 4 ranks x 16 = 1 process x 64" "$MLP" "$t/four16.ckpt" "$t/one64.ckpt"
+train "$MLP" 2 32 20 "$t/two32i.ckpt" --lr 0.05 --mode interp >/dev/null 2>"$t/twoi.err" || { bad "mlp: 2 ranks, interpreter"; cat "$t/twoi.err"; }
+compare "mlp, 20 steps, the interpreter on 2 ranks x 32 = 1 process x 64" "$MLP" "$t/two32i.ckpt" "$t/one64.ckpt"
 # the control: the same comparison fails for a run whose global batch differs
 train "$MLP" 0 32 20 "$t/one32.ckpt" --lr 0.05 >/dev/null 2>&1
 if "$C" "$MLP" "$t/two32.ckpt" "$t/one32.ckpt" 1e-4 1e-6 >/dev/null 2>&1; then bad "the comparison cannot tell 2 x 32 from 1 x 32"
