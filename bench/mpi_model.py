@@ -27,6 +27,8 @@ import re
 import statistics
 import sys
 
+import report   # bench/report.py, beside this file (kv)
+
 NETWORKS = [  # name, bandwidth bit/s, latency per message s
     ("10 Gbit/s", 10e9, 20e-6),
     ("100 Gbit/s", 100e9, 5e-6),
@@ -38,13 +40,7 @@ LARGE = 256 << 10  # bandwidth from messages of LARGE bytes and more
 
 
 def kv(pairs):
-    o = {}
-    for p in pairs:
-        k, sep, v = p.partition("=")
-        if not sep:
-            sys.exit(f"mpi_model.py: expected KEY=VALUE, got {p!r}")
-        o[k] = int(v) if re.fullmatch(r"-?\d{1,15}", v) else v
-    return o
+    return report.kv(pairs, "mpi_model.py")
 
 
 def cmd_record(args):

@@ -36,14 +36,19 @@ ORDER = {"training": ["eager", "channels_last", "script", "passive_eager"],
          "inference": ["eager", "channels_last", "script", "optimized", "passive_eager", "ort"]}
 
 
-def record(pairs):
+def kv(pairs, who="report.py record"):
+    """KEY=VALUE words as a dict, integers as ints (also used by mpi_model.py)."""
     o = {}
     for p in pairs:
         k, sep, v = p.partition("=")
         if not sep:
-            sys.exit(f"report.py record: expected KEY=VALUE, got {p!r}")
+            sys.exit(f"{who}: expected KEY=VALUE, got {p!r}")
         o[k] = int(v) if re.fullmatch(r"-?\d{1,15}", v) else v
-    print(json.dumps(o))
+    return o
+
+
+def record(pairs):
+    print(json.dumps(kv(pairs)))
 
 
 # ---------------------------------------------------------------- the report

@@ -290,14 +290,20 @@ static const char *const model_files[] = {
     "models/resnet.net", "models/siamese.net", "models/large.net",
 };
 
+/* A model of models/, compiled; one without a train block minimizes its 'loss'. */
+static void compile_model(Compiled *c, const char *file)
+{
+    compile_file(c, file);
+    if (c->g->train.minimize < 0)
+        for (int i = 0; i < c->g->nnodes; i++)
+            if (c->g->nodes[i].name && strcmp(c->g->nodes[i].name, "loss") == 0) c->g->train.minimize = i;
+    ck_assert_int_ge(c->g->train.minimize, 0);
+}
+
 START_TEST(compiled_matches_interp)
 {
     Compiled c;
-    compile_file(&c, model_files[_i]);
-    if (c.g->train.minimize < 0)   /* a model without a train block: minimize its 'loss' */
-        for (int i = 0; i < c.g->nnodes; i++)
-            if (c.g->nodes[i].name && strcmp(c.g->nodes[i].name, "loss") == 0) c.g->train.minimize = i;
-    ck_assert_int_ge(c.g->train.minimize, 0);
+    compile_model(&c, model_files[_i]);
     int64_t batch = strstr(model_files[_i], "large") ? 1 : 3;
     float loss[2][3];
     Weights w[2];
@@ -342,10 +348,7 @@ END_TEST
 START_TEST(allreduce_pass)
 {
     Compiled c;
-    compile_file(&c, model_files[_i]);
-    if (c.g->train.minimize < 0)
-        for (int i = 0; i < c.g->nnodes; i++)
-            if (c.g->nodes[i].name && strcmp(c.g->nodes[i].name, "loss") == 0) c.g->train.minimize = i;
+    compile_model(&c, model_files[_i]);
     int64_t batch = strstr(model_files[_i], "large") ? 1 : 3;
     /* bucket sizes: one gradient per bucket, the default, everything in one */
     const int64_t buckets[3] = { 1, ALLREDUCE_DEFAULT_BUCKET, INT64_MAX / 2 };
