@@ -11,7 +11,8 @@
  * input itself (1x1 stride-1 unpadded convolutions, and kernels covering the whole
  * unpadded image) no copy is made and no scratch is needed.
  * With few input channels (conv_direct_ok), the forward pass and the filter gradient
- * run kern_conv_direct.c's kernels on the same chunks instead of im2col + sgemm. */
+ * run kern_conv_direct.c's kernels on the same chunks instead of im2col + sgemm; with
+ * more (conv_wide) the forward pass runs its many-channel kernel on whole output rows. */
 
 /* The loops here are written for the auto-vectorizer, which plain -O2 (GCC 12's
  * "very cheap" cost model) leaves off; measured 2-3x on the elementwise kernels.
@@ -80,9 +81,15 @@ static size_t worker_floats(const KConv *p)
     return col + (pool_threads() > 1 ? (size_t)conv_k(p) * (size_t)p->f : 0);
 }
 
+/* The many-channel direct forward kernel (kern_conv_direct.c) where it applies: not
+ * for the identity cases, where sgemm reads the input as it is. */
+static bool conv_wide(const KConv *p) { return !conv_is_identity(p) && conv_wide_ok(p); }
+
+/* ... and after the workers' regions, the filter it packs once per call. */
 size_t kern_conv2d_scratch(const KConv *p)
 {
-    return (size_t)pool_threads() * worker_floats(p) * sizeof(float);
+    size_t pack = conv_wide(p) ? conv_wide_pack_floats(p) : 0;
+    return ((size_t)pool_threads() * worker_floats(p) + pack) * sizeof(float);
 }
 
 /* The part [*lo, *hi) of a kernel window of size k starting at input index i0 that
@@ -204,11 +211,36 @@ static void conv_task(void *arg, int task, int worker)
         kern_bias_act(j->y + m0 * F, (size_t)mc, (size_t)F, j->bias, j->act);
 }
 
+/* The many-channel direct forward: whole output rows (n, oy), one equal share per
+ * thread; the filter packed first into the end of the scratch. */
+static void conv_wide_task(void *arg, int task, int worker)
+{
+    (void)worker;
+    const ConvJob *j = arg;
+    const int64_t R = j->p->n * j->p->oh, r0 = (int64_t)task * j->rows;
+    conv_wide_forward(j->p, j->x, j->w, j->bias, j->act, j->y, r0, R - r0 < j->rows ? R - r0 : j->rows);
+}
+
+static void conv_wide_run(const KConv *p, const float *x, const float *w, const float *bias, int act, float *y,
+                          float *scratch)
+{
+    const int T = pool_threads();
+    float *wp = scratch + (size_t)T * worker_floats(p);
+    conv_wide_pack(p, w, wp);
+    const int64_t R = p->n * p->oh;
+    ConvJob j = { .p = p, .bias = bias, .act = act, .x = x, .w = wp, .y = y, .rows = (R + T - 1) / T };
+    pool_run((int)nchunks(R, j.rows), conv_wide_task, &j);
+}
+
 void kern_conv2d(const KConv *p, const float *x, const float *w, float *y, float *scratch)
 {
     const int64_t M = conv_m(p);
     if (M <= 0 || p->f <= 0)
         return;
+    if (conv_wide(p)) {
+        conv_wide_run(p, x, w, NULL, -1, y, scratch);
+        return;
+    }
     ConvJob j = { .p = p, .act = -1, .x = x, .w = w, .y = y, .scratch = scratch, .rows = conv_chunk_rows(p),
                   .direct = conv_direct_ok(p) };
     pool_run((int)nchunks(M, j.rows), conv_task, &j);
@@ -220,6 +252,10 @@ void kern_conv2d_bias_act(const KConv *p, const float *x, const float *w, const 
     const int64_t M = conv_m(p);
     if (M <= 0 || p->f <= 0)
         return;
+    if (conv_wide(p)) {
+        conv_wide_run(p, x, w, bias, act, y, scratch);
+        return;
+    }
     ConvJob j = { .p = p, .bias = bias, .act = act, .x = x, .w = w, .y = y, .scratch = scratch,
                   .rows = conv_chunk_rows(p), .direct = conv_direct_ok(p) };
     pool_run((int)nchunks(M, j.rows), conv_task, &j);

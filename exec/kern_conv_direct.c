@@ -15,10 +15,18 @@
  * pixels are split into calls (the grad filter's row partials excepted: they follow
  * the caller's split, which is static).
  *
+ * With many input channels (C > 4; the MNIST CNN's second layer, K = 800, F = 64)
+ * sgemm runs at speed but the im2col copy, the narrow product and its packing still
+ * cost: the "wide" forward kernel here reads the same strips, with the filter packed
+ * once per call into blocks of 16 filters ([F/16][K][16], zero-filled past F), tiles
+ * of up to 6 pixels x 16 filters, rows split into nearly equal tiles, and the kernel
+ * rows that fall on the padding skipped.
+ *
  * x86 only, compiled for AVX2 + FMA with target attributes and taken only when the CPU
  * has both (checked at run time); everywhere else kern_conv.c's im2col path runs. */
 #include "exec/kern_conv_direct.h"
 
+#include <stdint.h>
 #include <string.h>
 
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
@@ -30,6 +38,7 @@ enum {
     DIRECT_MAX_C = 4,       /* more input channels: K grows and sgemm is at speed */
     DIRECT_MAX_K = 80,      /* taps (KH*KW*C): offsets kept in a table on the stack */
     DIRECT_STRIP = 4096,    /* floats of the zero-padded input rows of one output row */
+    WIDE_STRIP = 8192,      /* the same for the many-channel forward kernel (32 KiB) */
     TILE = 6,               /* pixels (forward) or taps (grad filter) per register tile */
     FBLOCK = 16             /* filters per tile: two AVX vectors */
 };
@@ -56,7 +65,39 @@ bool conv_direct_ok(const KConv *p)
 #endif
 }
 
-bool kern_conv_direct_used(const KConv *p) { return conv_direct_ok(p); }
+bool conv_wide_ok(const KConv *p)
+{
+#ifdef CONV_DIRECT
+    if (direct_mode < 0 || p->c <= DIRECT_MAX_C || p->f < 1 || p->oh < 1 || p->ow < 1 ||
+        p->kh * strip_w(p) * p->c > WIDE_STRIP || p->kw * p->c > INT32_MAX / FBLOCK)
+        return false;
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#else
+    (void)p;
+    return false;
+#endif
+}
+
+bool kern_conv_direct_used(const KConv *p) { return conv_direct_ok(p) || conv_wide_ok(p); }
+
+size_t conv_wide_pack_floats(const KConv *p)
+{
+    return (size_t)(p->kh * p->kw * p->c) * (size_t)((p->f + FBLOCK - 1) / FBLOCK * FBLOCK);
+}
+
+void conv_wide_pack(const KConv *p, const float *w, float *wp)
+{
+    const int64_t K = p->kh * p->kw * p->c, F = p->f;
+    for (int64_t f0 = 0; f0 < F; f0 += FBLOCK) {
+        const int64_t nf = F - f0 < FBLOCK ? F - f0 : FBLOCK;
+        float *d = wp + f0 * K;   /* block f0 / FBLOCK: [K][FBLOCK] */
+        for (int64_t t = 0; t < K; t++) {
+            memcpy(d + t * FBLOCK, w + t * F + f0, (size_t)nf * sizeof *d);
+            for (int64_t j = nf; j < FBLOCK; j++)
+                d[t * FBLOCK + j] = 0.0f;
+        }
+    }
+}
 
 /* The KH input rows under output row (n, oy), strip columns s = ix + pl, zero where
  * they fall outside the image: strip[(ky * strip_w + s) * C + c]. */
@@ -266,7 +307,106 @@ AVX2 static void grad_filter_row(const KConv *p, const float *strip, const int32
         }
     }
 }
+
+/* Many-channel forward tile: P pixels (strip columns xs + p*pstep) x one block of 16
+ * filters, over the taps of kernel rows [ky0, ky1) only (the others fall on padding):
+ * within a kernel row the taps (kx, c) are consecutive in the strip and in the packed
+ * block wb[t][16], so the inner loop is two vector loads, P broadcasts and 2P FMAs. */
+INLINE_AVX2 void wide_tile(int P, bool full, __m256i m0, __m256i m1, const float *xs, int64_t pstep,
+                           int64_t rowlen, int ky0, int ky1, int kwc, const float *wb, const float *bias,
+                           bool relu, int64_t F, float *y)
+{
+    __m256 a0[TILE], a1[TILE];
+#pragma GCC unroll 6
+    for (int p = 0; p < P; p++)
+        a0[p] = a1[p] = _mm256_setzero_ps();
+    for (int ky = ky0; ky < ky1; ky++) {
+        const float *xr = xs + ky * rowlen, *wr = wb + (int64_t)ky * kwc * FBLOCK;
+        for (int t = 0; t < kwc; t++) {
+            const __m256 w0 = _mm256_loadu_ps(wr + t * FBLOCK), w1 = _mm256_loadu_ps(wr + t * FBLOCK + 8);
+#pragma GCC unroll 6
+            for (int p = 0; p < P; p++) {
+                const __m256 b = _mm256_broadcast_ss(xr + p * pstep + t);
+                a0[p] = _mm256_fmadd_ps(b, w0, a0[p]);
+                a1[p] = _mm256_fmadd_ps(b, w1, a1[p]);
+            }
+        }
+    }
+    __m256 b0 = _mm256_setzero_ps(), b1 = b0;
+    if (bias) {
+        b0 = load8(bias, full, m0);
+        b1 = load8(bias + 8, full, m1);
+    }
+#pragma GCC unroll 6
+    for (int p = 0; p < P; p++) {
+        __m256 v0 = a0[p], v1 = a1[p];
+        if (bias) {   /* y + b, as kern_bias_act */
+            v0 = _mm256_add_ps(v0, b0);
+            v1 = _mm256_add_ps(v1, b1);
+        }
+        if (relu) {
+            v0 = _mm256_max_ps(v0, _mm256_setzero_ps());
+            v1 = _mm256_max_ps(v1, _mm256_setzero_ps());
+        }
+        store8(y + p * F, v0, full, m0);
+        store8(y + p * F + 8, v1, full, m1);
+    }
+}
+
+/* One output row (n, oy) of the many-channel kernel: the row's pixels in nearly equal
+ * tiles of at most TILE (14 = 5 + 5 + 4: no short tile that would wait on FMA latency). */
+AVX2 static void wide_row(const KConv *p, const float *strip, int64_t oy, const float *wp, const float *bias,
+                          int act, float *yrow)
+{
+    const int64_t K = p->kh * p->kw * p->c, F = p->f, pstep = p->sw * p->c, rowlen = strip_w(p) * p->c;
+    const int kwc = (int)(p->kw * p->c);
+    const bool relu = bias && act == KU_RELU;
+    int64_t iy0 = oy * p->sh - p->pt;
+    const int ky0 = iy0 < 0 ? (int)(iy0 < -p->kh ? p->kh : -iy0) : 0;
+    int ky1 = p->h - iy0 < p->kh ? (int)(p->h - iy0) : (int)p->kh;
+    if (ky1 < ky0)
+        ky1 = ky0;
+    const int64_t ntiles = (p->ow + TILE - 1) / TILE;
+    for (int64_t f0 = 0; f0 < F; f0 += FBLOCK) {
+        const int nf = F - f0 < FBLOCK ? (int)(F - f0) : FBLOCK;
+        __m256i m0, m1;
+        block_masks(nf, &m0, &m1);
+        const float *bb = bias ? bias + f0 : NULL, *wb = wp + f0 * K;
+        for (int64_t i = 0, ox = 0; i < ntiles; i++) {
+            const int P = (int)(p->ow / ntiles + (i < p->ow % ntiles));
+            const float *xs = strip + ox * pstep;
+            float *y = yrow + ox * F + f0;
+            if (nf == FBLOCK) {
+#define FULL(PP) wide_tile(PP, true, m0, m1, xs, pstep, rowlen, ky0, ky1, kwc, wb, bb, relu, F, y)
+                TILE_CASES(FULL)
+#undef FULL
+            } else {
+#define PART(PP) wide_tile(PP, false, m0, m1, xs, pstep, rowlen, ky0, ky1, kwc, wb, bb, relu, F, y)
+                TILE_CASES(PART)
+#undef PART
+            }
+            ox += P;
+        }
+    }
+    if (bias && act >= 0 && act != KU_RELU)
+        kern_unary((KUnary)act, yrow, yrow, (size_t)(p->ow * F));
+}
 #endif
+
+void conv_wide_forward(const KConv *p, const float *x, const float *wp, const float *bias, int act, float *y,
+                       int64_t r0, int64_t rc)
+{
+#ifdef CONV_DIRECT
+    float strip[WIDE_STRIP];
+    for (int64_t r = r0; r < r0 + rc; r++) {
+        const int64_t n = r / p->oh, oy = r % p->oh;
+        fill_strip(p, x, n, oy, strip);
+        wide_row(p, strip, oy, wp, bias, act, y + r * p->ow * p->f);
+    }
+#else
+    (void)p, (void)x, (void)wp, (void)bias, (void)act, (void)y, (void)r0, (void)rc;
+#endif
+}
 
 void conv_direct_forward(const KConv *p, const float *x, const float *w, const float *bias, int act,
                          float *y, int64_t m0, int64_t mc)
