@@ -85,10 +85,16 @@ static size_t worker_floats(const KConv *p)
  * for the identity cases, where sgemm reads the input as it is. */
 static bool conv_wide(const KConv *p) { return !conv_is_identity(p) && conv_wide_ok(p); }
 
-/* ... and after the workers' regions, the filter it packs once per call. */
+static bool conv_wide_gi(const KConv *p, KConv *q) { return !conv_is_identity(p) && conv_wide_grad_input_ok(p, q); }
+
+/* ... and after the workers' regions, the filter it packs once per call: for the
+ * forward pass, or flipped for the input gradient, whichever is larger. */
 size_t kern_conv2d_scratch(const KConv *p)
 {
+    KConv q;
     size_t pack = conv_wide(p) ? conv_wide_pack_floats(p) : 0;
+    if (conv_wide_gi(p, &q) && conv_wide_pack_floats(&q) > pack)
+        pack = conv_wide_pack_floats(&q);
     return ((size_t)pool_threads() * worker_floats(p) + pack) * sizeof(float);
 }
 
@@ -221,12 +227,9 @@ static void conv_wide_task(void *arg, int task, int worker)
     conv_wide_forward(j->p, j->x, j->w, j->bias, j->act, j->y, r0, R - r0 < j->rows ? R - r0 : j->rows);
 }
 
-static void conv_wide_run(const KConv *p, const float *x, const float *w, const float *bias, int act, float *y,
-                          float *scratch)
+static void conv_wide_run(const KConv *p, const float *x, const float *wp, const float *bias, int act, float *y)
 {
     const int T = pool_threads();
-    float *wp = scratch + (size_t)T * worker_floats(p);
-    conv_wide_pack(p, w, wp);
     const int64_t R = p->n * p->oh;
     ConvJob j = { .p = p, .bias = bias, .act = act, .x = x, .w = wp, .y = y, .rows = (R + T - 1) / T };
     pool_run((int)nchunks(R, j.rows), conv_wide_task, &j);
@@ -238,7 +241,9 @@ void kern_conv2d(const KConv *p, const float *x, const float *w, float *y, float
     if (M <= 0 || p->f <= 0)
         return;
     if (conv_wide(p)) {
-        conv_wide_run(p, x, w, NULL, -1, y, scratch);
+        float *wp = scratch + (size_t)pool_threads() * worker_floats(p);
+        conv_wide_pack(p, w, wp);
+        conv_wide_run(p, x, wp, NULL, -1, y);
         return;
     }
     ConvJob j = { .p = p, .act = -1, .x = x, .w = w, .y = y, .scratch = scratch, .rows = conv_chunk_rows(p),
@@ -253,7 +258,9 @@ void kern_conv2d_bias_act(const KConv *p, const float *x, const float *w, const 
     if (M <= 0 || p->f <= 0)
         return;
     if (conv_wide(p)) {
-        conv_wide_run(p, x, w, bias, act, y, scratch);
+        float *wp = scratch + (size_t)pool_threads() * worker_floats(p);
+        conv_wide_pack(p, w, wp);
+        conv_wide_run(p, x, wp, bias, act, y);
         return;
     }
     ConvJob j = { .p = p, .bias = bias, .act = act, .x = x, .w = w, .y = y, .scratch = scratch,
@@ -288,6 +295,13 @@ void kern_conv2d_grad_input(const KConv *p, const float *dy, const float *w, flo
     const int64_t M = conv_m(p);
     if (M <= 0) {
         memset(dx, 0, (size_t)(p->n * p->h * p->w * p->c) * sizeof *dx);
+        return;
+    }
+    KConv q;
+    if (conv_wide_gi(p, &q)) {   /* dx = q(dy), the flipped filter packed first */
+        float *wp = scratch + (size_t)pool_threads() * worker_floats(p);
+        conv_wide_pack_flipped(p, w, wp);
+        conv_wide_run(&q, dy, wp, NULL, -1, dx);
         return;
     }
     ConvJob j = { .p = p, .w = w, .dy = dy, .dx = dx, .scratch = scratch, .rows = conv_chunk_rows(p) };

@@ -39,6 +39,7 @@ enum {
     DIRECT_MAX_K = 80,      /* taps (KH*KW*C): offsets kept in a table on the stack */
     DIRECT_STRIP = 4096,    /* floats of the zero-padded input rows of one output row */
     WIDE_STRIP = 8192,      /* the same for the many-channel forward kernel (32 KiB) */
+    WIDE_MIN_F = 8,         /* fewer filters would leave most of each 16-lane block idle */
     TILE = 6,               /* pixels (forward) or taps (grad filter) per register tile */
     FBLOCK = 16             /* filters per tile: two AVX vectors */
 };
@@ -68,7 +69,7 @@ bool conv_direct_ok(const KConv *p)
 bool conv_wide_ok(const KConv *p)
 {
 #ifdef CONV_DIRECT
-    if (direct_mode < 0 || p->c <= DIRECT_MAX_C || p->f < 1 || p->oh < 1 || p->ow < 1 ||
+    if (direct_mode < 0 || p->c <= DIRECT_MAX_C || p->f < WIDE_MIN_F || p->oh < 1 || p->ow < 1 ||
         p->kh * strip_w(p) * p->c > WIDE_STRIP || p->kw * p->c > INT32_MAX / FBLOCK)
         return false;
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
@@ -78,11 +79,41 @@ bool conv_wide_ok(const KConv *p)
 #endif
 }
 
-bool kern_conv_direct_used(const KConv *p) { return conv_direct_ok(p) || conv_wide_ok(p); }
+bool conv_wide_grad_input_ok(const KConv *p, KConv *q)
+{
+    if (p->sh != 1 || p->sw != 1 || p->pt < 0 || p->pl < 0 || p->pt > p->kh - 1 || p->pl > p->kw - 1)
+        return false;
+    *q = (KConv){ .n = p->n, .h = p->oh, .w = p->ow, .c = p->f, .kh = p->kh, .kw = p->kw, .f = p->c,
+                  .sh = 1, .sw = 1, .pt = p->kh - 1 - p->pt, .pl = p->kw - 1 - p->pl, .oh = p->h, .ow = p->w };
+    return conv_wide_ok(q);
+}
+
+bool kern_conv_direct_used(const KConv *p)
+{
+    KConv q;
+    return conv_direct_ok(p) || conv_wide_ok(p) || conv_wide_grad_input_ok(p, &q);
+}
 
 size_t conv_wide_pack_floats(const KConv *p)
 {
     return (size_t)(p->kh * p->kw * p->c) * (size_t)((p->f + FBLOCK - 1) / FBLOCK * FBLOCK);
+}
+
+void conv_wide_pack_flipped(const KConv *p, const float *w, float *wp)
+{
+    const int64_t C = p->c, F = p->f, KW = p->kw, K = p->kh * KW * F;   /* K: taps of q */
+    for (int64_t c0 = 0; c0 < C; c0 += FBLOCK) {
+        const int64_t nc = C - c0 < FBLOCK ? C - c0 : FBLOCK;
+        float *d = wp + c0 * K;
+        for (int64_t ky = 0; ky < p->kh; ky++)
+            for (int64_t kx = 0; kx < KW; kx++)
+                for (int64_t f = 0; f < F; f++) {
+                    float *dt = d + ((ky * KW + kx) * F + f) * FBLOCK;
+                    const float *src = w + ((p->kh - 1 - ky) * KW + (KW - 1 - kx)) * C * F + f;
+                    for (int64_t j = 0; j < FBLOCK; j++)
+                        dt[j] = j < nc ? src[(c0 + j) * F] : 0.0f;
+                }
+    }
 }
 
 void conv_wide_pack(const KConv *p, const float *w, float *wp)

@@ -930,7 +930,9 @@ static const ConvCase wide_cases[] = {
     /*  n  h   w   c   kh kw f   sh sw pt pl pb pr */
     {2, 14, 14, 32, 5, 5, 64, 1, 1, 2, 2, 2, 2},  /* the MNIST CNN's second layer, batch 2 */
     {1, 9, 11, 5, 3, 3, 20, 1, 1, 1, 1, 1, 1},    /* batch 1, C 5, 16 + 4 filters */
-    {2, 8, 7, 12, 3, 3, 7, 2, 2, 1, 1, 0, 1},     /* stride 2, 7 filters (< 8) */
+    {2, 8, 7, 12, 3, 3, 9, 2, 2, 1, 1, 0, 1},     /* stride 2, 9 filters (one block, 8 + 1) */
+    {1, 6, 7, 16, 3, 3, 6, 1, 1, 1, 1, 1, 1},     /* 6 filters: the input gradient only */
+    {2, 9, 8, 20, 3, 5, 12, 1, 1, 0, 0, 2, 1},    /* asymmetric padding: gradient's differs */
     {1, 7, 13, 9, 5, 5, 33, 1, 1, 0, 0, 0, 0},    /* "valid", 2 x 16 + 1 filters */
     {2, 6, 6, 8, 4, 5, 17, 1, 1, 1, 2, 2, 2},     /* non-square kernel */
     {1, 5, 5, 6, 5, 5, 16, 1, 1, 4, 4, 4, 4},     /* rows and columns of padding only */
@@ -1008,8 +1010,9 @@ static void check_conv_case(const KConv *p, size_t rows, uint64_t seed, double r
     if (rows) {
         /* per thread: one chunk of im2col, and a [K, F] accumulator when threads > 1 */
         size_t T = (size_t)pool_threads(), K = (size_t)(p->kh * p->kw * p->c);
-        /* and the many-channel kernel's packed filter, [F rounded up to 16][K] */
-        size_t pack = p->c > 4 && kern_conv_direct_used(p) ? K * (size_t)((p->f + 15) / 16 * 16) : 0;
+        /* and the many-channel kernel's packed filter, [F rounded up to 16][K] or, flipped
+         * for the input gradient, [C rounded up][KH*KW*F] */
+        size_t pack = p->c > 4 && kern_conv_direct_used(p) ? (size_t)(p->kh * p->kw * (p->c + 15) * (p->f + 15)) : 0;
         ck_assert_uint_le(sbytes, (T * (rows * K + (T > 1 ? K * (size_t)p->f : 0)) + pack) * sizeof(float));
     }
     ref_conv(p, 0, x, w, dy, wy);
@@ -1103,8 +1106,9 @@ START_TEST(test_conv_direct)
 }
 END_TEST
 
-/* The many-channel kernel's sizes the same way (its forward pass; the gradients run
- * im2col + sgemm): must be taken on a CPU with AVX2 and FMA. */
+/* The many-channel kernel's sizes the same way (its forward pass, and the input
+ * gradient at stride 1; the filter gradient runs im2col + sgemm): must be taken on a
+ * CPU with AVX2 and FMA. */
 START_TEST(test_conv_wide)
 {
     KConv p = conv_params(&wide_cases[_i]);
