@@ -12,7 +12,8 @@
  * unpadded image) no copy is made and no scratch is needed.
  * With few input channels (conv_direct_ok), the forward pass and the filter gradient
  * run kern_conv_direct.c's kernels on the same chunks instead of im2col + sgemm; with
- * more (conv_wide) the forward pass runs its many-channel kernel on whole output rows. */
+ * more (conv_wide) the forward pass, the filter gradient and the stride-1 input
+ * gradient run its many-channel kernels on whole output rows, one share per thread. */
 
 /* The loops here are written for the auto-vectorizer, which plain -O2 (GCC 12's
  * "very cheap" cost model) leaves off; measured 2-3x on the elementwise kernels.
@@ -190,6 +191,7 @@ typedef struct ConvJob {
     int64_t rows;       /* per chunk */
     int64_t per_task;   /* grad input: images per task */
     bool direct;        /* forward and grad filter: conv_direct_ok */
+    bool wide;          /* grad filter: conv_wide, rows = output rows (n, oy) per task */
 } ConvJob;
 
 static float *worker_scratch(const ConvJob *j, int worker) { return j->scratch + (size_t)worker * worker_floats(j->p); }
@@ -326,10 +328,15 @@ static void conv_grad_filter_task(void *arg, int task, int worker)
     float *acc = j->dw ? j->dw : buf + (worker_floats(p) - (size_t)(K * F));
     /* a thread's first task is its own index (static schedule): that one overwrites */
     bool first = j->dw ? task == 0 : task == worker;
-    if (j->direct) {
+    if (j->direct || j->wide) {
         if (first)
             memset(acc, 0, (size_t)(K * F) * sizeof *acc);
-        conv_direct_grad_filter(p, j->x, j->dy, acc, m0, mc);
+        if (j->direct)
+            conv_direct_grad_filter(p, j->x, j->dy, acc, m0, mc);
+        else {
+            const int64_t R = p->n * p->oh, r0 = (int64_t)task * j->rows;
+            conv_wide_grad_filter(p, j->x, j->dy, acc, r0, R - r0 < j->rows ? R - r0 : j->rows);
+        }
         return;
     }
     const float *col = j->x + m0 * K;
@@ -349,9 +356,14 @@ void kern_conv2d_grad_filter(const KConv *p, const float *x, const float *dy, fl
         return;
     }
     ConvJob j = { .p = p, .x = x, .dy = dy, .scratch = scratch, .rows = conv_chunk_rows(p),
-                  .direct = conv_direct_ok(p) };
-    int64_t tasks = nchunks(M, j.rows);
+                  .direct = conv_direct_ok(p), .wide = conv_wide(p) };
     int T = pool_threads();
+    int64_t tasks = nchunks(M, j.rows);
+    if (j.wide) {   /* one share of whole output rows per thread */
+        const int64_t R = p->n * p->oh;
+        j.rows = (R + T - 1) / T;
+        tasks = nchunks(R, j.rows);
+    }
     if (tasks == 1 || T == 1) {
         j.dw = dw;   /* one thread: accumulate straight into dw, chunk after chunk */
         for (int64_t t = 0; t < tasks; t++)

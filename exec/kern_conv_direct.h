@@ -32,6 +32,10 @@ void conv_wide_pack_flipped(const KConv *p, const float *w, float *wp);
 void conv_wide_forward(const KConv *p, const float *x, const float *wp, const float *bias, int act, float *y,
                        int64_t r0, int64_t rc);
 
+/* acc[K, F] += the filter gradient's share of output rows [r0, r0 + rc), for the sizes
+ * conv_wide_ok takes (no packing: dy's rows are read as they are). */
+void conv_wide_grad_filter(const KConv *p, const float *x, const float *dy, float *acc, int64_t r0, int64_t rc);
+
 /* acc[K, F] += the filter gradient's share of output pixels [m0, m0 + mc). */
 void conv_direct_grad_filter(const KConv *p, const float *x, const float *dy, float *acc, int64_t m0, int64_t mc);
 

@@ -939,6 +939,7 @@ static const ConvCase wide_cases[] = {
     {1, 10, 19, 7, 2, 4, 24, 1, 3, 0, 1, 1, 2},   /* stride 3 across, 19 wide */
     {3, 4, 9, 16, 3, 3, 48, 2, 1, 1, 1, 1, 1},    /* mixed strides, 3 blocks of 16 */
     {2, 13, 1, 10, 3, 1, 9, 1, 1, 1, 0, 1, 0},    /* one pixel wide */
+    {1, 12, 60, 40, 3, 3, 16, 1, 1, 1, 1, 1, 1},  /* wide rows: grad filter bands of 2 rows */
 };
 #define N_WIDE_CASES ((int)(sizeof wide_cases / sizeof wide_cases[0]))
 
@@ -1106,9 +1107,8 @@ START_TEST(test_conv_direct)
 }
 END_TEST
 
-/* The many-channel kernel's sizes the same way (its forward pass, and the input
- * gradient at stride 1; the filter gradient runs im2col + sgemm): must be taken on a
- * CPU with AVX2 and FMA. */
+/* The many-channel kernels' sizes the same way (forward, filter gradient, and the
+ * input gradient at stride 1): must be taken on a CPU with AVX2 and FMA. */
 START_TEST(test_conv_wide)
 {
     KConv p = conv_params(&wide_cases[_i]);
