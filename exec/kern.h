@@ -98,8 +98,12 @@ size_t kern_conv2d_scratch(const KConv *p);
 void kern_conv_set_chunk_rows(size_t rows);
 /* Convolutions with few input channels (C <= 4, KH*KW*C <= 80) run a direct AVX2 + FMA
  * kernel when the CPU has both, instead of im2col + sgemm (forward and grad filter; the
- * scratch is the same either way).  Test hooks: whether these sizes take it, and
- * mode < 0 to turn it off (0: automatic). */
+ * scratch is the same either way).  With more channels and at least 8 filters, the
+ * forward pass, the filter gradient and (stride 1) the input gradient run other direct
+ * kernels (not for the identity cases), the first and last on a filter packed into
+ * the scratch.
+ * Test hooks: whether these sizes take either, and mode < 0 to turn both off (0:
+ * automatic). */
 bool kern_conv_direct_used(const KConv *p);
 void kern_conv_set_direct(int mode);
 void kern_conv2d(const KConv *p, const float *x, const float *w, float *y, float *scratch);

@@ -11,7 +11,9 @@
  * input itself (1x1 stride-1 unpadded convolutions, and kernels covering the whole
  * unpadded image) no copy is made and no scratch is needed.
  * With few input channels (conv_direct_ok), the forward pass and the filter gradient
- * run kern_conv_direct.c's kernels on the same chunks instead of im2col + sgemm. */
+ * run kern_conv_direct.c's kernels on the same chunks instead of im2col + sgemm; with
+ * more (conv_wide) the forward pass, the filter gradient and the stride-1 input
+ * gradient run its many-channel kernels on whole output rows, one share per thread. */
 
 /* The loops here are written for the auto-vectorizer, which plain -O2 (GCC 12's
  * "very cheap" cost model) leaves off; measured 2-3x on the elementwise kernels.
@@ -35,7 +37,11 @@ enum {
     CONV_SCRATCH_BUDGET = 1 << 20,
     CONV_MAX_ROWS = 16384,           /* more rows gain nothing for tiny K */
     CONV_MIN_ROWS = 128,             /* sgemm needs some rows to run at speed, even for huge K */
-    CONV_IDENTITY_ROWS = 1 << 20     /* no copy: chunks only keep BLAS sizes in range */
+    CONV_IDENTITY_ROWS = 1 << 20,    /* no copy: chunks only keep BLAS sizes in range */
+    /* The many-channel filter gradient beat im2col + sgemm by 5-25% single-threaded up
+     * to 64 filters (MNIST's 5x5x32x64, 3x3x16x32, a stride-2 3x3x32x64) and lost
+     * 5-15% at 128 (3x3, C 32 and 64, 14x14): with more, sgemm keeps it. */
+    CONV_WIDE_GRADW_MAX_F = 64
 };
 
 /* Test hook (not in kern.h): force the rows per chunk; 0 restores the automatic choice. */
@@ -80,9 +86,21 @@ static size_t worker_floats(const KConv *p)
     return col + (pool_threads() > 1 ? (size_t)conv_k(p) * (size_t)p->f : 0);
 }
 
+/* The many-channel direct forward kernel (kern_conv_direct.c) where it applies: not
+ * for the identity cases, where sgemm reads the input as it is. */
+static bool conv_wide(const KConv *p) { return !conv_is_identity(p) && conv_wide_ok(p); }
+
+static bool conv_wide_gi(const KConv *p, KConv *q) { return !conv_is_identity(p) && conv_wide_grad_input_ok(p, q); }
+
+/* ... and after the workers' regions, the filter it packs once per call: for the
+ * forward pass, or flipped for the input gradient, whichever is larger. */
 size_t kern_conv2d_scratch(const KConv *p)
 {
-    return (size_t)pool_threads() * worker_floats(p) * sizeof(float);
+    KConv q;
+    size_t pack = conv_wide(p) ? conv_wide_pack_floats(p) : 0;
+    if (conv_wide_gi(p, &q) && conv_wide_pack_floats(&q) > pack)
+        pack = conv_wide_pack_floats(&q);
+    return ((size_t)pool_threads() * worker_floats(p) + pack) * sizeof(float);
 }
 
 /* The part [*lo, *hi) of a kernel window of size k starting at input index i0 that
@@ -177,6 +195,7 @@ typedef struct ConvJob {
     int64_t rows;       /* per chunk */
     int64_t per_task;   /* grad input: images per task */
     bool direct;        /* forward and grad filter: conv_direct_ok */
+    bool wide;          /* grad filter: conv_wide, rows = output rows (n, oy) per task */
 } ConvJob;
 
 static float *worker_scratch(const ConvJob *j, int worker) { return j->scratch + (size_t)worker * worker_floats(j->p); }
@@ -204,11 +223,35 @@ static void conv_task(void *arg, int task, int worker)
         kern_bias_act(j->y + m0 * F, (size_t)mc, (size_t)F, j->bias, j->act);
 }
 
+/* The many-channel direct forward: whole output rows (n, oy), one equal share per
+ * thread; the filter packed first into the end of the scratch. */
+static void conv_wide_task(void *arg, int task, int worker)
+{
+    (void)worker;
+    const ConvJob *j = arg;
+    const int64_t R = j->p->n * j->p->oh, r0 = (int64_t)task * j->rows;
+    conv_wide_forward(j->p, j->x, j->w, j->bias, j->act, j->y, r0, R - r0 < j->rows ? R - r0 : j->rows);
+}
+
+static void conv_wide_run(const KConv *p, const float *x, const float *wp, const float *bias, int act, float *y)
+{
+    const int T = pool_threads();
+    const int64_t R = p->n * p->oh;
+    ConvJob j = { .p = p, .bias = bias, .act = act, .x = x, .w = wp, .y = y, .rows = (R + T - 1) / T };
+    pool_run((int)nchunks(R, j.rows), conv_wide_task, &j);
+}
+
 void kern_conv2d(const KConv *p, const float *x, const float *w, float *y, float *scratch)
 {
     const int64_t M = conv_m(p);
     if (M <= 0 || p->f <= 0)
         return;
+    if (conv_wide(p)) {
+        float *wp = scratch + (size_t)pool_threads() * worker_floats(p);
+        conv_wide_pack(p, w, wp);
+        conv_wide_run(p, x, wp, NULL, -1, y);
+        return;
+    }
     ConvJob j = { .p = p, .act = -1, .x = x, .w = w, .y = y, .scratch = scratch, .rows = conv_chunk_rows(p),
                   .direct = conv_direct_ok(p) };
     pool_run((int)nchunks(M, j.rows), conv_task, &j);
@@ -220,6 +263,12 @@ void kern_conv2d_bias_act(const KConv *p, const float *x, const float *w, const 
     const int64_t M = conv_m(p);
     if (M <= 0 || p->f <= 0)
         return;
+    if (conv_wide(p)) {
+        float *wp = scratch + (size_t)pool_threads() * worker_floats(p);
+        conv_wide_pack(p, w, wp);
+        conv_wide_run(p, x, wp, bias, act, y);
+        return;
+    }
     ConvJob j = { .p = p, .bias = bias, .act = act, .x = x, .w = w, .y = y, .scratch = scratch,
                   .rows = conv_chunk_rows(p), .direct = conv_direct_ok(p) };
     pool_run((int)nchunks(M, j.rows), conv_task, &j);
@@ -254,6 +303,13 @@ void kern_conv2d_grad_input(const KConv *p, const float *dy, const float *w, flo
         memset(dx, 0, (size_t)(p->n * p->h * p->w * p->c) * sizeof *dx);
         return;
     }
+    KConv q;
+    if (conv_wide_gi(p, &q)) {   /* dx = q(dy), the flipped filter packed first */
+        float *wp = scratch + (size_t)pool_threads() * worker_floats(p);
+        conv_wide_pack_flipped(p, w, wp);
+        conv_wide_run(&q, dy, wp, NULL, -1, dx);
+        return;
+    }
     ConvJob j = { .p = p, .w = w, .dy = dy, .dx = dx, .scratch = scratch, .rows = conv_chunk_rows(p) };
     int T = pool_threads();
     /* a few tasks per thread, of whole images */
@@ -276,10 +332,15 @@ static void conv_grad_filter_task(void *arg, int task, int worker)
     float *acc = j->dw ? j->dw : buf + (worker_floats(p) - (size_t)(K * F));
     /* a thread's first task is its own index (static schedule): that one overwrites */
     bool first = j->dw ? task == 0 : task == worker;
-    if (j->direct) {
+    if (j->direct || j->wide) {
         if (first)
             memset(acc, 0, (size_t)(K * F) * sizeof *acc);
-        conv_direct_grad_filter(p, j->x, j->dy, acc, m0, mc);
+        if (j->direct)
+            conv_direct_grad_filter(p, j->x, j->dy, acc, m0, mc);
+        else {
+            const int64_t R = p->n * p->oh, r0 = (int64_t)task * j->rows;
+            conv_wide_grad_filter(p, j->x, j->dy, acc, r0, R - r0 < j->rows ? R - r0 : j->rows);
+        }
         return;
     }
     const float *col = j->x + m0 * K;
@@ -299,9 +360,14 @@ void kern_conv2d_grad_filter(const KConv *p, const float *x, const float *dy, fl
         return;
     }
     ConvJob j = { .p = p, .x = x, .dy = dy, .scratch = scratch, .rows = conv_chunk_rows(p),
-                  .direct = conv_direct_ok(p) };
-    int64_t tasks = nchunks(M, j.rows);
+                  .direct = conv_direct_ok(p), .wide = p->f <= CONV_WIDE_GRADW_MAX_F && conv_wide(p) };
     int T = pool_threads();
+    int64_t tasks = nchunks(M, j.rows);
+    if (j.wide) {   /* one share of whole output rows per thread */
+        const int64_t R = p->n * p->oh;
+        j.rows = (R + T - 1) / T;
+        tasks = nchunks(R, j.rows);
+    }
     if (tasks == 1 || T == 1) {
         j.dw = dw;   /* one thread: accumulate straight into dw, chunk after chunk */
         for (int64_t t = 0; t < tasks; t++)

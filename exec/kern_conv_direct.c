@@ -15,10 +15,22 @@
  * pixels are split into calls (the grad filter's row partials excepted: they follow
  * the caller's split, which is static).
  *
+ * With many input channels (C > 4; the MNIST CNN's second layer, K = 800, F = 64)
+ * sgemm runs at speed but the im2col copy, the narrow product and its packing still
+ * cost: the "wide" forward kernel here reads the same strips, with the filter packed
+ * once per call into blocks of 16 filters ([F/16][K][16], zero-filled past F), tiles
+ * of up to 6 pixels x 16 filters, rows split into nearly equal tiles, and the kernel
+ * rows that fall on the padding skipped.  The same kernel gives the input gradient
+ * of a stride-1 convolution (dy convolved with the flipped, transposed filter), and
+ * the filter gradient sums tiles of up to 6 taps x 16 filters over a band of several
+ * output rows (the input rows under them copied once), so the [K, F] accumulator is
+ * read and written once per band rather than once per row.
+ *
  * x86 only, compiled for AVX2 + FMA with target attributes and taken only when the CPU
  * has both (checked at run time); everywhere else kern_conv.c's im2col path runs. */
 #include "exec/kern_conv_direct.h"
 
+#include <stdint.h>
 #include <string.h>
 
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
@@ -30,6 +42,9 @@ enum {
     DIRECT_MAX_C = 4,       /* more input channels: K grows and sgemm is at speed */
     DIRECT_MAX_K = 80,      /* taps (KH*KW*C): offsets kept in a table on the stack */
     DIRECT_STRIP = 4096,    /* floats of the zero-padded input rows of one output row */
+    WIDE_STRIP = 8192,      /* the same for the many-channel forward kernel (32 KiB) */
+    WIDE_BAND = 12288,      /* input rows under several output rows, grad filter (48 KiB) */
+    WIDE_MIN_F = 8,         /* fewer filters would leave most of each 16-lane block idle */
     TILE = 6,               /* pixels (forward) or taps (grad filter) per register tile */
     FBLOCK = 16             /* filters per tile: two AVX vectors */
 };
@@ -56,11 +71,81 @@ bool conv_direct_ok(const KConv *p)
 #endif
 }
 
-bool kern_conv_direct_used(const KConv *p) { return conv_direct_ok(p); }
+bool conv_wide_ok(const KConv *p)
+{
+#ifdef CONV_DIRECT
+    if (direct_mode < 0 || p->c <= DIRECT_MAX_C || p->f < WIDE_MIN_F || p->oh < 1 || p->ow < 1 ||
+        p->kh * strip_w(p) * p->c > WIDE_STRIP || p->kw * p->c > INT32_MAX / FBLOCK)
+        return false;
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#else
+    (void)p;
+    return false;
+#endif
+}
+
+bool conv_wide_grad_input_ok(const KConv *p, KConv *q)
+{
+    if (p->sh != 1 || p->sw != 1 || p->pt < 0 || p->pl < 0 || p->pt > p->kh - 1 || p->pl > p->kw - 1)
+        return false;
+    *q = (KConv){ .n = p->n, .h = p->oh, .w = p->ow, .c = p->f, .kh = p->kh, .kw = p->kw, .f = p->c,
+                  .sh = 1, .sw = 1, .pt = p->kh - 1 - p->pt, .pl = p->kw - 1 - p->pl, .oh = p->h, .ow = p->w };
+    return conv_wide_ok(q);
+}
+
+bool kern_conv_direct_used(const KConv *p)
+{
+    KConv q;
+    return conv_direct_ok(p) || conv_wide_ok(p) || conv_wide_grad_input_ok(p, &q);
+}
+
+size_t conv_wide_pack_floats(const KConv *p)
+{
+    return (size_t)(p->kh * p->kw * p->c) * (size_t)((p->f + FBLOCK - 1) / FBLOCK * FBLOCK);
+}
+
+void conv_wide_pack_flipped(const KConv *p, const float *w, float *wp)
+{
+    const int64_t C = p->c, F = p->f, KW = p->kw, K = p->kh * KW * F;   /* K: taps of q */
+    for (int64_t c0 = 0; c0 < C; c0 += FBLOCK) {
+        const int64_t nc = C - c0 < FBLOCK ? C - c0 : FBLOCK;
+        float *d = wp + c0 * K;
+        for (int64_t ky = 0; ky < p->kh; ky++)
+            for (int64_t kx = 0; kx < KW; kx++)
+                for (int64_t f = 0; f < F; f++) {
+                    float *dt = d + ((ky * KW + kx) * F + f) * FBLOCK;
+                    const float *src = w + ((p->kh - 1 - ky) * KW + (KW - 1 - kx)) * C * F + f;
+                    for (int64_t j = 0; j < FBLOCK; j++)
+                        dt[j] = j < nc ? src[(c0 + j) * F] : 0.0f;
+                }
+    }
+}
+
+void conv_wide_pack(const KConv *p, const float *w, float *wp)
+{
+    const int64_t K = p->kh * p->kw * p->c, F = p->f;
+    for (int64_t f0 = 0; f0 < F; f0 += FBLOCK) {
+        const int64_t nf = F - f0 < FBLOCK ? F - f0 : FBLOCK;
+        float *d = wp + f0 * K;   /* block f0 / FBLOCK: [K][FBLOCK] */
+        for (int64_t t = 0; t < K; t++) {
+            memcpy(d + t * FBLOCK, w + t * F + f0, (size_t)nf * sizeof *d);
+            for (int64_t j = nf; j < FBLOCK; j++)
+                d[t * FBLOCK + j] = 0.0f;
+        }
+    }
+}
 
 /* The KH input rows under output row (n, oy), strip columns s = ix + pl, zero where
  * they fall outside the image: strip[(ky * strip_w + s) * C + c]. */
+static void fill_rows(const KConv *p, const float *x, int64_t n, int64_t oy, int64_t rows, float *strip);
+
 static void fill_strip(const KConv *p, const float *x, int64_t n, int64_t oy, float *strip)
+{
+    fill_rows(p, x, n, oy, p->kh, strip);
+}
+
+/* The same for `rows` input rows from the first under output row oy: a band. */
+static void fill_rows(const KConv *p, const float *x, int64_t n, int64_t oy, int64_t rows, float *strip)
 {
     const int64_t C = p->c, sw = strip_w(p), rowlen = sw * C;
     int64_t s0 = p->pl < sw ? p->pl : sw;              /* first strip column inside */
@@ -68,7 +153,7 @@ static void fill_strip(const KConv *p, const float *x, int64_t n, int64_t oy, fl
     if (s1 < s0)
         s1 = s0;
     const float *xn = x + n * p->h * p->w * C;
-    for (int64_t ky = 0; ky < p->kh; ky++) {
+    for (int64_t ky = 0; ky < rows; ky++) {
         int64_t iy = oy * p->sh - p->pt + ky;
         float *d = strip + ky * rowlen;
         if (iy < 0 || iy >= p->h || s1 == s0) {
@@ -266,7 +351,200 @@ AVX2 static void grad_filter_row(const KConv *p, const float *strip, const int32
         }
     }
 }
+
+/* Many-channel forward tile: P pixels (strip columns xs + p*pstep) x one block of 16
+ * filters, over the taps of kernel rows [ky0, ky1) only (the others fall on padding):
+ * within a kernel row the taps (kx, c) are consecutive in the strip and in the packed
+ * block wb[t][16], so the inner loop is two vector loads, P broadcasts and 2P FMAs. */
+INLINE_AVX2 void wide_tile(int P, bool full, __m256i m0, __m256i m1, const float *xs, int64_t pstep,
+                           int64_t rowlen, int ky0, int ky1, int kwc, const float *wb, const float *bias,
+                           bool relu, int64_t F, float *y)
+{
+    __m256 a0[TILE], a1[TILE];
+#pragma GCC unroll 6
+    for (int p = 0; p < P; p++)
+        a0[p] = a1[p] = _mm256_setzero_ps();
+    for (int ky = ky0; ky < ky1; ky++) {
+        const float *xr = xs + ky * rowlen, *wr = wb + (int64_t)ky * kwc * FBLOCK;
+        for (int t = 0; t < kwc; t++) {
+            const __m256 w0 = _mm256_loadu_ps(wr + t * FBLOCK), w1 = _mm256_loadu_ps(wr + t * FBLOCK + 8);
+#pragma GCC unroll 6
+            for (int p = 0; p < P; p++) {
+                const __m256 b = _mm256_broadcast_ss(xr + p * pstep + t);
+                a0[p] = _mm256_fmadd_ps(b, w0, a0[p]);
+                a1[p] = _mm256_fmadd_ps(b, w1, a1[p]);
+            }
+        }
+    }
+    __m256 b0 = _mm256_setzero_ps(), b1 = b0;
+    if (bias) {
+        b0 = load8(bias, full, m0);
+        b1 = load8(bias + 8, full, m1);
+    }
+#pragma GCC unroll 6
+    for (int p = 0; p < P; p++) {
+        __m256 v0 = a0[p], v1 = a1[p];
+        if (bias) {   /* y + b, as kern_bias_act */
+            v0 = _mm256_add_ps(v0, b0);
+            v1 = _mm256_add_ps(v1, b1);
+        }
+        if (relu) {
+            v0 = _mm256_max_ps(v0, _mm256_setzero_ps());
+            v1 = _mm256_max_ps(v1, _mm256_setzero_ps());
+        }
+        store8(y + p * F, v0, full, m0);
+        store8(y + p * F + 8, v1, full, m1);
+    }
+}
+
+/* One output row (n, oy) of the many-channel kernel: the row's pixels in nearly equal
+ * tiles of at most TILE (14 = 5 + 5 + 4: no short tile that would wait on FMA latency). */
+AVX2 static void wide_row(const KConv *p, const float *strip, int64_t oy, const float *wp, const float *bias,
+                          int act, float *yrow)
+{
+    const int64_t K = p->kh * p->kw * p->c, F = p->f, pstep = p->sw * p->c, rowlen = strip_w(p) * p->c;
+    const int kwc = (int)(p->kw * p->c);
+    const bool relu = bias && act == KU_RELU;
+    int64_t iy0 = oy * p->sh - p->pt;
+    const int ky0 = iy0 < 0 ? (int)(iy0 < -p->kh ? p->kh : -iy0) : 0;
+    int ky1 = p->h - iy0 < p->kh ? (int)(p->h - iy0) : (int)p->kh;
+    if (ky1 < ky0)
+        ky1 = ky0;
+    const int64_t ntiles = (p->ow + TILE - 1) / TILE;
+    for (int64_t f0 = 0; f0 < F; f0 += FBLOCK) {
+        const int nf = F - f0 < FBLOCK ? (int)(F - f0) : FBLOCK;
+        __m256i m0, m1;
+        block_masks(nf, &m0, &m1);
+        const float *bb = bias ? bias + f0 : NULL, *wb = wp + f0 * K;
+        for (int64_t i = 0, ox = 0; i < ntiles; i++) {
+            const int P = (int)(p->ow / ntiles + (i < p->ow % ntiles));
+            const float *xs = strip + ox * pstep;
+            float *y = yrow + ox * F + f0;
+            if (nf == FBLOCK) {
+#define FULL(PP) wide_tile(PP, true, m0, m1, xs, pstep, rowlen, ky0, ky1, kwc, wb, bb, relu, F, y)
+                TILE_CASES(FULL)
+#undef FULL
+            } else {
+#define PART(PP) wide_tile(PP, false, m0, m1, xs, pstep, rowlen, ky0, ky1, kwc, wb, bb, relu, F, y)
+                TILE_CASES(PART)
+#undef PART
+            }
+            ox += P;
+        }
+    }
+    if (bias && act >= 0 && act != KU_RELU)
+        kern_unary((KUnary)act, yrow, yrow, (size_t)(p->ow * F));
+}
+
+/* Grad filter tile, many channels: taps xs[0..T) (consecutive in a band's row) x one
+ * block of filters, summed over output rows g in [g0, g1) of a band (band rows g*rstep
+ * apart, dy rows g*ow*F apart) and their pixels, then added to acc[t * F]. */
+INLINE_AVX2 void band_gradw_tile(int T, bool full, __m256i m0, __m256i m1, const float *xs, int64_t rstep,
+                                 int64_t pstep, const float *dy, int64_t F, int64_t ow, int64_t g0, int64_t g1,
+                                 float *acc)
+{
+    __m256 a0[TILE], a1[TILE];
+#pragma GCC unroll 6
+    for (int t = 0; t < T; t++)
+        a0[t] = a1[t] = _mm256_setzero_ps();
+    for (int64_t g = g0; g < g1; g++) {
+        const float *xr = xs + g * rstep, *dr = dy + g * ow * F;
+        for (int64_t ox = 0; ox < ow; ox++) {
+            const __m256 d0 = load8(dr + ox * F, full, m0), d1 = load8(dr + ox * F + 8, full, m1);
+            const float *xp = xr + ox * pstep;
+#pragma GCC unroll 6
+            for (int t = 0; t < T; t++) {
+                const __m256 b = _mm256_broadcast_ss(xp + t);
+                a0[t] = _mm256_fmadd_ps(b, d0, a0[t]);
+                a1[t] = _mm256_fmadd_ps(b, d1, a1[t]);
+            }
+        }
+    }
+#pragma GCC unroll 6
+    for (int t = 0; t < T; t++) {
+        float *dst = acc + t * F;
+        store8(dst, _mm256_add_ps(load8(dst, full, m0), a0[t]), full, m0);
+        store8(dst + 8, _mm256_add_ps(load8(dst + 8, full, m1), a1[t]), full, m1);
+    }
+}
+
+/* Filter gradient of G output rows oy0 .. oy0+G-1 of one image, many channels, from
+ * the band of input rows under them: for each kernel row ky, the output rows whose
+ * input row is not padding, its taps (kx, c) in nearly equal tiles of at most TILE, x
+ * blocks of 16 filters.  Each tile's sum over the band's pixels goes to acc[K, F] once,
+ * so acc is read and written once per band, not once per row. */
+AVX2 static void wide_grad_filter_band(const KConv *p, const float *band, int64_t oy0, int64_t G,
+                                       const float *dyband, float *acc)
+{
+    const int64_t F = p->f, pstep = p->sw * p->c, rowlen = strip_w(p) * p->c, kwc = p->kw * p->c;
+    const int64_t nb = (kwc + TILE - 1) / TILE;
+    for (int64_t ky = 0; ky < p->kh; ky++) {
+        int64_t g0 = 0, g1 = G;   /* rows g with input row (oy0 + g) * sh - pt + ky inside */
+        while (g0 < G && (oy0 + g0) * p->sh - p->pt + ky < 0)
+            g0++;
+        while (g1 > g0 && (oy0 + g1 - 1) * p->sh - p->pt + ky >= p->h)
+            g1--;
+        if (g0 == g1)
+            continue;
+        for (int64_t f0 = 0; f0 < F; f0 += FBLOCK) {
+            const int nf = F - f0 < FBLOCK ? (int)(F - f0) : FBLOCK;
+            __m256i m0, m1;
+            block_masks(nf, &m0, &m1);
+            for (int64_t b = 0, t0 = 0; b < nb; b++) {
+                const int P = (int)(kwc / nb + (b < kwc % nb));   /* taps in this tile */
+                const float *xs = band + ky * rowlen + t0;
+                float *a = acc + (ky * kwc + t0) * F + f0;
+                if (nf == FBLOCK) {
+#define FULL(PP) band_gradw_tile(PP, true, m0, m1, xs, p->sh * rowlen, pstep, dyband + f0, F, p->ow, g0, g1, a)
+                    TILE_CASES(FULL)
+#undef FULL
+                } else {
+#define PART(PP) band_gradw_tile(PP, false, m0, m1, xs, p->sh * rowlen, pstep, dyband + f0, F, p->ow, g0, g1, a)
+                    TILE_CASES(PART)
+#undef PART
+                }
+                t0 += P;
+            }
+        }
+    }
+}
 #endif
+
+void conv_wide_grad_filter(const KConv *p, const float *x, const float *dy, float *acc, int64_t r0, int64_t rc)
+{
+#ifdef CONV_DIRECT
+    float band[WIDE_BAND];
+    /* output rows per band: as many of an image's as their input rows fit (>= 1, as
+     * conv_wide_ok asks kh rows to fit in WIDE_STRIP <= WIDE_BAND) */
+    const int64_t rowlen = strip_w(p) * p->c, gmax = ((int64_t)WIDE_BAND / rowlen - p->kh) / p->sh + 1;
+    for (int64_t r = r0; r < r0 + rc;) {
+        const int64_t n = r / p->oh, oy = r % p->oh;
+        int64_t G = gmax < p->oh - oy ? gmax : p->oh - oy;
+        if (G > r0 + rc - r)
+            G = r0 + rc - r;
+        fill_rows(p, x, n, oy, (G - 1) * p->sh + p->kh, band);
+        wide_grad_filter_band(p, band, oy, G, dy + r * p->ow * p->f, acc);
+        r += G;
+    }
+#else
+    (void)p, (void)x, (void)dy, (void)acc, (void)r0, (void)rc;
+#endif
+}
+
+void conv_wide_forward(const KConv *p, const float *x, const float *wp, const float *bias, int act, float *y,
+                       int64_t r0, int64_t rc)
+{
+#ifdef CONV_DIRECT
+    float strip[WIDE_STRIP];
+    for (int64_t r = r0; r < r0 + rc; r++) {
+        const int64_t n = r / p->oh, oy = r % p->oh;
+        fill_strip(p, x, n, oy, strip);
+        wide_row(p, strip, oy, wp, bias, act, y + r * p->ow * p->f);
+    }
+#else
+    (void)p, (void)x, (void)wp, (void)bias, (void)act, (void)y, (void)r0, (void)rc;
+#endif
+}
 
 void conv_direct_forward(const KConv *p, const float *x, const float *w, const float *bias, int act,
                          float *y, int64_t m0, int64_t mc)

@@ -923,6 +923,26 @@ static const ConvCase direct_cases[] = {
 };
 #define N_DIRECT_CASES ((int)(sizeof direct_cases / sizeof direct_cases[0]))
 
+/* Sizes for the many-channel direct forward kernel (C > 4): rows in tiles of at most 6
+ * pixels, filters in blocks of 16 (packed, the last zero-filled), kernel rows on the
+ * padding skipped. */
+static const ConvCase wide_cases[] = {
+    /*  n  h   w   c   kh kw f   sh sw pt pl pb pr */
+    {2, 14, 14, 32, 5, 5, 64, 1, 1, 2, 2, 2, 2},  /* the MNIST CNN's second layer, batch 2 */
+    {1, 9, 11, 5, 3, 3, 20, 1, 1, 1, 1, 1, 1},    /* batch 1, C 5, 16 + 4 filters */
+    {2, 8, 7, 12, 3, 3, 9, 2, 2, 1, 1, 0, 1},     /* stride 2, 9 filters (one block, 8 + 1) */
+    {1, 6, 7, 16, 3, 3, 6, 1, 1, 1, 1, 1, 1},     /* 6 filters: the input gradient only */
+    {2, 9, 8, 20, 3, 5, 12, 1, 1, 0, 0, 2, 1},    /* asymmetric padding: gradient's differs */
+    {1, 7, 13, 9, 5, 5, 33, 1, 1, 0, 0, 0, 0},    /* "valid", 2 x 16 + 1 filters */
+    {2, 6, 6, 8, 4, 5, 17, 1, 1, 1, 2, 2, 2},     /* non-square kernel */
+    {1, 5, 5, 6, 5, 5, 16, 1, 1, 4, 4, 4, 4},     /* rows and columns of padding only */
+    {1, 10, 19, 7, 2, 4, 24, 1, 3, 0, 1, 1, 2},   /* stride 3 across, 19 wide */
+    {3, 4, 9, 16, 3, 3, 48, 2, 1, 1, 1, 1, 1},    /* mixed strides, 3 blocks of 16 */
+    {2, 13, 1, 10, 3, 1, 9, 1, 1, 1, 0, 1, 0},    /* one pixel wide */
+    {1, 12, 60, 40, 3, 3, 16, 1, 1, 1, 1, 1, 1},  /* wide rows: grad filter bands of 2 rows */
+};
+#define N_WIDE_CASES ((int)(sizeof wide_cases / sizeof wide_cases[0]))
+
 static bool cpu_has_direct(void) { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"); }
 
 static KConv conv_params(const ConvCase *k)
@@ -991,7 +1011,10 @@ static void check_conv_case(const KConv *p, size_t rows, uint64_t seed, double r
     if (rows) {
         /* per thread: one chunk of im2col, and a [K, F] accumulator when threads > 1 */
         size_t T = (size_t)pool_threads(), K = (size_t)(p->kh * p->kw * p->c);
-        ck_assert_uint_le(sbytes, T * (rows * K + (T > 1 ? K * (size_t)p->f : 0)) * sizeof(float));
+        /* and the many-channel kernel's packed filter, [F rounded up to 16][K] or, flipped
+         * for the input gradient, [C rounded up][KH*KW*F] */
+        size_t pack = p->c > 4 && kern_conv_direct_used(p) ? (size_t)(p->kh * p->kw * (p->c + 15) * (p->f + 15)) : 0;
+        ck_assert_uint_le(sbytes, (T * (rows * K + (T > 1 ? K * (size_t)p->f : 0)) + pack) * sizeof(float));
     }
     ref_conv(p, 0, x, w, dy, wy);
     ref_conv(p, 1, x, w, dy, wdx);
@@ -1084,12 +1107,37 @@ START_TEST(test_conv_direct)
 }
 END_TEST
 
+/* The many-channel kernels' sizes the same way (forward, filter gradient, and the
+ * input gradient at stride 1): must be taken on a CPU with AVX2 and FMA. */
+START_TEST(test_conv_wide)
+{
+    KConv p = conv_params(&wide_cases[_i]);
+    uint64_t seed = 9000 + 100 * (uint64_t)_i;
+    if (cpu_has_direct())
+        ck_assert(kern_conv_direct_used(&p));
+    check_conv_case(&p, 0, seed, 1e-5);
+    check_conv_case(&p, 1, seed + 10, 1e-5);
+    kern_blas_threads(2);
+    check_conv_case(&p, 0, seed + 30, 1e-5);
+    check_conv_case(&p, 7, seed + 40, 1e-5);
+    kern_blas_threads(3);
+    check_conv_case(&p, 5, seed + 50, 1e-5);
+    kern_blas_threads(1);
+    kern_conv_set_direct(-1);
+    ck_assert(!kern_conv_direct_used(&p));
+    check_conv_case(&p, 0, seed + 60, 1e-5);
+    kern_conv_set_direct(0);
+}
+END_TEST
+
 /* conv2d_bias_act gives the bits of conv2d, then the bias and activation apart
  * (kern_bias_act): the compiled plan's fused op against the interpreter's three ops.
  * Relu, sigmoid and none; the direct path and im2col; one thread and two. */
 START_TEST(test_conv_bias_act)
 {
-    const ConvCase *k = _i < N_DIRECT_CASES ? &direct_cases[_i] : &conv_cases[_i - N_DIRECT_CASES];
+    const ConvCase *k = _i < N_DIRECT_CASES                ? &direct_cases[_i]
+                        : _i < N_DIRECT_CASES + N_WIDE_CASES ? &wide_cases[_i - N_DIRECT_CASES]
+                                                             : &conv_cases[_i - N_DIRECT_CASES - N_WIDE_CASES];
     KConv p = conv_params(k);
     size_t nx = conv_nx(&p), nw = conv_nw(&p), ny = conv_ny(&p);
     uint64_t seed = 8000 + 10 * (uint64_t)_i;
@@ -1718,7 +1766,8 @@ static Suite *make_kernels_suite(void)
     tcase_add_loop_test(tc, test_conv_grad_fd, 0, N_CONV_CASES);
     tcase_add_loop_test(tc, test_conv_im2col_only, 0, N_CONV_CASES);
     tcase_add_loop_test(tc, test_conv_direct, 0, N_DIRECT_CASES);
-    tcase_add_loop_test(tc, test_conv_bias_act, 0, N_DIRECT_CASES + N_CONV_CASES);
+    tcase_add_loop_test(tc, test_conv_wide, 0, N_WIDE_CASES);
+    tcase_add_loop_test(tc, test_conv_bias_act, 0, N_DIRECT_CASES + N_WIDE_CASES + N_CONV_CASES);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("pool");
