@@ -134,6 +134,10 @@ static int bench_batch(const Graph *fwd, const BenchOptions *o, int64_t batch, D
     Executor *ex[2] = { NULL, NULL };
     int rc = -1;
     memset(w, 0, sizeof w);
+    /* compile time: the step's graph (autodiff or inference pass, binding) and the
+     * compiled plan (cse, fold, fuse, memory plan, call list); not the random inputs,
+     * not the weights */
+    double graph_ns = exec_now_ns() - tc0, plan_ns = 0;
     void **feeds = random_feeds(g, classes, d);
     int n = o->steps;
     if (!feeds) {
@@ -142,9 +146,6 @@ static int bench_batch(const Graph *fwd, const BenchOptions *o, int64_t batch, D
     }
     double *times[2] = { calloc((size_t)n, sizeof(double)), calloc((size_t)n, sizeof(double)) };
     double *prof[2] = { NULL, NULL };
-    /* compile time: the step's graph (autodiff or inference pass, binding) and the
-     * compiled plan (cse, fold, fuse, memory plan, call list); weights are not part of it */
-    double graph_ns = exec_now_ns() - tc0, plan_ns = 0;
     for (int m = 0; m < 2; m++) {
         if (weights_init(&w[m], g, 1, d) != 0) goto out;
         double t0 = exec_now_ns();
