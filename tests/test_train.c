@@ -290,6 +290,23 @@ static const char *const model_files[] = {
     "models/resnet.net", "models/siamese.net", "models/large.net",
 };
 
+/* Three training steps of `ex` on random feeds (labels in [0, classes)), every
+ * optimizer's settings given; loss[s] receives step s's loss when loss is not NULL. */
+static void three_steps(Executor *ex, const Graph *tg, Weights *w, int32_t classes, uint64_t seed, float lr, DiagSink *d,
+                        float *loss)
+{
+    for (int step = 0; step < 3; step++) {
+        void **feeds = make_feeds(tg, classes, (uint64_t)step);
+        float lv = 0, av = 0;
+        float *outs[2] = { &lv, &av };
+        StepEnv env = { .w = w, .step = step, .seed = seed, .lr = lr, .momentum = tg->train.momentum,
+                        .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-7f, .training = true, .d = d };
+        ck_assert_int_eq(executor_run(ex, (const void *const *)feeds, outs, &env), 0);
+        if (loss) loss[step] = lv;
+        free_feeds(tg, feeds);
+    }
+}
+
 /* A model of models/, compiled; one without a train block minimizes its 'loss'. */
 static void compile_model(Compiled *c, const char *file)
 {
@@ -315,16 +332,7 @@ START_TEST(compiled_matches_interp)
         ck_assert_int_eq(weights_init(&w[mode], tg, 3, &c.d), 0);
         Executor *ex = executor_plan(mode == 0 ? MODE_INTERP : MODE_COMPILED, tg, &w[mode], &c.d);
         ck_assert_ptr_nonnull(ex);
-        for (int step = 0; step < 3; step++) {
-            void **feeds = make_feeds(tg, 2, (uint64_t)step);
-            float lv = 0, av = 0;
-            float *outs[2] = { &lv, &av };
-            StepEnv env = { .w = &w[mode], .step = step, .seed = 11, .lr = 0.01f, .momentum = tg->train.momentum,
-                            .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-7f, .training = true, .d = &c.d };
-            ck_assert_int_eq(executor_run(ex, (const void *const *)feeds, outs, &env), 0);
-            loss[mode][step] = lv;
-            free_feeds(tg, feeds);
-        }
+        three_steps(ex, tg, &w[mode], 2, 11, 0.01f, &c.d, loss[mode]);
         executor_free(ex);
         graph_free(tg);
     }
@@ -392,15 +400,7 @@ START_TEST(allreduce_pass)
         ExecMode mode = variant % 2 ? MODE_INTERP : MODE_COMPILED;
         Executor *ex = executor_plan(mode, tg, &w[variant], &c.d);
         ck_assert_ptr_nonnull(ex);
-        for (int step = 0; step < 3; step++) {
-            void **feeds = make_feeds(tg, 2, (uint64_t)step);
-            float lv = 0, av = 0;
-            float *outs[2] = { &lv, &av };
-            StepEnv env = { .w = &w[variant], .step = step, .seed = 11, .lr = 0.01f, .momentum = tg->train.momentum,
-                            .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-7f, .training = true, .d = &c.d };
-            ck_assert_int_eq(executor_run(ex, (const void *const *)feeds, outs, &env), 0);
-            free_feeds(tg, feeds);
-        }
+        three_steps(ex, tg, &w[variant], 2, 11, 0.01f, &c.d, NULL);
         executor_free(ex);
         graph_free(tg);
     }
@@ -504,14 +504,7 @@ START_TEST(fused_elementwise_chains)
         ck_assert_int_eq(weights_init(&w[mode], tg, 9, &c.d), 0);
         Executor *ex = executor_plan(mode == 0 ? MODE_INTERP : MODE_COMPILED, tg, &w[mode], &c.d);
         ck_assert_ptr_nonnull(ex);
-        for (int step = 0; step < 3; step++) {
-            void **feeds = make_feeds(tg, 3, (uint64_t)step);
-            float lv = 0, av = 0;
-            float *outs[2] = { &lv, &av };
-            StepEnv env = { .w = &w[mode], .step = step, .seed = 5, .lr = 0.1f, .training = true, .d = &c.d };
-            ck_assert_int_eq(executor_run(ex, (const void *const *)feeds, outs, &env), 0);
-            free_feeds(tg, feeds);
-        }
+        three_steps(ex, tg, &w[mode], 3, 5, 0.1f, &c.d, NULL);
         executor_free(ex);
     }
     for (int v = 0; v < w[0].n; v++)
