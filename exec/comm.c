@@ -211,8 +211,10 @@ static void submit(Comm *c, const Job *j)
     *dst = *j;
     dst->state = JOB_QUEUED;
     dst->t_start = now_s();
-    c->queue[c->qlen++] = slot;
-    pthread_cond_signal(&c->wake);
+    if (c->threaded) {   /* else the job runs in await, on this thread */
+        c->queue[c->qlen++] = slot;
+        pthread_cond_signal(&c->wake);
+    }
     pthread_mutex_unlock(&c->mu);
 }
 
@@ -229,13 +231,14 @@ static void await(Comm *c, int tag)
     if (!c->threaded) {
         /* no communication thread: run it here */
         Job copy = *j;
-        c->qlen = 0;
         pthread_mutex_unlock(&c->mu);
         run_job(c, &copy);
         pthread_mutex_lock(&c->mu);
         c->jobs[slot].state = JOB_IDLE;
-        if (tag >= 0) c->busy_s += now_s() - t0;
-        if (tag >= 0) c->wait_s += now_s() - t0;
+        if (tag >= 0) {   /* all of it was waited for */
+            c->busy_s += now_s() - t0;
+            c->wait_s += now_s() - t0;
+        }
         pthread_mutex_unlock(&c->mu);
         return;
     }

@@ -557,11 +557,6 @@ static void update_range(const StepEnv *e, OpKind op, int var, int s0, int s1, c
     }
 }
 
-static void update_one(const StepEnv *e, OpKind op, int var, int s0, int s1, const float *g, size_t len)
-{
-    update_range(e, op, var, s0, s1, g, 0, len);
-}
-
 static void update_part(void *arg, int part, int worker)
 {
     (void)worker;
@@ -591,8 +586,8 @@ static void update_all_part(void *arg, int task, int worker)
     int var = g->nodes[c->n->in[2 * task]].a.param.var, st[2] = { -1, -1 }, ns = 0;
     for (int v = 0; v < g->nvars && ns < 2; v++)   /* its state, in creation order (m, v) */
         if (g->vars[v].role == VAR_STATE && g->vars[v].of == var) st[ns++] = v;
-    update_one(c->env, (OpKind)c->n->a.update.state[0], var, st[0], st[1], fin(c, 2 * task + 1),
-               numel(ishape(c, 2 * task + 1)));
+    update_range(c->env, (OpKind)c->n->a.update.state[0], var, st[0], st[1], fin(c, 2 * task + 1), 0,
+                 numel(ishape(c, 2 * task + 1)));
 }
 
 static int k_update_all(const KCall *c)
