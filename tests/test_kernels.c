@@ -1083,50 +1083,42 @@ START_TEST(test_conv_im2col_only)
 }
 END_TEST
 
-/* The direct kernel's sizes against the direct loops: automatic chunks, chunks of 1
- * and 7 pixels (pieces of rows), 2 and 3 threads; and the same with im2col.  On a
- * CPU with AVX2 and FMA these sizes must take the direct path. */
+/* A direct kernel's size against the direct loops: automatic chunks, chunks of 1 and
+ * 7 pixels (pieces of rows), 2 and 3 threads; and the same with im2col.  On a CPU with
+ * AVX2 and FMA the size must take the direct path, and must not once it is off. */
+static void check_conv_direct_sweep(const KConv *p, uint64_t seed)
+{
+    if (cpu_has_direct())
+        ck_assert(kern_conv_direct_used(p));
+    check_conv_case(p, 0, seed, 1e-5);
+    check_conv_case(p, 1, seed + 10, 1e-5);
+    check_conv_case(p, 7, seed + 20, 1e-5);
+    kern_blas_threads(2);
+    check_conv_case(p, 0, seed + 30, 1e-5);
+    check_conv_case(p, 7, seed + 40, 1e-5);
+    kern_blas_threads(3);
+    check_conv_case(p, 5, seed + 50, 1e-5);
+    kern_blas_threads(1);
+    kern_conv_set_direct(-1);
+    ck_assert(!kern_conv_direct_used(p));
+    check_conv_case(p, 0, seed + 60, 1e-5);
+    kern_conv_set_direct(0);
+}
+
+/* The few-channel kernel's sizes. */
 START_TEST(test_conv_direct)
 {
     KConv p = conv_params(&direct_cases[_i]);
-    uint64_t seed = 7000 + 100 * (uint64_t)_i;
-    if (cpu_has_direct())
-        ck_assert(kern_conv_direct_used(&p));
-    check_conv_case(&p, 0, seed, 1e-5);
-    check_conv_case(&p, 1, seed + 10, 1e-5);
-    check_conv_case(&p, 7, seed + 20, 1e-5);
-    kern_blas_threads(2);
-    check_conv_case(&p, 0, seed + 30, 1e-5);
-    check_conv_case(&p, 7, seed + 40, 1e-5);
-    kern_blas_threads(3);
-    check_conv_case(&p, 5, seed + 50, 1e-5);
-    kern_blas_threads(1);
-    kern_conv_set_direct(-1);
-    check_conv_case(&p, 0, seed + 60, 1e-5);
-    kern_conv_set_direct(0);
+    check_conv_direct_sweep(&p, 7000 + 100 * (uint64_t)_i);
 }
 END_TEST
 
-/* The many-channel kernels' sizes the same way (forward, filter gradient, and the
- * input gradient at stride 1): must be taken on a CPU with AVX2 and FMA. */
+/* The many-channel kernels' sizes (forward, filter gradient, and the input gradient at
+ * stride 1). */
 START_TEST(test_conv_wide)
 {
     KConv p = conv_params(&wide_cases[_i]);
-    uint64_t seed = 9000 + 100 * (uint64_t)_i;
-    if (cpu_has_direct())
-        ck_assert(kern_conv_direct_used(&p));
-    check_conv_case(&p, 0, seed, 1e-5);
-    check_conv_case(&p, 1, seed + 10, 1e-5);
-    kern_blas_threads(2);
-    check_conv_case(&p, 0, seed + 30, 1e-5);
-    check_conv_case(&p, 7, seed + 40, 1e-5);
-    kern_blas_threads(3);
-    check_conv_case(&p, 5, seed + 50, 1e-5);
-    kern_blas_threads(1);
-    kern_conv_set_direct(-1);
-    ck_assert(!kern_conv_direct_used(&p));
-    check_conv_case(&p, 0, seed + 60, 1e-5);
-    kern_conv_set_direct(0);
+    check_conv_direct_sweep(&p, 9000 + 100 * (uint64_t)_i);
 }
 END_TEST
 
