@@ -320,18 +320,22 @@ void kern_conv2d_grad_input(const KConv *p, const float *dy, const float *w, flo
     pool_run((int)((p->n + j.per_task - 1) / j.per_task), conv_grad_input_task, &j);
 }
 
-/* Grad filter: each thread sums its chunks into its own [K, F]; the partial sums are
- * added in thread order afterwards, so the result is the same at every run. */
+/* Grad filter: task t sums its chunks into partial sum t mod T (the T threads' [K, F]
+ * regions of the scratch); the partial sums are added in order afterwards, so the
+ * result is the same at every run.  The slot is the task's, not the worker's: inside
+ * a parallel stage (exec/stages.c) the pool runs every task on one thread, and the
+ * partial sums, and so the bits, must be those of the split run. */
 static void conv_grad_filter_task(void *arg, int task, int worker)
 {
     const ConvJob *j = arg;
     const KConv *p = j->p;
     const int64_t M = conv_m(p), K = conv_k(p), F = p->f;
+    const int T = pool_threads();
     int64_t m0 = (int64_t)task * j->rows, mc = M - m0 < j->rows ? M - m0 : j->rows;
     float *buf = worker_scratch(j, worker);
-    float *acc = j->dw ? j->dw : buf + (worker_floats(p) - (size_t)(K * F));
-    /* a thread's first task is its own index (static schedule): that one overwrites */
-    bool first = j->dw ? task == 0 : task == worker;
+    float *acc = j->dw ? j->dw : worker_scratch(j, task % T) + (worker_floats(p) - (size_t)(K * F));
+    /* the first task of each slot overwrites it */
+    bool first = j->dw ? task == 0 : task < T;
     if (j->direct || j->wide) {
         if (first)
             memset(acc, 0, (size_t)(K * F) * sizeof *acc);

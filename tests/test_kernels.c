@@ -1122,6 +1122,70 @@ START_TEST(test_conv_wide)
 }
 END_TEST
 
+/* Inside a parallel stage of the compiled plan (exec/stages.c) a kernel runs as one
+ * task of a pool job: its own pool_run then runs every part serially on that thread.
+ * The three convolution kernels must give the bits of the split run there (the filter
+ * gradient's partial sums belong to tasks, not to the thread that runs them). */
+typedef struct NestedConv {
+    const KConv *p;
+    const float *x, *w, *dy;
+    float *y, *dx, *dw, *scratch;
+} NestedConv;
+
+static void nested_conv_task(void *arg, int task, int worker)
+{
+    (void)worker;
+    NestedConv *j = arg;
+    if (task != 0)
+        return;
+    kern_conv2d(j->p, j->x, j->w, j->y, j->scratch);
+    kern_conv2d_grad_input(j->p, j->dy, j->w, j->dx, j->scratch);
+    kern_conv2d_grad_filter(j->p, j->x, j->dy, j->dw, j->scratch);
+}
+
+START_TEST(test_conv_nested)
+{
+    const ConvCase *k = _i < N_DIRECT_CASES                ? &direct_cases[_i]
+                        : _i < N_DIRECT_CASES + N_WIDE_CASES ? &wide_cases[_i - N_DIRECT_CASES]
+                                                             : &conv_cases[_i - N_DIRECT_CASES - N_WIDE_CASES];
+    KConv p = conv_params(k);
+    size_t nx = conv_nx(&p), nw = conv_nw(&p), ny = conv_ny(&p);
+    float *x = tu_alloc_uniform(nx, -1.0f, 1.0f, 40 + (uint64_t)_i), *w = tu_alloc_uniform(nw, -1.0f, 1.0f, 41);
+    float *dy = tu_alloc_uniform(ny, -1.0f, 1.0f, 42);
+    for (int threads = 2; threads <= 3; threads++) {
+        kern_blas_threads(threads);
+        for (size_t rows = 0; rows <= 7; rows += 7) {   /* automatic chunks, and chunks of 7 */
+            kern_conv_set_chunk_rows(rows);
+            size_t sbytes = kern_conv2d_scratch(&p);
+            NestedConv a = { &p, x, w, dy, tu_alloc(ny), tu_alloc(nx), tu_alloc(nw), sbytes ? malloc(sbytes) : NULL };
+            NestedConv b = { &p, x, w, dy, tu_alloc(ny), tu_alloc(nx), tu_alloc(nw), sbytes ? malloc(sbytes) : NULL };
+            ck_assert(sbytes == 0 || (a.scratch && b.scratch));
+            kern_conv2d(&p, x, w, a.y, a.scratch);
+            kern_conv2d_grad_input(&p, dy, w, a.dx, a.scratch);
+            kern_conv2d_grad_filter(&p, x, dy, a.dw, a.scratch);
+            pool_run(threads, nested_conv_task, &b);
+            ck_assert_msg(memcmp(a.y, b.y, ny * sizeof(float)) == 0, "case %d, %d threads: forward differs", _i, threads);
+            ck_assert_msg(memcmp(a.dx, b.dx, nx * sizeof(float)) == 0, "case %d, %d threads: input gradient differs", _i,
+                          threads);
+            ck_assert_msg(memcmp(a.dw, b.dw, nw * sizeof(float)) == 0, "case %d, %d threads: filter gradient differs",
+                          _i, threads);
+            NestedConv *both[2] = { &a, &b };
+            for (int m = 0; m < 2; m++) {
+                free(both[m]->y);
+                free(both[m]->dx);
+                free(both[m]->dw);
+                free(both[m]->scratch);
+            }
+        }
+    }
+    kern_conv_set_chunk_rows(0);
+    kern_blas_threads(1);
+    free(x);
+    free(w);
+    free(dy);
+}
+END_TEST
+
 /* conv2d_bias_act gives the bits of conv2d, then the bias and activation apart
  * (kern_bias_act): the compiled plan's fused op against the interpreter's three ops.
  * Relu, sigmoid and none; the direct path and im2col; one thread and two. */
@@ -1753,6 +1817,7 @@ static Suite *make_kernels_suite(void)
     tcase_add_loop_test(tc, test_conv_vs_direct, 0, N_CONV_CASES);
     tcase_add_loop_test(tc, test_conv_small_chunks, 0, N_CONV_CASES);
     tcase_add_loop_test(tc, test_conv_threads, 0, N_CONV_CASES);
+    tcase_add_loop_test(tc, test_conv_nested, 0, N_DIRECT_CASES + N_WIDE_CASES + N_CONV_CASES);
     tcase_add_test(tc, test_conv_big_m);
     tcase_add_test(tc, test_conv_scratch_bounded);
     tcase_add_loop_test(tc, test_conv_grad_fd, 0, N_CONV_CASES);
