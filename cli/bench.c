@@ -6,7 +6,7 @@
 
 static const char bench_usage[] =
     "usage: graphc bench FILE.net [--batch N[,N...]] [--infer] [--threads N] [--steps N]\n"
-    "                    [--warmup N] [--profile] [--json]\n"
+    "                    [--warmup N] [--profile] [--compare-stages] [--json]\n"
     "\n"
     "Runs the interpreter and the compiled plan side by side in one process, alternating\n"
     "step by step after a warm-up, on random inputs, and prints the median time per step,\n"
@@ -16,6 +16,8 @@ static const char bench_usage[] =
     "  --steps N      measured steps per mode (default 10)\n"
     "  --warmup N     unmeasured steps per mode first (default 2)\n"
     "  --profile      a per-op table for each mode (time, share, FLOPs, .net line)\n"
+    "  --compare-stages  also the compiled plan with every op alone (no parallel\n"
+    "                 stages), alternating with the other two: what the stages buy\n"
     "  --json         one JSON object per batch size\n";
 
 int cmd_bench(int argc, char **argv)
@@ -24,7 +26,7 @@ int cmd_bench(int argc, char **argv)
         { "help", no_argument, 0, 'h' }, { "batch", required_argument, 0, 'b' }, { "infer", no_argument, 0, 'i' },
         { "threads", required_argument, 0, 't' }, { "steps", required_argument, 0, 's' },
         { "warmup", required_argument, 0, 'w' }, { "profile", no_argument, 0, 'p' }, { "json", no_argument, 0, 'j' },
-        { 0, 0, 0, 0 },
+        { "compare-stages", no_argument, 0, 'c' }, { 0, 0, 0, 0 },
     };
     BenchOptions o = { .steps = 10, .warmup = 2, .out = stdout };
     int64_t batches[16], v;
@@ -49,6 +51,7 @@ int cmd_bench(int argc, char **argv)
         case 'w': if (!cli_parse_i64("bench", "--warmup", optarg, 0, 100000, &v)) return EXIT_USAGE; o.warmup = (int)v; break;
         case 'p': o.profile = true; break;
         case 'j': o.json = true; break;
+        case 'c': o.compare_stages = true; break;
         case ':': return cli_usage_error("bench", "option '%s' needs a value", argv[optind - 1]);
         default: return cli_usage_error("bench", "unknown option '%s'", argv[optind - 1]);
         }

@@ -4,6 +4,7 @@
 #include "cli/cli.h"
 #include "graph/passes.h"
 #include "exec/compiled.h"
+#include "exec/kern.h"
 
 static const char check_usage[] =
     "usage: graphc check FILE.net\n"
@@ -102,7 +103,7 @@ int cmd_check(int argc, char **argv)
 }
 
 static const char dump_usage[] =
-    "usage: graphc dump FILE.net [--stage STAGE] [--format FORMAT] [--batch N] [--ranks N] [-o OUT]\n"
+    "usage: graphc dump FILE.net [--stage STAGE] [--format FORMAT] [--batch N] [--ranks N] [--threads N] [-o OUT]\n"
     "\n"
     "Prints the model at a stage of compilation:\n"
     "  ast     the syntax tree, as parsed\n"
@@ -112,7 +113,8 @@ static const char dump_usage[] =
     "  folded  ... then constant folding and dead code elimination\n"
     "  fused   ... then fusion: the graph the compiled plan runs\n"
     "  planned the memory plan of the fused step, bound to --batch N (default: the\n"
-    "          train block's): buffers, offsets, lifetimes; formats text and svg\n"
+    "          train block's) and planned for --threads N (default: all cores, as run):\n"
+    "          buffers, offsets, lifetimes, parallel stages; formats text and svg\n"
     "--ranks N (N > 1): the stages from train on are one rank's step of a data-parallel\n"
     "job of N ranks, with the gradients' allreduce ops (docs/distributed.md).\n"
     "Formats: text (default; stable, readable), dot (Graphviz), json (for tools), svg (planned).\n"
@@ -124,9 +126,10 @@ int cmd_dump(int argc, char **argv)
     static const struct option opts[] = {
         { "help", no_argument, 0, 'h' }, { "stage", required_argument, 0, 's' },
         { "format", required_argument, 0, 'f' }, { "output", required_argument, 0, 'o' },
-        { "batch", required_argument, 0, 'b' }, { "ranks", required_argument, 0, 'r' }, { 0, 0, 0, 0 },
+        { "batch", required_argument, 0, 'b' }, { "ranks", required_argument, 0, 'r' },
+        { "threads", required_argument, 0, 't' }, { 0, 0, 0, 0 },
     };
-    int64_t batch = 0, ranks = 1;
+    int64_t batch = 0, ranks = 1, threads = 0;
     const char *stage = "graph", *format = "text", *outpath = NULL;
     int c;
     optind = 1;
@@ -135,6 +138,7 @@ int cmd_dump(int argc, char **argv)
         switch (c) {
         case 'b': if (!cli_parse_i64("dump", "--batch", optarg, 1, 1 << 24, &batch)) return EXIT_USAGE; break;
         case 'r': if (!cli_parse_i64("dump", "--ranks", optarg, 1, 1 << 20, &ranks)) return EXIT_USAGE; break;
+        case 't': if (!cli_parse_i64("dump", "--threads", optarg, 1, 256, &threads)) return EXIT_USAGE; break;
         case 'h': fputs(dump_usage, stdout); return EXIT_OK;
         case 's': stage = optarg; break;
         case 'f': format = optarg; break;
@@ -191,7 +195,8 @@ int cmd_dump(int argc, char **argv)
     MemPlan mp;
     memset(&mp, 0, sizeof mp);
     if (si == 6) {
-        /* bind the batch and plan, as the compiled executor would */
+        /* bind the batch and plan, as the compiled executor would, for as many threads */
+        kern_blas_threads((int)threads);
         const char *sym = NULL;
         for (int i = 0; i < g->ninputs && !sym; i++) {
             const Node *in = &g->nodes[g->inputs[i]];

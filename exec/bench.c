@@ -130,8 +130,13 @@ static int bench_batch(const Graph *fwd, const BenchOptions *o, int64_t batch, D
     }
     int32_t classes = 2;
     if (fwd->logits >= 0 && fwd->nodes[fwd->logits].shape.rank == 2) classes = (int32_t)fwd->nodes[fwd->logits].shape.d[1].v;
-    Weights w[2];
-    Executor *ex[2] = { NULL, NULL };
+    /* modes: the interpreter, the compiled plan, and with --compare-stages the
+     * compiled plan without parallel stages (each op alone, split over the pool) */
+    enum { NM_MAX = 3 };
+    const int NM = o->compare_stages ? 3 : 2;
+    static const char *const names[NM_MAX] = { "interp", "compiled", "one op at a time" };
+    Weights w[NM_MAX];
+    Executor *ex[NM_MAX] = { NULL, NULL, NULL };
     int rc = -1;
     memset(w, 0, sizeof w);
     /* compile time: the step's graph (autodiff or inference pass, binding) and the
@@ -144,12 +149,14 @@ static int bench_batch(const Graph *fwd, const BenchOptions *o, int64_t batch, D
         graph_free(g);
         return -1;
     }
-    double *times[2] = { calloc((size_t)n, sizeof(double)), calloc((size_t)n, sizeof(double)) };
-    double *prof[2] = { NULL, NULL };
-    for (int m = 0; m < 2; m++) {
-        if (weights_init(&w[m], g, 1, d) != 0) goto out;
+    double *times[NM_MAX] = { NULL, NULL, NULL }, *prof[NM_MAX] = { NULL, NULL, NULL };
+    for (int m = 0; m < NM; m++) {
+        times[m] = calloc((size_t)n, sizeof(double));
+        if (!times[m] || weights_init(&w[m], g, 1, d) != 0) goto out;
         double t0 = exec_now_ns();
+        stages_set_mode(m == 2 ? STAGES_OFF : STAGES_COST);
         ex[m] = executor_plan(m == 0 ? MODE_INTERP : MODE_COMPILED, g, &w[m], d);
+        stages_set_mode(STAGES_COST);
         if (m == 1) plan_ns = exec_now_ns() - t0;
         if (!ex[m]) goto out;
     }
@@ -157,49 +164,57 @@ static int bench_batch(const Graph *fwd, const BenchOptions *o, int64_t batch, D
     float *outs[16] = { 0 };
     for (int i = 0; i < g->noutputs && i < 16; i++)
         outs[i] = shape_numel(&g->nodes[g->outputs[i].node].shape) == 1 ? scratch_out[i] : NULL;
-    StepEnv env[2];
-    for (int m = 0; m < 2; m++)
+    StepEnv env[NM_MAX];
+    for (int m = 0; m < NM; m++)
         env[m] = (StepEnv){ .w = &w[m], .seed = 1, .lr = 1e-4f, .momentum = g->train.momentum, .beta1 = 0.9f,
                             .beta2 = 0.999f, .eps = 1e-7f, .nesterov = g->train.nesterov, .training = !o->infer, .d = d };
     for (int s = 0; s < o->warmup; s++)
-        for (int m = 0; m < 2; m++)
+        for (int m = 0; m < NM; m++)
             if (executor_run(ex[m], (const void *const *)feeds, outs, &env[m]) != 0) goto out;
     for (int s = 0; s < n; s++)
-        for (int m = 0; m < 2; m++) {
-            /* alternate which mode goes first, so neither always follows the other */
-            int mm = (s % 2) ? 1 - m : m;
+        for (int m = 0; m < NM; m++) {
+            /* rotate which mode goes first, so none always follows another */
+            int mm = (s % 2) ? (NM - 1 - (m + s / 2) % NM) : (m + s / 2) % NM;
             env[mm].step = s;
             double t0 = exec_now_ns();
             if (executor_run(ex[mm], (const void *const *)feeds, outs, &env[mm]) != 0) goto out;
             times[mm][s] = exec_now_ns() - t0;
         }
-    double med[2];
-    for (int m = 0; m < 2; m++) med[m] = median(times[m], n);
-    size_t mem[2] = { executor_peak_bytes(ex[0]), executor_peak_bytes(ex[1]) };
+    double med[NM_MAX] = { 0 };
+    size_t mem[NM_MAX] = { 0 };
+    for (int m = 0; m < NM; m++) {
+        med[m] = median(times[m], n);
+        mem[m] = executor_peak_bytes(ex[m]);
+    }
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
-    const MemPlan *mp = NULL;
-    (void)mp;
     if (o->json) {
+        char serial[96] = "";
+        if (NM == 3) snprintf(serial, sizeof serial, "\"one_op_at_a_time_ms\": %.3f, ", med[2] / 1e6);
         fprintf(out, "{\"model\": \"%s\", \"step\": \"%s\", \"batch\": %lld, \"threads\": %d, \"blas\": \"%s\", "
-                "\"interp_ms\": %.3f, \"compiled_ms\": %.3f, \"ratio\": %.3f, \"interp_images_per_s\": %.1f, "
+                "\"interp_ms\": %.3f, \"compiled_ms\": %.3f, %s\"ratio\": %.3f, \"interp_images_per_s\": %.1f, "
                 "\"compiled_images_per_s\": %.1f, \"interp_peak_bytes\": %zu, \"compiled_arena_bytes\": %zu, "
                 "\"max_rss_kb\": %ld, \"steps\": %d, \"gflop_per_step\": %.4f, \"compile_ms\": %.3f}\n",
                 fwd->model_name ? fwd->model_name : "model", o->infer ? "inference" : "training", (long long)batch,
-                o->threads, kern_blas_info(), med[0] / 1e6, med[1] / 1e6, med[0] / med[1], 1e9 * (double)batch / med[0],
-                1e9 * (double)batch / med[1], mem[0], mem[1], ru.ru_maxrss, n, graph_flops(g) / 1e9,
-                (graph_ns + plan_ns) / 1e6);
+                o->threads, kern_blas_info(), med[0] / 1e6, med[1] / 1e6, serial, med[0] / med[1],
+                1e9 * (double)batch / med[0], 1e9 * (double)batch / med[1], mem[0], mem[1], ru.ru_maxrss, n,
+                graph_flops(g) / 1e9, (graph_ns + plan_ns) / 1e6);
     } else {
         fprintf(out, "%s, %s step, batch %lld: %.2f GFLOP/step, %d steps after %d warm-up, %s\n",
                 fwd->model_name ? fwd->model_name : "model", o->infer ? "inference" : "training", (long long)batch,
                 graph_flops(g) / 1e9, n, o->warmup, kern_blas_info());
-        fprintf(out, "  %-9s %12s %10s %9s %16s\n", "mode", "median ms", "images/s", "GFLOP/s", "activations MB");
-        fprintf(out, "  %-9s %12.2f %10.1f %9.1f %16.1f  (peak live)\n", "interp", med[0] / 1e6, 1e9 * (double)batch / med[0],
-                graph_flops(g) / med[0], (double)mem[0] / 1e6);
-        fprintf(out, "  %-9s %12.2f %10.1f %9.1f %16.1f  (arena, scratch in it)\n", "compiled", med[1] / 1e6,
-                1e9 * (double)batch / med[1], graph_flops(g) / med[1], (double)mem[1] / 1e6);
+        fprintf(out, "  %-16s %12s %10s %9s %16s\n", "mode", "median ms", "images/s", "GFLOP/s", "activations MB");
+        for (int m = 0; m < NM; m++)
+            fprintf(out, "  %-16s %12.2f %10.1f %9.1f %16.1f  (%s)\n", names[m], med[m] / 1e6,
+                    1e9 * (double)batch / med[m], graph_flops(g) / med[m], (double)mem[m] / 1e6,
+                    m == 0 ? "peak live" : "arena, scratch in it");
         fprintf(out, "  interp / compiled: %.2fx   (process peak resident memory %.1f MB)\n", med[0] / med[1],
                 (double)ru.ru_maxrss / 1024);
+        if (NM == 3) {
+            const MemPlan *mp = executor_memplan(ex[1]);
+            fprintf(out, "  one op at a time / compiled: %.2fx   (%d of %d stages run several ops at once)\n",
+                    med[2] / med[1], mp ? mp->parallel : 0, mp ? mp->nstages : 0);
+        }
         fprintf(out, "  compile: %.2f ms (step graph and binding %.2f ms, plan %.2f ms)\n", (graph_ns + plan_ns) / 1e6,
                 graph_ns / 1e6, plan_ns / 1e6);
     }
@@ -207,19 +222,20 @@ static int bench_batch(const Graph *fwd, const BenchOptions *o, int64_t batch, D
         for (int m = 0; m < 2; m++) {
             const Graph *eg = executor_graph(ex[m]);
             prof[m] = calloc((size_t)eg->nnodes, sizeof(double));
+            if (!prof[m]) goto out;
             env[m].prof_ns = prof[m];
             double t0 = exec_now_ns();
             for (int s = 0; s < n; s++)
                 if (executor_run(ex[m], (const void *const *)feeds, outs, &env[m]) != 0) goto out;
             double step_ns = (exec_now_ns() - t0) / n;
             env[m].prof_ns = NULL;
-            profile_table(out, eg, prof[m], n, step_ns, m == 0 ? "interp" : "compiled");
+            profile_table(out, eg, prof[m], n, step_ns, names[m]);
         }
     }
     fflush(out);
     rc = 0;
 out:
-    for (int m = 0; m < 2; m++) {
+    for (int m = 0; m < NM; m++) {
         executor_free(ex[m]);
         weights_free(&w[m]);
         free(times[m]);

@@ -12,6 +12,7 @@ typedef struct BenchOptions {
     int steps;             /* measured steps per mode */
     int warmup;            /* unmeasured steps per mode first */
     bool profile;          /* per-op tables */
+    bool compare_stages;   /* also the compiled plan without parallel stages */
     bool json;             /* one JSON object per batch size instead of tables */
     FILE *out;
 } BenchOptions;

@@ -13,6 +13,7 @@
 #include <string.h>
 #include "exec/compiled.h"
 #include "graph/passes.h"
+#include "util/pool.h"
 #include "util/rng.h"
 
 #define ALIGN 64
@@ -30,6 +31,8 @@ void memplan_free(MemPlan *mp)
     gc_free(mp->size);
     gc_free(mp->first);
     gc_free(mp->last);
+    gc_free(mp->stage);
+    gc_free(mp->bin);
     memset(mp, 0, sizeof *mp);
 }
 
@@ -81,7 +84,7 @@ static int64_t place(const MemPlan *mp, const Cand *cand, int nb, int64_t *off, 
     return arena;
 }
 
-int memplan_build(const Graph *g, MemPlan *mp, DiagSink *d)
+static int plan_arena(const Graph *g, MemPlan *mp, StageMode stages, DiagSink *d)
 {
     int n = g->nnodes;
     memset(mp, 0, sizeof *mp);
@@ -97,9 +100,15 @@ int memplan_build(const Graph *g, MemPlan *mp, DiagSink *d)
     Placed *placed = gc_calloc(nz, sizeof *placed);
     Cand *cand = gc_calloc(nz, sizeof *cand), *best = gc_calloc(nz, sizeof *best);
     int64_t *trial = gc_calloc(nz, sizeof *trial);
-    if (!mp->offset || !mp->size || !mp->first || !mp->last || !root || !order || !placed || !cand || !best || !trial) {
+    mp->stage = gc_calloc(nz, sizeof *mp->stage);
+    mp->bin = gc_calloc(nz, sizeof *mp->bin);
+    int32_t *span = gc_calloc(3 * nz, sizeof *span);   /* each stage's first and last call, and calls */
+    bool *inplace = gc_calloc(nz, sizeof *inplace);
+    if (!mp->offset || !mp->size || !mp->first || !mp->last || !root || !order || !placed || !cand || !best || !trial ||
+        !mp->stage || !mp->bin || !span || !inplace) {
         diag_plain(d, "out of memory planning the arena");
         gc_free(root); gc_free(order); gc_free(placed); gc_free(cand); gc_free(best); gc_free(trial);
+        gc_free(span); gc_free(inplace);
         memplan_free(mp);
         return -1;
     }
@@ -143,6 +152,31 @@ int memplan_build(const Graph *g, MemPlan *mp, DiagSink *d)
         mp->last[r] = mp->last[i];
         mp->size[i] = 0;
         mp->inplace++;
+        inplace[i] = true;
+    }
+    /* Parallel stages: a buffer used by any op of a stage is alive during all of it
+     * (lifetimes widened to whole stages, still counted in nodes). */
+    mp->nstages = stages_build(g, mp, inplace, pool_threads(), stages, mp->stage, mp->bin);
+    if (mp->nstages < 0) {
+        diag_plain(d, "out of memory planning the arena");
+        gc_free(root); gc_free(order); gc_free(placed); gc_free(cand); gc_free(best); gc_free(trial);
+        gc_free(span); gc_free(inplace);
+        memplan_free(mp);
+        return -1;
+    }
+    for (int s = 0; s < mp->nstages; s++) span[3 * s] = n, span[3 * s + 1] = -1, span[3 * s + 2] = 0;
+    for (int i = 0; i < n; i++) {
+        int32_t *sp = &span[3 * mp->stage[i]];
+        if (!plan_runs(&g->nodes[i])) continue;
+        if (i < sp[0]) sp[0] = i;
+        if (i > sp[1]) sp[1] = i;
+        if (++sp[2] == 2) mp->parallel++;
+    }
+    for (int b = 0; b < 2 * n; b++) {
+        int32_t *f = &mp->first[b], *l = &mp->last[b];
+        const int32_t *sf = *f < n ? &span[3 * mp->stage[*f]] : NULL, *sl = *l < n ? &span[3 * mp->stage[*l]] : NULL;
+        if (sf && sf[2] > 1 && sf[0] < *f) *f = sf[0];
+        if (sl && sl[2] > 1 && sl[1] > *l) *l = sl[1];
     }
     /* updates and the accuracy metric read the step's results until the end */
     int nb = 0;
@@ -211,6 +245,29 @@ int memplan_build(const Graph *g, MemPlan *mp, DiagSink *d)
     gc_free(cand);
     gc_free(best);
     gc_free(trial);
+    gc_free(span);
+    gc_free(inplace);
+    return 0;
+}
+
+int memplan_build(const Graph *g, MemPlan *mp, DiagSink *d)
+{
+    if (plan_arena(g, mp, stages_mode(), d) != 0) return -1;
+    /* Stages make lifetimes coarser (whole stages), which can leave the placement
+     * above the lower bound where one op at a time reaches it: memory comes first. */
+    if (mp->parallel > 0 && mp->arena > mp->lower_bound) {
+        MemPlan alone;
+        if (plan_arena(g, &alone, STAGES_OFF, d) != 0) {
+            memplan_free(mp);
+            return -1;
+        }
+        if (alone.arena < mp->arena) {
+            memplan_free(mp);
+            *mp = alone;
+        } else {
+            memplan_free(&alone);
+        }
+    }
     return 0;
 }
 
@@ -229,6 +286,9 @@ struct CompiledPlan {
     unsigned char *arena;
     KCall *calls;
     int ncalls;
+    int *stage_call;         /* stage s runs calls [stage_call[s], stage_call[s + 1]) */
+    int *call_bin;           /* in a stage of several calls: the thread that runs each */
+    int nstages;
     const void **args;       /* every call's input pointers, back to back */
     FeedSlot *feeds;
     int nfeeds;
@@ -273,7 +333,9 @@ CompiledPlan *compiled_plan(const Graph *g, Weights *w, DiagSink *d)
     p->feeds = gc_calloc((size_t)(nargs ? nargs : 1), sizeof *p->feeds);
     p->out_ptr = gc_calloc((size_t)(g->noutputs ? g->noutputs : 1), sizeof *p->out_ptr);
     p->out_bytes = gc_calloc((size_t)(g->noutputs ? g->noutputs : 1), sizeof *p->out_bytes);
-    if (!p->arena || !p->calls || !p->args || !p->feeds || !p->out_ptr || !p->out_bytes) {
+    p->stage_call = gc_calloc((size_t)p->mp.nstages + 1, sizeof *p->stage_call);
+    p->call_bin = gc_calloc((size_t)(g->nnodes ? g->nnodes : 1), sizeof *p->call_bin);
+    if (!p->arena || !p->calls || !p->args || !p->feeds || !p->out_ptr || !p->out_bytes || !p->stage_call || !p->call_bin) {
         diag_plain(d, "out of memory: the plan needs an arena of %lld bytes", (long long)p->mp.arena);
         compiled_free(p);
         return NULL;
@@ -284,6 +346,9 @@ CompiledPlan *compiled_plan(const Graph *g, Weights *w, DiagSink *d)
         if (n->op == OP_INPUT || n->op == OP_PARAM) continue;
         /* a reshape is a view of its input's buffer: nothing to run */
         if (n->op == OP_RESHAPE) continue;
+        /* calls are made in node order: a new stage starts at its first call */
+        while (p->nstages <= p->mp.stage[i]) p->stage_call[p->nstages++] = p->ncalls;
+        p->call_bin[p->ncalls] = p->mp.bin[i];
         KCall *c = &p->calls[p->ncalls];
         c->g = g;
         c->n = n;
@@ -299,6 +364,7 @@ CompiledPlan *compiled_plan(const Graph *g, Weights *w, DiagSink *d)
         c->scratch = p->mp.size[g->nnodes + i] ? (float *)(p->arena + p->mp.scratch_offset[i]) : NULL;
         p->ncalls++;
     }
+    p->stage_call[p->nstages] = p->ncalls;
     for (int i = 0; i < g->noutputs; i++) {
         int32_t o = g->outputs[i].node;
         p->out_ptr[i] = node_data(p, w, o);
@@ -307,16 +373,43 @@ CompiledPlan *compiled_plan(const Graph *g, Weights *w, DiagSink *d)
     return p;
 }
 
+/* One stage of several calls, as a pool job: task t runs the calls of bin t, each
+ * kernel whole on this thread (its own pool_run runs serially inside a job). */
+typedef struct StageJob {
+    CompiledPlan *p;
+    int lo, hi;
+    int rc[POOL_MAX_THREADS];
+} StageJob;
+
+static void stage_task(void *arg, int task, int worker)
+{
+    (void)worker;
+    StageJob *j = arg;
+    for (int i = j->lo; i < j->hi; i++)
+        if (j->p->call_bin[i] == task && dispatch_kernel(&j->p->calls[i]) != 0) j->rc[task] = -1;
+}
+
 int compiled_run(CompiledPlan *p, const void *const *feeds, float *const *outs, const StepEnv *env)
 {
     for (int i = 0; i < p->nfeeds; i++) {
         const FeedSlot *f = &p->feeds[i];
         ((const void **)p->calls[f->call].in)[f->arg] = feeds[f->input];
     }
-    for (int i = 0; i < p->ncalls; i++) {
-        KCall *c = &p->calls[i];
-        c->env = env;
-        if (dispatch_run(c) != 0) return -1;
+    for (int s = 0; s < p->nstages; s++) {
+        int lo = p->stage_call[s], hi = p->stage_call[s + 1];
+        for (int i = lo; i < hi; i++) p->calls[i].env = env;
+        if (hi - lo == 1) {
+            if (dispatch_run(&p->calls[lo]) != 0) return -1;
+            continue;
+        }
+        StageJob j = { .p = p, .lo = lo, .hi = hi };
+        int T = pool_threads();
+        pool_run(T, stage_task, &j);
+        for (int t = 0; t < T; t++)
+            if (j.rc[t] != 0) return -1;
+        /* numerics are checked after the stage, in call order, on this thread */
+        for (int i = lo; i < hi; i++)
+            if (dispatch_check(&p->calls[i]) != 0) return -1;
     }
     for (int i = 0; i < p->g->noutputs; i++) {
         if (!outs[i]) continue;
@@ -336,6 +429,8 @@ void compiled_free(CompiledPlan *p)
     if (!p) return;
     free(p->arena);
     gc_free(p->calls);
+    gc_free(p->stage_call);
+    gc_free(p->call_bin);
     gc_free(p->args);
     gc_free(p->feeds);
     gc_free(p->out_ptr);

@@ -740,17 +740,20 @@ static int check_finite(const KCall *c)
     return 0;
 }
 
-int dispatch_run(const KCall *c)
+int dispatch_kernel(const KCall *c)
 {
     assert(kernels[c->n->op]);
-    int rc;
-    if (!c->env->prof_ns) {
-        rc = kernels[c->n->op](c);
-    } else {
-        double t0 = exec_now_ns();
-        rc = kernels[c->n->op](c);
-        c->env->prof_ns[c->n - c->g->nodes] += exec_now_ns() - t0;
-    }
-    if (rc == 0 && c->env->check_numerics) rc = check_finite(c);
+    if (!c->env->prof_ns) return kernels[c->n->op](c);
+    double t0 = exec_now_ns();
+    int rc = kernels[c->n->op](c);
+    c->env->prof_ns[c->n - c->g->nodes] += exec_now_ns() - t0;
     return rc;
+}
+
+int dispatch_check(const KCall *c) { return c->env->check_numerics ? check_finite(c) : 0; }
+
+int dispatch_run(const KCall *c)
+{
+    int rc = dispatch_kernel(c);
+    return rc == 0 ? dispatch_check(c) : rc;
 }

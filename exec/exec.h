@@ -56,6 +56,10 @@ typedef struct KCall {
 
 /* Runs one node's kernel.  0, or -1 after reporting to c->env->d. */
 int dispatch_run(const KCall *c);
+/* dispatch_run in two halves: the kernel (timed when profiling), then the numerics
+ * check when the step asks for it.  0, or -1 after reporting to c->env->d. */
+int dispatch_kernel(const KCall *c);
+int dispatch_check(const KCall *c);
 size_t dispatch_scratch_bytes(const Graph *g, const Node *n);
 bool dispatch_has_kernel(OpKind op);
 /* Bytes of a node's output (f32 or i32, 4 bytes each); 0 for rank-0 update results. */

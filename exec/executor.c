@@ -42,6 +42,8 @@ size_t executor_peak_bytes(const Executor *e)
 
 const Graph *executor_graph(const Executor *e) { return e->mode == MODE_COMPILED ? compiled_graph(e->plan) : e->g; }
 
+const MemPlan *executor_memplan(const Executor *e) { return e->mode == MODE_COMPILED ? compiled_memplan(e->plan) : NULL; }
+
 void executor_free(Executor *e)
 {
     if (!e) return;

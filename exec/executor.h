@@ -19,5 +19,7 @@ size_t executor_peak_bytes(const Executor *e);
 void executor_free(Executor *e);
 /* The graph the executor runs: the compiled plan's is the fused graph. */
 const Graph *executor_graph(const Executor *e);
+/* The compiled plan's memory plan (stages included); NULL for the interpreter. */
+const struct MemPlan *executor_memplan(const Executor *e);
 
 #endif

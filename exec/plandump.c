@@ -1,6 +1,7 @@
 /* Pictures of the memory plan: `graphc dump --stage planned` in text and SVG. */
 #include <string.h>
 #include "exec/compiled.h"
+#include "util/pool.h"
 
 void memplan_dump_text(const Graph *g, const MemPlan *mp, FILE *out)
 {
@@ -11,14 +12,19 @@ void memplan_dump_text(const Graph *g, const MemPlan *mp, FILE *out)
             mp->lower_bound ? (double)mp->arena / (double)mp->lower_bound : 1.0,
             mp->arena ? (double)mp->naive / (double)mp->arena : 1.0, (long long)mp->scratch, mp->inplace,
             mp->inplace == 1 ? "" : "s");
+    fprintf(out, "%d stages for %d threads, %d of them running several ops at once (\"stage S/T\": stage S, on thread T)\n",
+            mp->nstages, pool_threads(), mp->parallel);
     fprintf(out, "%-6s %-20s %12s %12s %6s %6s\n", "node", "op", "offset", "bytes", "from", "to");
     for (int b = 0; b < mp->nbuf; b++) {
         int i = b < mp->n ? b : b - mp->n;
         const Node *n = &g->nodes[i];
         if (mp->offset[b] < 0 || (b >= mp->n && mp->size[b] == 0)) continue;
-        fprintf(out, "%%%-5d %-20s %12lld %12lld %6d %6d%s\n", i, op_name(n->op), (long long)mp->offset[b],
+        char st[48] = "";
+        if (b < mp->n && plan_runs(n) && stage_calls(g, mp, mp->stage[i]) > 1)
+            snprintf(st, sizeof st, "  stage %d/%d", mp->stage[i], mp->bin[i]);
+        fprintf(out, "%%%-5d %-20s %12lld %12lld %6d %6d%s%s\n", i, op_name(n->op), (long long)mp->offset[b],
                 (long long)mp->size[b], mp->first[b], mp->last[b],
-                b >= mp->n ? "  (scratch)" : mp->size[b] == 0 ? "  (view or in place)" : "");
+                b >= mp->n ? "  (scratch)" : mp->size[b] == 0 ? "  (view or in place)" : "", st);
     }
 }
 

@@ -349,6 +349,103 @@ START_TEST(compiled_matches_interp)
 }
 END_TEST
 
+/* The node whose buffer a value is (through reshape views). */
+static int32_t view_base(const Graph *g, int32_t id)
+{
+    while (g->nodes[id].op == OP_RESHAPE) id = g->nodes[id].in[0];
+    return id;
+}
+
+/* No two buffers of a plan alive at the same time share a byte. */
+static void assert_no_overlap(const MemPlan *mp, const char *what)
+{
+    for (int a = 0; a < mp->nbuf; a++)
+        for (int b = a + 1; b < mp->nbuf; b++) {
+            if (mp->size[a] == 0 || mp->size[b] == 0) continue;
+            bool time = mp->first[a] <= mp->last[b] && mp->first[b] <= mp->last[a];
+            bool space = mp->offset[a] < mp->offset[b] + mp->size[b] && mp->offset[b] < mp->offset[a] + mp->size[a];
+            ck_assert_msg(!(time && space), "%s: buffers %d and %d overlap", what, a, b);
+        }
+}
+
+/* Parallel stages (exec/stages.c), made wherever dependencies and memory allow
+ * (STAGES_ALL), at 2 and 3 threads, on every model: no op of a stage reads another's
+ * output or a parameter another updates, an op written in place runs alone, the
+ * stage's buffers never share bytes, the lower bound is no higher than without
+ * stages, and 3 steps give the interpreter's weights bit for bit (each op runs whole
+ * on one thread, with the partition of its split run). */
+START_TEST(parallel_stages)
+{
+    Compiled c;
+    compile_model(&c, model_files[_i]);
+    int64_t batch = strstr(model_files[_i], "large") ? 1 : 3;
+    int saved = pool_threads();
+    for (int threads = 2; threads <= 3; threads++) {
+        kern_blas_threads(threads);
+        Graph *tg = pass_autodiff(c.g, &c.d);
+        ck_assert_ptr_nonnull(tg);
+        ck_assert_int_eq(graph_bind(tg, "B", batch, &c.d), 0);
+        Weights w[2];
+        Executor *ex[2];
+        float loss[2][3];
+        MemPlan alone;
+        for (int mode = 0; mode < 2; mode++) {
+            ck_assert_int_eq(weights_init(&w[mode], tg, 3, &c.d), 0);
+            stages_set_mode(STAGES_ALL);
+            ex[mode] = executor_plan(mode == 0 ? MODE_INTERP : MODE_COMPILED, tg, &w[mode], &c.d);
+            stages_set_mode(STAGES_COST);
+            ck_assert_ptr_nonnull(ex[mode]);
+        }
+        const MemPlan *mp = executor_memplan(ex[1]);
+        const Graph *fg = executor_graph(ex[1]);
+        ck_assert_msg(mp->parallel > 0, "%s: no stage of several ops", model_files[_i]);
+        stages_set_mode(STAGES_OFF);
+        ck_assert_int_eq(memplan_build(fg, &alone, &c.d), 0);
+        stages_set_mode(STAGES_COST);
+        ck_assert_int_eq(alone.parallel, 0);
+        ck_assert_int_le(mp->lower_bound, alone.lower_bound);
+        memplan_free(&alone);
+        assert_no_overlap(mp, model_files[_i]);
+        for (int i = 0; i < fg->nnodes; i++) {
+            const Node *a = &fg->nodes[i];
+            if (!plan_runs(a)) continue;
+            ck_assert_int_ge(mp->stage[i], i ? mp->stage[i - 1] : 0);
+            ck_assert_int_lt(mp->bin[i], threads);
+            if (stage_calls(fg, mp, mp->stage[i]) == 1) continue;
+            ck_assert_msg(a->op != OP_ALLREDUCE && a->op != OP_ALLREDUCE_WAIT, "a collective in a stage");
+            ck_assert_msg(mp->size[i] > 0, "%s: %%%d, written in place, shares a stage", model_files[_i], i);
+            for (int j = i + 1; j < fg->nnodes && mp->stage[j] == mp->stage[i]; j++) {
+                const Node *b = &fg->nodes[j];
+                if (!plan_runs(b)) continue;
+                for (int k = 0; k < b->nin; k++) {
+                    int32_t src = view_base(fg, b->in[k]);
+                    ck_assert_msg(src != i, "%s: %%%d reads %%%d of its own stage", model_files[_i], j, i);
+                    bool upd_a = op_info[a->op].traits & OPT_UPDATE, upd_b = op_info[b->op].traits & OPT_UPDATE;
+                    if (fg->nodes[src].op != OP_PARAM || !(upd_a || upd_b)) continue;
+                    for (int q = 0; q < a->nin; q++)
+                        ck_assert_msg(view_base(fg, a->in[q]) != src, "%s: %%%d and %%%d share a parameter one updates",
+                                      model_files[_i], i, j);
+                }
+            }
+        }
+        for (int mode = 0; mode < 2; mode++) three_steps(ex[mode], tg, &w[mode], 2, 11, 0.01f, &c.d, loss[mode]);
+        for (int step = 0; step < 3; step++)
+            ck_assert_msg(memcmp(&loss[0][step], &loss[1][step], sizeof(float)) == 0, "%s, %d threads, step %d: %.9g, %.9g",
+                          model_files[_i], threads, step, loss[0][step], loss[1][step]);
+        for (int v = 0; v < w[0].n; v++)
+            ck_assert_msg(memcmp(w[0].data[v], w[1].data[v], (size_t)shape_numel(&w[0].shapes[v]) * 4) == 0,
+                          "%s, %d threads: %s differs after 3 steps", model_files[_i], threads, w[0].names[v]);
+        for (int mode = 0; mode < 2; mode++) {
+            executor_free(ex[mode]);
+            weights_free(&w[mode]);
+        }
+        graph_free(tg);
+    }
+    kern_blas_threads(saved);
+    compiled_free_all(&c);
+}
+END_TEST
+
 /* Data parallel (graph/allreduce.c): the step of one rank has an allreduce per bucket
  * right after the bucket's last gradient, every update reads its gradient back from a
  * bucket, and with one process (no Comm) the graph computes exactly what the plain
@@ -662,13 +759,7 @@ START_TEST(memplan_no_overlap)
     MemPlan mp;
     ck_assert_int_eq(memplan_build(tg, &mp, &c.d), 0);
     ck_assert_int_eq(mp.nbuf, 2 * mp.n);   /* outputs, then each node's scratch */
-    for (int a = 0; a < mp.nbuf; a++)
-        for (int b = a + 1; b < mp.nbuf; b++) {
-            if (mp.size[a] == 0 || mp.size[b] == 0) continue;
-            bool time = mp.first[a] <= mp.last[b] && mp.first[b] <= mp.last[a];
-            bool space = mp.offset[a] < mp.offset[b] + mp.size[b] && mp.offset[b] < mp.offset[a] + mp.size[a];
-            ck_assert_msg(!(time && space), "buffers %d and %d overlap", a, b);
-        }
+    assert_no_overlap(&mp, "resnet");
     ck_assert_int_ge(mp.arena, mp.lower_bound);
     ck_assert_int_le(mp.arena, mp.naive);
     /* the residual adds write over their first input (the compiled plan still matches the
@@ -932,6 +1023,7 @@ static Suite *make_exec_suite(void)
     tcase_add_loop_test(tc, memory_targets, 0, 6);
     tcase_add_test(tc, fused_elementwise_chains);
     tcase_add_test(tc, memplan_no_overlap);
+    tcase_add_loop_test(tc, parallel_stages, 0, (int)(sizeof model_files / sizeof model_files[0]));
     tcase_add_test(tc, fusion_patterns);
     tcase_add_test(tc, cse_merges);
     tcase_add_test(tc, fold_constants);

@@ -1,6 +1,7 @@
 #include "util/diag.h"
 #include "util/mem.h"
 #include <errno.h>
+#include <pthread.h>
 #include <string.h>
 #include <stdlib.h>
 
@@ -74,9 +75,8 @@ static const char *level_name[DIAG_LEVEL_COUNT] = { "error", "warning", "note" }
 /* The source line of `loc` and a caret line under its span.  Bytes that are not
  * printable UTF-8 text are shown as '?', one column each, so a message about a binary
  * file neither sprays control codes on the terminal nor misplaces the caret. */
-static void show_line(DiagSink *d, Loc loc)
+static void show_line(DiagSink *d, const Source *s, Loc loc)
 {
-    const Source *s = d->src;
     uint32_t start = loc.start > s->len ? (uint32_t)s->len : loc.start;
     uint32_t ls = start, le = start;
     while (ls > 0 && s->text[ls - 1] != '\n') ls--;
@@ -108,7 +108,11 @@ static void show_line(DiagSink *d, Loc loc)
     append(d, "\n", 1);
 }
 
-void diag_vreport(DiagSink *d, DiagLevel level, Loc loc, const char *fmt, va_list ap)
+/* Kernels running at once in a parallel stage (exec/stages.c) may report together:
+ * one report at a time. */
+static pthread_mutex_t report_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static void vreport(DiagSink *d, const Source *src, DiagLevel level, Loc loc, const char *fmt, va_list ap)
 {
     if (level == DIAG_ERROR) {
         d->nerrors++;
@@ -117,10 +121,10 @@ void diag_vreport(DiagSink *d, DiagLevel level, Loc loc, const char *fmt, va_lis
         return;   /* notes that belong to a suppressed error */
     }
     size_t before = d->len;
-    if (d->src) {
+    if (src) {
         int line, col;
-        diag_line_col(d->src, loc.start, &line, &col);
-        appendf(d, "%s:%d:%d: %s: ", d->src->name, line, col, level_name[level]);
+        diag_line_col(src, loc.start, &line, &col);
+        appendf(d, "%s:%d:%d: %s: ", src->name, line, col, level_name[level]);
     } else {
         appendf(d, "graphc: %s: ", level_name[level]);
     }
@@ -128,8 +132,15 @@ void diag_vreport(DiagSink *d, DiagLevel level, Loc loc, const char *fmt, va_lis
     int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
     if (n > 0) append(d, tmp, (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1);
     append(d, "\n", 1);
-    if (d->src && d->src->len > 0) show_line(d, loc);
+    if (src && src->len > 0) show_line(d, src, loc);
     if (d->echo && d->buf) fputs(d->buf + before, d->echo);
+}
+
+void diag_vreport(DiagSink *d, DiagLevel level, Loc loc, const char *fmt, va_list ap)
+{
+    pthread_mutex_lock(&report_mu);
+    vreport(d, d->src, level, loc, fmt, ap);
+    pthread_mutex_unlock(&report_mu);
 }
 
 void diag_report(DiagSink *d, DiagLevel level, Loc loc, const char *fmt, ...)
@@ -142,13 +153,12 @@ void diag_report(DiagSink *d, DiagLevel level, Loc loc, const char *fmt, ...)
 
 void diag_plain(DiagSink *d, const char *fmt, ...)
 {
-    const Source *saved = d->src;
-    d->src = NULL;
     va_list ap;
     va_start(ap, fmt);
-    diag_vreport(d, DIAG_ERROR, (Loc){0, 0}, fmt, ap);
+    pthread_mutex_lock(&report_mu);
+    vreport(d, NULL, DIAG_ERROR, (Loc){0, 0}, fmt, ap);
+    pthread_mutex_unlock(&report_mu);
     va_end(ap);
-    d->src = saved;
 }
 
 void diag_flush(DiagSink *d, FILE *out)

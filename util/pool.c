@@ -3,12 +3,11 @@
 #include <stdbool.h>
 #include <stdlib.h>
 
-#define POOL_MAX 64
 
 static struct {
     pthread_mutex_t mu;
     pthread_cond_t work, done;
-    pthread_t tid[POOL_MAX];
+    pthread_t tid[POOL_MAX_THREADS];
     int nthreads;          /* including the caller */
     int nworkers;          /* started pthreads */
     unsigned long gen;     /* job generation: workers wait for it to change */
@@ -67,7 +66,7 @@ void pool_set_threads(int n)
 {
     static bool registered;
     if (n < 1) n = 1;
-    if (n > POOL_MAX) n = POOL_MAX;
+    if (n > POOL_MAX_THREADS) n = POOL_MAX_THREADS;
     if (n == P.nthreads && P.nworkers == n - 1) return;
     stop_workers();
     P.nthreads = 1;

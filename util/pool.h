@@ -9,6 +9,9 @@
 #ifndef GRAPHC_POOL_H
 #define GRAPHC_POOL_H
 
+/* The most threads a pool has. */
+#define POOL_MAX_THREADS 64
+
 /* fn(arg, task, worker): task in [0, ntasks), worker in [0, pool_threads()). */
 typedef void (*PoolFn)(void *arg, int task, int worker);
 
