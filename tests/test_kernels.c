@@ -1122,6 +1122,14 @@ START_TEST(test_conv_wide)
 }
 END_TEST
 
+/* Case i of all three tables: the few-channel, the many-channel, then the others. */
+static const ConvCase *any_conv_case(int i)
+{
+    if (i < N_DIRECT_CASES) return &direct_cases[i];
+    if (i < N_DIRECT_CASES + N_WIDE_CASES) return &wide_cases[i - N_DIRECT_CASES];
+    return &conv_cases[i - N_DIRECT_CASES - N_WIDE_CASES];
+}
+
 /* Inside a parallel stage of the compiled plan (exec/stages.c) a kernel runs as one
  * task of a pool job: its own pool_run then runs every part serially on that thread.
  * The three convolution kernels must give the bits of the split run there (the filter
@@ -1145,10 +1153,7 @@ static void nested_conv_task(void *arg, int task, int worker)
 
 START_TEST(test_conv_nested)
 {
-    const ConvCase *k = _i < N_DIRECT_CASES                ? &direct_cases[_i]
-                        : _i < N_DIRECT_CASES + N_WIDE_CASES ? &wide_cases[_i - N_DIRECT_CASES]
-                                                             : &conv_cases[_i - N_DIRECT_CASES - N_WIDE_CASES];
-    KConv p = conv_params(k);
+    KConv p = conv_params(any_conv_case(_i));
     size_t nx = conv_nx(&p), nw = conv_nw(&p), ny = conv_ny(&p);
     float *x = tu_alloc_uniform(nx, -1.0f, 1.0f, 40 + (uint64_t)_i), *w = tu_alloc_uniform(nw, -1.0f, 1.0f, 41);
     float *dy = tu_alloc_uniform(ny, -1.0f, 1.0f, 42);
@@ -1191,10 +1196,7 @@ END_TEST
  * Relu, sigmoid and none; the direct path and im2col; one thread and two. */
 START_TEST(test_conv_bias_act)
 {
-    const ConvCase *k = _i < N_DIRECT_CASES                ? &direct_cases[_i]
-                        : _i < N_DIRECT_CASES + N_WIDE_CASES ? &wide_cases[_i - N_DIRECT_CASES]
-                                                             : &conv_cases[_i - N_DIRECT_CASES - N_WIDE_CASES];
-    KConv p = conv_params(k);
+    KConv p = conv_params(any_conv_case(_i));
     size_t nx = conv_nx(&p), nw = conv_nw(&p), ny = conv_ny(&p);
     uint64_t seed = 8000 + 10 * (uint64_t)_i;
     float *x = tu_alloc_uniform(nx, -1.0f, 1.0f, seed), *w = tu_alloc_uniform(nw, -1.0f, 1.0f, seed + 1);
