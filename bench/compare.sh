@@ -13,6 +13,7 @@ Times models/mnist.net (training and inference, batches 1,16,64,256) and
 models/large.net (training and inference, batches 1,4) with graphc bench, PyTorch
 (eager, channels_last, TorchScript, optimize_for_inference, eager with a passive
 OpenMP environment) and ONNX Runtime (inference), then writes a Markdown report.
+graphc runs with --compare-stages (its compiled plan also without parallel stages).
 
   --threads N          threads for every framework (default 2)
   --mnist-batches L    comma-separated batch sizes for mnist (default 1,16,64,256)
@@ -186,6 +187,11 @@ fi
 
 env_or_unset() { if [ -n "${!1+x}" ]; then printf '%s' "${!1}"; else printf '(unset)'; fi; }
 
+# graphc's compiled plan without parallel stages too, if this graphc can (older ones cannot)
+STAGES=()
+bench_help=$("$GRAPHC_RUN" bench --help 2>&1)
+[[ $bench_help == *--compare-stages* ]] && STAGES=(--compare-stages)
+
 emit kind=meta command="$CMDLINE" date="$(date -u '+%Y-%m-%d %H:%M UTC')" \
     cpu="$(lscpu 2>/dev/null | sed -n 's/^Model name:[[:space:]]*//p' | head -n 1)" \
     cpus="$(nproc 2>/dev/null)" \
@@ -202,6 +208,7 @@ emit kind=meta command="$CMDLINE" date="$(date -u '+%Y-%m-%d %H:%M UTC')" \
     env_OPENBLAS_CORETYPE="$(env_or_unset OPENBLAS_CORETYPE)" env_OPENBLAS_L2_SIZE="$(env_or_unset OPENBLAS_L2_SIZE)" \
     env_OMP_WAIT_POLICY="$(env_or_unset OMP_WAIT_POLICY)" env_OPENBLAS_NUM_THREADS="$(env_or_unset OPENBLAS_NUM_THREADS)" \
     env_OMP_NUM_THREADS="$(env_or_unset OMP_NUM_THREADS)" \
+    compare_stages="${STAGES[*]:-no (this graphc has no --compare-stages)}" \
     loadavg_start="$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)" \
     || die "cannot write the results"
 log "threads $THREADS; PyTorch: $TORCH_STATUS${TORCH_VERSION:+ $TORCH_VERSION}; ONNX Runtime: $ORT_STATUS${ORT_VERSION:+ $ORT_VERSION}"
@@ -246,7 +253,8 @@ for m in "${MODEL_LIST[@]}"; do
             read -r s w <<<"$(steps_for "$m" "$step" "$b")"
             infer=()
             [ "$step" = inference ] && infer=(--infer)
-            gargs=(bench "models/$m.net" --batch "$b" --threads "$THREADS" --steps "$s" --warmup "$w" --json "${infer[@]}")
+            gargs=(bench "models/$m.net" --batch "$b" --threads "$THREADS" --steps "$s" --warmup "$w" "${STAGES[@]}"
+                --json "${infer[@]}")
             emit kind=job model="$m" step="$step" batch="$b" steps="$s" warmup="$w" \
                 graphc_command="$GRAPHC ${gargs[*]}" loadavg="$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)"
             log "$m $step batch $b: $s steps after $w warm-up: graphc"

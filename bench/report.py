@@ -161,7 +161,9 @@ def write(args):
         ["threads", f"{threads}: `graphc bench --threads {threads}`; PyTorch `torch.set_num_threads({threads})`, "
                     f"`set_num_interop_threads(1)`, `OMP_NUM_THREADS={threads}`, `OPENBLAS_NUM_THREADS={threads}`; "
                     f"ONNX Runtime `intraOpNumThreads: {threads}`, `interOpNumThreads: 1`"],
-        ["graphc", f"{meta.get('graphc_version', '?')}; BLAS: {', '.join(blas) or '?'}"],
+        ["graphc", f"{meta.get('graphc_version', '?')}; BLAS: {', '.join(blas) or '?'}"
+                   + ("; this graphc has no `--compare-stages`: no one-op-at-a-time column"
+                      if str(meta.get("compare_stages", "")).startswith("no") else "")],
         ["PyTorch", (f"{meta.get('torch_version')} (Debian python3-torch, {meta.get('python')}; oneDNN for "
                      f"convolutions, OpenBLAS through libblas.so.3 for matrix products)")
          if meta.get("torch_status") == "ok" else meta.get("torch_status", "?")],
@@ -222,7 +224,8 @@ def write(args):
             L.append(f"One step: {what}. Median ms per step, lower is better; images/s = batch / median.")
             L.append("")
             head = ["batch", "steps (warm-up)", "load", "GFLOP/step", "graphc interp", "graphc compiled",
-                    "interp / compiled"] + [CONFIGS[c][0] for c in cfgs]
+                    "interp / compiled", "graphc compiled, one op at a time", "one op at a time / compiled"] + \
+                [CONFIGS[c][0] for c in cfgs]
             if cfgs:
                 head += ["fastest peer", "fastest peer ms / compiled ms"]
             rows, rows_ips = [], []
@@ -233,13 +236,17 @@ def write(args):
                 gc = g["compiled_ms"] if g else None
                 row = [b, f"{j['steps']} ({j['warmup']})", str(j.get("loadavg", "")).split(" ")[0],
                        f"{g['gflop_per_step']:.3g}" if g else "—"]
+                # one op at a time: absent from an older graphc's JSON (no --compare-stages)
+                go = g.get("one_op_at_a_time_ms") if g else None
                 if g:
-                    row += [fmt_ms(gi), fmt_ms(gc), f"{g['ratio']:.2f}x"]
+                    row += [fmt_ms(gi), fmt_ms(gc), f"{g['ratio']:.2f}x", fmt_ms(go),
+                            f"{go / gc:.2f}x" if go and gc else "—"]
                 else:
                     n = failed.get((m, step, b, "interp"))
-                    row += [f"failed [{n}]" if n else "—"] * 2 + ["—"]
+                    row += [f"failed [{n}]" if n else "—"] * 2 + ["—"] + [f"failed [{n}]" if n else "—"] + ["—"]
                 ips = [b, fmt_ips(g["interp_images_per_s"]) if g else "—",
-                       fmt_ips(g["compiled_images_per_s"]) if g else "—"]
+                       fmt_ips(g["compiled_images_per_s"]) if g else "—",
+                       fmt_ips(1e3 * b / go) if go else "—"]
                 best = None
                 for c in cfgs:
                     p = peers.get((m, step, b, c))
@@ -262,9 +269,11 @@ def write(args):
             L.append("")
             L.append("Images per second (higher is better):")
             L.append("")
-            L.append(table(["batch", "graphc interp", "graphc compiled"] + [CONFIGS[c][0] for c in cfgs], rows_ips))
+            L.append(table(["batch", "graphc interp", "graphc compiled", "graphc compiled, one op at a time"]
+                           + [CONFIGS[c][0] for c in cfgs], rows_ips))
             L.append("")
     L.append("`interp / compiled` > 1: graphc's compiled plan is faster than its own interpreter; "
+             "`one op at a time / compiled` > 1: the plan's parallel stages make it faster (see Configurations); "
              "`fastest peer ms / compiled ms` > 1: graphc's compiled plan is faster than the fastest peer "
              "configuration of that row, < 1: slower.")
     L.append("")
@@ -297,15 +306,28 @@ def write(args):
              "are for orders of magnitude, not for a per-tensor comparison.")
     L.append("")
 
-    # configurations and caveats
+    # configurations and caveats (a graphc without --compare-stages may predate parallel stages)
+    stages = any("one_op_at_a_time_ms" in g for g in graphc.values())
     L.append("## Configurations")
     L.append("")
     rows = [["graphc interp", "`graphc bench`'s op-by-op interpreter: shape check, allocation, kernel and free "
                               "per node (the eager style)"],
             ["graphc compiled", "`graphc bench`'s compiled plan: one arena planned ahead, a flat list of kernel "
-                                "calls"]]
+                                "calls" + (", with parallel stages" if stages else "")],
+            ["graphc compiled, one op at a time", "`graphc bench --compare-stages`'s third mode: the same compiled "
+                                                  "plan without parallel stages, every op alone (split over the "
+                                                  "threads by its own kernel); it alternates step by step with the "
+                                                  "other two"]]
     rows += [[CONFIGS[c][0], CONFIGS[c][1]] for c in ORDER["inference"]]
     L.append(table(["column", "what runs"], rows, ["l", "l"]))
+    L.append("")
+    L.append("Parallel stages: the compiled plan groups consecutive ops that do not depend on each other (on "
+             "MNIST, a dense layer's two backward products dX and dW, or a convolution's input and filter "
+             "gradients) into a stage whose ops run at once, each whole on one thread, instead of one after the "
+             "other, each split over all the threads; a cost model decides where a stage pays (`docs/architecture.md`, "
+             "\"Parallel stages\"). The `graphc compiled, one op at a time` column is the same plan without "
+             "stages, so `one op at a time / compiled` is what parallel stages buy on this machine: above 1 they "
+             "help, about 1 they change little (or no stage was formed).")
     L.append("")
     L.append("PyTorch's training step is `zero_grad`, forward, `F.cross_entropy`, `backward`, "
              "`torch.optim.SGD(lr=0.001).step()` and the accuracy of the batch (graphc's training step computes "
