@@ -130,7 +130,7 @@ def kernel_check_text(k):
     return f"**FAIL**: {n('checks')} checks, {n('failures')} failures, {n('errors')} errors; {k.get('detail', '')}{stale}"
 
 
-def openblas_section(L, meta, graphc, other, failed, kchecks):
+def openblas_section(L, meta, graphc, other, ojobs, failed, kchecks):
     """OpenBLAS both ways (issue 4): the environment as found and the other one."""
     L.append("## OpenBLAS environment, both ways")
     L.append("")
@@ -177,8 +177,8 @@ def openblas_section(L, meta, graphc, other, failed, kchecks):
                    ["l", "l", "l", "l"]))
     L.append("")
     rows = []
-    for key in sorted(set(other) | {k[:3] for k, v in failed.items() if k[3] == "openblas_other"},
-                      key=lambda k: (k[0], k[1] != "training", k[2])):
+    keys = [(j["model"], j["step"], j["batch"]) for j in ojobs]  # in the order of the run
+    for key in keys + [k for k in other if k not in keys]:
         g, o = graphc.get(key), other.get(key)
         n = failed.get(key + ("openblas_other",))
         oc = o["compiled_ms"] if o else None
@@ -188,7 +188,7 @@ def openblas_section(L, meta, graphc, other, failed, kchecks):
                      f"{oc / gc:.2f}x" if oc and gc else "—"])
     if rows:
         L.append(table(["model", "step", "batch", "core as found", "compiled ms as found", "core, other env",
-                        "compiled ms, other env", "other / as found"], rows, ["l", "l"] + ["r"] * 6))
+                        "compiled ms, other env", "other / as found"], rows, ["l", "l", "r", "l", "r", "l", "r", "r"]))
         L.append("")
         L.append("Each pair is two processes a few seconds apart on a shared machine: a ratio within a few "
                  "percent of 1 is noise, not a difference between the kernels.")
@@ -396,7 +396,7 @@ def write(args):
              "configuration of that row, < 1: slower.")
     L.append("")
 
-    openblas_section(L, meta, graphc, other, failed, kchecks)
+    openblas_section(L, meta, graphc, other, ojobs, failed, kchecks)
 
     # memory
     L.append("## Memory")
