@@ -13,6 +13,11 @@ Times models/mnist.net (training and inference, batches 1,16,64,256) and
 models/large.net (training and inference, batches 1,4) with graphc bench, PyTorch
 (eager, channels_last, TorchScript, optimize_for_inference, eager with a passive
 OpenMP environment) and ONNX Runtime (inference), then writes a Markdown report.
+graphc runs with --compare-stages (its compiled plan also without parallel stages).
+OpenBLAS both ways: each model's largest batch is run once more by graphc in the
+other OpenBLAS environment (OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset if either
+is set, else OPENBLAS_CORETYPE=Haswell), and tests/test_kernels (next to GRAPHC)
+checks the kernels against reference loops in both environments.
 
   --threads N          threads for every framework (default 2)
   --mnist-batches L    comma-separated batch sizes for mnist (default 1,16,64,256)
@@ -114,14 +119,20 @@ log() { printf '[%4ds] %s\n' $(($(date +%s) - T0)) "$*" >&2; }
 emit() { "$REPORT_PY" "$ROOT/bench/report.py" record "$@" >>"$RAW"; }
 
 # run_json LABEL FRAMEWORK CONFIG MODEL STEP BATCH -- COMMAND...: run COMMAND with a time
-# limit, append the JSON lines it prints; if it fails, append an error record that says why.
+# limit, append the JSON lines it prints (with the KEY=VALUE fields of the array TAG added,
+# if any); if it fails, append an error record that says why.
+TAG=()
 run_json() {
     local label=$1 fw=$2 cfg=$3 model=$4 step=$5 batch=$6
     shift 7
     local out=$TMP/out.$$ err=$TMP/err.$$ rc
     timeout --kill-after=30 "$TIMEOUT" "$@" >"$out" 2>"$err"
     rc=$?
-    grep '^{' "$out" >>"$RAW"
+    if [ ${#TAG[@]} -gt 0 ]; then
+        grep '^{' "$out" | "$REPORT_PY" "$ROOT/bench/report.py" tag "${TAG[@]}" >>"$RAW"
+    else
+        grep '^{' "$out" >>"$RAW"
+    fi
     cat "$err" >>"$TMP/stderr.txt"
     if [ $rc -ne 0 ] || ! grep -q '^{' "$out"; then
         local why
@@ -186,6 +197,30 @@ fi
 
 env_or_unset() { if [ -n "${!1+x}" ]; then printf '%s' "${!1}"; else printf '(unset)'; fi; }
 
+# graphc's compiled plan without parallel stages too, if this graphc can (older ones cannot)
+STAGES=()
+bench_help=$("$GRAPHC_RUN" bench --help 2>&1)
+[[ $bench_help == *--compare-stages* ]] && STAGES=(--compare-stages)
+
+# OpenBLAS both ways (issue 4): tests and CI keep OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE as
+# they are; the benchmark also runs graphc in the other environment. If either is set, the
+# other way is both unset; if both are unset, it is the setting of the machine the issue
+# came from: OPENBLAS_CORETYPE=Haswell. OPENBLAS_L2_SIZE stays unset: OpenBLAS reads it only
+# from 0.3.27 on (a fallback for machines whose CPUID gives no L2 size), so the report says
+# whether the library graphc loads knows the name at all.
+if [ -n "${OPENBLAS_CORETYPE+x}" ] || [ -n "${OPENBLAS_L2_SIZE+x}" ]; then
+    OTHER_ENV=(env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE)
+    OTHER_DESC="OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset"
+else
+    OTHER_ENV=(env OPENBLAS_CORETYPE=Haswell)
+    OTHER_DESC="OPENBLAS_CORETYPE=Haswell, OPENBLAS_L2_SIZE left unset"
+fi
+OPENBLAS_LIB=$(ldd "$GRAPHC_RUN" 2>/dev/null | awk '$1 ~ /^libopenblas/ { print $3; exit }')
+OPENBLAS_LIB=$(readlink -f "$OPENBLAS_LIB" 2>/dev/null)
+if [ -z "$OPENBLAS_LIB" ] || [ ! -r "$OPENBLAS_LIB" ]; then L2_READ=unknown
+elif grep -q -a OPENBLAS_L2_SIZE "$OPENBLAS_LIB"; then L2_READ=yes
+else L2_READ=no; fi
+
 emit kind=meta command="$CMDLINE" date="$(date -u '+%Y-%m-%d %H:%M UTC')" \
     cpu="$(lscpu 2>/dev/null | sed -n 's/^Model name:[[:space:]]*//p' | head -n 1)" \
     cpus="$(nproc 2>/dev/null)" \
@@ -202,6 +237,9 @@ emit kind=meta command="$CMDLINE" date="$(date -u '+%Y-%m-%d %H:%M UTC')" \
     env_OPENBLAS_CORETYPE="$(env_or_unset OPENBLAS_CORETYPE)" env_OPENBLAS_L2_SIZE="$(env_or_unset OPENBLAS_L2_SIZE)" \
     env_OMP_WAIT_POLICY="$(env_or_unset OMP_WAIT_POLICY)" env_OPENBLAS_NUM_THREADS="$(env_or_unset OPENBLAS_NUM_THREADS)" \
     env_OMP_NUM_THREADS="$(env_or_unset OMP_NUM_THREADS)" \
+    compare_stages="${STAGES[*]:-no (this graphc has no --compare-stages)}" \
+    openblas_other_env="$OTHER_DESC" openblas_other_prefix="${OTHER_ENV[*]}" \
+    openblas_lib="$OPENBLAS_LIB" openblas_reads_l2_size="$L2_READ" \
     loadavg_start="$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)" \
     || die "cannot write the results"
 log "threads $THREADS; PyTorch: $TORCH_STATUS${TORCH_VERSION:+ $TORCH_VERSION}; ONNX Runtime: $ORT_STATUS${ORT_VERSION:+ $ORT_VERSION}"
@@ -226,6 +264,41 @@ for m in "${MODEL_LIST[@]}"; do
     fi
 done
 
+# ---------------------------------------------------------------- kernels, both ways
+
+# kernel_check NAME [PREFIX...]: tests/test_kernels (every kernel against reference loops,
+# the GEMM-based ones included) under PREFIX, e.g. env OPENBLAS_CORETYPE=Haswell
+TEST_KERNELS=$(dirname "$GRAPHC")/tests/test_kernels
+kernel_check() {
+    local name=$1 out=$TMP/kernels.$1.txt rc summary checks failures errors status detail
+    shift
+    if [ ! -x "$TEST_KERNELS" ]; then
+        log "kernel check ($name): $TEST_KERNELS not built"
+        emit kind=kernel_check env="$name" status=not_built binary="$TEST_KERNELS"
+        return
+    fi
+    timeout --kill-after=30 "$TIMEOUT" "$@" env top_srcdir="$ROOT" CK_DEFAULT_TIMEOUT=600 "$TEST_KERNELS" >"$out" 2>&1
+    rc=$?
+    summary=$(grep -E 'Checks: [0-9]+' "$out" | tail -n 1)
+    checks=$(sed -n 's/.*Checks: \([0-9]*\).*/\1/p' <<<"$summary")
+    failures=$(sed -n 's/.*Failures: \([0-9]*\).*/\1/p' <<<"$summary")
+    errors=$(sed -n 's/.*Errors: \([0-9]*\).*/\1/p' <<<"$summary")
+    if [ $rc -eq 0 ] && [ -n "$checks" ] && [ "${failures:-1}" = 0 ] && [ "${errors:-1}" = 0 ]; then
+        status=pass detail=
+    else
+        status=fail
+        if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then detail="timed out after ${TIMEOUT}s"
+        else detail="exit status $rc: $(grep -E ':[FE]:' "$out" | head -n 1 | cut -c1-240)"; fi
+        [ -n "$summary" ] || detail+=" (no summary line)"
+    fi
+    log "kernel check ($name): $status${summary:+, $summary}"
+    emit kind=kernel_check env="$name" status="$status" checks="$checks" failures="$failures" errors="$errors" \
+        detail="$detail" binary="$TEST_KERNELS" stale="$([ "$TEST_KERNELS" -ot "$GRAPHC" ] && echo 1 || echo 0)" \
+        command="${*:+$* }$TEST_KERNELS"
+}
+kernel_check as_found
+kernel_check other "${OTHER_ENV[@]}"
+
 # ---------------------------------------------------------------- measure
 
 # Peers get the same thread count: torch.set_num_threads(N) sets OpenMP and oneDNN;
@@ -235,6 +308,8 @@ export OMP_NUM_THREADS=$THREADS OPENBLAS_NUM_THREADS=$THREADS
 for m in "${MODEL_LIST[@]}"; do
     if [ "$m" = mnist ]; then batches=$MNIST_BATCHES shape=1,28,28; else batches=$LARGE_BATCHES shape=3,1080,1920; fi
     IFS=, read -r -a BATCH_LIST <<<"$batches"
+    maxb=0  # graphc runs its largest batch in the other OpenBLAS environment too
+    for b in "${BATCH_LIST[@]}"; do [ "$b" -gt "$maxb" ] && maxb=$b; done
     onnx=
     for step in training inference; do
         if [ "$step" = inference ] && [ "$ORT_STATUS" = ok ]; then
@@ -246,11 +321,22 @@ for m in "${MODEL_LIST[@]}"; do
             read -r s w <<<"$(steps_for "$m" "$step" "$b")"
             infer=()
             [ "$step" = inference ] && infer=(--infer)
-            gargs=(bench "models/$m.net" --batch "$b" --threads "$THREADS" --steps "$s" --warmup "$w" --json "${infer[@]}")
+            gargs=(bench "models/$m.net" --batch "$b" --threads "$THREADS" --steps "$s" --warmup "$w" "${STAGES[@]}"
+                --json "${infer[@]}")
             emit kind=job model="$m" step="$step" batch="$b" steps="$s" warmup="$w" \
                 graphc_command="$GRAPHC ${gargs[*]}" loadavg="$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)"
             log "$m $step batch $b: $s steps after $w warm-up: graphc"
             run_json graphc graphc interp "$m" "$step" "$b" -- "$GRAPHC_RUN" "${gargs[@]}"
+            if [ "$b" = "$maxb" ]; then
+                # right after the row's own run, so that both see about the same load
+                emit kind=openblas_job model="$m" step="$step" batch="$b" \
+                    graphc_command="${OTHER_ENV[*]} $GRAPHC ${gargs[*]}" loadavg="$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)"
+                log "$m $step batch $b: graphc again, $OTHER_DESC"
+                TAG=(openblas_env=other)
+                run_json "graphc ($OTHER_DESC)" graphc openblas_other "$m" "$step" "$b" -- \
+                    "${OTHER_ENV[@]}" "$GRAPHC_RUN" "${gargs[@]}"
+                TAG=()
+            fi
             if [ "$TORCH_STATUS" = ok ]; then
                 if [ "$step" = training ]; then configs=eager,channels_last,script
                 else configs=eager,channels_last,script,optimized; fi

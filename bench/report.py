@@ -2,12 +2,14 @@
 """bench/compare.sh's bookkeeping: the standard library only, any python3.
 
   report.py record KEY=VALUE...                 print one JSON object (digits -> ints)
+  report.py tag KEY=VALUE... <IN >OUT           add the fields to each JSON line of stdin
   report.py write --jsonl FILE --out FILE.md    the Markdown report of a run's results
 
 The results file holds one JSON object a line: graphc bench's own lines verbatim
-(they have "interp_ms"), PyTorch and ONNX Runtime lines ("framework", "config", "ms"),
-and the script's records ("kind": meta, graphc_params, verify, job, onnx_export,
-error, end).
+(they have "interp_ms"; the runs in the other OpenBLAS environment are tagged
+"openblas_env": "other"), PyTorch and ONNX Runtime lines ("framework", "config", "ms"),
+and the script's records ("kind": meta, graphc_params, verify, kernel_check, job,
+openblas_job, onnx_export, error, end).
 """
 import argparse
 import json
@@ -51,6 +53,21 @@ def record(pairs):
     print(json.dumps(kv(pairs)))
 
 
+def tag(pairs):
+    """Copy JSON lines from stdin to stdout with the KEY=VALUE fields added first."""
+    extra = kv(pairs, "report.py tag")
+    for line in sys.stdin:
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            o = json.loads(line)
+        except json.JSONDecodeError:
+            print(line)  # kept as it was: write() reports and skips it
+            continue
+        print(json.dumps({**extra, **o} if isinstance(o, dict) else o))
+
+
 # ---------------------------------------------------------------- the report
 
 def fmt_ms(v):
@@ -91,12 +108,106 @@ def load(path):
     return recs
 
 
+def core_of(blas):
+    """'OpenBLAS 0.3.21, core Zen, 2 threads' -> 'Zen'."""
+    mo = re.search(r"core ([^,]+)", blas or "")
+    return mo.group(1) if mo else None
+
+
+def kernel_check_text(k):
+    if not k:
+        return "not checked (no kernel check in this run)"
+    st = k.get("status")
+    if st == "not_built":
+        return f"not checked: build tests/test_kernels (`make tests/test_kernels` in the build folder; " \
+               f"looked for `{k.get('binary', '?')}`)"
+    stale = " (tests/test_kernels is older than graphc: rebuild it)" if k.get("stale") == 1 else ""
+    if st == "pass":
+        return f"pass: {k.get('checks', '?')} checks, 0 failures{stale}"
+    def n(key):
+        v = k.get(key)
+        return "?" if v is None or v == "" else v
+    return f"**FAIL**: {n('checks')} checks, {n('failures')} failures, {n('errors')} errors; {k.get('detail', '')}{stale}"
+
+
+def openblas_section(L, meta, graphc, other, ojobs, failed, kchecks):
+    """OpenBLAS both ways (issue 4): the environment as found and the other one."""
+    L.append("## OpenBLAS environment, both ways")
+    L.append("")
+    if not meta.get("openblas_other_env"):
+        L.append("Not measured in this run (its `bench/compare.sh` predates the comparison).")
+        L.append("")
+        return
+    names = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
+    found = ", ".join(f"`{k}` {meta.get('env_' + k, '?')}" for k in names)
+    desc = meta["openblas_other_env"]
+    prefix = meta.get("openblas_other_prefix", "")
+    words = prefix.split()
+
+    def in_other(k):  # the variable in the other environment: env -u K, env K=V, or as found
+        if k in words and words.index(k) > 0 and words[words.index(k) - 1] == "-u":
+            return f"`{k}` (unset)"
+        setting = next((w for w in words if w.startswith(k + "=")), None)
+        return f"`{setting}`" if setting else f"`{k}` {meta.get('env_' + k, '?')}"
+    L.append("The machine of the project's issue 4 sets `OPENBLAS_CORETYPE` and `OPENBLAS_L2_SIZE` (older "
+             "OpenBLAS builds misbehave on its processor); tests and CI keep them as they are. The benchmark "
+             f"reports both ways. This run found {found}; the other environment is **{desc}**: each model's "
+             f"largest batch ran a second time, right after its row above, as `{prefix} graphc bench ...` with "
+             "the same arguments. `tests/test_kernels` (every kernel against plain reference loops, the "
+             "GEMM-based ones included) ran once in each environment, with `top_srcdir` and "
+             "`CK_DEFAULT_TIMEOUT=600` as `make check` sets them.")
+    L.append("")
+    if "OPENBLAS_CORETYPE=" in prefix:
+        l2 = meta.get("openblas_reads_l2_size")
+        lib = meta.get("openblas_lib") or "?"
+        why = {"no": f"and the library graphc loads here (`{lib}`) does not contain the name, so no value would "
+                     "change anything",
+               "yes": f"the library graphc loads here (`{lib}`) knows the name, but no value is documented for "
+                      "this processor, so the run does not guess one",
+               }.get(l2, "and the run could not tell whether the library graphc loads reads it")
+        L.append("`OPENBLAS_L2_SIZE` is left unset in the other environment: OpenBLAS reads it only from version "
+                 "0.3.27 on (an override for virtual machines whose CPUID does not report the L2 cache size), "
+                 f"{why}.")
+        L.append("")
+    rows = []
+    for name, title, vars_, runs in (("as_found", "as found", found, graphc), ("other", "other", ", ".join(in_other(k) for k in names), other)):
+        cores = sorted({c for c in (core_of(r.get("blas")) for r in runs.values()) if c})
+        rows.append([title, vars_, ", ".join(cores) or "—", kernel_check_text(kchecks.get(name))])
+    L.append(table(["environment", "variables", "OpenBLAS core (graphc's `blas`)", "kernel unit tests"], rows,
+                   ["l", "l", "l", "l"]))
+    L.append("")
+    rows = []
+    keys = [(j["model"], j["step"], j["batch"]) for j in ojobs]  # in the order of the run
+    for key in keys + [k for k in other if k not in keys]:
+        g, o = graphc.get(key), other.get(key)
+        n = failed.get(key + ("openblas_other",))
+        oc = o["compiled_ms"] if o else None
+        gc = g["compiled_ms"] if g else None
+        rows.append([key[0], key[1], key[2], core_of(g.get("blas")) if g else "—", fmt_ms(gc),
+                     core_of(o.get("blas")) if o else "—", fmt_ms(oc) if o else (f"failed [{n}]" if n else "—"),
+                     f"{oc / gc:.2f}x" if oc and gc else "—"])
+    if rows:
+        L.append(table(["model", "step", "batch", "core as found", "compiled ms as found", "core, other env",
+                        "compiled ms, other env", "other / as found"], rows, ["l", "l", "r", "l", "r", "l", "r", "r"]))
+        L.append("")
+        L.append("Each pair is two processes a few seconds apart on a shared machine: a ratio within a few "
+                 "percent of 1 is noise, not a difference between the kernels.")
+    else:
+        L.append("No graphc run in the other environment (no model measured).")
+    L.append("")
+
+
 def write(args):
     recs = load(args.jsonl)
     meta = next((r for r in recs if r.get("kind") == "meta"), {})
     end = next((r for r in recs if r.get("kind") == "end"), {})
     jobs = [r for r in recs if r.get("kind") == "job"]
-    graphc = {(r["model"], r["step"], r["batch"]): r for r in recs if "interp_ms" in r}
+    graphc = {(r["model"], r["step"], r["batch"]): r for r in recs if "interp_ms" in r and "openblas_env" not in r}
+    # the same graphc command again in the other OpenBLAS environment (largest batches)
+    other = {(r["model"], r["step"], r["batch"]): r for r in recs
+             if "interp_ms" in r and r.get("openblas_env") == "other"}
+    ojobs = [r for r in recs if r.get("kind") == "openblas_job"]
+    kchecks = {r.get("env"): r for r in recs if r.get("kind") == "kernel_check"}
     peers, errors = {}, []
     for r in recs:
         if r.get("framework") in ("pytorch", "onnxruntime") and "kind" not in r and "ms" in r:
@@ -131,6 +242,11 @@ def write(args):
         L.append("> **SMOKE TEST (`--quick`): a few steps per row on a busy machine. "
                  "These numbers are NOT a real result; do not quote them.**")
         L.append("")
+    bad = [k for k in ("as_found", "other") if kchecks.get(k, {}).get("status") == "fail"]
+    if bad:
+        L.append(f"> **The kernel unit tests failed** in the {' and the '.join(b.replace('_', ' ') for b in bad)} "
+                 f"OpenBLAS environment: see \"OpenBLAS environment, both ways\" below.")
+        L.append("")
     la = meta.get("loadavg_start", "")
     try:
         la1 = float(la.split()[0])
@@ -161,14 +277,18 @@ def write(args):
         ["threads", f"{threads}: `graphc bench --threads {threads}`; PyTorch `torch.set_num_threads({threads})`, "
                     f"`set_num_interop_threads(1)`, `OMP_NUM_THREADS={threads}`, `OPENBLAS_NUM_THREADS={threads}`; "
                     f"ONNX Runtime `intraOpNumThreads: {threads}`, `interOpNumThreads: 1`"],
-        ["graphc", f"{meta.get('graphc_version', '?')}; BLAS: {', '.join(blas) or '?'}"],
+        ["graphc", f"{meta.get('graphc_version', '?')}; BLAS: {', '.join(blas) or '?'}"
+                   + ("; this graphc has no `--compare-stages`: no one-op-at-a-time column"
+                      if str(meta.get("compare_stages", "")).startswith("no") else "")],
         ["PyTorch", (f"{meta.get('torch_version')} (Debian python3-torch, {meta.get('python')}; oneDNN for "
                      f"convolutions, OpenBLAS through libblas.so.3 for matrix products)")
          if meta.get("torch_status") == "ok" else meta.get("torch_status", "?")],
         ["ONNX Runtime", f"onnxruntime-node {meta.get('ort_version')} on node {meta.get('node_version')}"
          if meta.get("ort_status") == "ok" else meta.get("ort_status", "?")],
         ["environment", ", ".join(f"`{k[4:]}` {v}" for k, v in meta.items() if k.startswith("env_"))
-         + " (as the script found them; it then sets the two thread counts above for the peers)"],
+         + " (as the script found them; it then sets the two thread counts above for the peers)"
+         + ("; graphc's largest batches also ran in another OpenBLAS environment (below)"
+            if meta.get("openblas_other_env") else "")],
         ["load average", f"{meta.get('loadavg_start', '?')} at the start, {end.get('loadavg_end', '?')} at the end"],
         ["run time", f"{end['seconds'] / 60:.1f} min" if "seconds" in end else "? (the run did not finish)"],
         ["command", f"`{meta.get('command', '?')}`"],
@@ -222,7 +342,8 @@ def write(args):
             L.append(f"One step: {what}. Median ms per step, lower is better; images/s = batch / median.")
             L.append("")
             head = ["batch", "steps (warm-up)", "load", "GFLOP/step", "graphc interp", "graphc compiled",
-                    "interp / compiled"] + [CONFIGS[c][0] for c in cfgs]
+                    "interp / compiled", "graphc compiled, one op at a time", "one op at a time / compiled"] + \
+                [CONFIGS[c][0] for c in cfgs]
             if cfgs:
                 head += ["fastest peer", "fastest peer ms / compiled ms"]
             rows, rows_ips = [], []
@@ -233,13 +354,17 @@ def write(args):
                 gc = g["compiled_ms"] if g else None
                 row = [b, f"{j['steps']} ({j['warmup']})", str(j.get("loadavg", "")).split(" ")[0],
                        f"{g['gflop_per_step']:.3g}" if g else "—"]
+                # one op at a time: absent from an older graphc's JSON (no --compare-stages)
+                go = g.get("one_op_at_a_time_ms") if g else None
                 if g:
-                    row += [fmt_ms(gi), fmt_ms(gc), f"{g['ratio']:.2f}x"]
+                    row += [fmt_ms(gi), fmt_ms(gc), f"{g['ratio']:.2f}x", fmt_ms(go),
+                            f"{go / gc:.2f}x" if go and gc else "—"]
                 else:
                     n = failed.get((m, step, b, "interp"))
-                    row += [f"failed [{n}]" if n else "—"] * 2 + ["—"]
+                    row += [f"failed [{n}]" if n else "—"] * 2 + ["—"] + [f"failed [{n}]" if n else "—"] + ["—"]
                 ips = [b, fmt_ips(g["interp_images_per_s"]) if g else "—",
-                       fmt_ips(g["compiled_images_per_s"]) if g else "—"]
+                       fmt_ips(g["compiled_images_per_s"]) if g else "—",
+                       fmt_ips(1e3 * b / go) if go else "—"]
                 best = None
                 for c in cfgs:
                     p = peers.get((m, step, b, c))
@@ -262,12 +387,16 @@ def write(args):
             L.append("")
             L.append("Images per second (higher is better):")
             L.append("")
-            L.append(table(["batch", "graphc interp", "graphc compiled"] + [CONFIGS[c][0] for c in cfgs], rows_ips))
+            L.append(table(["batch", "graphc interp", "graphc compiled", "graphc compiled, one op at a time"]
+                           + [CONFIGS[c][0] for c in cfgs], rows_ips))
             L.append("")
     L.append("`interp / compiled` > 1: graphc's compiled plan is faster than its own interpreter; "
+             "`one op at a time / compiled` > 1: the plan's parallel stages make it faster (see Configurations); "
              "`fastest peer ms / compiled ms` > 1: graphc's compiled plan is faster than the fastest peer "
              "configuration of that row, < 1: slower.")
     L.append("")
+
+    openblas_section(L, meta, graphc, other, ojobs, failed, kchecks)
 
     # memory
     L.append("## Memory")
@@ -297,15 +426,28 @@ def write(args):
              "are for orders of magnitude, not for a per-tensor comparison.")
     L.append("")
 
-    # configurations and caveats
+    # configurations and caveats (a graphc without --compare-stages may predate parallel stages)
+    stages = any("one_op_at_a_time_ms" in g for g in graphc.values())
     L.append("## Configurations")
     L.append("")
     rows = [["graphc interp", "`graphc bench`'s op-by-op interpreter: shape check, allocation, kernel and free "
                               "per node (the eager style)"],
             ["graphc compiled", "`graphc bench`'s compiled plan: one arena planned ahead, a flat list of kernel "
-                                "calls"]]
+                                "calls" + (", with parallel stages" if stages else "")],
+            ["graphc compiled, one op at a time", "`graphc bench --compare-stages`'s third mode: the same compiled "
+                                                  "plan without parallel stages, every op alone (split over the "
+                                                  "threads by its own kernel); it alternates step by step with the "
+                                                  "other two"]]
     rows += [[CONFIGS[c][0], CONFIGS[c][1]] for c in ORDER["inference"]]
     L.append(table(["column", "what runs"], rows, ["l", "l"]))
+    L.append("")
+    L.append("Parallel stages: the compiled plan groups consecutive ops that do not depend on each other (on "
+             "MNIST, a dense layer's two backward products dX and dW, or a convolution's input and filter "
+             "gradients) into a stage whose ops run at once, each whole on one thread, instead of one after the "
+             "other, each split over all the threads; a cost model decides where a stage pays (`docs/architecture.md`, "
+             "\"Parallel stages\"). The `graphc compiled, one op at a time` column is the same plan without "
+             "stages, so `one op at a time / compiled` is what parallel stages buy on this machine: above 1 they "
+             "help, about 1 they change little (or no stage was formed).")
     L.append("")
     L.append("PyTorch's training step is `zero_grad`, forward, `F.cross_entropy`, `backward`, "
              "`torch.optim.SGD(lr=0.001).step()` and the accuracy of the batch (graphc's training step computes "
@@ -330,6 +472,9 @@ def write(args):
         for e in errors:
             if e.get("config") == "onnx_export":
                 what = f"the ONNX export of {e.get('model', '?')}"
+            elif e.get("config") == "openblas_other":
+                what = (f"graphc in the other OpenBLAS environment, {e.get('model', '?')} {e.get('step', '')} "
+                        f"batch {e.get('batch', '?')}")
             else:
                 what = (f"{e.get('framework', '?')} {e.get('config', '')}, {e.get('model', '?')} "
                         f"{e.get('step', '')} batch {e.get('batch', '?')}")
@@ -338,7 +483,7 @@ def write(args):
     L.append("<details><summary>The graphc commands of this run</summary>")
     L.append("")
     L.append("```")
-    for j in jobs:
+    for j in jobs + ojobs:
         L.append(j.get("graphc_command", ""))
     L.append("```")
     L.append("")
@@ -354,6 +499,8 @@ def main():
     sub = p.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("record")
     r.add_argument("pairs", nargs="*")
+    t = sub.add_parser("tag")
+    t.add_argument("pairs", nargs="*")
     w = sub.add_parser("write")
     w.add_argument("--jsonl", required=True)
     w.add_argument("--out", required=True)
@@ -361,6 +508,9 @@ def main():
     a = p.parse_args()
     if a.cmd == "record":
         record(a.pairs)
+        return 0
+    if a.cmd == "tag":
+        tag(a.pairs)
         return 0
     a.raw_name = a.raw_name or a.jsonl
     return write(a)
