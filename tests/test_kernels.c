@@ -411,6 +411,29 @@ START_TEST(test_unary_grad_fd)
 }
 END_TEST
 
+/* unary_grad in place, as the compiled plan runs it (OPT_INPLACE): its output written
+ * over its first input (the value the mask or derivative is read from, passed as x and
+ * y as dispatch does) or over the incoming gradient gives the bits of a separate output. */
+START_TEST(test_unary_grad_inplace)
+{
+    KUnary op = (KUnary)_i;
+    size_t n = 1001;
+    float *v = unary_inputs(op, n, 800 + (uint64_t)_i), *dy = tu_alloc_uniform(n, -1.0f, 1.0f, 900 + (uint64_t)_i);
+    float *want = tu_alloc(n), *buf = tu_alloc(n);
+    kern_unary_grad(op, v, v, dy, want, n);
+    kern_copy(v, buf, n);
+    kern_unary_grad(op, buf, buf, dy, buf, n);
+    ck_assert_mem_eq(buf, want, n * sizeof *buf);
+    kern_copy(dy, buf, n);
+    kern_unary_grad(op, v, v, buf, buf, n);
+    ck_assert_mem_eq(buf, want, n * sizeof *buf);
+    free(v);
+    free(dy);
+    free(want);
+    free(buf);
+}
+END_TEST
+
 START_TEST(test_scale_fill_copy_axpy)
 {
     size_t n = 257;
@@ -1726,6 +1749,7 @@ static Suite *make_kernels_suite(void)
     tcase_add_loop_test(tc, test_unary_forward, 0, KU_COUNT);
     tcase_add_test(tc, test_unary_extremes);
     tcase_add_loop_test(tc, test_unary_grad_fd, 0, KU_COUNT);
+    tcase_add_loop_test(tc, test_unary_grad_inplace, 0, KU_COUNT);
     tcase_add_test(tc, test_scale_fill_copy_axpy);
     tcase_add_test(tc, test_sum_all);
     tcase_add_test(tc, test_colsum_d);
