@@ -419,18 +419,18 @@ END_TEST
 /* The memory plan's targets on the training graph of every model with a train block,
  * at a small batch and at its own, with 2 threads (scratch grows with threads): the
  * arena within 5% of the lower bound (the most bytes alive at once), at least 2x below
- * the naive sum of all buffers, and below the interpreter's measured peak.  Two
- * exceptions, explained in docs/architecture.md: mlp is not 2x below the naive sum
- * (its one large gradient, 784 x 256 floats, must exist whole beside its input and
- * incoming gradient), and resnet's arena equals the interpreter's peak (to the 64-byte
- * alignment of its buffers: the peak is inside a residual block's backward pass, where
- * every value alive is needed and nothing is fused). */
+ * the naive sum of all buffers (each node's scratch counted at the size its kernel's
+ * path needs), and strictly below the interpreter's measured peak.  The exceptions,
+ * explained in docs/architecture.md, are to the 2x only: mlp at both batches, mnist and
+ * mnist-adam at batch 16 (one large weight gradient, 784 x 256 or 3136 x 1024 floats,
+ * must exist whole beside its input and incoming gradient, and is most of the buffers
+ * of a small batch). */
 START_TEST(memory_targets)
 {
-    static const struct { const char *file; int64_t batch[2]; double min_ratio; int64_t slack; } cases[] = {
-        { "models/mnist.net", { 16, 256 }, 2.0, 0 },   { "models/mnist-adam.net", { 16, 128 }, 2.0, 0 },
-        { "models/mlp.net", { 16, 128 }, 1.2, 0 },     { "models/lenet5.net", { 16, 64 }, 2.0, 0 },
-        { "models/resnet.net", { 16, 64 }, 2.0, 1024 }, { "models/large.net", { 1, 4 }, 2.0, 0 },
+    static const struct { const char *file; int64_t batch[2]; double min_ratio[2]; } cases[] = {
+        { "models/mnist.net", { 16, 256 }, { 1.4, 2.0 } },   { "models/mnist-adam.net", { 16, 128 }, { 1.4, 2.0 } },
+        { "models/mlp.net", { 16, 128 }, { 1.2, 1.2 } },     { "models/lenet5.net", { 16, 64 }, { 2.0, 2.0 } },
+        { "models/resnet.net", { 16, 64 }, { 2.0, 2.0 } },   { "models/large.net", { 1, 4 }, { 2.0, 2.0 } },
     };
     int saved = pool_threads();
     kern_blas_threads(2);
@@ -454,10 +454,10 @@ START_TEST(memory_targets)
         ck_assert_int_eq(interp_run(tg, (const void *const *)feeds, outs, &env, &st), 0);
         ck_assert_msg(mp->arena <= mp->lower_bound * 105 / 100, "%s batch %lld: arena %lld, lower bound %lld",
                       cases[_i].file, (long long)batch, (long long)mp->arena, (long long)mp->lower_bound);
-        ck_assert_msg((double)mp->naive >= cases[_i].min_ratio * (double)mp->arena,
+        ck_assert_msg((double)mp->naive >= cases[_i].min_ratio[k] * (double)mp->arena,
                       "%s batch %lld: arena %lld, naive %lld", cases[_i].file, (long long)batch, (long long)mp->arena,
                       (long long)mp->naive);
-        ck_assert_msg(mp->arena < (int64_t)st.peak_bytes + cases[_i].slack, "%s batch %lld: arena %lld, interpreter peak %zu",
+        ck_assert_msg(mp->arena < (int64_t)st.peak_bytes, "%s batch %lld: arena %lld, interpreter peak %zu",
                       cases[_i].file, (long long)batch, (long long)mp->arena, st.peak_bytes);
         free_feeds(tg, feeds);
         compiled_free(p);
