@@ -652,6 +652,38 @@ START_TEST(fold_constants)
 }
 END_TEST
 
+/* A plan's convolution scratch is sized for the pool's threads when it was made: a run
+ * with another count is refused, not let overrun. */
+START_TEST(compiled_plan_keeps_threads)
+{
+    int saved = pool_threads();
+    Compiled c;
+    compile_file(&c, "models/resnet.net");
+    Graph *tg = pass_autodiff(c.g, &c.d);
+    ck_assert_int_eq(graph_bind(tg, "B", 2, &c.d), 0);
+    Weights w;
+    ck_assert_int_eq(weights_init(&w, tg, 1, &c.d), 0);
+    kern_blas_threads(1);
+    CompiledPlan *p = compiled_plan(tg, &w, &c.d);
+    ck_assert_ptr_nonnull(p);
+    void **feeds = make_feeds(tg, 10, 1);
+    float lv, av;
+    float *outs[2] = { &lv, &av };
+    StepEnv env = { .w = &w, .seed = 1, .lr = 0.0f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-7f, .training = true, .d = &c.d };
+    kern_blas_threads(2);
+    ck_assert_int_eq(compiled_run(p, (const void *const *)feeds, outs, &env), -1);
+    ck_assert_ptr_nonnull(strstr(c.d.buf, "made for 1 thread and the pool now has 2"));
+    kern_blas_threads(1);
+    ck_assert_int_eq(compiled_run(p, (const void *const *)feeds, outs, &env), 0);
+    free_feeds(tg, feeds);
+    compiled_free(p);
+    weights_free(&w);
+    graph_free(tg);
+    compiled_free_all(&c);
+    kern_blas_threads(saved);
+}
+END_TEST
+
 /* The arena plan: buffers that live at the same time never overlap. */
 START_TEST(memplan_no_overlap)
 {
@@ -932,6 +964,7 @@ static Suite *make_exec_suite(void)
     tcase_add_loop_test(tc, memory_targets, 0, 6);
     tcase_add_test(tc, fused_elementwise_chains);
     tcase_add_test(tc, memplan_no_overlap);
+    tcase_add_test(tc, compiled_plan_keeps_threads);
     tcase_add_test(tc, fusion_patterns);
     tcase_add_test(tc, cse_merges);
     tcase_add_test(tc, fold_constants);
