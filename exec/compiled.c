@@ -294,6 +294,7 @@ struct CompiledPlan {
     int nfeeds;
     void **out_ptr;          /* data of each graph output */
     size_t *out_bytes;
+    int threads;             /* the pool's threads when planned: the scratch is sized for them */
 };
 
 /* The node whose buffer a value is: itself, or what a chain of reshapes views. */
@@ -320,6 +321,7 @@ CompiledPlan *compiled_plan(const Graph *g, Weights *w, DiagSink *d)
     p->owned = pass_optimize(g, NULL, d);
     if (!p->owned) { gc_free(p); return NULL; }
     g = p->g = p->owned;
+    p->threads = pool_threads();
     if (memplan_build(g, &p->mp, d) != 0) { graph_free(p->owned); gc_free(p); return NULL; }
     if (!exec_fits_memory((double)p->mp.arena, "the compiled plan's arena", d)) {
         compiled_free(p);
@@ -391,6 +393,12 @@ static void stage_task(void *arg, int task, int worker)
 
 int compiled_run(CompiledPlan *p, const void *const *feeds, float *const *outs, const StepEnv *env)
 {
+    /* a convolution's scratch holds one region per thread that the plan was made for */
+    if (pool_threads() != p->threads) {
+        diag_plain(env->d, "the compiled plan was made for %d thread%s and the pool now has %d: plan again", p->threads,
+                   p->threads == 1 ? "" : "s", pool_threads());
+        return -1;
+    }
     for (int i = 0; i < p->nfeeds; i++) {
         const FeedSlot *f = &p->feeds[i];
         ((const void **)p->calls[f->call].in)[f->arg] = feeds[f->input];

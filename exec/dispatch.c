@@ -194,15 +194,21 @@ static int k_conv2d_grad_filter(const KCall *c)
     return 0;
 }
 
+/* A convolution's scratch, sized by the path its kernel takes at these sizes (a direct
+ * kernel needs no im2col chunks); 0 for every other op. */
 size_t dispatch_scratch_bytes(const Graph *g, const Node *n)
 {
-    if (n->op != OP_CONV2D && n->op != OP_CONV2D_BIAS_ACT && n->op != OP_CONV2D_GRAD_INPUT &&
-        n->op != OP_CONV2D_GRAD_FILTER)
-        return 0;
+    KConvOp op;
+    switch (n->op) {
+    case OP_CONV2D: case OP_CONV2D_BIAS_ACT: op = KCONV_FORWARD; break;
+    case OP_CONV2D_GRAD_INPUT: op = KCONV_GRAD_INPUT; break;
+    case OP_CONV2D_GRAD_FILTER: op = KCONV_GRAD_FILTER; break;
+    default: return 0;
+    }
     const void *none[3] = { 0 };
     KCall c = { .g = g, .n = n, .in = none };
     KConv p = call_conv(&c);
-    return kern_conv2d_scratch(&p);
+    return kern_conv_scratch(&p, op);
 }
 
 static void binary_part(void *arg, int part, int worker)

@@ -92,13 +92,20 @@ typedef struct KConv {
     int64_t oh, ow;           /* output height and width */
 } KConv;
 
-/* Scratch bytes the conv kernels need for these sizes (im2col in bounded chunks). */
+/* The three convolution kernels below, for the scratch each needs. */
+typedef enum KConvOp { KCONV_FORWARD, KCONV_GRAD_INPUT, KCONV_GRAD_FILTER, KCONV_OP_COUNT } KConvOp;
+/* Scratch bytes kernel `op` touches for these sizes at the pool's present thread count,
+ * by the path it takes: im2col chunks (bounded, whatever the batch or image), a [K, F]
+ * partial sum per thread for the filter gradient, the filter packed for the direct
+ * many-channel kernels; 0 when it needs none (then NULL may be passed). */
+size_t kern_conv_scratch(const KConv *p, KConvOp op);
+/* The most of the three: one buffer that serves them all. */
 size_t kern_conv2d_scratch(const KConv *p);
 /* Test hook: im2col chunk height in output pixels (0: automatic, about 1 MiB). */
 void kern_conv_set_chunk_rows(size_t rows);
 /* Convolutions with few input channels (C <= 4, KH*KW*C <= 80) run a direct AVX2 + FMA
- * kernel when the CPU has both, instead of im2col + sgemm (forward and grad filter; the
- * scratch is the same either way).  With more channels and at least 8 filters, the
+ * kernel when the CPU has both, instead of im2col + sgemm (forward and grad filter;
+ * neither needs im2col scratch then).  With more channels and at least 8 filters, the
  * forward pass, the filter gradient and (stride 1) the input gradient run other direct
  * kernels (not for the identity cases), the first and last on a filter packed into
  * the scratch.

@@ -78,30 +78,113 @@ static int64_t conv_chunk_rows(const KConv *p)
     return rows < m ? rows : m;
 }
 
-/* Scratch is one region per pool thread: an im2col chunk, then (with more than one
- * thread) a private [K, F] accumulator for the filter gradient. */
-static size_t worker_floats(const KConv *p)
-{
-    size_t col = conv_is_identity(p) ? 0 : (size_t)conv_chunk_rows(p) * (size_t)conv_k(p);
-    return col + (pool_threads() > 1 ? (size_t)conv_k(p) * (size_t)p->f : 0);
-}
-
 /* The many-channel direct forward kernel (kern_conv_direct.c) where it applies: not
  * for the identity cases, where sgemm reads the input as it is. */
 static bool conv_wide(const KConv *p) { return !conv_is_identity(p) && conv_wide_ok(p); }
 
 static bool conv_wide_gi(const KConv *p, KConv *q) { return !conv_is_identity(p) && conv_wide_grad_input_ok(p, q); }
 
-/* ... and after the workers' regions, the filter it packs once per call: for the
- * forward pass, or flipped for the input gradient, whichever is larger. */
+static int64_t nchunks(int64_t m, int64_t rows) { return (m + rows - 1) / rows; }
+
+/* How one of the three kernels runs for given sizes at the pool's thread count, decided
+ * here only: the kernels follow it and kern_conv_scratch sizes their scratch by it, so
+ * the scratch is what the path taken touches.  The scratch is `regions` worker regions
+ * (task t runs on worker t % T, so min(T, tasks) of them), each an im2col chunk then a
+ * private [K, F] sum, and after them the filter packed once per call. */
+typedef struct ConvPath {
+    bool direct;        /* the few-channel direct kernel (forward, grad filter) */
+    bool wide;          /* the many-channel kernel: forward, grad filter, stride-1 grad input */
+    int64_t rows;       /* per task: output pixels, or whole output rows (n, oy) when wide */
+    int64_t per_task;   /* grad input through im2col: whole images per task */
+    int64_t tasks;
+    bool single;        /* grad filter: one worker sums straight into dw */
+    size_t col, acc;    /* floats of a worker region: im2col chunk, [K, F] partial sum */
+    int64_t regions;
+    size_t pack;        /* floats of the packed filter after the regions */
+    KConv q;            /* wide grad input: the forward convolution it runs */
+} ConvPath;
+
+/* Whole output rows (n, oy) of r in all, one equal share per thread. */
+static void share_rows(ConvPath *c, int64_t r, int T)
+{
+    c->rows = (r + T - 1) / T;
+    c->tasks = nchunks(r, c->rows);
+}
+
+static ConvPath conv_path(const KConv *p, KConvOp op)
+{
+    ConvPath c = { 0 };
+    const int T = pool_threads();
+    const int64_t M = conv_m(p), K = conv_k(p), F = p->f;
+    if (M <= 0 || F <= 0)
+        return c;   /* the kernels return at once (grad input: zeroes dx) */
+    c.rows = conv_chunk_rows(p);
+    c.tasks = nchunks(M, c.rows);
+    switch (op) {
+    case KCONV_FORWARD:
+        if (conv_wide(p)) {
+            c.wide = true;
+            share_rows(&c, p->n * p->oh, T);
+            c.pack = conv_wide_pack_floats(p);
+            return c;
+        }
+        c.direct = conv_direct_ok(p);
+        c.col = c.direct || conv_is_identity(p) ? 0 : (size_t)(c.rows * K);
+        break;
+    case KCONV_GRAD_INPUT:
+        if (conv_wide_gi(p, &c.q)) {   /* dx = q(dy), the flipped filter packed first */
+            c.wide = true;
+            share_rows(&c, c.q.n * c.q.oh, T);
+            c.pack = conv_wide_pack_floats(&c.q);
+            return c;
+        }
+        {   /* a few tasks per thread, of whole images */
+            int64_t tasks = p->n < 4 * (int64_t)T ? p->n : 4 * (int64_t)T;
+            if (tasks < 1)
+                tasks = 1;
+            c.per_task = (p->n + tasks - 1) / tasks;
+            c.tasks = nchunks(p->n, c.per_task);
+        }
+        if (c.rows > c.per_task * p->oh * p->ow)   /* a chunk never spans two tasks */
+            c.rows = c.per_task * p->oh * p->ow;
+        c.col = conv_is_identity(p) ? 0 : (size_t)(c.rows * K);
+        break;
+    default:   /* KCONV_GRAD_FILTER */
+        c.direct = conv_direct_ok(p);
+        c.wide = F <= CONV_WIDE_GRADW_MAX_F && conv_wide(p);
+        if (c.wide)
+            share_rows(&c, p->n * p->oh, T);
+        c.single = c.tasks == 1 || T == 1;
+        c.col = c.direct || c.wide || conv_is_identity(p) ? 0 : (size_t)(c.rows * K);
+        c.acc = c.single ? 0 : (size_t)(K * F);
+        break;
+    }
+    if (c.col + c.acc > 0)
+        c.regions = c.single ? 1 : (c.tasks < T ? c.tasks : T);
+    return c;
+}
+
+static size_t path_floats(const ConvPath *c) { return (size_t)c->regions * (c->col + c->acc) + c->pack; }
+
+size_t kern_conv_scratch(const KConv *p, KConvOp op)
+{
+    ConvPath c = conv_path(p, op);
+    return path_floats(&c) * sizeof(float);
+}
+
 size_t kern_conv2d_scratch(const KConv *p)
 {
-    KConv q;
-    size_t pack = conv_wide(p) ? conv_wide_pack_floats(p) : 0;
-    if (conv_wide_gi(p, &q) && conv_wide_pack_floats(&q) > pack)
-        pack = conv_wide_pack_floats(&q);
-    return ((size_t)pool_threads() * worker_floats(p) + pack) * sizeof(float);
+    size_t most = 0;
+    for (int op = 0; op < KCONV_OP_COUNT; op++) {
+        size_t b = kern_conv_scratch(p, (KConvOp)op);
+        if (b > most)
+            most = b;
+    }
+    return most;
 }
+
+/* Where the packed filter goes: after the worker regions. */
+static float *pack_at(const ConvPath *c, float *scratch) { return scratch + (size_t)c->regions * (c->col + c->acc); }
 
 /* The part [*lo, *hi) of a kernel window of size k starting at input index i0 that
  * falls inside [0, size). */
@@ -182,38 +265,36 @@ static void col2im_add(const KConv *p, const float *restrict col, int64_t m0, in
 }
 
 /* The three convolution kernels split their rows of output pixels into chunks and
- * the chunks across the thread pool, each thread with its own scratch; BLAS runs
- * single-threaded inside (util/pool.h).  One chunk alone runs on the calling thread
- * with BLAS's own threads. */
+ * the chunks across the thread pool, each thread with its own scratch region; BLAS
+ * runs single-threaded inside (util/pool.h).  One chunk alone runs on the calling
+ * thread with BLAS's own threads.  Each follows its ConvPath. */
 typedef struct ConvJob {
     const KConv *p;
+    const ConvPath *path;
     const float *bias;  /* forward epilogue: bias per filter, or NULL */
     int act;            /* forward epilogue: KUnary, or -1 */
     const float *x, *w, *dy;
     float *y, *dx, *dw;
     float *scratch;
-    int64_t rows;       /* per chunk */
-    int64_t per_task;   /* grad input: images per task */
-    bool direct;        /* forward and grad filter: conv_direct_ok */
-    bool wide;          /* grad filter: conv_wide, rows = output rows (n, oy) per task */
 } ConvJob;
 
-static float *worker_scratch(const ConvJob *j, int worker) { return j->scratch + (size_t)worker * worker_floats(j->p); }
-
-static int64_t nchunks(int64_t m, int64_t rows) { return (m + rows - 1) / rows; }
+static float *worker_scratch(const ConvJob *j, int worker)
+{
+    return j->scratch + (size_t)worker * (j->path->col + j->path->acc);
+}
 
 static void conv_task(void *arg, int task, int worker)
 {
     const ConvJob *j = arg;
     const KConv *p = j->p;
-    const int64_t M = conv_m(p), K = conv_k(p), F = p->f;
-    int64_t m0 = (int64_t)task * j->rows, mc = M - m0 < j->rows ? M - m0 : j->rows;
-    if (j->direct) {
+    const int64_t M = conv_m(p), K = conv_k(p), F = p->f, rows = j->path->rows;
+    int64_t m0 = (int64_t)task * rows, mc = M - m0 < rows ? M - m0 : rows;
+    if (j->path->direct) {
         conv_direct_forward(p, j->x, j->w, j->bias, j->act, j->y, m0, mc);
         return;
     }
     const float *col = j->x + m0 * K;
-    if (!conv_is_identity(p)) {
+    if (j->path->col) {
         float *buf = worker_scratch(j, worker);
         im2col(p, j->x, m0, mc, buf);
         col = buf;
@@ -224,54 +305,41 @@ static void conv_task(void *arg, int task, int worker)
 }
 
 /* The many-channel direct forward: whole output rows (n, oy), one equal share per
- * thread; the filter packed first into the end of the scratch. */
+ * thread, on the filter packed into the scratch. */
 static void conv_wide_task(void *arg, int task, int worker)
 {
     (void)worker;
     const ConvJob *j = arg;
-    const int64_t R = j->p->n * j->p->oh, r0 = (int64_t)task * j->rows;
-    conv_wide_forward(j->p, j->x, j->w, j->bias, j->act, j->y, r0, R - r0 < j->rows ? R - r0 : j->rows);
+    const int64_t R = j->p->n * j->p->oh, r0 = (int64_t)task * j->path->rows;
+    conv_wide_forward(j->p, j->x, j->w, j->bias, j->act, j->y, r0, R - r0 < j->path->rows ? R - r0 : j->path->rows);
 }
 
-static void conv_wide_run(const KConv *p, const float *x, const float *wp, const float *bias, int act, float *y)
+static void conv_forward(const KConv *p, const float *x, const float *w, const float *bias, int act, float *y,
+                         float *scratch)
 {
-    const int T = pool_threads();
-    const int64_t R = p->n * p->oh;
-    ConvJob j = { .p = p, .bias = bias, .act = act, .x = x, .w = wp, .y = y, .rows = (R + T - 1) / T };
-    pool_run((int)nchunks(R, j.rows), conv_wide_task, &j);
+    if (conv_m(p) <= 0 || p->f <= 0)
+        return;
+    const ConvPath path = conv_path(p, KCONV_FORWARD);
+    ConvJob j = { .p = p, .path = &path, .bias = bias, .act = act, .x = x, .w = w, .y = y, .scratch = scratch };
+    if (path.wide) {
+        float *wp = pack_at(&path, scratch);
+        conv_wide_pack(p, w, wp);
+        j.w = wp;
+        pool_run((int)path.tasks, conv_wide_task, &j);
+        return;
+    }
+    pool_run((int)path.tasks, conv_task, &j);
 }
 
 void kern_conv2d(const KConv *p, const float *x, const float *w, float *y, float *scratch)
 {
-    const int64_t M = conv_m(p);
-    if (M <= 0 || p->f <= 0)
-        return;
-    if (conv_wide(p)) {
-        float *wp = scratch + (size_t)pool_threads() * worker_floats(p);
-        conv_wide_pack(p, w, wp);
-        conv_wide_run(p, x, wp, NULL, -1, y);
-        return;
-    }
-    ConvJob j = { .p = p, .act = -1, .x = x, .w = w, .y = y, .scratch = scratch, .rows = conv_chunk_rows(p),
-                  .direct = conv_direct_ok(p) };
-    pool_run((int)nchunks(M, j.rows), conv_task, &j);
+    conv_forward(p, x, w, NULL, -1, y, scratch);
 }
 
 void kern_conv2d_bias_act(const KConv *p, const float *x, const float *w, const float *bias, int act,
                           float *y, float *scratch)
 {
-    const int64_t M = conv_m(p);
-    if (M <= 0 || p->f <= 0)
-        return;
-    if (conv_wide(p)) {
-        float *wp = scratch + (size_t)pool_threads() * worker_floats(p);
-        conv_wide_pack(p, w, wp);
-        conv_wide_run(p, x, wp, bias, act, y);
-        return;
-    }
-    ConvJob j = { .p = p, .bias = bias, .act = act, .x = x, .w = w, .y = y, .scratch = scratch,
-                  .rows = conv_chunk_rows(p), .direct = conv_direct_ok(p) };
-    pool_run((int)nchunks(M, j.rows), conv_task, &j);
+    conv_forward(p, x, w, bias, act, y, scratch);
 }
 
 /* Grad input scatters each chunk into overlapping patches of dx, so tasks are whole
@@ -280,16 +348,16 @@ static void conv_grad_input_task(void *arg, int task, int worker)
 {
     const ConvJob *j = arg;
     const KConv *p = j->p;
-    const int64_t K = conv_k(p), F = p->f, per_image = p->oh * p->ow;
-    const bool ident = conv_is_identity(p);
-    int64_t n0 = (int64_t)task * j->per_task, n1 = n0 + j->per_task < p->n ? n0 + j->per_task : p->n;
+    const int64_t K = conv_k(p), F = p->f, per_image = p->oh * p->ow, rows = j->path->rows;
+    const int64_t per_task = j->path->per_task;
+    const bool ident = j->path->col == 0;   /* the im2col matrix is dx itself */
+    int64_t n0 = (int64_t)task * per_task, n1 = n0 + per_task < p->n ? n0 + per_task : p->n;
     if (!ident)
         memset(j->dx + n0 * p->h * p->w * p->c, 0, (size_t)((n1 - n0) * p->h * p->w * p->c) * sizeof(float));
-    float *buf = worker_scratch(j, worker);
-    for (int64_t m0 = n0 * per_image; m0 < n1 * per_image; m0 += j->rows) {
-        int64_t mc = n1 * per_image - m0 < j->rows ? n1 * per_image - m0 : j->rows;
+    for (int64_t m0 = n0 * per_image; m0 < n1 * per_image; m0 += rows) {
+        int64_t mc = n1 * per_image - m0 < rows ? n1 * per_image - m0 : rows;
         /* dcol[mc, K] = dy[mc, F] W^T; the identity case writes it straight into dx. */
-        float *dcol = ident ? j->dx + m0 * K : buf;
+        float *dcol = ident ? j->dx + m0 * K : worker_scratch(j, worker);
         kern_gemm(false, true, (size_t)mc, (size_t)K, (size_t)F, 1.0f, j->dy + m0 * F, j->w, 0.0f, dcol);
         if (!ident)
             col2im_add(p, dcol, m0, mc, j->dx);
@@ -298,26 +366,20 @@ static void conv_grad_input_task(void *arg, int task, int worker)
 
 void kern_conv2d_grad_input(const KConv *p, const float *dy, const float *w, float *dx, float *scratch)
 {
-    const int64_t M = conv_m(p);
-    if (M <= 0) {
+    if (conv_m(p) <= 0 || p->f <= 0) {
         memset(dx, 0, (size_t)(p->n * p->h * p->w * p->c) * sizeof *dx);
         return;
     }
-    KConv q;
-    if (conv_wide_gi(p, &q)) {   /* dx = q(dy), the flipped filter packed first */
-        float *wp = scratch + (size_t)pool_threads() * worker_floats(p);
+    const ConvPath path = conv_path(p, KCONV_GRAD_INPUT);
+    if (path.wide) {   /* dx = q(dy), the flipped filter packed first */
+        float *wp = pack_at(&path, scratch);
         conv_wide_pack_flipped(p, w, wp);
-        conv_wide_run(&q, dy, wp, NULL, -1, dx);
+        ConvJob j = { .p = &path.q, .path = &path, .act = -1, .x = dy, .w = wp, .y = dx };
+        pool_run((int)path.tasks, conv_wide_task, &j);
         return;
     }
-    ConvJob j = { .p = p, .w = w, .dy = dy, .dx = dx, .scratch = scratch, .rows = conv_chunk_rows(p) };
-    int T = pool_threads();
-    /* a few tasks per thread, of whole images */
-    int64_t tasks = p->n < 4 * (int64_t)T ? p->n : 4 * (int64_t)T;
-    if (tasks < 1)
-        tasks = 1;
-    j.per_task = (p->n + tasks - 1) / tasks;
-    pool_run((int)((p->n + j.per_task - 1) / j.per_task), conv_grad_input_task, &j);
+    ConvJob j = { .p = p, .path = &path, .w = w, .dy = dy, .dx = dx, .scratch = scratch };
+    pool_run((int)path.tasks, conv_grad_input_task, &j);
 }
 
 /* Grad filter: task t sums its chunks into partial sum t mod T (the T threads' [K, F]
@@ -329,26 +391,27 @@ static void conv_grad_filter_task(void *arg, int task, int worker)
 {
     const ConvJob *j = arg;
     const KConv *p = j->p;
-    const int64_t M = conv_m(p), K = conv_k(p), F = p->f;
+    const ConvPath *path = j->path;
+    const int64_t M = conv_m(p), K = conv_k(p), F = p->f, rows = path->rows;
     const int T = pool_threads();
-    int64_t m0 = (int64_t)task * j->rows, mc = M - m0 < j->rows ? M - m0 : j->rows;
-    float *buf = worker_scratch(j, worker);
-    float *acc = j->dw ? j->dw : worker_scratch(j, task % T) + (worker_floats(p) - (size_t)(K * F));
+    int64_t m0 = (int64_t)task * rows, mc = M - m0 < rows ? M - m0 : rows;
+    float *acc = path->single ? j->dw : worker_scratch(j, task % T) + path->col;
     /* the first task of each slot overwrites it */
-    bool first = j->dw ? task == 0 : task < T;
-    if (j->direct || j->wide) {
+    bool first = path->single ? task == 0 : task < T;
+    if (path->direct || path->wide) {
         if (first)
             memset(acc, 0, (size_t)(K * F) * sizeof *acc);
-        if (j->direct)
+        if (path->direct)
             conv_direct_grad_filter(p, j->x, j->dy, acc, m0, mc);
         else {
-            const int64_t R = p->n * p->oh, r0 = (int64_t)task * j->rows;
-            conv_wide_grad_filter(p, j->x, j->dy, acc, r0, R - r0 < j->rows ? R - r0 : j->rows);
+            const int64_t R = p->n * p->oh;
+            conv_wide_grad_filter(p, j->x, j->dy, acc, m0, R - m0 < rows ? R - m0 : rows);
         }
         return;
     }
     const float *col = j->x + m0 * K;
-    if (!conv_is_identity(p)) {
+    if (path->col) {
+        float *buf = worker_scratch(j, worker);
         im2col(p, j->x, m0, mc, buf);
         col = buf;
     }
@@ -358,32 +421,22 @@ static void conv_grad_filter_task(void *arg, int task, int worker)
 void kern_conv2d_grad_filter(const KConv *p, const float *x, const float *dy, float *dw, float *scratch)
 {
     const int64_t M = conv_m(p), K = conv_k(p), F = p->f;
-    if (M <= 0) {
+    if (M <= 0 || F <= 0) {
         if (K > 0 && F > 0)
             memset(dw, 0, (size_t)(K * F) * sizeof *dw);
         return;
     }
-    ConvJob j = { .p = p, .x = x, .dy = dy, .scratch = scratch, .rows = conv_chunk_rows(p),
-                  .direct = conv_direct_ok(p), .wide = p->f <= CONV_WIDE_GRADW_MAX_F && conv_wide(p) };
-    int T = pool_threads();
-    int64_t tasks = nchunks(M, j.rows);
-    if (j.wide) {   /* one share of whole output rows per thread */
-        const int64_t R = p->n * p->oh;
-        j.rows = (R + T - 1) / T;
-        tasks = nchunks(R, j.rows);
-    }
-    if (tasks == 1 || T == 1) {
-        j.dw = dw;   /* one thread: accumulate straight into dw, chunk after chunk */
-        for (int64_t t = 0; t < tasks; t++)
+    const ConvPath path = conv_path(p, KCONV_GRAD_FILTER);
+    ConvJob j = { .p = p, .path = &path, .x = x, .dy = dy, .dw = dw, .scratch = scratch };
+    if (path.single) {   /* one worker: accumulate straight into dw, chunk after chunk */
+        for (int64_t t = 0; t < path.tasks; t++)
             conv_grad_filter_task(&j, (int)t, 0);
         return;
     }
-    pool_run((int)tasks, conv_grad_filter_task, &j);
-    int used = tasks < T ? (int)tasks : T;
-    const float *acc0 = worker_scratch(&j, 0) + (worker_floats(p) - (size_t)(K * F));
-    memcpy(dw, acc0, (size_t)(K * F) * sizeof *dw);
-    for (int w = 1; w < used; w++) {
-        const float *acc = worker_scratch(&j, w) + (worker_floats(p) - (size_t)(K * F));
+    pool_run((int)path.tasks, conv_grad_filter_task, &j);
+    memcpy(dw, worker_scratch(&j, 0) + path.col, (size_t)(K * F) * sizeof *dw);
+    for (int w = 1; w < path.regions; w++) {
+        const float *acc = worker_scratch(&j, w) + path.col;
         for (int64_t i = 0; i < K * F; i++)
             dw[i] += acc[i];
     }

@@ -411,6 +411,29 @@ START_TEST(test_unary_grad_fd)
 }
 END_TEST
 
+/* unary_grad in place, as the compiled plan runs it (OPT_INPLACE): its output written
+ * over its first input (the value the mask or derivative is read from, passed as x and
+ * y as dispatch does) or over the incoming gradient gives the bits of a separate output. */
+START_TEST(test_unary_grad_inplace)
+{
+    KUnary op = (KUnary)_i;
+    size_t n = 1001;
+    float *v = unary_inputs(op, n, 800 + (uint64_t)_i), *dy = tu_alloc_uniform(n, -1.0f, 1.0f, 900 + (uint64_t)_i);
+    float *want = tu_alloc(n), *buf = tu_alloc(n);
+    kern_unary_grad(op, v, v, dy, want, n);
+    kern_copy(v, buf, n);
+    kern_unary_grad(op, buf, buf, dy, buf, n);
+    ck_assert_mem_eq(buf, want, n * sizeof *buf);
+    kern_copy(dy, buf, n);
+    kern_unary_grad(op, v, v, buf, buf, n);
+    ck_assert_mem_eq(buf, want, n * sizeof *buf);
+    free(v);
+    free(dy);
+    free(want);
+    free(buf);
+}
+END_TEST
+
 START_TEST(test_scale_fill_copy_axpy)
 {
     size_t n = 257;
@@ -1006,8 +1029,15 @@ static void check_conv_case(const KConv *p, size_t rows, uint64_t seed, double r
     float *wy = tu_alloc(ny), *wdx = tu_alloc(nx), *wdw = tu_alloc(nw);
     kern_conv_set_chunk_rows(rows);
     size_t sbytes = kern_conv2d_scratch(p);
-    float *scratch = sbytes ? malloc(sbytes) : NULL;   /* exact size: ASan sees overruns */
-    ck_assert(sbytes == 0 || scratch != NULL);
+    /* each kernel its own scratch of the exact size it asks for (NULL for none, as the
+     * executors pass): ASan sees any access past it */
+    float *scratch[KCONV_OP_COUNT];
+    for (int op = 0; op < KCONV_OP_COUNT; op++) {
+        size_t b = kern_conv_scratch(p, (KConvOp)op);
+        ck_assert_uint_le(b, sbytes);
+        scratch[op] = b ? malloc(b) : NULL;
+        ck_assert(b == 0 || scratch[op] != NULL);
+    }
     if (rows) {
         /* per thread: one chunk of im2col, and a [K, F] accumulator when threads > 1 */
         size_t T = (size_t)pool_threads(), K = (size_t)(p->kh * p->kw * p->c);
@@ -1019,9 +1049,9 @@ static void check_conv_case(const KConv *p, size_t rows, uint64_t seed, double r
     ref_conv(p, 0, x, w, dy, wy);
     ref_conv(p, 1, x, w, dy, wdx);
     ref_conv(p, 2, x, w, dy, wdw);
-    kern_conv2d(p, x, w, y, scratch);
-    kern_conv2d_grad_input(p, dy, w, dx, scratch);
-    kern_conv2d_grad_filter(p, x, dy, dw, scratch);
+    kern_conv2d(p, x, w, y, scratch[KCONV_FORWARD]);
+    kern_conv2d_grad_input(p, dy, w, dx, scratch[KCONV_GRAD_INPUT]);
+    kern_conv2d_grad_filter(p, x, dy, dw, scratch[KCONV_GRAD_FILTER]);
     kern_conv_set_chunk_rows(0);
     ck_assert_floats_near_scaled(y, wy, ny, rtol);
     ck_assert_floats_near_scaled(dx, wdx, nx, rtol);
@@ -1035,7 +1065,8 @@ static void check_conv_case(const KConv *p, size_t rows, uint64_t seed, double r
     free(wy);
     free(wdx);
     free(wdw);
-    free(scratch);
+    for (int op = 0; op < KCONV_OP_COUNT; op++)
+        free(scratch[op]);
 }
 
 START_TEST(test_conv_vs_direct)
@@ -1260,6 +1291,104 @@ START_TEST(test_conv_scratch_bounded)
     /* Identity cases need none. */
     KConv one = {8, 56, 56, 64, 1, 1, 256, 1, 1, 0, 0, 56, 56};
     ck_assert_uint_eq(kern_conv2d_scratch(&one), 0);
+}
+END_TEST
+
+/* Each kernel's scratch is sized by the path it takes (kern_conv_scratch), so it must
+ * cover everything the kernel touches: every case of the three tables, with 1 to 3
+ * threads, automatic chunks and chunks of 1 and 7 pixels, the direct kernels on and off.
+ * The scratch and SCRATCH_GUARD floats past it are filled with a NaN: the guard must come
+ * back unchanged (nothing written past the scratch) and the results must still match
+ * the direct loops (a poisoned float read past the scratch, or scratch read before it is
+ * written, would turn up in them).  A kernel that asks for none gets the guard itself. */
+enum { SCRATCH_GUARD = 4096 };
+static const uint32_t scratch_poison = 0x7fc0dead;   /* a quiet NaN */
+
+static void check_conv_scratch_guard(const KConv *p, uint64_t seed)
+{
+    size_t nx = conv_nx(p), nw = conv_nw(p), ny = conv_ny(p);
+    size_t nout[KCONV_OP_COUNT] = { ny, nx, nw };
+    float *x = tu_alloc_uniform(nx, -1.0f, 1.0f, seed), *w = tu_alloc_uniform(nw, -1.0f, 1.0f, seed + 1);
+    float *dy = tu_alloc_uniform(ny, -1.0f, 1.0f, seed + 2);
+    float *want[KCONV_OP_COUNT], *got[KCONV_OP_COUNT];
+    for (int op = 0; op < KCONV_OP_COUNT; op++) {
+        want[op] = tu_alloc(nout[op]);
+        got[op] = tu_alloc(nout[op]);
+        ref_conv(p, op, x, w, dy, want[op]);   /* modes 0, 1, 2: the KConvOp order */
+    }
+    static const size_t chunk_rows[] = { 0, 1, 7 };
+    for (int threads = 1; threads <= 3; threads++) {
+        kern_blas_threads(threads);
+        for (int direct = 0; direct < 2; direct++)
+            for (size_t r = 0; r < sizeof chunk_rows / sizeof chunk_rows[0]; r++)
+                for (int op = 0; op < KCONV_OP_COUNT; op++) {
+                    kern_conv_set_direct(direct ? 0 : -1);
+                    kern_conv_set_chunk_rows(chunk_rows[r]);
+                    size_t fl = kern_conv_scratch(p, (KConvOp)op) / sizeof(float), total = fl + SCRATCH_GUARD;
+                    uint32_t *buf = malloc(total * sizeof *buf);
+                    ck_assert_ptr_nonnull(buf);
+                    for (size_t i = 0; i < total; i++)
+                        buf[i] = scratch_poison;
+                    float *scratch = (float *)buf;
+                    if (op == KCONV_FORWARD)
+                        kern_conv2d(p, x, w, got[op], scratch);
+                    else if (op == KCONV_GRAD_INPUT)
+                        kern_conv2d_grad_input(p, dy, w, got[op], scratch);
+                    else
+                        kern_conv2d_grad_filter(p, x, dy, got[op], scratch);
+                    size_t past = fl;   /* the first float past the scratch that was written */
+                    while (past < total && buf[past] == scratch_poison)
+                        past++;
+                    ck_assert_msg(past == total, "op %d, %d threads, chunks of %zu, direct %d: wrote float %zu of a scratch of %zu",
+                                  op, threads, chunk_rows[r], direct, past, fl);
+                    ck_assert_floats_near_scaled(got[op], want[op], nout[op], 1e-5);
+                    free(buf);
+                }
+    }
+    kern_conv_set_direct(0);
+    kern_blas_threads(1);
+    kern_conv_set_chunk_rows(0);
+    for (int op = 0; op < KCONV_OP_COUNT; op++) {
+        free(want[op]);
+        free(got[op]);
+    }
+    free(x);
+    free(w);
+    free(dy);
+}
+
+START_TEST(test_conv_scratch_guard)
+{
+    const ConvCase *k = _i < N_DIRECT_CASES                ? &direct_cases[_i]
+                        : _i < N_DIRECT_CASES + N_WIDE_CASES ? &wide_cases[_i - N_DIRECT_CASES]
+                                                             : &conv_cases[_i - N_DIRECT_CASES - N_WIDE_CASES];
+    KConv p = conv_params(k);
+    check_conv_scratch_guard(&p, 11000 + 10 * (uint64_t)_i);
+}
+END_TEST
+
+/* The scratch follows the path: at resnet's block size (16 channels, 3x3, "same") with 2
+ * threads the direct kernels need only the packed filter (forward, input gradient) and
+ * the two threads' [K, F] sums (filter gradient), not the 1 MiB im2col chunks; the
+ * few-channel first layer's forward pass needs none; the filter gradient on one thread
+ * sums straight into dw. */
+START_TEST(test_conv_scratch_by_path)
+{
+    if (!cpu_has_direct())
+        return;
+    const size_t KF = 3 * 3 * 16 * 16 * sizeof(float);
+    KConv block = conv_params(&(ConvCase){ 16, 28, 28, 16, 3, 3, 16, 1, 1, 1, 1, 1, 1 });
+    KConv first = conv_params(&(ConvCase){ 16, 28, 28, 1, 3, 3, 16, 1, 1, 1, 1, 1, 1 });
+    kern_blas_threads(2);
+    ck_assert_uint_eq(kern_conv_scratch(&block, KCONV_FORWARD), KF);
+    ck_assert_uint_eq(kern_conv_scratch(&block, KCONV_GRAD_INPUT), KF);
+    ck_assert_uint_eq(kern_conv_scratch(&block, KCONV_GRAD_FILTER), 2 * KF);
+    ck_assert_uint_eq(kern_conv_scratch(&first, KCONV_FORWARD), 0);
+    kern_conv_set_direct(-1);   /* im2col: a chunk per thread */
+    ck_assert_uint_ge(kern_conv_scratch(&block, KCONV_GRAD_INPUT), 2 * 256 * (size_t)(3 * 3 * 16) * sizeof(float));
+    kern_conv_set_direct(0);
+    kern_blas_threads(1);
+    ck_assert_uint_eq(kern_conv_scratch(&block, KCONV_GRAD_FILTER), 0);
 }
 END_TEST
 
@@ -1792,6 +1921,7 @@ static Suite *make_kernels_suite(void)
     tcase_add_loop_test(tc, test_unary_forward, 0, KU_COUNT);
     tcase_add_test(tc, test_unary_extremes);
     tcase_add_loop_test(tc, test_unary_grad_fd, 0, KU_COUNT);
+    tcase_add_loop_test(tc, test_unary_grad_inplace, 0, KU_COUNT);
     tcase_add_test(tc, test_scale_fill_copy_axpy);
     tcase_add_test(tc, test_sum_all);
     tcase_add_test(tc, test_colsum_d);
@@ -1822,6 +1952,8 @@ static Suite *make_kernels_suite(void)
     tcase_add_loop_test(tc, test_conv_nested, 0, N_DIRECT_CASES + N_WIDE_CASES + N_CONV_CASES);
     tcase_add_test(tc, test_conv_big_m);
     tcase_add_test(tc, test_conv_scratch_bounded);
+    tcase_add_loop_test(tc, test_conv_scratch_guard, 0, N_DIRECT_CASES + N_WIDE_CASES + N_CONV_CASES);
+    tcase_add_test(tc, test_conv_scratch_by_path);
     tcase_add_loop_test(tc, test_conv_grad_fd, 0, N_CONV_CASES);
     tcase_add_loop_test(tc, test_conv_im2col_only, 0, N_CONV_CASES);
     tcase_add_loop_test(tc, test_conv_direct, 0, N_DIRECT_CASES);

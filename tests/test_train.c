@@ -516,18 +516,18 @@ END_TEST
 /* The memory plan's targets on the training graph of every model with a train block,
  * at a small batch and at its own, with 2 threads (scratch grows with threads): the
  * arena within 5% of the lower bound (the most bytes alive at once), at least 2x below
- * the naive sum of all buffers, and below the interpreter's measured peak.  Two
- * exceptions, explained in docs/architecture.md: mlp is not 2x below the naive sum
- * (its one large gradient, 784 x 256 floats, must exist whole beside its input and
- * incoming gradient), and resnet's arena equals the interpreter's peak (to the 64-byte
- * alignment of its buffers: the peak is inside a residual block's backward pass, where
- * every value alive is needed and nothing is fused). */
+ * the naive sum of all buffers (each node's scratch counted at the size its kernel's
+ * path needs), and strictly below the interpreter's measured peak.  The exceptions,
+ * explained in docs/architecture.md, are to the 2x only: mlp at both batches, mnist and
+ * mnist-adam at batch 16 (one large weight gradient, 784 x 256 or 3136 x 1024 floats,
+ * must exist whole beside its input and incoming gradient, and is most of the buffers
+ * of a small batch). */
 START_TEST(memory_targets)
 {
-    static const struct { const char *file; int64_t batch[2]; double min_ratio; int64_t slack; } cases[] = {
-        { "models/mnist.net", { 16, 256 }, 2.0, 0 },   { "models/mnist-adam.net", { 16, 128 }, 2.0, 0 },
-        { "models/mlp.net", { 16, 128 }, 1.2, 0 },     { "models/lenet5.net", { 16, 64 }, 2.0, 0 },
-        { "models/resnet.net", { 16, 64 }, 2.0, 1024 }, { "models/large.net", { 1, 4 }, 2.0, 0 },
+    static const struct { const char *file; int64_t batch[2]; double min_ratio[2]; } cases[] = {
+        { "models/mnist.net", { 16, 256 }, { 1.4, 2.0 } },   { "models/mnist-adam.net", { 16, 128 }, { 1.4, 2.0 } },
+        { "models/mlp.net", { 16, 128 }, { 1.2, 1.2 } },     { "models/lenet5.net", { 16, 64 }, { 2.0, 2.0 } },
+        { "models/resnet.net", { 16, 64 }, { 2.0, 2.0 } },   { "models/large.net", { 1, 4 }, { 2.0, 2.0 } },
     };
     int saved = pool_threads();
     kern_blas_threads(2);
@@ -551,10 +551,10 @@ START_TEST(memory_targets)
         ck_assert_int_eq(interp_run(tg, (const void *const *)feeds, outs, &env, &st), 0);
         ck_assert_msg(mp->arena <= mp->lower_bound * 105 / 100, "%s batch %lld: arena %lld, lower bound %lld",
                       cases[_i].file, (long long)batch, (long long)mp->arena, (long long)mp->lower_bound);
-        ck_assert_msg((double)mp->naive >= cases[_i].min_ratio * (double)mp->arena,
+        ck_assert_msg((double)mp->naive >= cases[_i].min_ratio[k] * (double)mp->arena,
                       "%s batch %lld: arena %lld, naive %lld", cases[_i].file, (long long)batch, (long long)mp->arena,
                       (long long)mp->naive);
-        ck_assert_msg(mp->arena < (int64_t)st.peak_bytes + cases[_i].slack, "%s batch %lld: arena %lld, interpreter peak %zu",
+        ck_assert_msg(mp->arena < (int64_t)st.peak_bytes, "%s batch %lld: arena %lld, interpreter peak %zu",
                       cases[_i].file, (long long)batch, (long long)mp->arena, st.peak_bytes);
         free_feeds(tg, feeds);
         compiled_free(p);
@@ -746,6 +746,38 @@ START_TEST(fold_constants)
     diag_free(&d);
     graph_free(f);
     graph_free(g);
+}
+END_TEST
+
+/* A plan's convolution scratch is sized for the pool's threads when it was made: a run
+ * with another count is refused, not let overrun. */
+START_TEST(compiled_plan_keeps_threads)
+{
+    int saved = pool_threads();
+    Compiled c;
+    compile_file(&c, "models/resnet.net");
+    Graph *tg = pass_autodiff(c.g, &c.d);
+    ck_assert_int_eq(graph_bind(tg, "B", 2, &c.d), 0);
+    Weights w;
+    ck_assert_int_eq(weights_init(&w, tg, 1, &c.d), 0);
+    kern_blas_threads(1);
+    CompiledPlan *p = compiled_plan(tg, &w, &c.d);
+    ck_assert_ptr_nonnull(p);
+    void **feeds = make_feeds(tg, 10, 1);
+    float lv, av;
+    float *outs[2] = { &lv, &av };
+    StepEnv env = { .w = &w, .seed = 1, .lr = 0.0f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-7f, .training = true, .d = &c.d };
+    kern_blas_threads(2);
+    ck_assert_int_eq(compiled_run(p, (const void *const *)feeds, outs, &env), -1);
+    ck_assert_ptr_nonnull(strstr(c.d.buf, "made for 1 thread and the pool now has 2"));
+    kern_blas_threads(1);
+    ck_assert_int_eq(compiled_run(p, (const void *const *)feeds, outs, &env), 0);
+    free_feeds(tg, feeds);
+    compiled_free(p);
+    weights_free(&w);
+    graph_free(tg);
+    compiled_free_all(&c);
+    kern_blas_threads(saved);
 }
 END_TEST
 
@@ -1024,6 +1056,7 @@ static Suite *make_exec_suite(void)
     tcase_add_test(tc, fused_elementwise_chains);
     tcase_add_test(tc, memplan_no_overlap);
     tcase_add_loop_test(tc, parallel_stages, 0, (int)(sizeof model_files / sizeof model_files[0]));
+    tcase_add_test(tc, compiled_plan_keeps_threads);
     tcase_add_test(tc, fusion_patterns);
     tcase_add_test(tc, cse_merges);
     tcase_add_test(tc, fold_constants);

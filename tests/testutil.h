@@ -153,7 +153,7 @@ static inline size_t tu_grad_worst(const float *ana, const double *num, size_t n
 #define ck_assert_grad_fd(f, ctx, x, nx, ny, dy, ana, eps, rtol, atol)                     \
     do {                                                                                  \
         size_t tu_nx_ = (nx);                                                             \
-        double *tu_num_ = malloc((tu_nx_ ? tu_nx_ : 1) * sizeof *tu_num_), tu_r_;         \
+        double *tu_num_ = calloc(tu_nx_ ? tu_nx_ : 1, sizeof *tu_num_), tu_r_;              \
         ck_assert_ptr_nonnull(tu_num_);                                                   \
         tu_numeric_vjp((f), (ctx), (x), tu_nx_, (ny), (dy), (eps), tu_num_);              \
         size_t tu_wi_ = tu_grad_worst((ana), tu_num_, tu_nx_, (rtol), (atol), &tu_r_);    \
