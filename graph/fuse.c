@@ -287,7 +287,8 @@ static Graph *fuse_conv_pool(const Graph *g, DiagSink *d)
         if (pool->op != OP_MAXPOOL || pool->dtype != DT_F32) continue;
         int32_t x = pool->in[0];
         const Node *conv = &c->nodes[x];
-        if ((conv->op != OP_CONV2D && conv->op != OP_CONV2D_BIAS_ACT) || uses[x] != 1 || !convpool_exact(c, conv))
+        if ((conv->op != OP_CONV2D && conv->op != OP_CONV2D_BIAS_ACT) || uses[x] != 1 || x == c->logits ||
+            !convpool_exact(c, conv))
             continue;
         int32_t *in = arena_alloc(&c->arena, (size_t)conv->nin * sizeof *in);
         if (!in) { diag_plain(d, "out of memory"); goto done; }
