@@ -103,7 +103,8 @@ int cmd_check(int argc, char **argv)
 }
 
 static const char dump_usage[] =
-    "usage: graphc dump FILE.net [--stage STAGE] [--format FORMAT] [--batch N] [--ranks N] [--threads N] [-o OUT]\n"
+    "usage: graphc dump FILE.net [--stage STAGE] [--format FORMAT] [--batch N] [--ranks N] [--infer]\n"
+    "                  [--threads N] [-o OUT]\n"
     "\n"
     "Prints the model at a stage of compilation:\n"
     "  ast     the syntax tree, as parsed\n"
@@ -117,6 +118,8 @@ static const char dump_usage[] =
     "          buffers, offsets, lifetimes, parallel stages; formats text and svg\n"
     "--ranks N (N > 1): the stages from train on are one rank's step of a data-parallel\n"
     "job of N ranks, with the gradients' allreduce ops (docs/distributed.md).\n"
+    "--infer: the stages from train on are the inference graph instead (what graphc\n"
+    "predict and graphc bench --infer run: the outputs only, dropout removed).\n"
     "Formats: text (default; stable, readable), dot (Graphviz), json (for tools), svg (planned).\n"
     "-o OUT writes to a file instead of standard output.\n";
 
@@ -127,9 +130,10 @@ int cmd_dump(int argc, char **argv)
         { "help", no_argument, 0, 'h' }, { "stage", required_argument, 0, 's' },
         { "format", required_argument, 0, 'f' }, { "output", required_argument, 0, 'o' },
         { "batch", required_argument, 0, 'b' }, { "ranks", required_argument, 0, 'r' },
-        { "threads", required_argument, 0, 't' }, { 0, 0, 0, 0 },
+        { "threads", required_argument, 0, 't' }, { "infer", no_argument, 0, 'i' }, { 0, 0, 0, 0 },
     };
     int64_t batch = 0, ranks = 1, threads = 0;
+    bool infer = false;
     const char *stage = "graph", *format = "text", *outpath = NULL;
     int c;
     optind = 1;
@@ -140,6 +144,7 @@ int cmd_dump(int argc, char **argv)
         case 'r': if (!cli_parse_i64("dump", "--ranks", optarg, 1, 1 << 20, &ranks)) return EXIT_USAGE; break;
         case 't': if (!cli_parse_i64("dump", "--threads", optarg, 1, 256, &threads)) return EXIT_USAGE; break;
         case 'h': fputs(dump_usage, stdout); return EXIT_OK;
+        case 'i': infer = true; break;
         case 's': stage = optarg; break;
         case 'f': format = optarg; break;
         case 'o': outpath = optarg; break;
@@ -160,6 +165,7 @@ int cmd_dump(int argc, char **argv)
     if (si == 6 && fi != 0 && fi != 3) return cli_usage_error("dump", "the planned stage has text and svg forms");
     if (si != 6 && fi == 3) return cli_usage_error("dump", "svg is the form of the planned stage");
     if (si == 0 && fi == 1) return cli_usage_error("dump", "the ast stage has no dot form (use text or json)");
+    if (infer && ranks > 1) return cli_usage_error("dump", "--infer and --ranks: ranks split a training step, not inference");
 
     Model m;
     int rc = EXIT_OK;
@@ -182,7 +188,7 @@ int cmd_dump(int argc, char **argv)
     }
     Graph *g = m.graph, *owned = NULL;
     if (si >= 2) {
-        Graph *t = stage_train(m.graph, (int)ranks, &m.diag);
+        Graph *t = infer ? pass_inference(m.graph, false, &m.diag) : stage_train(m.graph, (int)ranks, &m.diag);
         if (t && si >= 3) {
             owned = pass_optimize(t, si == 6 ? "fused" : stages[si], &m.diag);
             graph_free(t);

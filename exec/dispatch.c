@@ -148,15 +148,42 @@ static int k_matmul_bias_act(const KCall *c)
     return 0;
 }
 
-static KConv conv_params(const Node *n, const Shape *x, const Shape *w, const Shape *y)
+static KConv conv_window(const WinAttr *a, const Shape *x, const Shape *w, int64_t oh, int64_t ow)
 {
     KConv p = {
         .n = x->d[0].v, .h = x->d[1].v, .w = x->d[2].v, .c = x->d[3].v,
         .kh = w->d[0].v, .kw = w->d[1].v, .f = w->d[3].v,
-        .sh = n->a.win.sh, .sw = n->a.win.sw, .pt = n->a.win.pt, .pl = n->a.win.pl,
-        .oh = y->d[1].v, .ow = y->d[2].v,
+        .sh = a->sh, .sw = a->sw, .pt = a->pt, .pl = a->pl,
+        .oh = oh, .ow = ow,
     };
     return p;
+}
+
+static KConv conv_params(const Node *n, const Shape *x, const Shape *w, const Shape *y)
+{
+    return conv_window(&n->a.win, x, w, y->d[1].v, y->d[2].v);
+}
+
+/* conv2d_maxpool: the convolution (its output size from the resolved padding), and the
+ * pooling of its output. */
+static void convpool_params(const Graph *g, const Node *n, KConv *p, KPool *q)
+{
+    const Shape *x = &g->nodes[n->in[0]].shape, *w = &g->nodes[n->in[1]].shape;
+    const WinAttr *cv = &n->a.convpool.conv, *pl = &n->a.convpool.pool;
+    *p = conv_window(cv, x, w, (x->d[1].v + cv->pt + cv->pb - w->d[0].v) / cv->sh + 1,
+                     (x->d[2].v + cv->pl + cv->pr - w->d[1].v) / cv->sw + 1);
+    *q = (KPool){ .n = p->n, .h = p->oh, .w = p->ow, .c = p->f, .kh = pl->kh, .kw = pl->kw, .sh = pl->sh,
+                  .sw = pl->sw, .pt = pl->pt, .pl = pl->pl, .oh = n->shape.d[1].v, .ow = n->shape.d[2].v };
+}
+
+static int k_conv2d_maxpool(const KCall *c)
+{
+    KConv p;
+    KPool q;
+    convpool_params(c->g, c->n, &p, &q);
+    kern_conv2d_maxpool(&p, &q, fin(c, 0), fin(c, 1), c->n->nin == 3 ? fin(c, 2) : NULL, c->n->a.convpool.conv.act,
+                        fout(c), c->scratch);
+    return 0;
 }
 
 /* conv2d(x, w) -> y; grad_input(dy, w) -> dx [x]; grad_filter(x, dy) -> dw [w] */
@@ -198,6 +225,12 @@ static int k_conv2d_grad_filter(const KCall *c)
  * kernel needs no im2col chunks); 0 for every other op. */
 size_t dispatch_scratch_bytes(const Graph *g, const Node *n)
 {
+    if (n->op == OP_CONV2D_MAXPOOL) {
+        KConv p;
+        KPool q;
+        convpool_params(g, n, &p, &q);
+        return kern_conv2d_maxpool_scratch(&p, &q);
+    }
     KConvOp op;
     switch (n->op) {
     case OP_CONV2D: case OP_CONV2D_BIAS_ACT: op = KCONV_FORWARD; break;
@@ -720,6 +753,7 @@ static const KernelFn kernels[] = {
     [OP_ALLREDUCE] = k_allreduce, [OP_ALLREDUCE_WAIT] = k_allreduce_wait,
     [OP_MAXPOOL_ARGMAX] = k_pool, [OP_MAXPOOL_GATHER] = k_pool, [OP_MAXPOOL_SCATTER] = k_maxpool_scatter,
     [OP_MAXPOOL_SCATTER_RELU] = k_maxpool_scatter, [OP_FUSED_ELEMWISE] = k_fused_elemwise,
+    [OP_CONV2D_MAXPOOL] = k_conv2d_maxpool,
 };
 static_assert(sizeof kernels / sizeof kernels[0] == OP_COUNT, "one kernel per op");
 

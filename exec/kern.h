@@ -143,6 +143,18 @@ void kern_maxpool_scatter(const KPool *p, const int32_t *idx, const float *y, co
 /* kern_maxpool_grad, then kern_relu_mask(x, dx) (x is the relu's output), image by
  * image while it is in cache: the same bits as the two calls. */
 void kern_maxpool_grad_relu(const KPool *p, const float *x, const float *y, const float *dy, float *dx);
+/* conv2d_maxpool (graph/fuse.c): kern_conv2d_bias_act(p, x, w, bias, act) (bias NULL:
+ * kern_conv2d), then kern_maxpool(q) of its output (q->h, q->w, q->c = p->oh, p->ow,
+ * p->f), without writing the convolution's output: it is made band by band in each
+ * thread's scratch and pooled there.  The same bits as the two calls where these
+ * sizes take a direct kernel (kern_conv2d_maxpool_exact); on im2col + sgemm the same
+ * values to rounding only (sgemm's bits depend on how its calls are cut). */
+bool kern_conv2d_maxpool_exact(const KConv *p);
+/* Test hook: pooled rows per band (0: automatic, the conv rows in about 96 KiB). */
+void kern_conv_set_pool_band(size_t rows);
+size_t kern_conv2d_maxpool_scratch(const KConv *p, const KPool *q);
+void kern_conv2d_maxpool(const KConv *p, const KPool *q, const float *x, const float *w, const float *bias, int act,
+                         float *y, float *scratch);
 void kern_avgpool(const KPool *p, const float *x, float *y);
 void kern_avgpool_grad(const KPool *p, const float *dy, float *dx);
 /* [n, hw, c] -> [n, c] mean over hw, and its gradient. */

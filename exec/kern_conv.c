@@ -283,25 +283,36 @@ static float *worker_scratch(const ConvJob *j, int worker)
     return j->scratch + (size_t)worker * (j->path->col + j->path->acc);
 }
 
+/* Output pixels [m0, m0 + mc) of the forward convolution into y (pixel m0 at y[0]),
+ * then the bias and activation: the few-channel direct kernel, or im2col (into col,
+ * mc rows of K) and sgemm.  Every pixel's value is the same however the pixels are
+ * cut into calls. */
+static void conv_pixels(const KConv *p, const float *x, const float *w, const float *bias, int act, bool direct,
+                        int64_t m0, int64_t mc, float *col, float *y)
+{
+    if (direct) {
+        conv_direct_forward(p, x, w, bias, act, y, m0, mc);
+        return;
+    }
+    const int64_t K = conv_k(p), F = p->f;
+    const float *a = x + m0 * K;
+    if (!conv_is_identity(p)) {
+        im2col(p, x, m0, mc, col);
+        a = col;
+    }
+    kern_gemm(false, false, (size_t)mc, (size_t)F, (size_t)K, 1.0f, a, w, 0.0f, y);
+    if (bias)
+        kern_bias_act(y, (size_t)mc, (size_t)F, bias, act);
+}
+
 static void conv_task(void *arg, int task, int worker)
 {
     const ConvJob *j = arg;
     const KConv *p = j->p;
-    const int64_t M = conv_m(p), K = conv_k(p), F = p->f, rows = j->path->rows;
+    const int64_t M = conv_m(p), rows = j->path->rows;
     int64_t m0 = (int64_t)task * rows, mc = M - m0 < rows ? M - m0 : rows;
-    if (j->path->direct) {
-        conv_direct_forward(p, j->x, j->w, j->bias, j->act, j->y, m0, mc);
-        return;
-    }
-    const float *col = j->x + m0 * K;
-    if (j->path->col) {
-        float *buf = worker_scratch(j, worker);
-        im2col(p, j->x, m0, mc, buf);
-        col = buf;
-    }
-    kern_gemm(false, false, (size_t)mc, (size_t)F, (size_t)K, 1.0f, col, j->w, 0.0f, j->y + m0 * F);
-    if (j->bias)
-        kern_bias_act(j->y + m0 * F, (size_t)mc, (size_t)F, j->bias, j->act);
+    conv_pixels(p, j->x, j->w, j->bias, j->act, j->path->direct, m0, mc, j->path->col ? worker_scratch(j, worker) : NULL,
+                j->y + m0 * p->f);
 }
 
 /* The many-channel direct forward: whole output rows (n, oy), one equal share per
@@ -311,7 +322,8 @@ static void conv_wide_task(void *arg, int task, int worker)
     (void)worker;
     const ConvJob *j = arg;
     const int64_t R = j->p->n * j->p->oh, r0 = (int64_t)task * j->path->rows;
-    conv_wide_forward(j->p, j->x, j->w, j->bias, j->act, j->y, r0, R - r0 < j->path->rows ? R - r0 : j->path->rows);
+    conv_wide_forward(j->p, j->x, j->w, j->bias, j->act, j->y + r0 * j->p->ow * j->p->f, r0,
+                      R - r0 < j->path->rows ? R - r0 : j->path->rows);
 }
 
 static void conv_forward(const KConv *p, const float *x, const float *w, const float *bias, int act, float *y,
@@ -477,29 +489,161 @@ static inline void st4(float *p, v4f v) { memcpy(p, &v, sizeof v); }
 /* mask ? a : b, lane by lane, for a mask of all-ones or zero lanes */
 static inline v4f sel4(v4i mask, v4f a, v4f b) { return (v4f)((mask & (v4i)a) | (~mask & (v4i)b)); }
 
-void kern_maxpool(const KPool *p, const float *x, float *y)
+/* Output rows [oy0, oy1) of one image's max pooling into y (row oy0 at y[0]), from
+ * its input rows from row0 on (row row0 at x[0]; no window of these rows reaches
+ * above it). */
+static void maxpool_rows(const KPool *p, const float *x, int64_t row0, int64_t oy0, int64_t oy1, float *y)
 {
     const int64_t C = p->c;
-    for (int64_t n = 0; n < p->n; n++) {
-        const float *xn = x + n * p->h * p->w * C;
-        for (int64_t oy = 0; oy < p->oh; oy++)
-            for (int64_t ox = 0; ox < p->ow; ox++) {
-                float *yo = y + ((n * p->oh + oy) * p->ow + ox) * C;
-                int64_t y0, y1, x0, x1;
-                pool_window(p, oy, ox, &y0, &y1, &x0, &x1);
-                if (y0 == y1 || x0 == x1) {   /* a window of padding only */
-                    memset(yo, 0, (size_t)C * sizeof *yo);
-                    continue;
-                }
-                memcpy(yo, xn + (y0 * p->w + x0) * C, (size_t)C * sizeof *yo);
-                for (int64_t iy = y0; iy < y1; iy++)
-                    for (int64_t ix = (iy == y0 ? x0 + 1 : x0); ix < x1; ix++) {
-                        const float *xc = xn + (iy * p->w + ix) * C;
-                        for (int64_t c = 0; c < C; c++)
-                            yo[c] = xc[c] > yo[c] ? xc[c] : yo[c];
-                    }
+    for (int64_t oy = oy0; oy < oy1; oy++)
+        for (int64_t ox = 0; ox < p->ow; ox++) {
+            float *yo = y + ((oy - oy0) * p->ow + ox) * C;
+            int64_t y0, y1, x0, x1;
+            pool_window(p, oy, ox, &y0, &y1, &x0, &x1);
+            if (y0 == y1 || x0 == x1) {   /* a window of padding only */
+                memset(yo, 0, (size_t)C * sizeof *yo);
+                continue;
             }
+            memcpy(yo, x + ((y0 - row0) * p->w + x0) * C, (size_t)C * sizeof *yo);
+            for (int64_t iy = y0; iy < y1; iy++)
+                for (int64_t ix = (iy == y0 ? x0 + 1 : x0); ix < x1; ix++) {
+                    const float *xc = x + ((iy - row0) * p->w + ix) * C;
+                    for (int64_t c = 0; c < C; c++)
+                        yo[c] = xc[c] > yo[c] ? xc[c] : yo[c];
+                }
+        }
+}
+
+void kern_maxpool(const KPool *p, const float *x, float *y)
+{
+    for (int64_t n = 0; n < p->n; n++)
+        maxpool_rows(p, x + n * p->h * p->w * p->c, 0, 0, p->oh, y + n * p->oh * p->ow * p->c);
+}
+
+/* ---- convolution and max pooling in one (conv2d_maxpool) ------------------------------
+ * Each thread takes one share of the pooled rows (n, py) and goes through them in bands
+ * of up to `band` rows of one image: the convolution rows their windows read, made by
+ * the forward kernels above (conv_wide_forward, conv_pixels: the same choice of kernel
+ * as kern_conv2d_bias_act, and each output pixel's value does not depend on how the
+ * rows are cut) into the thread's scratch, then pooled by maxpool_rows as kern_maxpool
+ * pools them.  Where windows overlap (stride < size), the rows the next band of the
+ * same image needs again are moved to the front instead of made twice.
+ * On im2col + sgemm the values are right but not always the same bits: OpenBLAS's
+ * sgemm rounds a row differently by its place in the call (its M blocking), and the
+ * bands cut the calls differently from kern_conv2d's chunks; hence
+ * kern_conv2d_maxpool_exact, which the fusion pass asks. */
+enum { CONVPOOL_BAND_BYTES = 96 << 10 };   /* conv rows per thread: well inside L2 */
+
+/* Test hook (kern.h): pooled rows per band; 0 restores the automatic choice. */
+static int64_t band_override;
+void kern_conv_set_pool_band(size_t rows) { band_override = (int64_t)rows; }
+
+/* Pooled rows per band: as many as fit their conv rows in CONVPOOL_BAND_BYTES, >= 1. */
+static int64_t convpool_band(const KConv *p, const KPool *q)
+{
+    int64_t rowb = p->ow * p->f * (int64_t)sizeof(float), fit = rowb > 0 ? CONVPOOL_BAND_BYTES / rowb : 1;
+    int64_t g = band_override ? band_override : fit > q->kh ? (fit - q->kh) / q->sh + 1 : 1;
+    return g < q->oh ? g : q->oh > 0 ? q->oh : 1;
+}
+
+/* Conv rows that band pooled rows can read: at most the image's. */
+static int64_t convpool_band_rows(const KConv *p, const KPool *q)
+{
+    int64_t rows = (convpool_band(p, q) - 1) * q->sh + q->kh;
+    return rows < p->oh ? rows : p->oh;
+}
+
+/* Per thread: the band of conv rows, then (im2col only) one chunk of im2col. */
+static size_t convpool_worker_floats(const KConv *p, const KPool *q)
+{
+    size_t band = (size_t)convpool_band_rows(p, q) * (size_t)(p->ow * p->f);
+    bool col = !conv_wide(p) && !conv_direct_ok(p) && !conv_is_identity(p);
+    return band + (col ? (size_t)conv_chunk_rows(p) * (size_t)conv_k(p) : 0);
+}
+
+bool kern_conv2d_maxpool_exact(const KConv *p) { return conv_wide(p) || conv_direct_ok(p); }
+
+size_t kern_conv2d_maxpool_scratch(const KConv *p, const KPool *q)
+{
+    size_t pack = conv_wide(p) ? conv_wide_pack_floats(p) : 0;
+    return ((size_t)pool_threads() * convpool_worker_floats(p, q) + pack) * sizeof(float);
+}
+
+typedef struct ConvPoolJob {
+    const KConv *p;
+    const KPool *q;
+    const float *x, *w, *bias;  /* w: the packed filter on the wide path */
+    int act;
+    bool wide, direct;
+    float *y, *scratch;
+    int64_t rows;               /* pooled rows (n, py) per task */
+    int64_t band;               /* pooled rows per band */
+} ConvPoolJob;
+
+/* Conv rows [a, b) of image n into dst (row a at dst[0]). */
+static void convpool_conv_rows(const ConvPoolJob *j, int64_t n, int64_t a, int64_t b, float *col, float *dst)
+{
+    const KConv *p = j->p;
+    if (j->wide) {
+        conv_wide_forward(p, j->x, j->w, j->bias, j->act, dst, n * p->oh + a, b - a);
+        return;
     }
+    const int64_t m0 = (n * p->oh + a) * p->ow, m1 = (n * p->oh + b) * p->ow;
+    const int64_t chunk = j->direct ? m1 - m0 : conv_chunk_rows(p);
+    for (int64_t m = m0; m < m1; m += chunk) {
+        int64_t mc = m1 - m < chunk ? m1 - m : chunk;
+        conv_pixels(p, j->x, j->w, j->bias, j->act, j->direct, m, mc, col, dst + (m - m0) * p->f);
+    }
+}
+
+static void convpool_task(void *arg, int task, int worker)
+{
+    const ConvPoolJob *j = arg;
+    const KConv *p = j->p;
+    const KPool *q = j->q;
+    const int64_t R = p->n * q->oh, r0 = (int64_t)task * j->rows, r1 = R - r0 < j->rows ? R : r0 + j->rows;
+    const int64_t rowf = p->ow * p->f;
+    float *band = j->scratch + (size_t)worker * convpool_worker_floats(p, q);
+    float *col = band + (size_t)convpool_band_rows(p, q) * (size_t)rowf;
+    int64_t have_n = -1, have0 = 0, have1 = 0;   /* conv rows [have0, have1) of image have_n in band */
+    for (int64_t r = r0; r < r1;) {
+        const int64_t n = r / q->oh, py0 = r % q->oh;
+        int64_t py1 = py0 + j->band < q->oh ? py0 + j->band : q->oh;
+        if (py1 - py0 > r1 - r)
+            py1 = py0 + (r1 - r);
+        /* the conv rows the windows of pooled rows [py0, py1) read */
+        int64_t c0 = py0 * q->sh - q->pt, c1 = (py1 - 1) * q->sh - q->pt + q->kh;
+        c0 = c0 < 0 ? 0 : c0 > p->oh ? p->oh : c0;
+        c1 = c1 > p->oh ? p->oh : c1 < c0 ? c0 : c1;
+        int64_t from = c0;
+        if (have_n == n && c0 >= have0 && c0 < have1) {
+            memmove(band, band + (c0 - have0) * rowf, (size_t)((have1 - c0) * rowf) * sizeof *band);
+            from = have1;
+        }
+        if (c1 > from)
+            convpool_conv_rows(j, n, from, c1, col, band + (from - c0) * rowf);
+        have_n = n, have0 = c0, have1 = c1 > from ? c1 : from;
+        maxpool_rows(q, band, c0, py0, py1, j->y + (n * q->oh + py0) * q->ow * q->c);
+        r += py1 - py0;
+    }
+}
+
+void kern_conv2d_maxpool(const KConv *p, const KPool *q, const float *x, const float *w, const float *bias, int act,
+                         float *y, float *scratch)
+{
+    const int64_t R = p->n * q->oh;
+    if (R <= 0 || q->ow <= 0 || p->f <= 0)
+        return;
+    const int T = pool_threads();
+    ConvPoolJob j = { .p = p, .q = q, .x = x, .w = w, .bias = bias, .act = bias ? act : -1, .wide = conv_wide(p),
+                      .y = y, .scratch = scratch, .rows = (R + T - 1) / T, .band = convpool_band(p, q) };
+    j.direct = !j.wide && conv_direct_ok(p);
+    if (j.wide) {
+        float *wp = scratch + (size_t)T * convpool_worker_floats(p, q);
+        conv_wide_pack(p, w, wp);
+        j.w = wp;
+    }
+    pool_run((int)nchunks(R, j.rows), convpool_task, &j);
 }
 
 /* dx += the max-pool gradient of one image (dx, x: [h, w, c]; y, dy: [oh, ow, c]):

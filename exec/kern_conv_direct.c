@@ -266,8 +266,9 @@ INLINE_AVX2 void fwd_tile(int P, bool full, __m256i m0, __m256i m1, const float 
     default: CALL(6); break;                                                           \
     }
 
+/* Pixels [ox0, ox1) of an output row into y (pixel ox0 at y[0]). */
 AVX2 static void forward_row(const KConv *p, const float *strip, const int32_t *off, const float *w,
-                             const float *bias, int act, float *yrow, int64_t ox0, int64_t ox1)
+                             const float *bias, int act, float *ypix, int64_t ox0, int64_t ox1)
 {
     const int K = (int)(p->kh * p->kw * p->c);
     const int64_t F = p->f, pstep = p->sw * p->c;
@@ -280,7 +281,7 @@ AVX2 static void forward_row(const KConv *p, const float *strip, const int32_t *
         for (int64_t ox = ox0; ox < ox1; ox += TILE) {
             const int P = ox1 - ox < TILE ? (int)(ox1 - ox) : TILE;
             const float *xs = strip + ox * pstep;
-            float *y = yrow + ox * F + f0;
+            float *y = ypix + (ox - ox0) * F + f0;
             if (nf == FBLOCK) {
 #define FULL(PP) fwd_tile(PP, true, m0, m1, xs, pstep, off, K, w + f0, F, bb, relu, y)
                 TILE_CASES(FULL)
@@ -293,7 +294,7 @@ AVX2 static void forward_row(const KConv *p, const float *strip, const int32_t *
         }
     }
     if (bias && act >= 0 && act != KU_RELU)
-        kern_unary((KUnary)act, yrow + ox0 * F, yrow + ox0 * F, (size_t)((ox1 - ox0) * F));
+        kern_unary((KUnary)act, ypix, ypix, (size_t)((ox1 - ox0) * F));
 }
 
 /* Grad filter tile: taps off[0..T) x one block of filters, summed over pixels
@@ -539,7 +540,7 @@ void conv_wide_forward(const KConv *p, const float *x, const float *wp, const fl
     for (int64_t r = r0; r < r0 + rc; r++) {
         const int64_t n = r / p->oh, oy = r % p->oh;
         fill_strip(p, x, n, oy, strip);
-        wide_row(p, strip, oy, wp, bias, act, y + r * p->ow * p->f);
+        wide_row(p, strip, oy, wp, bias, act, y + (r - r0) * p->ow * p->f);
     }
 #else
     (void)p, (void)x, (void)wp, (void)bias, (void)act, (void)y, (void)r0, (void)rc;
@@ -555,7 +556,7 @@ void conv_direct_forward(const KConv *p, const float *x, const float *w, const f
     tap_offsets(p, off);
     FOR_ROW_PIECES(p, m0, mc, {
         fill_strip(p, x, n, oy, strip);
-        forward_row(p, strip, off, w, bias, act, y + ((n * p->oh + oy) * p->ow) * p->f, ox0, ox1);
+        forward_row(p, strip, off, w, bias, act, y + ((n * p->oh + oy) * p->ow + ox0 - m0) * p->f, ox0, ox1);
     });
 #else
     (void)p, (void)x, (void)w, (void)bias, (void)act, (void)y, (void)m0, (void)mc;

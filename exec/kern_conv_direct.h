@@ -9,8 +9,9 @@
  * (kern_conv_set_direct)? */
 bool conv_direct_ok(const KConv *p);
 
-/* Output pixels [m0, m0 + mc) (rows of y viewed as [n*oh*ow, f]) of the convolution,
- * then y = act(y + bias) when bias is not NULL (act: a KUnary or -1). */
+/* Output pixels [m0, m0 + mc) (rows of the output viewed as [n*oh*ow, f]) of the
+ * convolution into y (pixel m0 at y[0]), then y = act(y + bias) when bias is not NULL
+ * (act: a KUnary or -1). */
 void conv_direct_forward(const KConv *p, const float *x, const float *w, const float *bias, int act,
                          float *y, int64_t m0, int64_t mc);
 
@@ -27,8 +28,9 @@ void conv_wide_pack(const KConv *p, const float *w, float *wp);
  * (conv_wide_pack_flipped of p's filter) is conv_wide_pack_floats(q) floats. */
 bool conv_wide_grad_input_ok(const KConv *p, KConv *q);
 void conv_wide_pack_flipped(const KConv *p, const float *w, float *wp);
-/* Output rows [r0, r0 + rc) (rows (n, oy) of y viewed as [n*oh, ow*f]) from the packed
- * filter wp, then y = act(y + bias) when bias is not NULL (act: a KUnary or -1). */
+/* Output rows [r0, r0 + rc) (rows (n, oy) of the output viewed as [n*oh, ow*f]) into y
+ * (row r0 at y[0]) from the packed filter wp, then y = act(y + bias) when bias is not
+ * NULL (act: a KUnary or -1). */
 void conv_wide_forward(const KConv *p, const float *x, const float *wp, const float *bias, int act, float *y,
                        int64_t r0, int64_t rc);
 

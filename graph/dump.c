@@ -39,6 +39,17 @@ static void attrs_str(const Graph *g, const Node *n, char *buf, size_t len)
                  n->a.win.kw, n->a.win.sh, n->a.win.sw, n->a.win.padding == PAD_SAME ? "same" : "valid", n->a.win.pt,
                  n->a.win.pb, n->a.win.pl, n->a.win.pr);
         break;
+    case OP_CONV2D_MAXPOOL: {
+        const WinAttr *cv = &n->a.convpool.conv, *pl = &n->a.convpool.pool;
+        snprintf(buf, len,
+                 "fuses=conv2d%s%s%s+maxpool window=%dx%d stride=%dx%d padding=%s(%d,%d,%d,%d) "
+                 "pool=%dx%d pool_stride=%dx%d pool_padding=%s(%d,%d,%d,%d)",
+                 n->nin == 3 ? "+add" : "", cv->act >= 0 ? "+" : "", cv->act >= 0 ? act_name(cv->act) : "", cv->kh,
+                 cv->kw, cv->sh, cv->sw, cv->padding == PAD_SAME ? "same" : "valid", cv->pt, cv->pb, cv->pl, cv->pr,
+                 pl->kh, pl->kw, pl->sh, pl->sw, pl->padding == PAD_SAME ? "same" : "valid", pl->pt, pl->pb, pl->pl,
+                 pl->pr);
+        break;
+    }
     case OP_MAXPOOL_GRAD_RELU:
         snprintf(buf, len, "fuses=maxpool_grad+relu_grad window=%dx%d stride=%dx%d", n->a.win.kh, n->a.win.kw,
                  n->a.win.sh, n->a.win.sw);

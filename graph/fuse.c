@@ -5,6 +5,8 @@
  *   matmul(a, w) -> add(., b) [-> act]      =>  matmul_bias_act(a, w, b)
  *   maxpool_grad(x, y, dy) -> unary_grad[relu](x, .)  =>  maxpool_grad_relu(x, y, dy)
  *   every sgd/momentum/adam update of the step     =>  update_all(p1, g1, p2, g2, ...)
+ *   conv2d_bias_act(x, w, b) or conv2d(x, w) -> maxpool  =>  conv2d_maxpool(x, w[, b])
+ *                                                   (graphs without a training step)
  * where b is a vector over the last axis and act is relu, sigmoid or tanh.  The fused
  * node takes the place of the last node of its pattern, so everything that read that
  * node reads the fused one; the other nodes of the pattern are dropped. */
@@ -240,6 +242,79 @@ done:
     return out;
 }
 
+/* Max pooling into the convolution before it, in a graph without a training step
+ * (inference and evaluation): a conv2d or conv2d_bias_act read only by a maxpool
+ * becomes one conv2d_maxpool in the maxpool's place, whose kernel makes the
+ * convolution's rows band by band in scratch and pools them there (exec/kern_conv.c),
+ * so the full-resolution output, a CNN's largest tensor, is never written and read
+ * back.  Only where the convolution takes a direct kernel (convpool_exact).  A training step needs that output for the gradients (relu's, the pool's), so
+ * there it has other readers anyway; updates mark a training step. */
+/* Does the convolution take a direct kernel (on this CPU), where the fused op gives
+ * the bits of the two ops apart?  (On im2col + sgemm it does not: see kern_conv.c.)
+ * The kernel's choice does not depend on the batch. */
+static bool convpool_exact(const Graph *g, const Node *conv)
+{
+    const Shape *x = &g->nodes[conv->in[0]].shape, *w = &g->nodes[conv->in[1]].shape, *y = &conv->shape;
+    for (int k = 1; k < 4; k++)
+        if (x->d[k].sym >= 0 || w->d[k - 1].sym >= 0 || y->d[k].sym >= 0) return false;
+    if (w->d[3].sym >= 0) return false;
+    KConv p = { .n = 1, .h = x->d[1].v, .w = x->d[2].v, .c = x->d[3].v, .kh = w->d[0].v, .kw = w->d[1].v,
+                .f = w->d[3].v, .sh = conv->a.win.sh, .sw = conv->a.win.sw, .pt = conv->a.win.pt,
+                .pl = conv->a.win.pl, .oh = y->d[1].v, .ow = y->d[2].v };
+    return kern_conv2d_maxpool_exact(&p);
+}
+
+static Graph *fuse_conv_pool(const Graph *g, DiagSink *d)
+{
+    for (int i = 0; i < g->nnodes; i++)
+        if (op_info[g->nodes[i].op].traits & OPT_UPDATE) {
+            Graph *same = graph_clone(g);
+            if (!same) diag_plain(d, "out of memory");
+            return same;
+        }
+    Graph *c = graph_clone(g);
+    int32_t *uses = count_uses(g);
+    bool *keep = gc_calloc((size_t)(g->nnodes ? g->nnodes : 1), sizeof *keep);
+    int32_t *alias = gc_calloc((size_t)(g->nnodes ? g->nnodes : 1), sizeof *alias);
+    Graph *out = NULL;
+    if (!c || !uses || !keep || !alias) { diag_plain(d, "out of memory"); goto done; }
+    for (int i = 0; i < c->nnodes; i++) {
+        keep[i] = true;
+        alias[i] = i;
+    }
+    for (int m = 0; m < c->nnodes; m++) {
+        Node *pool = &c->nodes[m];
+        if (pool->op != OP_MAXPOOL || pool->dtype != DT_F32) continue;
+        int32_t x = pool->in[0];
+        const Node *conv = &c->nodes[x];
+        if ((conv->op != OP_CONV2D && conv->op != OP_CONV2D_BIAS_ACT) || uses[x] != 1 || x == c->logits ||
+            !convpool_exact(c, conv))
+            continue;
+        int32_t *in = arena_alloc(&c->arena, (size_t)conv->nin * sizeof *in);
+        if (!in) { diag_plain(d, "out of memory"); goto done; }
+        memcpy(in, conv->in, (size_t)conv->nin * sizeof *in);
+        NodeAttr a;
+        memset(&a, 0, sizeof a);
+        a.convpool.conv = conv->a.win;
+        if (conv->op == OP_CONV2D) a.convpool.conv.act = -1;
+        a.convpool.pool = pool->a.win;
+        pool->op = OP_CONV2D_MAXPOOL;
+        pool->a = a;
+        pool->in = in;
+        pool->nin = conv->nin;
+        pool->name = pool->name ? pool->name : conv->name;
+        pool->loc = conv->loc;   /* the work is the convolution's: its line in a profile */
+        keep[x] = false;
+    }
+    out = graph_rebuild(c, keep, alias, g->stage, d);
+done:
+    graph_free(c);
+    gc_free(uses);
+    gc_free(keep);
+    gc_free(alias);
+    return out;
+}
+
 /* Max pooling through indices, for memory: a training step keeps maxpool's input x
  * alive until maxpool_grad(x, y, dy), and x is the largest tensor of a CNN (the first
  * convolution's output).  Instead
@@ -434,8 +509,11 @@ Graph *pass_fuse(const Graph *g, DiagSink *d)
     gc_free(keep);
     gc_free(alias);
     if (!out) return NULL;
-    Graph *ew = fuse_elementwise(out, d);
+    Graph *cp = fuse_conv_pool(out, d);
     graph_free(out);
+    if (!cp) return NULL;
+    Graph *ew = fuse_elementwise(cp, d);
+    graph_free(cp);
     if (!ew) return NULL;
     Graph *idx = pool_indices(ew, d);
     graph_free(ew);

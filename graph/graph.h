@@ -69,6 +69,15 @@ typedef struct EwStep {
     int stream;
 } EwStep;
 
+/* A window op's attributes: convolutions (and their gradients) and pools. */
+typedef struct WinAttr {
+    int kh, kw;                               /* window (pools; conv takes it from w) */
+    int sh, sw;                               /* strides */
+    Padding padding;
+    int pt, pb, pl, pr;                       /* resolved padding, set by shape inference */
+    int act;                                  /* CONV2D_BIAS_ACT: KUnary applied last, or -1 */
+} WinAttr;
+
 typedef union NodeAttr {
     struct { int index; } input;              /* INPUT: position in g->inputs */
     struct { int var; } param;                /* PARAM: index into g->vars */
@@ -77,13 +86,11 @@ typedef union NodeAttr {
         bool ta, tb;                          /* transpose a / b */
         int act;                              /* MATMUL_BIAS_ACT: KUnary applied last, or -1 */
     } matmul;
-    struct {                                  /* CONV2D and its gradients; pools */
-        int kh, kw;                           /* window (pools; conv takes it from w) */
-        int sh, sw;                           /* strides */
-        Padding padding;
-        int pt, pb, pl, pr;                   /* resolved padding, set by shape inference */
-        int act;                              /* CONV2D_BIAS_ACT: KUnary applied last, or -1 */
-    } win;
+    WinAttr win;                              /* CONV2D and its gradients; pools */
+    struct {                                  /* CONV2D_MAXPOOL */
+        WinAttr conv;                         /* the convolution; act: its epilogue, or -1 */
+        WinAttr pool;                         /* the max pooling of its output */
+    } convpool;
     struct { int axis; } concat;              /* CONCAT */
     struct { int axis; int64_t off, len; } slice; /* SLICE: [off, off+len) along axis */
     struct { float rate; int stream; } dropout;   /* DROPOUT, DROPOUT_GRAD */

@@ -226,6 +226,23 @@ static bool r_pool(Ctx *c, Node *n)
     return spatial(c, n, x, x->d[3]);
 }
 
+/* conv2d_maxpool: the convolution's rule with a.convpool.conv, then the pool's on its
+ * output with a.convpool.pool (each window's resolved padding kept). */
+static bool r_conv2d_maxpool(Ctx *c, Node *n)
+{
+    if (n->nin != 2 && n->nin != 3) return fail(c, n, "conv2d_maxpool: takes x, w and an optional bias");
+    Node conv = *n, pool = *n;
+    conv.a.win = n->a.convpool.conv;
+    if (!r_conv2d(c, &conv)) return false;
+    pool.a.win = n->a.convpool.pool;
+    if (!spatial(c, &pool, &conv.shape, conv.shape.d[3])) return false;
+    n->a.convpool.conv = conv.a.win;
+    n->a.convpool.pool = pool.a.win;
+    n->dtype = DT_F32;
+    n->shape = pool.shape;
+    return true;
+}
+
 static bool r_argmax(Ctx *c, Node *n)
 {
     if (!r_pool(c, n)) return false;
@@ -430,7 +447,7 @@ static const ShapeRule rules[] = {
     [OP_UPDATE_ALL] = r_update,
     [OP_ALLREDUCE] = r_allreduce, [OP_ALLREDUCE_WAIT] = r_same,
     [OP_MAXPOOL_ARGMAX] = r_argmax, [OP_MAXPOOL_GATHER] = r_pool, [OP_MAXPOOL_SCATTER] = r_target,
-    [OP_MAXPOOL_SCATTER_RELU] = r_target, [OP_FUSED_ELEMWISE] = r_target,
+    [OP_MAXPOOL_SCATTER_RELU] = r_target, [OP_FUSED_ELEMWISE] = r_target, [OP_CONV2D_MAXPOOL] = r_conv2d_maxpool,
 };
 static_assert(sizeof rules / sizeof rules[0] == OP_COUNT, "one shape rule per op");
 

@@ -1259,6 +1259,139 @@ START_TEST(test_conv_bias_act)
 }
 END_TEST
 
+/* Pooling windows for conv2d_maxpool: size, stride, "same" or "valid" (TensorFlow's
+ * padding, as shape inference resolves it). */
+typedef struct PoolWin {
+    int kh, kw, sh, sw;
+    bool same;
+} PoolWin;
+
+static const PoolWin convpool_windows[] = {
+    {2, 2, 2, 2, false}, /* MNIST's */
+    {2, 2, 2, 2, true},  /* odd sizes padded at the bottom and right */
+    {3, 3, 2, 2, true},  /* overlapping windows, padding on both sides */
+    {3, 3, 2, 2, false},
+    {3, 3, 1, 1, true},  /* stride 1: each conv row read by three pooled rows */
+    {2, 2, 1, 1, false},
+    {3, 2, 1, 2, true},  /* non-square */
+    {4, 4, 4, 4, false}, /* large.net's */
+    {2, 2, 3, 3, false}, /* stride > size: rows no window reads */
+};
+#define N_CONVPOOL_WINDOWS ((int)(sizeof convpool_windows / sizeof convpool_windows[0]))
+
+/* The pooling of p's output with window k; false if "valid" does not fit. */
+static bool convpool_pool(const KConv *p, const PoolWin *k, KPool *q)
+{
+    int64_t in[2] = { p->oh, p->ow }, win[2] = { k->kh, k->kw }, st[2] = { k->sh, k->sw }, o[2], pad[2];
+    for (int a = 0; a < 2; a++) {
+        if (!k->same && in[a] < win[a])
+            return false;
+        o[a] = k->same ? (in[a] + st[a] - 1) / st[a] : (in[a] - win[a]) / st[a] + 1;
+        pad[a] = k->same ? (o[a] - 1) * st[a] + win[a] - in[a] : 0;
+        if (pad[a] < 0)
+            pad[a] = 0;
+    }
+    *q = (KPool){ p->n, p->oh, p->ow, p->f, k->kh, k->kw, k->sh, k->sw, pad[0] / 2, pad[1] / 2, o[0], o[1] };
+    return true;
+}
+
+/* conv2d_maxpool gives the bits of conv2d_bias_act (or conv2d, without a bias) and then
+ * maxpool where the convolution takes a direct kernel (the few-channel one, the
+ * many-channel one): the compiled inference plan's fused op against the ops apart.
+ * Every convolution size of the tables, every pooling window above, relu, sigmoid, none
+ * and no bias, 1 to 3 threads, bands of the automatic size and of 1 and 2 pooled rows
+ * (several per image: rows carried from band to band where windows overlap).  On im2col + sgemm (the sizes neither kernel takes, and
+ * all with the direct kernels off, also in chunks of 7 pixels), where the pass does not
+ * fuse, the same values to rounding. */
+START_TEST(test_conv_maxpool)
+{
+    const ConvCase *k = _i < N_DIRECT_CASES                ? &direct_cases[_i]
+                        : _i < N_DIRECT_CASES + N_WIDE_CASES ? &wide_cases[_i - N_DIRECT_CASES]
+                                                             : &conv_cases[_i - N_DIRECT_CASES - N_WIDE_CASES];
+    KConv p = conv_params(k);
+    size_t nx = conv_nx(&p), nw = conv_nw(&p), ny = conv_ny(&p);
+    uint64_t seed = 8500 + 10 * (uint64_t)_i;
+    float *x = tu_alloc_uniform(nx, -1.0f, 1.0f, seed), *w = tu_alloc_uniform(nw, -1.0f, 1.0f, seed + 1);
+    float *bias = tu_alloc_uniform((size_t)p.f, -1.0f, 1.0f, seed + 2);
+    float *conv = tu_alloc(ny);
+    static const int acts[] = { KU_RELU, KU_SIGMOID, -1, -2 };   /* -2: no bias (conv2d) */
+    int tried = 0, exact = 0;
+    for (int pw = 0; pw < N_CONVPOOL_WINDOWS; pw++) {
+        KPool q;
+        if (!convpool_pool(&p, &convpool_windows[pw], &q))
+            continue;
+        size_t npool = (size_t)(q.n * q.oh * q.ow * q.c);
+        float *y = tu_alloc(npool), *want = tu_alloc(npool);
+        for (int mode = 0; mode < 5; mode++)   /* direct kernels on: bands automatic, of 1 and 2
+                                                 * pooled rows; off (im2col); off, chunks of 7 */
+            for (int threads = 1; threads <= 3; threads++)
+                for (int a = 0; a < 4; a++) {
+                    kern_conv_set_direct(mode < 3 ? 0 : -1);
+                    kern_conv_set_pool_band(mode == 1 ? 1 : mode == 2 ? 2 : 0);
+                    kern_conv_set_chunk_rows(mode == 4 ? 7 : 0);
+                    kern_blas_threads(threads);
+                    const float *b = acts[a] == -2 ? NULL : bias;
+                    int act = acts[a] == -2 ? -1 : acts[a];
+                    size_t cbytes = kern_conv2d_scratch(&p), fbytes = kern_conv2d_maxpool_scratch(&p, &q);
+                    float *cscratch = cbytes ? malloc(cbytes) : NULL;
+                    float *fscratch = fbytes ? malloc(fbytes) : NULL;   /* exact size: ASan sees overruns */
+                    ck_assert((cbytes == 0 || cscratch) && (fbytes == 0 || fscratch));
+                    if (b)
+                        kern_conv2d_bias_act(&p, x, w, b, act, conv, cscratch);
+                    else
+                        kern_conv2d(&p, x, w, conv, cscratch);
+                    kern_maxpool(&q, conv, want);
+                    kern_fill(y, NAN, npool);
+                    kern_conv2d_maxpool(&p, &q, x, w, b, act, y, fscratch);
+                    if (kern_conv2d_maxpool_exact(&p)) {
+                        ck_assert_msg(memcmp(y, want, npool * sizeof *y) == 0,
+                                      "conv case %d, pool %d, mode %d, %d threads, act %d: not the bits of the ops apart",
+                                      _i, pw, mode, threads, acts[a]);
+                        exact++;
+                    } else {   /* im2col + sgemm: the values, to rounding (the pass does not fuse these) */
+                        ck_assert_floats_near_scaled(y, want, npool, 1e-5);
+                    }
+                    if (mode >= 3)
+                        ck_assert(!kern_conv2d_maxpool_exact(&p));
+                    free(cscratch);
+                    free(fscratch);
+                    tried++;
+                }
+        free(y);
+        free(want);
+    }
+    kern_conv_set_direct(0);
+    kern_conv_set_chunk_rows(0);
+    kern_conv_set_pool_band(0);
+    kern_blas_threads(1);
+    ck_assert_int_gt(tried, 0);
+    /* the direct kernels' sizes are all exact on a CPU that has them */
+    if (cpu_has_direct() && _i < N_DIRECT_CASES + N_WIDE_CASES && !(p.c > 4 && p.f < 8))
+        ck_assert_int_gt(exact, 0);
+    free(x);
+    free(w);
+    free(bias);
+    free(conv);
+}
+END_TEST
+
+/* The fused op's scratch: per thread a band of conv rows (not the whole output), so
+ * it does not grow with the batch. */
+START_TEST(test_conv_maxpool_scratch)
+{
+    KConv p = {256, 28, 28, 1, 5, 5, 32, 1, 1, 2, 2, 28, 28};   /* MNIST's first layer */
+    KPool q = {256, 28, 28, 32, 2, 2, 2, 2, 0, 0, 14, 14};
+    KConv p1 = p;
+    KPool q1 = q;
+    p1.n = q1.n = 1;
+    kern_blas_threads(2);
+    size_t s = kern_conv2d_maxpool_scratch(&p, &q);
+    ck_assert_uint_eq(s, kern_conv2d_maxpool_scratch(&p1, &q1));
+    ck_assert_uint_le(s, 2 * (size_t)(28 * 28 * 32) * sizeof(float));
+    kern_blas_threads(1);
+}
+END_TEST
+
 /* M = 2*96*96 = 18432 output pixels: more than one chunk with the automatic size. */
 START_TEST(test_conv_big_m)
 {
@@ -1959,6 +2092,8 @@ static Suite *make_kernels_suite(void)
     tcase_add_loop_test(tc, test_conv_direct, 0, N_DIRECT_CASES);
     tcase_add_loop_test(tc, test_conv_wide, 0, N_WIDE_CASES);
     tcase_add_loop_test(tc, test_conv_bias_act, 0, N_DIRECT_CASES + N_WIDE_CASES + N_CONV_CASES);
+    tcase_add_loop_test(tc, test_conv_maxpool, 0, N_DIRECT_CASES + N_WIDE_CASES + N_CONV_CASES);
+    tcase_add_test(tc, test_conv_maxpool_scratch);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("pool");

@@ -683,6 +683,145 @@ START_TEST(fusion_patterns)
 }
 END_TEST
 
+/* Inference graphs: a convolution read only by a max pooling becomes one conv2d_maxpool
+ * where the convolution takes a direct kernel, and the compiled plan's outputs are the
+ * interpreter's bit for bit (which runs conv2d, add, the activation and maxpool apart),
+ * batch 1 and 3, 1 to 3 threads.  `fused`: how many the pass makes on a CPU with AVX2
+ * and FMA (none elsewhere). */
+static const struct {
+    const char *text;
+    int fused;
+} convpool_models[] = {
+    /* MNIST-like: the few-channel kernel, 2x2/2; the many-channel one, 3x3/2 "same" */
+    { "input image: f32[B, 12, 12, 1]\n"
+      "h = maxpool(conv2d(image, filters=16, kernel=5, padding=\"same\", activation=\"relu\"), size=2)\n"
+      "output y = maxpool(conv2d(h, filters=20, kernel=3, padding=\"same\", activation=\"relu\"), size=3, stride=2, padding=\"same\")\n",
+      2 },
+    /* odd sizes, conv stride 2, sigmoid, pool stride 1 "same" (overlapping windows) */
+    { "input image: f32[B, 11, 9, 3]\n"
+      "output y = maxpool(conv2d(image, filters=13, kernel=3, stride=2, padding=\"same\", activation=\"sigmoid\"), size=3, stride=1, padding=\"same\")\n",
+      1 },
+    /* no bias (plain conv2d), "valid" everywhere, 2x2/1; tanh then 4x4/4 (large.net's) */
+    { "input image: f32[B, 10, 13, 2]\n"
+      "h = maxpool(conv2d(image, filters=8, kernel=3, use_bias=false), size=2, stride=1)\n"
+      "output y = maxpool(conv2d(h, filters=24, kernel=2, activation=\"tanh\"), size=4)\n",
+      2 },
+    /* im2col + sgemm: a 1x1 convolution and a many-channel one with 4 filters (under
+     * the kernel's 8): not fused, still the same bits */
+    { "input image: f32[B, 8, 8, 6]\n"
+      "h = maxpool(conv2d(image, filters=12, kernel=1, activation=\"relu\"), size=2)\n"
+      "output y = maxpool(conv2d(h, filters=4, kernel=3, padding=\"same\", activation=\"relu\"), size=2)\n",
+      0 },
+    /* the convolution is an output too, or read twice: not fused */
+    { "input image: f32[B, 9, 9, 1]\n"
+      "output c = conv2d(image, filters=8, kernel=3, activation=\"relu\")\n"
+      "output y = maxpool(c, size=2)\n",
+      0 },
+    { "input image: f32[B, 9, 9, 1]\n"
+      "c = conv2d(image, filters=8, kernel=3, activation=\"relu\")\n"
+      "output y = maxpool(c, size=2) + avgpool(c, size=2)\n",
+      0 },
+};
+
+static bool cpu_avx2_fma(void) { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"); }
+
+START_TEST(inference_conv_pool)
+{
+    Compiled c;
+    compile_str(&c, convpool_models[_i].text);
+    Graph *ig = pass_inference(c.g, false, &c.d);
+    ck_assert_ptr_nonnull(ig);
+    int saved = pool_threads();
+    for (int64_t batch = 1; batch <= 3; batch += 2) {
+        ck_assert_int_eq(graph_bind(ig, "B", batch, &c.d), 0);
+        Weights w;
+        ck_assert_int_eq(weights_init(&w, ig, 4, &c.d), 0);
+        /* biases start at zero: move them so they matter */
+        for (int v = 0; v < w.n; v++)
+            for (int64_t k = 0; k < shape_numel(&w.shapes[v]); k++)
+                w.data[v][k] += 0.2f * (rng_unit(rng_at(17, (uint64_t)v, (uint64_t)k)) - 0.5f);
+        void **feeds = make_feeds(ig, 2, 30 + (uint64_t)batch);
+        float *out[2][4] = { { 0 } };
+        ck_assert_int_le(ig->noutputs, 4);
+        for (int t = 1; t <= 3; t++) {
+            kern_blas_threads(t);
+            for (int mode = 0; mode < 2; mode++) {
+                Executor *ex = executor_plan(mode == 0 ? MODE_INTERP : MODE_COMPILED, ig, &w, &c.d);
+                ck_assert_ptr_nonnull(ex);
+                if (mode == 1) {
+                    const Graph *fg = executor_graph(ex);
+                    int n = 0;
+                    for (int i = 0; i < fg->nnodes; i++) n += fg->nodes[i].op == OP_CONV2D_MAXPOOL;
+                    ck_assert_int_eq(n, cpu_avx2_fma() ? convpool_models[_i].fused : 0);
+                }
+                for (int o = 0; o < ig->noutputs; o++) {
+                    free(out[mode][o]);
+                    out[mode][o] = malloc((size_t)shape_numel(&ig->nodes[ig->outputs[o].node].shape) * 4);
+                }
+                StepEnv env = { .w = &w, .training = false, .d = &c.d };
+                ck_assert_int_eq(executor_run(ex, (const void *const *)feeds, out[mode], &env), 0);
+                executor_free(ex);
+            }
+            for (int o = 0; o < ig->noutputs; o++)
+                ck_assert_msg(memcmp(out[0][o], out[1][o], (size_t)shape_numel(&ig->nodes[ig->outputs[o].node].shape) * 4) == 0,
+                              "model %d, batch %lld, %d threads: output %s differs", _i, (long long)batch, t,
+                              ig->outputs[o].name);
+        }
+        for (int mode = 0; mode < 2; mode++)
+            for (int o = 0; o < 4; o++) free(out[mode][o]);
+        free_feeds(ig, feeds);
+        weights_free(&w);
+    }
+    kern_blas_threads(saved);
+    graph_free(ig);
+    compiled_free_all(&c);
+}
+END_TEST
+
+/* The MNIST CNN's inference graph: both convolutions fused with their pooling, the
+ * memory plan at its lower bound, and no scratch larger than a band per thread. */
+START_TEST(inference_conv_pool_mnist)
+{
+    Compiled c;
+    compile_file(&c, "models/mnist.net");
+    Graph *ig = pass_inference(c.g, false, &c.d);
+    ck_assert_ptr_nonnull(ig);
+    ck_assert_int_eq(graph_bind(ig, "B", 256, &c.d), 0);
+    int saved = pool_threads();
+    kern_blas_threads(2);
+    Weights w;
+    ck_assert_int_eq(weights_init(&w, ig, 1, &c.d), 0);
+    CompiledPlan *p = compiled_plan(ig, &w, &c.d);
+    ck_assert_ptr_nonnull(p);
+    const MemPlan *mp = compiled_memplan(p);
+    ck_assert_int_eq(mp->arena, mp->lower_bound);
+    Graph *fg = pass_optimize(ig, NULL, &c.d);
+    ck_assert_ptr_nonnull(fg);
+    ck_assert_int_eq(graph_verify(fg, &c.d), 0);
+    int count[OP_COUNT] = { 0 };
+    for (int i = 0; i < fg->nnodes; i++) count[fg->nodes[i].op]++;
+    ck_assert_int_eq(count[OP_CONV2D_MAXPOOL], cpu_avx2_fma() ? 2 : 0);
+    ck_assert_int_eq(count[OP_MAXPOOL], cpu_avx2_fma() ? 0 : 2);
+    for (int i = 0; i < fg->nnodes && cpu_avx2_fma(); i++) {
+        const Node *n = &fg->nodes[i];
+        if (n->op != OP_CONV2D_MAXPOOL) continue;
+        ck_assert_int_eq(n->nin, 3);
+        ck_assert_int_eq(n->a.convpool.conv.act, KU_RELU);
+        /* the conv's FLOPs, as conv2d_bias_act counts them: 2 * 256*28*28*32 * 25, 2 * 256*14*14*64 * 800 */
+        double want = fg->nodes[n->in[1]].shape.d[2].v == 1 ? 2.0 * 256 * 28 * 28 * 32 * 25 : 2.0 * 256 * 14 * 14 * 64 * 800;
+        ck_assert_double_eq(node_flops(fg, n), want);
+        /* the scratch: a band of conv rows per thread, not the 25.7 MB output */
+        ck_assert_uint_lt(dispatch_scratch_bytes(fg, n), (size_t)1 << 20);
+    }
+    graph_free(fg);
+    compiled_free(p);
+    weights_free(&w);
+    kern_blas_threads(saved);
+    graph_free(ig);
+    compiled_free_all(&c);
+}
+END_TEST
+
 /* CSE merges repeated expressions; the result is unchanged. */
 START_TEST(cse_merges)
 {
@@ -1051,6 +1190,8 @@ static Suite *make_exec_suite(void)
     Suite *s = suite_create("executors");
     TCase *tc = tcase_create("agreement");
     tcase_add_loop_test(tc, compiled_matches_interp, 0, (int)(sizeof model_files / sizeof *model_files));
+    tcase_add_loop_test(tc, inference_conv_pool, 0, (int)(sizeof convpool_models / sizeof *convpool_models));
+    tcase_add_test(tc, inference_conv_pool_mnist);
     tcase_add_loop_test(tc, allreduce_pass, 0, (int)(sizeof model_files / sizeof *model_files));
     tcase_add_loop_test(tc, memory_targets, 0, 6);
     tcase_add_test(tc, fused_elementwise_chains);
