@@ -636,6 +636,52 @@ static int k_update_all(const KCall *c)
     return 0;
 }
 
+/* matmul_update(w, a, b): the gradient op(a) op(b) is made inside the update, so it never
+ * exists whole.  SGD: w = w - lr * op(a) op(b), one GEMM into w (alpha -lr, beta 1).
+ * Momentum (not Nesterov, which needs the gradient itself): v = op(a) op(b) + mu * v,
+ * one GEMM into the velocity (alpha 1, beta mu), then w -= lr * v over the pool, as
+ * kern_momentum updates w.  kern_gemm computes each element of C in one BLAS call
+ * whatever the thread count, so the bits do not depend on it. */
+typedef struct AxpyJob {
+    float *w;
+    const float *v;
+    float lr;
+    Range r;
+} AxpyJob;
+
+static void axpy_part(void *arg, int part, int worker)
+{
+    (void)worker;
+    const AxpyJob *j = arg;
+    size_t lo, hi;
+    range_of(&j->r, part, &lo, &hi);
+    kern_sgd(j->w + lo, j->v + lo, hi - lo, j->lr);
+}
+
+static int k_matmul_update(const KCall *c)
+{
+    const Node *n = c->n;
+    const StepEnv *e = c->env;
+    const Shape *w = ishape(c, 0), *a = ishape(c, 1);
+    bool ta = n->a.update.ta, tb = n->a.update.tb;
+    size_t M = (size_t)w->d[0].v, N = (size_t)w->d[1].v, K = (size_t)a->d[ta ? 0 : 1].v;
+    float *wd = e->w->data[n->a.update.var];
+    if (n->a.update.kind == OP_SGD_UPDATE) {
+        kern_gemm(ta, tb, M, N, K, -e->lr, fin(c, 1), fin(c, 2), 1.0f, wd);
+    } else {
+        if (e->nesterov) {
+            diag_plain(e->d, "internal error: %s fused with a Nesterov momentum update", op_name(n->op));
+            return -1;
+        }
+        float *v = e->w->data[n->a.update.state[0]];
+        kern_gemm(ta, tb, M, N, K, 1.0f, fin(c, 1), fin(c, 2), e->momentum, v);
+        AxpyJob j = { wd, v, e->lr, ranges(M * N, 16) };
+        pool_run(j.r.parts, axpy_part, &j);
+    }
+    fout(c)[0] = 0;
+    return 0;
+}
+
 /* fused_elemwise: the program's steps, block by block, each step the op's own kernel
  * on the block (so the same values as the ops apart); intermediates stay in a stack
  * buffer; blocks are split over the pool like any elementwise op. */
@@ -754,6 +800,7 @@ static const KernelFn kernels[] = {
     [OP_MAXPOOL_ARGMAX] = k_pool, [OP_MAXPOOL_GATHER] = k_pool, [OP_MAXPOOL_SCATTER] = k_maxpool_scatter,
     [OP_MAXPOOL_SCATTER_RELU] = k_maxpool_scatter, [OP_FUSED_ELEMWISE] = k_fused_elemwise,
     [OP_CONV2D_MAXPOOL] = k_conv2d_maxpool,
+    [OP_MATMUL_UPDATE] = k_matmul_update,
 };
 static_assert(sizeof kernels / sizeof kernels[0] == OP_COUNT, "one kernel per op");
 

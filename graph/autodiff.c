@@ -294,7 +294,7 @@ Graph *pass_autodiff(const Graph *fwd, DiagSink *d)
         }
         if (gsum < 0) continue;   /* not reachable from the loss: no gradient, no update */
         ad.cur = pnode;
-        NodeAttr a = { .update = { v, { -1, -1 } } };
+        NodeAttr a = { .update = { .var = v, .state = { -1, -1 } } };
         OpKind op = OP_SGD_UPDATE;
         if (g->train.optim == OPTIM_ADAM) {
             op = OP_ADAM_UPDATE;

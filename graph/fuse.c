@@ -7,6 +7,7 @@
  *   every sgd/momentum/adam update of the step     =>  update_all(p1, g1, p2, g2, ...)
  *   conv2d_bias_act(x, w, b) or conv2d(x, w) -> maxpool  =>  conv2d_maxpool(x, w[, b])
  *                                                   (graphs without a training step)
+ *   matmul(a, b) -> sgd/momentum_update(w, .)       =>  matmul_update(w, a, b)   (last)
  * where b is a vector over the last axis and act is relu, sigmoid or tanh.  The fused
  * node takes the place of the last node of its pattern, so everything that read that
  * node reads the fused one; the other nodes of the pattern are dropped. */
@@ -59,11 +60,16 @@ static int32_t bias_of(const Graph *g, int32_t add, int32_t gemm_out)
     return b;
 }
 
+static bool gemm_update_on = true;   /* see pass_fuse_set_gemm_update */
+
+void pass_fuse_set_gemm_update(bool on) { gemm_update_on = on; }
+
 /* A large gradient's update runs as soon as it can (see early_updates) instead of in
  * the one update_all at the end. */
 static bool runs_early(const Graph *g, const Node *update)
 {
-    const Node *grad = &g->nodes[update->in[1]];
+    /* matmul_update's gradient is not an input: it has the parameter's shape */
+    const Node *grad = &g->nodes[update->in[update->op == OP_MATMUL_UPDATE ? 0 : 1]];
     return shape_concrete(&grad->shape) && shape_numel(&grad->shape) * 4 >= UPDATE_EARLY_BYTES;
 }
 
@@ -87,7 +93,8 @@ static Graph *early_updates(const Graph *g, DiagSink *d)
         after[u] = -1;
         if (!(op_info[up->op].traits & OPT_UPDATE) || up->op == OP_UPDATE_ALL || !runs_early(g, up)) continue;
         int var = up->a.update.var;
-        int32_t last = up->in[0] > up->in[1] ? up->in[0] : up->in[1];
+        int32_t last = 0;
+        for (int k = 0; k < up->nin; k++) last = up->in[k] > last ? up->in[k] : last;
         for (int j = 0; j < n; j++) {
             const Node *r = &g->nodes[j];
             if (j == u || (op_info[r->op].traits & OPT_UPDATE)) continue;
@@ -398,6 +405,61 @@ done:
     return out;
 }
 
+/* A weight gradient's GEMM into its update, for memory and a pass less over the
+ * gradient: an SGD or (not Nesterov) momentum update whose gradient is a matmul read by
+ * nothing else and not an output becomes matmul_update(w, a, b), which makes the
+ * gradient inside the update (exec/dispatch.c), so the gradient's buffer never exists.
+ * Only updates that run early (large gradients): they are already placed after every
+ * reader of their parameter, and the fused node takes the update's place, so the
+ * matmul's operands live until then; a small gradient's update is in the update_all at
+ * the end, where its operands would have to live to.  Nesterov's update reads the
+ * gradient itself besides the velocity, so it keeps both ops.  The rounding differs
+ * from the two ops apart (the GEMM accumulates into w or v), so this is the one fusion
+ * that does not agree with the interpreter bit for bit. */
+static Graph *gemm_updates(const Graph *g, DiagSink *d)
+{
+    int n = g->nnodes;
+    Graph *c = graph_clone(g);
+    int32_t *uses = count_uses(g);
+    bool *keep = gc_calloc((size_t)(n ? n : 1), sizeof *keep);
+    int32_t *alias = gc_calloc((size_t)(n ? n : 1), sizeof *alias);
+    Graph *out = NULL;
+    if (!c || !uses || !keep || !alias) { diag_plain(d, "out of memory"); goto done; }
+    for (int i = 0; i < n; i++) {
+        keep[i] = true;
+        alias[i] = i;
+    }
+    for (int u = 0; u < n; u++) {
+        Node *up = &c->nodes[u];
+        if (up->op != OP_SGD_UPDATE && (up->op != OP_MOMENTUM_UPDATE || c->train.nesterov)) continue;
+        if (!runs_early(c, up)) continue;
+        int32_t m = up->in[1];
+        const Node *mm = &c->nodes[m];
+        if (mm->op != OP_MATMUL || uses[m] != 1 || !shape_eq(&mm->shape, &c->nodes[up->in[0]].shape)) continue;
+        int32_t *in = arena_alloc(&c->arena, 3 * sizeof *in);
+        if (!in) { diag_plain(d, "out of memory"); goto done; }
+        in[0] = up->in[0];
+        in[1] = mm->in[0];
+        in[2] = mm->in[1];
+        NodeAttr a = up->a;
+        a.update.kind = (int)up->op;
+        a.update.ta = mm->a.matmul.ta;
+        a.update.tb = mm->a.matmul.tb;
+        up->op = OP_MATMUL_UPDATE;
+        up->a = a;
+        up->in = in;
+        up->nin = 3;
+        keep[m] = false;
+    }
+    out = graph_rebuild(c, keep, alias, g->stage, d);
+done:
+    graph_free(c);
+    gc_free(uses);
+    gc_free(keep);
+    gc_free(alias);
+    return out;
+}
+
 Graph *pass_fuse(const Graph *g, DiagSink *d)
 {
     Graph *c = graph_clone(g);
@@ -520,7 +582,10 @@ Graph *pass_fuse(const Graph *g, DiagSink *d)
     if (!idx) return NULL;
     Graph *early = early_updates(idx, d);
     graph_free(idx);
-    return early;
+    if (!early || !gemm_update_on) return early;
+    Graph *mu = gemm_updates(early, d);
+    graph_free(early);
+    return mu;
 }
 
 Graph *pass_optimize(const Graph *g, const char *upto, DiagSink *d)

@@ -289,6 +289,11 @@ double node_flops(const Graph *g, const Node *n)
         for (int i = 1; i < n->nin; i += 2) f += per * numel_d(g, &g->nodes[n->in[i]].shape);
         return f;
     }
+    case OP_MATMUL_UPDATE: {   /* the gradient's matmul and its update, counted as the two ops apart */
+        const Shape *a = &g->nodes[n->in[1]].shape, *w = &g->nodes[n->in[0]].shape;
+        double k = dimv(g, a->d[n->a.update.ta ? 0 : 1]);
+        return (2.0 * k + (n->a.update.kind == OP_SGD_UPDATE ? 2.0 : 4.0)) * numel_d(g, w);
+    }
     case OP_INPUT: case OP_PARAM: case OP_CONST: case OP_RESHAPE: case OP_CONCAT: case OP_SLICE:
         return 0;
     default:

@@ -97,9 +97,11 @@ typedef union NodeAttr {
     struct { int kop; } unary;                /* UNARY_GRAD: the KUnary of the forward op */
     struct { int bucket; } allreduce;         /* ALLREDUCE, ALLREDUCE_WAIT: the bucket's tag */
     struct { const EwStep *step; int nstep; } ew; /* FUSED_ELEMWISE: the program (graph arena) */
-    struct {                                  /* *_UPDATE */
+    struct {                                  /* *_UPDATE, UPDATE_ALL, MATMUL_UPDATE */
         int var;                              /* the parameter */
         int state[2];                         /* its optimizer state vars, or -1 */
+        int kind;                             /* MATMUL_UPDATE: the update it replaces (SGD or MOMENTUM_UPDATE) */
+        bool ta, tb;                          /* MATMUL_UPDATE: the gradient matmul's transpose flags */
     } update;
 } NodeAttr;
 

@@ -407,6 +407,27 @@ static bool r_update(Ctx *c, Node *n)
     return true;
 }
 
+/* matmul_update(w, a, b): the product of a and b (with the node's transpose flags) is
+ * w's gradient, so it has w's shape; the result, like every update's, is rank 0. */
+static bool r_matmul_update(Ctx *c, Node *n)
+{
+    if (!need_f32(c, n, 0, "the parameter") || !need_f32(c, n, 1, "the left operand") ||
+        !need_f32(c, n, 2, "the right operand"))
+        return false;
+    if (!need_rank(c, n, 1, 2, "the left operand") || !need_rank(c, n, 2, 2, "the right operand")) return false;
+    const Shape *w = in_shape(c, n, 0), *a = in_shape(c, n, 1), *b = in_shape(c, n, 2);
+    bool ta = n->a.update.ta, tb = n->a.update.tb;
+    Shape y = { 2, { a->d[ta ? 1 : 0], b->d[tb ? 0 : 1] } };
+    if (!dim_eq(a->d[ta ? 0 : 1], b->d[tb ? 1 : 0]) || !shape_eq(&y, w)) {
+        char b1[128], b2[128], b3[128];
+        return fail(c, n, "matmul_update: %s x %s is not a gradient of %s", sname(c, a, b1, sizeof b1),
+                    sname(c, b, b2, sizeof b2), sname(c, w, b3, sizeof b3));
+    }
+    n->dtype = DT_F32;
+    n->shape.rank = 0;
+    return true;
+}
+
 /* A bucket: every gradient of it, flattened one after the other. */
 static bool r_allreduce(Ctx *c, Node *n)
 {
@@ -448,6 +469,7 @@ static const ShapeRule rules[] = {
     [OP_ALLREDUCE] = r_allreduce, [OP_ALLREDUCE_WAIT] = r_same,
     [OP_MAXPOOL_ARGMAX] = r_argmax, [OP_MAXPOOL_GATHER] = r_pool, [OP_MAXPOOL_SCATTER] = r_target,
     [OP_MAXPOOL_SCATTER_RELU] = r_target, [OP_FUSED_ELEMWISE] = r_target, [OP_CONV2D_MAXPOOL] = r_conv2d_maxpool,
+    [OP_MATMUL_UPDATE] = r_matmul_update,
 };
 static_assert(sizeof rules / sizeof rules[0] == OP_COUNT, "one shape rule per op");
 
