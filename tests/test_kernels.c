@@ -855,6 +855,7 @@ START_TEST(test_gemm)
     static const size_t sizes[][3] = {
         {5, 7, 3}, {17, 9, 33}, {1, 1, 1}, {64, 33, 70}, {3, 130, 2}, {4, 5, 0}, {130, 150, 120},
         {301, 97, 150}, {70, 333, 91},
+        {1, 37, 5}, {1, 1030, 2100},   /* one row: a matrix-vector product, split over columns at 2+ threads */
     };
     kern_blas_threads(_i + 1);
     for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
