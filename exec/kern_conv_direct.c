@@ -60,8 +60,9 @@ static int64_t strip_w(const KConv *p) { return (p->ow - 1) * p->sw + p->kw; }
 bool conv_direct_ok(const KConv *p)
 {
 #ifdef CONV_DIRECT
+    /* any width: a row wider than the strip is done in tiles of columns */
     if (direct_mode < 0 || p->c < 1 || p->c > DIRECT_MAX_C || p->kh * p->kw * p->c > DIRECT_MAX_K || p->f < 1 ||
-        p->oh < 1 || p->ow < 1 || p->kh * strip_w(p) * p->c > DIRECT_STRIP)
+        p->oh < 1 || p->ow < 1)
         return false;
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
 #else
@@ -148,8 +149,9 @@ static void fill_strip(const KConv *p, const float *x, int64_t n, int64_t oy, fl
 static void fill_rows(const KConv *p, const float *x, int64_t n, int64_t oy, int64_t rows, float *strip)
 {
     const int64_t C = p->c, sw = strip_w(p), rowlen = sw * C;
-    int64_t s0 = p->pl < sw ? p->pl : sw;              /* first strip column inside */
-    int64_t s1 = p->w + p->pl < sw ? p->w + p->pl : sw; /* one past the last */
+    /* strip column s is input column s - pl (pl < 0 for a tile of columns, below) */
+    int64_t s0 = p->pl < 0 ? 0 : p->pl < sw ? p->pl : sw; /* first strip column inside */
+    int64_t s1 = p->w + p->pl < sw ? p->w + p->pl : sw;    /* one past the last */
     if (s1 < s0)
         s1 = s0;
     const float *xn = x + n * p->h * p->w * C;
@@ -547,16 +549,51 @@ void conv_wide_forward(const KConv *p, const float *x, const float *wp, const fl
 #endif
 }
 
+/* Output columns whose strip fits in DIRECT_STRIP floats (at least one: KH*KW*C <= 80). */
+static int64_t strip_cols(const KConv *p)
+{
+    return ((int64_t)DIRECT_STRIP / (p->kh * p->c) - p->kw) / p->sw + 1;
+}
+
+/* The convolution seen from output columns [c0, c0 + cols) of a row: the same image,
+ * the left padding moved so that strip column 0 is under output column c0 (negative
+ * once c0 is past the padding).  Its strip holds only what those columns read, so a
+ * row of any width is done in tiles that fit the strip; each pixel's taps, and so its
+ * sum, are the same. */
+static KConv column_tile(const KConv *p, int64_t c0, int64_t cols)
+{
+    KConv q = *p;
+    q.ow = cols;
+    q.pl = p->pl - c0 * p->sw;
+    return q;
+}
+
+/* For each tile of columns of row piece [ox0, ox1): q, its strip filled, its taps'
+ * offsets, and c0 (the tile's first column) for BODY. */
+#define FOR_COLUMN_TILES(p, x, n, oy, ox0, ox1, strip, off, BODY)                         \
+    do {                                                                                \
+        const int64_t per_ = strip_cols(p);                                             \
+        int64_t width_ = -1;                                                            \
+        for (int64_t c0 = (ox0); c0 < (ox1); c0 += per_) {                              \
+            KConv q = column_tile((p), c0, (ox1) - c0 < per_ ? (ox1) - c0 : per_);      \
+            if (q.ow != width_)                                                         \
+                tap_offsets(&q, (off));                                                 \
+            width_ = q.ow;                                                              \
+            fill_strip(&q, (x), (n), (oy), (strip));                                    \
+            BODY;                                                                       \
+        }                                                                               \
+    } while (0)
+
 void conv_direct_forward(const KConv *p, const float *x, const float *w, const float *bias, int act,
                          float *y, int64_t m0, int64_t mc)
 {
 #ifdef CONV_DIRECT
     float strip[DIRECT_STRIP];
     int32_t off[DIRECT_MAX_K];
-    tap_offsets(p, off);
     FOR_ROW_PIECES(p, m0, mc, {
-        fill_strip(p, x, n, oy, strip);
-        forward_row(p, strip, off, w, bias, act, y + ((n * p->oh + oy) * p->ow + ox0 - m0) * p->f, ox0, ox1);
+        float *yrow = y + ((n * p->oh + oy) * p->ow + ox0 - m0) * p->f;
+        FOR_COLUMN_TILES(p, x, n, oy, ox0, ox1, strip, off,
+                         forward_row(&q, strip, off, w, bias, act, yrow + (c0 - ox0) * p->f, 0, q.ow));
     });
 #else
     (void)p, (void)x, (void)w, (void)bias, (void)act, (void)y, (void)m0, (void)mc;
@@ -568,10 +605,10 @@ void conv_direct_grad_filter(const KConv *p, const float *x, const float *dy, fl
 #ifdef CONV_DIRECT
     float strip[DIRECT_STRIP];
     int32_t off[DIRECT_MAX_K];
-    tap_offsets(p, off);
     FOR_ROW_PIECES(p, m0, mc, {
-        fill_strip(p, x, n, oy, strip);
-        grad_filter_row(p, strip, off, dy + ((n * p->oh + oy) * p->ow) * p->f, acc, ox0, ox1);
+        const float *dyrow = dy + ((n * p->oh + oy) * p->ow) * p->f;
+        FOR_COLUMN_TILES(p, x, n, oy, ox0, ox1, strip, off,
+                         grad_filter_row(&q, strip, off, dyrow + c0 * p->f, acc, 0, q.ow));
     });
 #else
     (void)p, (void)x, (void)dy, (void)acc, (void)m0, (void)mc;

@@ -944,6 +944,8 @@ static const ConvCase direct_cases[] = {
     {2, 7, 19, 2, 2, 4, 8, 1, 3, 0, 1, 1, 2},     /* non-square, stride 3 across */
     {1, 6, 6, 4, 4, 5, 17, 1, 1, 1, 2, 2, 2},     /* K = 80, the largest taken */
     {2, 5, 5, 1, 5, 5, 16, 1, 1, 4, 4, 4, 4},     /* rows and columns of padding only */
+    {1, 6, 1921, 3, 3, 3, 8, 2, 2, 0, 0, 1, 1},   /* large.net's first layer, 6 rows: a row of 960 pixels in 5 tiles of columns */
+    {2, 4, 1500, 1, 5, 5, 16, 1, 1, 2, 2, 2, 2},  /* 1500 wide, "same": tiles of 815 columns, padding at both ends */
 };
 #define N_DIRECT_CASES ((int)(sizeof direct_cases / sizeof direct_cases[0]))
 
