@@ -37,6 +37,49 @@ static int32_t sole_consumer(const Graph *g, const int32_t *uses, int32_t i)
     return -1;
 }
 
+/* What a pattern pass of this file works on: a clone of the graph to rewrite in place,
+ * each node's number of readers, which nodes to keep, and what each is replaced by. */
+typedef struct Rewrite {
+    Graph *c;
+    int32_t *uses;
+    bool *keep;
+    int32_t *alias;
+} Rewrite;
+
+/* false after reporting (everything freed) */
+static bool rewrite_begin(Rewrite *r, const Graph *g, DiagSink *d)
+{
+    size_t n = (size_t)(g->nnodes ? g->nnodes : 1);
+    r->c = graph_clone(g);
+    r->uses = count_uses(g);
+    r->keep = gc_calloc(n, sizeof *r->keep);
+    r->alias = gc_calloc(n, sizeof *r->alias);
+    if (!r->c || !r->uses || !r->keep || !r->alias) {
+        diag_plain(d, "out of memory");
+        graph_free(r->c);
+        gc_free(r->uses);
+        gc_free(r->keep);
+        gc_free(r->alias);
+        return false;
+    }
+    for (int i = 0; i < g->nnodes; i++) {
+        r->keep[i] = true;
+        r->alias[i] = i;
+    }
+    return true;
+}
+
+/* The rewritten graph (its kept nodes, renumbered) if ok, else NULL; frees the rest. */
+static Graph *rewrite_end(Rewrite *r, bool ok, const char *stage, DiagSink *d)
+{
+    Graph *out = ok ? graph_rebuild(r->c, r->keep, r->alias, stage, d) : NULL;
+    graph_free(r->c);
+    gc_free(r->uses);
+    gc_free(r->keep);
+    gc_free(r->alias);
+    return out;
+}
+
 static int act_of(OpKind op)
 {
     switch (op) {
@@ -279,17 +322,13 @@ static Graph *fuse_conv_pool(const Graph *g, DiagSink *d)
             if (!same) diag_plain(d, "out of memory");
             return same;
         }
-    Graph *c = graph_clone(g);
-    int32_t *uses = count_uses(g);
-    bool *keep = gc_calloc((size_t)(g->nnodes ? g->nnodes : 1), sizeof *keep);
-    int32_t *alias = gc_calloc((size_t)(g->nnodes ? g->nnodes : 1), sizeof *alias);
-    Graph *out = NULL;
-    if (!c || !uses || !keep || !alias) { diag_plain(d, "out of memory"); goto done; }
-    for (int i = 0; i < c->nnodes; i++) {
-        keep[i] = true;
-        alias[i] = i;
-    }
-    for (int m = 0; m < c->nnodes; m++) {
+    Rewrite r;
+    if (!rewrite_begin(&r, g, d)) return NULL;
+    Graph *c = r.c;
+    const int32_t *uses = r.uses;
+    bool *keep = r.keep;
+    bool ok = true;
+    for (int m = 0; m < c->nnodes && ok; m++) {
         Node *pool = &c->nodes[m];
         if (pool->op != OP_MAXPOOL || pool->dtype != DT_F32) continue;
         int32_t x = pool->in[0];
@@ -298,7 +337,11 @@ static Graph *fuse_conv_pool(const Graph *g, DiagSink *d)
             !convpool_exact(c, conv))
             continue;
         int32_t *in = arena_alloc(&c->arena, (size_t)conv->nin * sizeof *in);
-        if (!in) { diag_plain(d, "out of memory"); goto done; }
+        if (!in) {
+            diag_plain(d, "out of memory");
+            ok = false;
+            break;
+        }
         memcpy(in, conv->in, (size_t)conv->nin * sizeof *in);
         NodeAttr a;
         memset(&a, 0, sizeof a);
@@ -313,13 +356,7 @@ static Graph *fuse_conv_pool(const Graph *g, DiagSink *d)
         pool->loc = conv->loc;   /* the work is the convolution's: its line in a profile */
         keep[x] = false;
     }
-    out = graph_rebuild(c, keep, alias, g->stage, d);
-done:
-    graph_free(c);
-    gc_free(uses);
-    gc_free(keep);
-    gc_free(alias);
-    return out;
+    return rewrite_end(&r, ok, g->stage, d);
 }
 
 /* Max pooling through indices, for memory: a training step keeps maxpool's input x
@@ -419,25 +456,23 @@ done:
 static Graph *gemm_updates(const Graph *g, DiagSink *d)
 {
     int n = g->nnodes;
-    Graph *c = graph_clone(g);
-    int32_t *uses = count_uses(g);
-    bool *keep = gc_calloc((size_t)(n ? n : 1), sizeof *keep);
-    int32_t *alias = gc_calloc((size_t)(n ? n : 1), sizeof *alias);
-    Graph *out = NULL;
-    if (!c || !uses || !keep || !alias) { diag_plain(d, "out of memory"); goto done; }
-    for (int i = 0; i < n; i++) {
-        keep[i] = true;
-        alias[i] = i;
-    }
-    for (int u = 0; u < n; u++) {
+    Rewrite r;
+    if (!rewrite_begin(&r, g, d)) return NULL;
+    Graph *c = r.c;
+    bool ok = true;
+    for (int u = 0; u < n && ok; u++) {
         Node *up = &c->nodes[u];
         if (up->op != OP_SGD_UPDATE && (up->op != OP_MOMENTUM_UPDATE || c->train.nesterov)) continue;
         if (!runs_early(c, up)) continue;
         int32_t m = up->in[1];
         const Node *mm = &c->nodes[m];
-        if (mm->op != OP_MATMUL || uses[m] != 1 || !shape_eq(&mm->shape, &c->nodes[up->in[0]].shape)) continue;
+        if (mm->op != OP_MATMUL || r.uses[m] != 1 || !shape_eq(&mm->shape, &c->nodes[up->in[0]].shape)) continue;
         int32_t *in = arena_alloc(&c->arena, 3 * sizeof *in);
-        if (!in) { diag_plain(d, "out of memory"); goto done; }
+        if (!in) {
+            diag_plain(d, "out of memory");
+            ok = false;
+            break;
+        }
         in[0] = up->in[0];
         in[1] = mm->in[0];
         in[2] = mm->in[1];
@@ -449,35 +484,18 @@ static Graph *gemm_updates(const Graph *g, DiagSink *d)
         up->a = a;
         up->in = in;
         up->nin = 3;
-        keep[m] = false;
+        r.keep[m] = false;
     }
-    out = graph_rebuild(c, keep, alias, g->stage, d);
-done:
-    graph_free(c);
-    gc_free(uses);
-    gc_free(keep);
-    gc_free(alias);
-    return out;
+    return rewrite_end(&r, ok, g->stage, d);
 }
 
 Graph *pass_fuse(const Graph *g, DiagSink *d)
 {
-    Graph *c = graph_clone(g);
-    int32_t *uses = count_uses(g);
-    bool *keep = gc_calloc((size_t)(g->nnodes ? g->nnodes : 1), sizeof *keep);
-    int32_t *alias = gc_calloc((size_t)(g->nnodes ? g->nnodes : 1), sizeof *alias);
-    if (!c || !uses || !keep || !alias) {
-        diag_plain(d, "out of memory");
-        graph_free(c);
-        gc_free(uses);
-        gc_free(keep);
-        gc_free(alias);
-        return NULL;
-    }
-    for (int i = 0; i < c->nnodes; i++) {
-        keep[i] = true;
-        alias[i] = i;
-    }
+    Rewrite r;
+    if (!rewrite_begin(&r, g, d)) return NULL;
+    Graph *c = r.c;
+    int32_t *uses = r.uses;
+    bool *keep = r.keep;
     for (int i = 0; i < c->nnodes; i++) {
         Node *n = &c->nodes[i];
         if (!keep[i]) continue;
@@ -565,11 +583,7 @@ Graph *pass_fuse(const Graph *g, DiagSink *d)
             f->a.update.state[1] = -1;
         }
     }
-    Graph *out = graph_rebuild(c, keep, alias, "fused", d);
-    graph_free(c);
-    gc_free(uses);
-    gc_free(keep);
-    gc_free(alias);
+    Graph *out = rewrite_end(&r, true, "fused", d);
     if (!out) return NULL;
     Graph *cp = fuse_conv_pool(out, d);
     graph_free(out);
