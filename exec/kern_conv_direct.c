@@ -268,6 +268,52 @@ INLINE_AVX2 void fwd_tile(int P, bool full, __m256i m0, __m256i m1, const float 
     default: CALL(6); break;                                                           \
     }
 
+/* A block of at most 8 filters (F <= 8, or the last block of F = 16k + 1 .. 16k + 8)
+ * needs one vector per pixel, not two: HALF_TILE pixels at a time, the same sum per
+ * lane as fwd_tile's first vector (the same bits). */
+enum { HALF_TILE = 12 };
+INLINE_AVX2 void fwd_tile_half(int P, bool full, __m256i m0, const float *xs, int64_t pstep, const int32_t *off,
+                               int K, const float *w, int64_t F, const float *bias, bool relu, float *y)
+{
+    __m256 a[HALF_TILE];
+#pragma GCC unroll 12
+    for (int p = 0; p < P; p++)
+        a[p] = _mm256_setzero_ps();
+    for (int t = 0; t < K; t++) {
+        const __m256 w0 = load8(w + t * F, full, m0);
+        const float *xt = xs + off[t];
+#pragma GCC unroll 12
+        for (int p = 0; p < P; p++)
+            a[p] = _mm256_fmadd_ps(_mm256_broadcast_ss(xt + p * pstep), w0, a[p]);
+    }
+    const __m256 b0 = bias ? load8(bias, full, m0) : _mm256_setzero_ps();
+#pragma GCC unroll 12
+    for (int p = 0; p < P; p++) {
+        __m256 v = a[p];
+        if (bias)
+            v = _mm256_add_ps(v, b0);
+        if (relu)
+            v = _mm256_max_ps(v, _mm256_setzero_ps());
+        store8(y + p * F, v, full, m0);
+    }
+}
+
+#define HALF_TILE_CASES(CALL)                                                            \
+    switch (P) {                                                                       \
+    case 1: CALL(1); break;                                                            \
+    case 2: CALL(2); break;                                                            \
+    case 3: CALL(3); break;                                                            \
+    case 4: CALL(4); break;                                                            \
+    case 5: CALL(5); break;                                                            \
+    case 6: CALL(6); break;                                                            \
+    case 7: CALL(7); break;                                                            \
+    case 8: CALL(8); break;                                                            \
+    case 9: CALL(9); break;                                                            \
+    case 10: CALL(10); break;                                                          \
+    case 11: CALL(11); break;                                                          \
+    default: CALL(12); break;                                                          \
+    }
+
 /* Pixels [ox0, ox1) of an output row into y (pixel ox0 at y[0]). */
 AVX2 static void forward_row(const KConv *p, const float *strip, const int32_t *off, const float *w,
                              const float *bias, int act, float *ypix, int64_t ox0, int64_t ox1)
@@ -280,6 +326,23 @@ AVX2 static void forward_row(const KConv *p, const float *strip, const int32_t *
         __m256i m0, m1;
         block_masks(nf, &m0, &m1);
         const float *bb = bias ? bias + f0 : NULL;
+        if (nf <= 8) {
+            for (int64_t ox = ox0; ox < ox1; ox += HALF_TILE) {
+                const int P = ox1 - ox < HALF_TILE ? (int)(ox1 - ox) : HALF_TILE;
+                const float *xs = strip + ox * pstep;
+                float *y = ypix + (ox - ox0) * F + f0;
+                if (nf == 8) {
+#define FULL(PP) fwd_tile_half(PP, true, m0, xs, pstep, off, K, w + f0, F, bb, relu, y)
+                    HALF_TILE_CASES(FULL)
+#undef FULL
+                } else {
+#define PART(PP) fwd_tile_half(PP, false, m0, xs, pstep, off, K, w + f0, F, bb, relu, y)
+                    HALF_TILE_CASES(PART)
+#undef PART
+                }
+            }
+            continue;
+        }
         for (int64_t ox = ox0; ox < ox1; ox += TILE) {
             const int P = ox1 - ox < TILE ? (int)(ox1 - ox) : TILE;
             const float *xs = strip + ox * pstep;
@@ -327,6 +390,27 @@ INLINE_AVX2 void gradw_tile(int T, bool full, __m256i m0, __m256i m1, const floa
     }
 }
 
+/* gradw_tile for a block of at most 8 filters: one vector per tap, HALF_TILE taps (the
+ * same sums per lane). */
+INLINE_AVX2 void gradw_tile_half(int T, bool full, __m256i m0, const float *strip, int64_t pstep,
+                                 const int32_t *off, const float *dy, int64_t F, int64_t ox0, int64_t ox1, float *acc)
+{
+    __m256 a[HALF_TILE];
+#pragma GCC unroll 12
+    for (int t = 0; t < T; t++)
+        a[t] = _mm256_setzero_ps();
+    for (int64_t ox = ox0; ox < ox1; ox++) {
+        const __m256 d0 = load8(dy + ox * F, full, m0);
+        const float *xp = strip + ox * pstep;
+#pragma GCC unroll 12
+        for (int t = 0; t < T; t++)
+            a[t] = _mm256_fmadd_ps(_mm256_broadcast_ss(xp + off[t]), d0, a[t]);
+    }
+#pragma GCC unroll 12
+    for (int t = 0; t < T; t++)
+        store8(acc + t * F, _mm256_add_ps(load8(acc + t * F, full, m0), a[t]), full, m0);
+}
+
 AVX2 static void grad_filter_row(const KConv *p, const float *strip, const int32_t *off, const float *dyrow,
                                  float *acc, int64_t ox0, int64_t ox1)
 {
@@ -338,6 +422,24 @@ AVX2 static void grad_filter_row(const KConv *p, const float *strip, const int32
         const int nf = F - f0 < FBLOCK ? (int)(F - f0) : FBLOCK;
         __m256i m0, m1;
         block_masks(nf, &m0, &m1);
+        if (nf <= 8) {
+            const int nh = (K + HALF_TILE - 1) / HALF_TILE;
+            for (int b = 0, t0 = 0; b < nh; b++) {
+                const int P = K / nh + (b < K % nh);
+                float *a = acc + t0 * F + f0;
+                if (nf == 8) {
+#define FULL(PP) gradw_tile_half(PP, true, m0, strip, pstep, off + t0, dyrow + f0, F, ox0, ox1, a)
+                    HALF_TILE_CASES(FULL)
+#undef FULL
+                } else {
+#define PART(PP) gradw_tile_half(PP, false, m0, strip, pstep, off + t0, dyrow + f0, F, ox0, ox1, a)
+                    HALF_TILE_CASES(PART)
+#undef PART
+                }
+                t0 += P;
+            }
+            continue;
+        }
         for (int b = 0, t0 = 0; b < nb; b++) {
             const int P = K / nb + (b < K % nb);   /* taps in this block */
             float *a = acc + t0 * F + f0;
