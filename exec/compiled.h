@@ -54,8 +54,6 @@ int stages_build(const Graph *g, const MemPlan *mp, const bool *inplace, int thr
                  int32_t *bin);
 /* How many calls stage s of a plan runs. */
 int stage_calls(const Graph *g, const MemPlan *mp, int s);
-/* The cost model's estimate of one op's time on one thread, in nanoseconds. */
-double stage_est_ns(const Graph *g, const Node *n);
 
 void memplan_dump_text(const Graph *g, const MemPlan *mp, FILE *out);
 void memplan_dump_svg(const Graph *g, const MemPlan *mp, FILE *out);

@@ -38,7 +38,8 @@ static int32_t base(const Graph *g, int32_t id)
     return id;
 }
 
-double stage_est_ns(const Graph *g, const Node *n)
+/* The cost model's estimate of one op's time on one thread, in nanoseconds. */
+static double stage_est_ns(const Graph *g, const Node *n)
 {
     double bytes = (double)node_bytes(n);
     for (int k = 0; k < n->nin; k++) bytes += (double)node_bytes(&g->nodes[n->in[k]]);
