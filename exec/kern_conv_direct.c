@@ -215,6 +215,32 @@ INLINE_AVX2 void store8(float *p, __m256 v, bool full, __m256i m)
         _mm256_maskstore_ps(p, m, v);
 }
 
+/* The end of a two-vector tile: P pixels' sums (a0, a1: filters 0-7 and 8-15 of the
+ * block) plus the bias, relu'd if asked, stored at y + p * F. */
+INLINE_AVX2 void tile_out(int P, bool full, __m256i m0, __m256i m1, const __m256 *a0, const __m256 *a1,
+                          const float *bias, bool relu, int64_t F, float *y)
+{
+    __m256 b0 = _mm256_setzero_ps(), b1 = b0;
+    if (bias) {
+        b0 = load8(bias, full, m0);
+        b1 = load8(bias + 8, full, m1);
+    }
+#pragma GCC unroll 6
+    for (int p = 0; p < P; p++) {
+        __m256 v0 = a0[p], v1 = a1[p];
+        if (bias) {   /* y + b, as kern_bias_act */
+            v0 = _mm256_add_ps(v0, b0);
+            v1 = _mm256_add_ps(v1, b1);
+        }
+        if (relu) {   /* max(v, 0) is v > 0 ? v : +0, NaN included, as kern_unary */
+            v0 = _mm256_max_ps(v0, _mm256_setzero_ps());
+            v1 = _mm256_max_ps(v1, _mm256_setzero_ps());
+        }
+        store8(y + p * F, v0, full, m0);
+        store8(y + p * F + 8, v1, full, m1);
+    }
+}
+
 /* Forward tile: P pixels (strip columns xs + p*pstep) x one block of filters (w, y
  * already offset to it).  y = act(sum_t x_t w_t + bias), relu done here; other
  * activations by the caller. */
@@ -236,25 +262,7 @@ INLINE_AVX2 void fwd_tile(int P, bool full, __m256i m0, __m256i m1, const float 
             a1[p] = _mm256_fmadd_ps(b, w1, a1[p]);
         }
     }
-    __m256 b0 = _mm256_setzero_ps(), b1 = b0;
-    if (bias) {
-        b0 = load8(bias, full, m0);
-        b1 = load8(bias + 8, full, m1);
-    }
-#pragma GCC unroll 6
-    for (int p = 0; p < P; p++) {
-        __m256 v0 = a0[p], v1 = a1[p];
-        if (bias) {   /* y + b, as kern_bias_act */
-            v0 = _mm256_add_ps(v0, b0);
-            v1 = _mm256_add_ps(v1, b1);
-        }
-        if (relu) {   /* max(v, 0) is v > 0 ? v : +0, NaN included, as kern_unary */
-            v0 = _mm256_max_ps(v0, _mm256_setzero_ps());
-            v1 = _mm256_max_ps(v1, _mm256_setzero_ps());
-        }
-        store8(y + p * F, v0, full, m0);
-        store8(y + p * F + 8, v1, full, m1);
-    }
+    tile_out(P, full, m0, m1, a0, a1, bias, relu, F, y);
 }
 
 /* P = 1 .. TILE as constants, so the tiles live in registers. */
@@ -481,25 +489,7 @@ INLINE_AVX2 void wide_tile(int P, bool full, __m256i m0, __m256i m1, const float
             }
         }
     }
-    __m256 b0 = _mm256_setzero_ps(), b1 = b0;
-    if (bias) {
-        b0 = load8(bias, full, m0);
-        b1 = load8(bias + 8, full, m1);
-    }
-#pragma GCC unroll 6
-    for (int p = 0; p < P; p++) {
-        __m256 v0 = a0[p], v1 = a1[p];
-        if (bias) {   /* y + b, as kern_bias_act */
-            v0 = _mm256_add_ps(v0, b0);
-            v1 = _mm256_add_ps(v1, b1);
-        }
-        if (relu) {
-            v0 = _mm256_max_ps(v0, _mm256_setzero_ps());
-            v1 = _mm256_max_ps(v1, _mm256_setzero_ps());
-        }
-        store8(y + p * F, v0, full, m0);
-        store8(y + p * F + 8, v1, full, m1);
-    }
+    tile_out(P, full, m0, m1, a0, a1, bias, relu, F, y);
 }
 
 /* One output row (n, oy) of the many-channel kernel: the row's pixels in nearly equal
