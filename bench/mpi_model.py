@@ -27,7 +27,7 @@ import re
 import statistics
 import sys
 
-import report   # bench/report.py, beside this file (kv)
+import report   # bench/report.py, beside this file (kv, table)
 
 NETWORKS = [  # name, bandwidth bit/s, latency per message s
     ("10 Gbit/s", 10e9, 20e-6),
@@ -222,14 +222,6 @@ def nbytes(b):
     return f"{b} B"
 
 
-def table(head, rows, align=None):
-    align = align or ["r"] * len(head)
-    out = ["| " + " | ".join(head) + " |",
-           "|" + "|".join(" ---: " if a == "r" else " :--- " for a in align) + "|"]
-    out += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
-    return "\n".join(out)
-
-
 CONFIGS = [  # config, what
     ("r1", "1 process, no mpirun"),
     ("r1t1", "1 process, no mpirun, 1 thread"),
@@ -368,7 +360,7 @@ def cmd_write(args):
     w("")
     th = ", ".join(f"{c}: {m['ranks']} rank{'s' if m['ranks'] > 1 else ''} x {m['threads']} thread"
                    f"{'s' if m['threads'] > 1 else ''}" for c, m in meas.items())
-    w(table(["", ""], [
+    w(report.table(["", ""], [
         ["machine", f"{meta.get('cpu')}, {nproc} CPUs, {meta.get('hypervisor') or 'no'} hypervisor, "
                     f"{meta.get('mem_gib')} GiB, Linux {meta.get('kernel')}"],
         ["MPI", f"{meta.get('mpirun_version')}; shared-memory transport (vader) between the ranks, all on this machine"],
@@ -403,7 +395,7 @@ def cmd_write(args):
         rows.append([f"`{c}`", what, m["ranks"], m["threads"], m["ranks"] * batch, m["n"], ms(m["T"]),
                      f"{ms(m['T_min'])}–{ms(m['T_max'])}", f"{m['ips']:.0f}", ms(m["busy"]), ms(m["wait"]),
                      " ".join(m["loads"])])
-    w(table(["config", "what", "ranks", "threads / rank", "global batch", "reps", "ms/step", "range",
+    w(report.table(["config", "what", "ranks", "threads / rank", "global batch", "reps", "ms/step", "range",
              "images/s", "allreduce ms", "wait ms", "load (1 min) before each rep"],
             rows, ["l", "l"] + ["r"] * 10))
     w("")
@@ -417,7 +409,7 @@ def cmd_write(args):
       f"(random inputs, {meta.get('prof_steps')} measured steps after 2 warm-up, median; the model uses the "
       "compiled plan, which `graphc run` uses):")
     w("")
-    w(table(["threads", "compiled ms/step", "interp ms/step", "reps"],
+    w(report.table(["threads", "compiled ms/step", "interp ms/step", "reps"],
             [[t, ms(T_c[t]), ms(T_c_interp[t]), len(bench[t])] for t in sorted(T_c)]))
     w("")
     if T_conc:
@@ -425,7 +417,7 @@ def cmd_write(args):
           "with whatever else was running. Compiled-plan medians; \"slowest\" is the slowest copy of each "
           "repetition (the slowest rank sets the pace of a data-parallel step), median over the repetitions:")
         w("")
-        w(table(["copies", "threads each", "median of all copies ms/step", "slowest copy ms/step", "reps"],
+        w(report.table(["copies", "threads each", "median of all copies ms/step", "slowest copy ms/step", "reps"],
                 [[P, t, ms(T_conc_med[(P, t)]), ms(T_conc[(P, t)]), len(conc[(P, t)])] for P, t in sorted(T_conc)]))
         w("")
 
@@ -460,7 +452,7 @@ def cmd_write(args):
         rows.append([N, mode, us(f["alpha"]), f"{f['beta'] / 1e9:.2f}",
                      f"{100 * f['resid']:.0f}% / {100 * f['resid_max']:.0f}%", us(f["alpha2"]),
                      f"{f['beta2'] / 1e9:.2f}"] + at)
-    w(table(["ranks", "mode", "one line: alpha (us)", "beta (GB/s)", "its error, median / max",
+    w(report.table(["ranks", "mode", "one line: alpha (us)", "beta (GB/s)", "its error, median / max",
              "two regimes: alpha (us)", "beta (GB/s)"] +
             [f"bucket {i} ({b / 1e6:.2f} MB) ms: measured / one line / two regimes" for i, b in enumerate(sizes)],
             rows))
@@ -472,7 +464,7 @@ def cmd_write(args):
         rows.append([N, mode] + [us(f["pts"].get(b)) for b in show])
     w("Measured medians at some sizes, in microseconds:")
     w("")
-    w(table(["ranks", "mode"] + [nbytes(b) for b in show], rows))
+    w(report.table(["ranks", "mode"] + [nbytes(b) for b in show], rows))
     w("")
 
     # ---------------------------------------------------------------- the model
@@ -513,7 +505,7 @@ def cmd_write(args):
         rows.append([t] + [ms(pr.get(k, 0) / 1e3, 2) for k in after] +
                     [ms(pr[("(profiled step)", 0)] / 1e3, 1), f"{100 * frac[t]:.0f}%", ms(frac[t] * T_c[t])])
     w("")
-    w(table(["threads"] + [f"{op} {line}" for op, line in after] + ["profiled step", "f", "T_after ms"], rows))
+    w(report.table(["threads"] + [f"{op} {line}" for op, line in after] + ["profiled step", "f", "T_after ms"], rows))
     w("")
     w(f"- T_loss(N): the per-step sum of the loss, accuracy and stop flag ({LOSS_BYTES} bytes) that every "
       "step waits for. On this machine: the two-regime fit at 24 B (about the median time of the "
@@ -571,7 +563,7 @@ def cmd_write(args):
                      ms(m["T"]), pct(err),
                      f"{ms(p['busy'])} / {ms(m['busy'])}" if N > 1 else "—",
                      f"{ms(p['wait'])} / {ms(m['wait'])}" if N > 1 else "—"])
-    w(table(["config", "ranks", "threads", "k", "T_compute", "T_after", "T_ring per bucket", "T_loss",
+    w(report.table(["config", "ranks", "threads", "k", "T_compute", "T_after", "T_ring per bucket", "T_loss",
              "predicted ms/step", "predicted, no hiding", "measured ms/step", "error",
              "allreduce ms: predicted / measured", "wait ms: predicted / measured"], rows,
             ["l"] + ["r"] * 13))
@@ -585,7 +577,7 @@ def cmd_write(args):
           "single-process `graphc bench` copies at the rank's thread count (table above), which includes "
           "the other load on the machine and the ranks' contention for cores and memory, but not MPI:")
         w("")
-        w(table(["config", "ranks", "threads", "T_compute (concurrent)", "predicted ms/step",
+        w(report.table(["config", "ranks", "threads", "T_compute (concurrent)", "predicted ms/step",
                  "measured ms/step", "error", "measured - T_compute"], rows2, ["l"] + ["r"] * 7))
         w("")
     w(interpret_check(meas, check, check2, T_c, T_conc, nproc))
@@ -615,7 +607,7 @@ def cmd_write(args):
                          ms(p["exposed"]), ms(p["T"]), f"{N * batch / p['T']:,.0f}", f"{100 * Tc / p['T']:.0f}%",
                          ms(p["exposed_none"]), ms(p["T_none"]), f"{N * batch / p['T_none']:,.0f}",
                          f"{100 * Tc / p['T_none']:.0f}%"])
-        w(table(["ranks", "global batch", "T_ring buckets 0 + 1 ms", "exposed ms (overlap)",
+        w(report.table(["ranks", "global batch", "T_ring buckets 0 + 1 ms", "exposed ms (overlap)",
                  "step ms (overlap)", "images/s (overlap)", "efficiency (overlap)",
                  "exposed ms (no overlap)", "step ms (no overlap)", "images/s (no overlap)",
                  "efficiency (no overlap)"], rows))
@@ -634,7 +626,7 @@ def cmd_write(args):
             p = step(Tc * factor, Ta * factor, sizes, 64, lat, beta, t_small(64, lat, beta))
             row += [f"{100 * Tc * factor / p['T']:.0f}%", f"{100 * Tc * factor / p['T_none']:.0f}%"]
         rows.append(row)
-    w(table(["T_compute ms"] + [f"{n}, {o}" for n, _, _ in NETWORKS for o in ("overlap", "no overlap")], rows,
+    w(report.table(["T_compute ms"] + [f"{n}, {o}" for n, _, _ in NETWORKS for o in ("overlap", "no overlap")], rows,
             ["l", "r", "r", "r", "r"]))
     w("")
 
