@@ -33,7 +33,10 @@
 #include <stdint.h>
 #include <string.h>
 
-#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+/* GRAPHC_NO_DIRECT_CONV: without these kernels (the fuzz build, whose targets never
+ * reach a convolution, and where instrumenting this file's AVX2 code took clang over
+ * two minutes). */
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__)) && !defined(GRAPHC_NO_DIRECT_CONV)
 #define CONV_DIRECT 1
 #include <immintrin.h>
 #endif
@@ -53,9 +56,11 @@ enum {
 static int direct_mode;
 void kern_conv_set_direct(int mode) { direct_mode = mode; }
 
+#ifdef CONV_DIRECT
 /* Width of the strip: the input columns (padding included) that output columns
  * 0..ow-1 read. */
 static int64_t strip_w(const KConv *p) { return (p->ow - 1) * p->sw + p->kw; }
+#endif
 
 bool conv_direct_ok(const KConv *p)
 {
@@ -136,6 +141,8 @@ void conv_wide_pack(const KConv *p, const float *w, float *wp)
     }
 }
 
+#ifdef CONV_DIRECT   /* up to conv_wide_forward: the kernels and their strips */
+
 /* The KH input rows under output row (n, oy), strip columns s = ix + pl, zero where
  * they fall outside the image: strip[(ky * strip_w + s) * C + c]. */
 static void fill_rows(const KConv *p, const float *x, int64_t n, int64_t oy, int64_t rows, float *strip);
@@ -193,7 +200,6 @@ static void tap_offsets(const KConv *p, int32_t *off)
         }                                                                              \
     } while (0)
 
-#ifdef CONV_DIRECT
 #define AVX2 __attribute__((target("avx2,fma")))
 #define INLINE_AVX2 static inline __attribute__((always_inline, target("avx2,fma")))
 
@@ -285,7 +291,7 @@ INLINE_AVX2 void fwd_tile_half(int P, bool full, __m256i m0, const float *xs, in
 {
     __m256 a[HALF_TILE];
 #pragma GCC unroll 12
-    for (int p = 0; p < P; p++)
+    for (int p = 0; p < HALF_TILE; p++)   /* all of them: P may be a variable */
         a[p] = _mm256_setzero_ps();
     for (int t = 0; t < K; t++) {
         const __m256 w0 = load8(w + t * F, full, m0);
@@ -306,21 +312,16 @@ INLINE_AVX2 void fwd_tile_half(int P, bool full, __m256i m0, const float *xs, in
     }
 }
 
+/* A full tile of HALF_TILE as a constant (its accumulators in registers), the last of a
+ * row with P as a variable: twelve constant cases, as TILE_CASES has six, made the
+ * sanitizer build of this file take minutes. */
 #define HALF_TILE_CASES(CALL)                                                            \
-    switch (P) {                                                                       \
-    case 1: CALL(1); break;                                                            \
-    case 2: CALL(2); break;                                                            \
-    case 3: CALL(3); break;                                                            \
-    case 4: CALL(4); break;                                                            \
-    case 5: CALL(5); break;                                                            \
-    case 6: CALL(6); break;                                                            \
-    case 7: CALL(7); break;                                                            \
-    case 8: CALL(8); break;                                                            \
-    case 9: CALL(9); break;                                                            \
-    case 10: CALL(10); break;                                                          \
-    case 11: CALL(11); break;                                                          \
-    default: CALL(12); break;                                                          \
-    }
+    do {                                                                               \
+        if (P == HALF_TILE)                                                            \
+            CALL(HALF_TILE);                                                           \
+        else                                                                           \
+            CALL(P);                                                                   \
+    } while (0)
 
 /* Pixels [ox0, ox1) of an output row into y (pixel ox0 at y[0]). */
 AVX2 static void forward_row(const KConv *p, const float *strip, const int32_t *off, const float *w,
@@ -341,11 +342,11 @@ AVX2 static void forward_row(const KConv *p, const float *strip, const int32_t *
                 float *y = ypix + (ox - ox0) * F + f0;
                 if (nf == 8) {
 #define FULL(PP) fwd_tile_half(PP, true, m0, xs, pstep, off, K, w + f0, F, bb, relu, y)
-                    HALF_TILE_CASES(FULL)
+                    HALF_TILE_CASES(FULL);
 #undef FULL
                 } else {
 #define PART(PP) fwd_tile_half(PP, false, m0, xs, pstep, off, K, w + f0, F, bb, relu, y)
-                    HALF_TILE_CASES(PART)
+                    HALF_TILE_CASES(PART);
 #undef PART
                 }
             }
@@ -405,7 +406,7 @@ INLINE_AVX2 void gradw_tile_half(int T, bool full, __m256i m0, const float *stri
 {
     __m256 a[HALF_TILE];
 #pragma GCC unroll 12
-    for (int t = 0; t < T; t++)
+    for (int t = 0; t < HALF_TILE; t++)   /* all of them: T may be a variable */
         a[t] = _mm256_setzero_ps();
     for (int64_t ox = ox0; ox < ox1; ox++) {
         const __m256 d0 = load8(dy + ox * F, full, m0);
@@ -437,11 +438,11 @@ AVX2 static void grad_filter_row(const KConv *p, const float *strip, const int32
                 float *a = acc + t0 * F + f0;
                 if (nf == 8) {
 #define FULL(PP) gradw_tile_half(PP, true, m0, strip, pstep, off + t0, dyrow + f0, F, ox0, ox1, a)
-                    HALF_TILE_CASES(FULL)
+                    HALF_TILE_CASES(FULL);
 #undef FULL
                 } else {
 #define PART(PP) gradw_tile_half(PP, false, m0, strip, pstep, off + t0, dyrow + f0, F, ox0, ox1, a)
-                    HALF_TILE_CASES(PART)
+                    HALF_TILE_CASES(PART);
 #undef PART
                 }
                 t0 += P;
@@ -641,6 +642,7 @@ void conv_wide_forward(const KConv *p, const float *x, const float *wp, const fl
 #endif
 }
 
+#ifdef CONV_DIRECT
 /* Output columns whose strip fits in DIRECT_STRIP floats (at least one: KH*KW*C <= 80). */
 static int64_t strip_cols(const KConv *p)
 {
@@ -675,6 +677,7 @@ static KConv column_tile(const KConv *p, int64_t c0, int64_t cols)
             BODY;                                                                       \
         }                                                                               \
     } while (0)
+#endif
 
 void conv_direct_forward(const KConv *p, const float *x, const float *w, const float *bias, int act,
                          float *y, int64_t m0, int64_t mc)
