@@ -371,6 +371,19 @@ AVX2 static void forward_row(const KConv *p, const float *strip, const int32_t *
         kern_unary((KUnary)act, ypix, ypix, (size_t)((ox1 - ox0) * F));
 }
 
+/* The end of a two-vector filter-gradient tile: T taps' sums (a0, a1: filters 0-7 and
+ * 8-15 of the block) added to acc + t * F. */
+INLINE_AVX2 void tile_add(int T, bool full, __m256i m0, __m256i m1, const __m256 *a0, const __m256 *a1, int64_t F,
+                          float *acc)
+{
+#pragma GCC unroll 6
+    for (int t = 0; t < T; t++) {
+        float *dst = acc + t * F;
+        store8(dst, _mm256_add_ps(load8(dst, full, m0), a0[t]), full, m0);
+        store8(dst + 8, _mm256_add_ps(load8(dst + 8, full, m1), a1[t]), full, m1);
+    }
+}
+
 /* Grad filter tile: taps off[0..T) x one block of filters, summed over pixels
  * [ox0, ox1) of a row (strip columns xs + ox*pstep, dy rows dy + ox*F), then added to
  * acc[t * F]. */
@@ -391,12 +404,7 @@ INLINE_AVX2 void gradw_tile(int T, bool full, __m256i m0, __m256i m1, const floa
             a1[t] = _mm256_fmadd_ps(b, d1, a1[t]);
         }
     }
-#pragma GCC unroll 6
-    for (int t = 0; t < T; t++) {
-        float *dst = acc + t * F;
-        store8(dst, _mm256_add_ps(load8(dst, full, m0), a0[t]), full, m0);
-        store8(dst + 8, _mm256_add_ps(load8(dst + 8, full, m1), a1[t]), full, m1);
-    }
+    tile_add(T, full, m0, m1, a0, a1, F, acc);
 }
 
 /* gradw_tile for a block of at most 8 filters: one vector per tap, HALF_TILE taps (the
@@ -556,12 +564,7 @@ INLINE_AVX2 void band_gradw_tile(int T, bool full, __m256i m0, __m256i m1, const
             }
         }
     }
-#pragma GCC unroll 6
-    for (int t = 0; t < T; t++) {
-        float *dst = acc + t * F;
-        store8(dst, _mm256_add_ps(load8(dst, full, m0), a0[t]), full, m0);
-        store8(dst + 8, _mm256_add_ps(load8(dst + 8, full, m1), a1[t]), full, m1);
-    }
+    tile_add(T, full, m0, m1, a0, a1, F, acc);
 }
 
 /* Filter gradient of G output rows oy0 .. oy0+G-1 of one image, many channels, from
