@@ -45,8 +45,8 @@ typedef struct {
 
 /* ---------------------------------------------------------------- the FMA loops */
 
-/* Each loop runs iters times a block of independent multiply-add chains a = a * m + c,
- * one per accumulator: enough chains to cover the FMA latency times the FMA units
+/* Each loop steps independent multiply-add chains a = a * m + c, one per accumulator,
+ * twice per iteration, iters times: enough chains to cover the FMA latency times the FMA units
  * (4 cycles x 2 units on recent cores: 8 in flight), few enough to stay in registers
  * with m and c (16 vector registers with AVX2, 32 with AVX-512).  With m just below 1 the
  * chains converge to c / (1 - m), about 1: no overflow, no denormals.  The result is
