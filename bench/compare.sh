@@ -17,14 +17,16 @@ graphc runs with --compare-stages (its compiled plan also without parallel stage
 OpenBLAS both ways: each model's largest batch is run once more by graphc in the
 other OpenBLAS environment (OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset if either
 is set, else OPENBLAS_CORETYPE=Haswell), and tests/test_kernels (next to GRAPHC)
-checks the kernels against reference loops in both environments.
+checks the kernels against reference loops in both environments. First of all,
+bench/peak (built with make bench/peak next to GRAPHC) measures the machine's FMA
+peak and OpenBLAS's sgemm rate, the limit the report holds graphc's times against.
 
   --threads N          threads for every framework (default 2)
   --mnist-batches L    comma-separated batch sizes for mnist (default 1,16,64,256)
   --large-batches L    batch sizes for large (default 1,4)
   --models L           which models (default mnist,large)
-  --quick              3 measured steps after 1 warm-up everywhere: a smoke test,
-                       the report says it is not a real result
+  --quick              3 measured steps after 1 warm-up everywhere (bench/peak
+                       --quick): a smoke test, the report says it is not a real result
   --steps N            measured steps for every row (overrides the built-in table)
   --warmup N           warm-up steps for every row
   --out FILE           the report (default docs/benchmarks.md)
@@ -243,6 +245,32 @@ emit kind=meta command="$CMDLINE" date="$(date -u '+%Y-%m-%d %H:%M UTC')" \
     loadavg_start="$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)" \
     || die "cannot write the results"
 log "threads $THREADS; PyTorch: $TORCH_STATUS${TORCH_VERSION:+ $TORCH_VERSION}; ONNX Runtime: $ORT_STATUS${ORT_VERSION:+ $ORT_VERSION}"
+
+# ---------------------------------------------------------------- the machine's limit
+
+# bench/peak, built in GRAPHC's build folder (a check program: make all does not build
+# it), measures the FMA peak and OpenBLAS's sgemm rate before anything else runs.
+PEAK_DIR=$(dirname "$GRAPHC")
+PEAK=$PEAK_DIR/bench/peak
+peak_why=
+if [ -f "$PEAK_DIR/Makefile" ]; then
+    log "building bench/peak (make -C $PEAK_DIR bench/peak)"
+    make -C "$PEAK_DIR" bench/peak >"$TMP/peak.make" 2>&1 ||
+        peak_why="make -C $PEAK_DIR bench/peak failed: $(grep -v '^\s*$' "$TMP/peak.make" | tail -n 1 | cut -c1-200)"
+elif [ ! -x "$PEAK" ]; then
+    peak_why="$PEAK not built and no Makefile next to $GRAPHC to build it with"
+fi
+if [ -z "$peak_why" ]; then
+    peak_args=()
+    [ "$QUICK" = 1 ] && peak_args=(--quick)
+    log "the machine's limit: $PEAK ${peak_args[*]} (FMA peak, OpenBLAS sgemm)"
+    TAG=(kind=peak command="$PEAK${peak_args[*]:+ ${peak_args[*]}}" loadavg="$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)")
+    run_json bench/peak peak peak "" "" "" -- "$PEAK" "${peak_args[@]}"
+    TAG=()
+else
+    log "the machine's limit: not measured ($peak_why)"
+    emit kind=error framework=peak config=peak error="$peak_why"
+fi
 
 # ---------------------------------------------------------------- same networks?
 

@@ -3,3 +3,13 @@
 EXTRA_DIST += %D%/compare.sh %D%/torch_bench.py %D%/ort_bench.js %D%/report.py %D%/README.md \
 	%D%/package.json %D%/package-lock.json \
 	%D%/mpi_scaling.sh %D%/mpi_model.py %D%/allreduce.c
+
+# bench/peak: the machine's FMA peak and OpenBLAS's sgemm rate, which bench/compare.sh
+# builds (make bench/peak) and runs first.  A check program: built by make check, which
+# tests its output (peak_check.sh), and on demand, never by make all nor installed.
+check_PROGRAMS += %D%/peak
+%C%_peak_SOURCES = %D%/peak.c
+%C%_peak_CFLAGS = $(AM_CFLAGS)
+%C%_peak_LDADD = $(OPENBLAS_LIBS) $(LIBS)
+TESTS += %D%/peak_check.sh
+EXTRA_DIST += %D%/peak_check.sh

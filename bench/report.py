@@ -8,8 +8,8 @@
 The results file holds one JSON object a line: graphc bench's own lines verbatim
 (they have "interp_ms"; the runs in the other OpenBLAS environment are tagged
 "openblas_env": "other"), PyTorch and ONNX Runtime lines ("framework", "config", "ms"),
-and the script's records ("kind": meta, graphc_params, verify, kernel_check, job,
-openblas_job, onnx_export, error, end).
+bench/peak's line (tagged "kind": "peak") and the script's records ("kind": meta,
+graphc_params, verify, kernel_check, job, openblas_job, onnx_export, error, end).
 """
 import argparse
 import json
@@ -34,6 +34,9 @@ CONFIGS = {  # config -> (column title, what it is)
             "onnxruntime-node, CPU execution provider, the PyTorch inference module exported to ONNX "
             "(opset 13, NCHW), graphOptimizationLevel all, intraOpNumThreads = threads, inference only"),
 }
+# The project's issue: mnist's training step at batch 256 and the FMA peak of the two cores of
+# the machine it was measured on (AVX-512); its limit, "near 40 ms", is the one over the other.
+ISSUE_GFLOP, ISSUE_PEAK = 21.07, 528.0
 ORDER = {"training": ["eager", "channels_last", "script", "passive_eager"],
          "inference": ["eager", "channels_last", "script", "optimized", "passive_eager", "ort"]}
 
@@ -80,6 +83,14 @@ def fmt_ips(v):
     if v is None:
         return "—"
     return f"{v:.0f}" if v >= 100 else f"{v:.1f}"
+
+
+def fmt_gflops(s, name):
+    """A bench/peak figure: 'median (lowest-highest)' GFLOP/s, or '—'."""
+    v, r = s.get(name), s.get(name + "_range")
+    if v is None:
+        return "—"
+    return f"{v:.1f} ({r[0]:.1f}-{r[1]:.1f})" if r else f"{v:.1f}"
 
 
 def mb(v):
@@ -197,6 +208,116 @@ def openblas_section(L, meta, graphc, other, ojobs, failed, kchecks):
     L.append("")
 
 
+def limit_section(L, meta, peak, jobs, graphc, peak_failed):
+    """The machine's limit: bench/peak's FMA peak and sgemm rate, and graphc's compiled
+    steps against the time their flops take at those rates."""
+    L.append("## The machine's limit")
+    L.append("")
+    if not peak:
+        if peak_failed:
+            L.append(f"Not measured in this run: `bench/peak` did not run or failed [{peak_failed}] (see Failures), so no limit "
+                     "is given.")
+        else:
+            L.append("Not measured in this run: its results have no `bench/peak` line (its `bench/compare.sh` "
+                     "predates the program), so no limit is given.")
+        L.append("")
+        return
+    pt = peak.get("threads", "?")
+    fma = peak.get("fma_gflops_all")
+    sgemm = peak.get("sgemm_gflops_all")
+    n = peak.get("sgemm_n", "?")
+    isa = peak.get("isa", "none")
+    rows = []
+    if isa != "none":
+        rows.append([f"FMA peak, fp32, {isa} ({peak.get('vector_bits')}-bit vectors)",
+                     fmt_gflops(peak, "fma_gflops_1t"), fmt_gflops(peak, "fma_gflops_all")])
+    for g in peak.get("sgemm", []):
+        rows.append([f"OpenBLAS sgemm, n={g['n']}", fmt_gflops(g, "gflops_1t"), fmt_gflops(g, "gflops_all")])
+    L.append(table(["GFLOP/s: median (lowest-highest)", "1 thread", f"{pt} threads at once"], rows,
+                   ["l", "r", "r"]))
+    L.append("")
+    how = (f"`{peak.get('command', 'bench/peak')}` measured these at the start of this run, on the machine "
+           f"itself, in {peak.get('seconds', '?')} s: each figure is the median of {peak.get('repeats', '?')} "
+           "measurements, the lowest and highest in parentheses.")
+    if isa != "none":
+        lanes = peak.get("vector_bits", 0) // 32
+        flops = "a multiply or an add 1 flop per lane" if isa == "sse" else "2 flops per lane"
+        how += (f" FMA peak: the widest vector multiply-add this CPU has ({isa}, chosen at run time), "
+                f"{peak.get('accumulators')} independent chains a thread on {peak.get('vector_bits')}-bit registers "
+                f"({lanes} floats, {flops}), about {peak.get('fma_seconds', '?')} s a measurement; the "
+                f"{pt}-thread figure runs one such thread per CPU at once and divides all their flops by the "
+                "time from the first start to the last end.")
+    else:
+        how += (" No FMA peak: `bench/peak` has no vector loop for this machine (they are x86-64's), so the "
+                "limit below is the sgemm one only.")
+    how += (f" sgemm: OpenBLAS's `cblas_sgemm` on n x n matrices, 2n³ flops a call, after an untimed call "
+            f"({peak.get('openblas_config', '?')}; core {peak.get('openblas_core', '?')}).")
+    L.append(how)
+    L.append("")
+    if peak.get("optimized") is False:
+        L.append("> **`bench/peak` was compiled without optimization**: its FMA loops kept their accumulators in "
+                 "memory, so its FMA figures are too low and the limits below too long. Build it with `-O2`.")
+        L.append("")
+    if peak.get("quick"):
+        L.append("> `bench/peak --quick`: short measurements, a smoke test like the rest of this run.")
+        L.append("")
+
+    def limit(gflop, rate):
+        return gflop / rate * 1e3 if gflop is not None and rate else None
+
+    def ratio(ms, lim):
+        return f"{ms / lim:.2f}x" if ms and lim else "—"
+    rows, impossible = [], False
+    for j in jobs:
+        g = graphc.get((j["model"], j["step"], j["batch"]))
+        gf = g.get("gflop_per_step") if g else None
+        ms = g.get("compiled_ms") if g else None
+        lf, ls = limit(gf, fma), limit(gf, sgemm)
+        impossible = impossible or bool(ms and lf and ms < lf)
+        rows.append([j["model"], j["step"], j["batch"], f"{gf:.3g}" if gf is not None else "—", fmt_ms(lf),
+                     fmt_ms(ms), ratio(ms, lf), fmt_ms(ls), ratio(ms, ls)])
+    if rows:
+        L.append(table(["model", "step", "batch", "GFLOP/step", "limit at the FMA peak, ms", "graphc compiled ms",
+                        "compiled / limit", f"limit at the sgemm n={n} rate, ms", "compiled / sgemm limit"], rows,
+                       ["l", "l", "r", "r", "r", "r", "r", "r", "r"]))
+        L.append("")
+    L.append(f"A limit is the step's flops (graphc's count, the `GFLOP/step` column: 2 per multiply-add of the "
+             f"convolutions and matrix products, a few per element for the other ops) at a rate measured above "
+             f"on {pt} threads: at the FMA peak, every vector FMA unit busy every cycle with no memory traffic "
+             "and no overhead, a bound no program reaches; at the sgemm rate, every flop of the step as fast as "
+             f"OpenBLAS's n={n} square product here. `compiled / limit` is how many times the limit graphc's "
+             "compiled step takes.")
+    if impossible:
+        la = f" (load average {peak['loadavg']} when it started)" if peak.get("loadavg") else ""
+        L.append("")
+        L.append(f"> **A step faster than its limit** (`compiled / limit` below 1) cannot be: the peak was measured "
+                 f"while other processes took CPU time{la}, so it is too low and every limit too long. Run again "
+                 "on a quiet machine.")
+    threads = meta.get("threads")
+    if threads is not None and threads != pt:
+        L.append("")
+        L.append(f"graphc ran on {threads} threads, the limits assume {pt}: its ratios are against more (or "
+                 "fewer) threads than it used.")
+    L.append("")
+    ours = limit(ISSUE_GFLOP, fma)
+    text = (f"The project's issue set its target on another machine, with AVX-512: its limit, \"near 40 ms\", "
+            f"is {ISSUE_GFLOP} GFLOP (mnist's training step at batch 256) at {ISSUE_PEAK:.0f} GFLOP/s, the FMA "
+            f"peak measured on its two cores ({limit(ISSUE_GFLOP, ISSUE_PEAK):.1f} ms), and the target is within "
+            f"1.5x of it ({1.5 * limit(ISSUE_GFLOP, ISSUE_PEAK):.0f} ms).")
+    if ours:
+        text += (f" On this machine the same definition gives **{ours:.0f} ms** ({ISSUE_GFLOP} GFLOP at the "
+                 f"{fma:.1f} GFLOP/s measured above), and 1.5x of it is **{1.5 * ours:.0f} ms**")
+        g = graphc.get(("mnist", "training", 256))
+        if g and g.get("compiled_ms"):
+            text += (f"; graphc's compiled step took {fmt_ms(g['compiled_ms'])} ms in this run, "
+                     f"{g['compiled_ms'] / ours:.2f}x the limit")
+        text += "."
+    else:
+        text += " This run has no FMA peak, so it gives no such figure for this machine."
+    L.append(text)
+    L.append("")
+
+
 def write(args):
     recs = load(args.jsonl)
     meta = next((r for r in recs if r.get("kind") == "meta"), {})
@@ -208,6 +329,7 @@ def write(args):
              if "interp_ms" in r and r.get("openblas_env") == "other"}
     ojobs = [r for r in recs if r.get("kind") == "openblas_job"]
     kchecks = {r.get("env"): r for r in recs if r.get("kind") == "kernel_check"}
+    peak = next((r for r in recs if r.get("kind") == "peak"), None)
     peers, errors = {}, []
     for r in recs:
         if r.get("framework") in ("pytorch", "onnxruntime") and "kind" not in r and "ms" in r:
@@ -396,6 +518,7 @@ def write(args):
              "configuration of that row, < 1: slower.")
     L.append("")
 
+    limit_section(L, meta, peak, jobs, graphc, next((e["_n"] for e in errors if e.get("config") == "peak"), None))
     openblas_section(L, meta, graphc, other, ojobs, failed, kchecks)
 
     # memory
@@ -472,6 +595,8 @@ def write(args):
         for e in errors:
             if e.get("config") == "onnx_export":
                 what = f"the ONNX export of {e.get('model', '?')}"
+            elif e.get("config") == "peak":
+                what = "`bench/peak`, the machine's limit"
             elif e.get("config") == "openblas_other":
                 what = (f"graphc in the other OpenBLAS environment, {e.get('model', '?')} {e.get('step', '')} "
                         f"batch {e.get('batch', '?')}")
