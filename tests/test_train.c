@@ -508,6 +508,132 @@ START_TEST(gemm_update_curve)
 }
 END_TEST
 
+/* Adam's matmul_update, a kernel against the two ops apart: hand-made graphs of
+ * w [M, N] (with its state m, v), a and b (op(a) op(b) is w's gradient), one of
+ * matmul + adam_update and one of the fused node, run through the kernels (interp_run:
+ * each node's scratch is allocated at the size dispatch_scratch_bytes asks, so ASan
+ * sees an overrun).  Every ta/tb, M a multiple of the panel or not, smaller than one,
+ * a last panel of one row (a GEMV); 1, 2 and 3 threads; 4 steps with new a and b each
+ * (the bias correction changes with the step).
+ * With arbitrary floats the gradients are not the same bits: sgemm rounds a row by its
+ * place in the call, and a panel's call is not kern_gemm's whole product.  So the
+ * operands are first small multiples of 1/8 (|x| <= 2, K <= 24): every product and
+ * partial sum is exact in float, both gradients are exact, and Adam (the same kernel on
+ * the same values) must give w, m and v bit for bit.  Then with arbitrary floats the
+ * fused node must give the same bits at 1, 2 and 3 threads (the panels are a fixed grid
+ * of the rows, whatever the thread count), and m and v (moving averages of g and g^2)
+ * within 1e-5 of the ops apart's, relative to each array's largest value (the gradients
+ * differ by a few ulps); w's step divides by sqrt(v) + eps, which turns a last-bit
+ * difference of a gradient near zero into up to 2 lr, so w is compared bit for bit
+ * only with exact operands. */
+static const struct {
+    int64_t M, N, K;
+    int panel;   /* 0: kern_gemm_panel_rows, as the fusion pass chooses */
+} adam_cases[] = {
+    { 50, 24, 7, 16 },      /* 3 panels and 2 rows */
+    { 10, 33, 5, 16 },      /* one panel, smaller than the panel size */
+    { 129, 40, 19, 8 },     /* 17 panels over 1-3 threads, the last one row */
+    { 200, 1024, 24, 0 },   /* the automatic panel (64 rows of 1024): 4, the last 8 rows */
+};
+
+static Graph *adam_graph(int64_t M, int64_t N, int64_t K, bool ta, bool tb, int panel, bool fused, DiagSink *d)
+{
+    Graph *g = graph_new(NULL);
+    ck_assert_ptr_nonnull(g);
+    Loc l = { 0, 0 };
+    int64_t wd[2] = { M, N }, ad[2] = { ta ? K : M, ta ? M : K }, bd[2] = { tb ? N : K, tb ? K : N };
+    const char *names[5] = { "w", "w:m", "w:v", "a", "b" };
+    const int64_t *dims[5] = { wd, wd, wd, ad, bd };
+    int32_t p[5];
+    for (int v = 0; v < 5; v++) {
+        ck_assert_int_eq(graph_add_var(g, names[v], shape_make(2, dims[v]), INIT_ZEROS, l), v);
+        if (v == 1 || v == 2) {
+            g->vars[v].role = VAR_STATE;
+            g->vars[v].of = 0;
+        }
+        NodeAttr a = { .param = { v } };
+        p[v] = graph_add_inferred(g, OP_PARAM, NULL, 0, l, &a, NULL, d);
+    }
+    NodeAttr u = { .update = { .var = 0, .state = { 1, 2 }, .kind = OP_ADAM_UPDATE, .ta = ta, .tb = tb } };
+    if (fused) {
+        u.update.panel = panel ? panel : (int)kern_gemm_panel_rows((size_t)M, (size_t)N);
+        int32_t in[3] = { p[0], p[3], p[4] };
+        ck_assert_int_ge(graph_add_inferred(g, OP_MATMUL_UPDATE, in, 3, l, &u, NULL, d), 0);
+    } else {
+        NodeAttr mm = { .matmul = { ta, tb, -1 } };
+        int32_t in[2] = { p[3], p[4] };
+        in[1] = graph_add_inferred(g, OP_MATMUL, in, 2, l, &mm, NULL, d);
+        in[0] = p[0];
+        u.update.kind = 0;
+        ck_assert_int_ge(graph_add_inferred(g, OP_ADAM_UPDATE, in, 2, l, &u, NULL, d), 0);
+    }
+    ck_assert_int_eq(graph_verify(g, d), 0);
+    return g;
+}
+
+/* Fills var v of every weight set alike: multiples of 1/8 in [-2, 2] (exact), else
+ * floats in [-1, 1). */
+static void adam_fill(Weights *w, int nw, int v, bool exact, uint64_t seed)
+{
+    for (int64_t k = 0; k < shape_numel(&w[0].shapes[v]); k++) {
+        uint64_t r = rng_at(seed, (uint64_t)v, (uint64_t)k);
+        float x = exact ? (float)((int)rng_below(r, 33) - 16) / 8 : 2 * rng_unit(r) - 1;
+        for (int i = 0; i < nw; i++) w[i].data[v][k] = x;
+    }
+}
+
+START_TEST(matmul_update_adam)
+{
+    int saved = pool_threads();
+    DiagSink d;
+    diag_init(&d, NULL);
+    int64_t M = adam_cases[_i].M, N = adam_cases[_i].N, K = adam_cases[_i].K;
+    for (int t = 0; t < 4; t++) {
+        bool ta = t & 1, tb = t & 2;
+        Graph *g[2] = { adam_graph(M, N, K, ta, tb, adam_cases[_i].panel, false, &d),
+                        adam_graph(M, N, K, ta, tb, adam_cases[_i].panel, true, &d) };
+        for (int exact = 1; exact >= 0; exact--) {
+            Weights w[4];   /* the ops apart, then the fused node at 1, 2, 3 threads */
+            for (int i = 0; i < 4; i++) ck_assert_int_eq(weights_init(&w[i], g[i > 0], 1, &d), 0);
+            adam_fill(w, 4, 0, exact, 5);
+            for (int step = 0; step < 4; step++) {
+                adam_fill(w, 4, 3, exact, 10 + (uint64_t)step);
+                adam_fill(w, 4, 4, exact, 20 + (uint64_t)step);
+                for (int i = 0; i < 4; i++) {
+                    kern_blas_threads(i ? i : 2);
+                    StepEnv env = { .w = &w[i], .step = step, .lr = 0.01f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-7f,
+                                    .training = true, .d = &d };
+                    ck_assert_msg(interp_run(g[i > 0], NULL, NULL, &env, NULL) == 0, "%s", d.buf ? d.buf : "");
+                }
+                char what[96];
+                snprintf(what, sizeof what, "%lldx%lldx%lld ta=%d tb=%d %s, step %d", (long long)M, (long long)N,
+                         (long long)K, ta, tb, exact ? "exact" : "floats", step);
+                size_t n = (size_t)(M * N);
+                for (int i = 1; i < 4; i++)
+                    for (int v = 0; v < 3; v++) {
+                        /* exact: the ops apart's bits; floats: the fused node's at 1 thread */
+                        const float *x = w[i].data[v], *ref = w[exact ? 0 : 1].data[v];
+                        if (exact || i > 1)
+                            ck_assert_msg(memcmp(x, ref, n * 4) == 0, "%s: %s differs at %d threads", what,
+                                          g[0]->vars[v].name, i);
+                        if (exact || v == 0) continue;
+                        double big = 0, worst = 0;
+                        for (size_t k = 0; k < n; k++) big = fmax(big, fabs((double)w[0].data[v][k]));
+                        for (size_t k = 0; k < n; k++) worst = fmax(worst, fabs((double)x[k] - w[0].data[v][k]));
+                        ck_assert_msg(big > 0 && worst <= 1e-5 * big, "%s: %s off by %g of %g", what, g[0]->vars[v].name,
+                                      worst, big);
+                    }
+            }
+            for (int i = 0; i < 4; i++) weights_free(&w[i]);
+        }
+        graph_free(g[0]);
+        graph_free(g[1]);
+    }
+    kern_blas_threads(saved);
+    diag_free(&d);
+}
+END_TEST
+
 /* Data parallel (graph/allreduce.c): the step of one rank has an allreduce per bucket
  * right after the bucket's last gradient, every update reads its gradient back from a
  * bucket, and with one process (no Comm) the graph computes exactly what the plain
@@ -1357,6 +1483,7 @@ static Suite *make_exec_suite(void)
     tcase_add_loop_test(tc, inference_conv_pool, 0, (int)(sizeof convpool_models / sizeof *convpool_models));
     tcase_add_test(tc, inference_conv_pool_mnist);
     tcase_add_loop_test(tc, gemm_update_curve, 0, (int)(sizeof model_files / sizeof *model_files));
+    tcase_add_loop_test(tc, matmul_update_adam, 0, (int)(sizeof adam_cases / sizeof *adam_cases));
     tcase_add_loop_test(tc, allreduce_pass, 0, (int)(sizeof model_files / sizeof *model_files));
     tcase_add_loop_test(tc, memory_targets, 0, 6);
     tcase_add_test(tc, fused_elementwise_chains);
