@@ -453,9 +453,10 @@ done:
  * update's place, so the matmul's operands live until then; a small gradient's update
  * is in the update_all at the end, where its operands would have to live to.
  * Nesterov's update reads the gradient itself besides the velocity and keeps both ops
- * (Adam's panels would do for it too; no model here uses it).  The rounding differs from the two ops apart
- * (the GEMM accumulates into w or v; Adam's panels cut the GEMM into other calls), so
- * this is the one fusion that does not agree with the interpreter bit for bit. */
+ * (Adam's panels would do for it too; no model here uses it).  The rounding differs
+ * from the two ops apart (the GEMM accumulates into w or v; Adam's panels cut the GEMM
+ * into other BLAS calls), so this is the one fusion that does not agree with the
+ * interpreter bit for bit. */
 static Graph *gemm_updates(const Graph *g, DiagSink *d)
 {
     int n = g->nnodes;
