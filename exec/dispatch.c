@@ -221,10 +221,13 @@ static int k_conv2d_grad_filter(const KCall *c)
     return 0;
 }
 
+static size_t matmul_update_scratch(const Graph *g, const Node *n);
+
 /* A convolution's scratch, sized by the path its kernel takes at these sizes (a direct
- * kernel needs no im2col chunks); 0 for every other op. */
+ * kernel needs no im2col chunks); Adam's matmul_update's panels; 0 for every other op. */
 size_t dispatch_scratch_bytes(const Graph *g, const Node *n)
 {
+    if (n->op == OP_MATMUL_UPDATE) return matmul_update_scratch(g, n);
     if (n->op == OP_CONV2D_MAXPOOL) {
         KConv p;
         KPool q;
@@ -580,12 +583,12 @@ static int k_sum_to(const KCall *c)
     return 0;
 }
 
-/* One parameter's update: `op` is SGD, MOMENTUM or ADAM_UPDATE; s0, s1 its state vars. */
-/* Elements [lo, hi) of one parameter's update (the kernels are elementwise). */
+/* Elements [lo, hi) of one parameter's update (the kernels are elementwise): `op` is
+ * SGD, MOMENTUM or ADAM_UPDATE, s0 and s1 its state vars, g those elements' gradient
+ * (g[0] is element lo's). */
 static void update_range(const StepEnv *e, OpKind op, int var, int s0, int s1, const float *g, size_t lo, size_t hi)
 {
     float *w = e->w->data[var] + lo;
-    g += lo;
     switch (op) {
     case OP_SGD_UPDATE: kern_sgd(w, g, hi - lo, e->lr); break;
     case OP_MOMENTUM_UPDATE: kern_momentum(w, e->w->data[s0] + lo, g, hi - lo, e->lr, e->momentum, e->nesterov); break;
@@ -603,7 +606,8 @@ static void update_part(void *arg, int part, int worker)
     const Node *n = j->c->n;
     size_t lo, hi;
     range_of(&j->r, part, &lo, &hi);
-    update_range(j->c->env, n->op, n->a.update.var, n->a.update.state[0], n->a.update.state[1], fin(j->c, 1), lo, hi);
+    update_range(j->c->env, n->op, n->a.update.var, n->a.update.state[0], n->a.update.state[1], fin(j->c, 1) + lo, lo,
+                 hi);
 }
 
 /* One parameter's update: a large one split into ranges over the pool. */
@@ -640,8 +644,11 @@ static int k_update_all(const KCall *c)
  * exists whole.  SGD: w = w - lr * op(a) op(b), one GEMM into w (alpha -lr, beta 1).
  * Momentum (not Nesterov, which needs the gradient itself): v = op(a) op(b) + mu * v,
  * one GEMM into the velocity (alpha 1, beta mu), then w -= lr * v over the pool, as
- * kern_momentum updates w.  kern_gemm computes each element of C in one BLAS call
- * whatever the thread count, so the bits do not depend on it. */
+ * kern_momentum updates w.  Adam reads the gradient itself (g and g^2), so no GEMM's
+ * beta can hold it: see adam_panels.  Each element of the gradient is computed whole
+ * over K in one BLAS call, but which call depends on kern_gemm's split over the pool
+ * (and sgemm rounds a row by its place in the call), so SGD's and momentum's bits may
+ * depend on the thread count; Adam's panels do not. */
 typedef struct AxpyJob {
     float *w;
     const float *v;
@@ -658,6 +665,61 @@ static void axpy_part(void *arg, int part, int worker)
     kern_sgd(j->w + lo, j->v + lo, hi - lo, j->lr);
 }
 
+/* Adam's matmul_update: the [M, N] gradient a panel of a.update.panel rows at a time
+ * into scratch (one BLAS call each, kern_gemm_rows), then kern_adam on those rows of w,
+ * m and v while the panel is in cache, so only a panel per thread exists.  The panels
+ * are a fixed grid of the rows, whatever the thread count, so the bits do not depend on
+ * it; each pool task takes a run of whole panels and makes them in its own panel of the
+ * scratch. */
+typedef struct AdamPanels {
+    size_t rows, panels;   /* rows per panel (the last may have fewer), panels */
+    int tasks;
+} AdamPanels;
+
+static AdamPanels adam_panels(const Node *n, size_t M)
+{
+    AdamPanels p = { (size_t)n->a.update.panel, 0, 1 };
+    if (p.rows < 1 || p.rows > M) p.rows = M ? M : 1;
+    p.panels = (M + p.rows - 1) / p.rows;
+    size_t T = (size_t)pool_threads();
+    p.tasks = (int)(p.panels < T ? p.panels : T);
+    if (p.tasks < 1) p.tasks = 1;
+    return p;
+}
+
+typedef struct AdamJob {
+    const KCall *c;
+    bool ta, tb;
+    size_t M, N, K;
+    AdamPanels p;
+} AdamJob;
+
+static void adam_part(void *arg, int task, int worker)
+{
+    (void)worker;
+    const AdamJob *j = arg;
+    const KCall *c = j->c;
+    const Node *n = c->n;
+    float *panel = c->scratch + (size_t)task * j->p.rows * j->N;
+    size_t tasks = (size_t)j->p.tasks, first = j->p.panels * (size_t)task / tasks;
+    size_t end = j->p.panels * (size_t)(task + 1) / tasks;
+    for (size_t q = first; q < end; q++) {
+        size_t r0 = q * j->p.rows, r1 = r0 + j->p.rows < j->M ? r0 + j->p.rows : j->M;
+        kern_gemm_rows(j->ta, j->tb, j->M, j->N, j->K, r0, r1, 1.0f, fin(c, 1), fin(c, 2), 0.0f, panel);
+        update_range(c->env, OP_ADAM_UPDATE, n->a.update.var, n->a.update.state[0], n->a.update.state[1], panel,
+                     r0 * j->N, r1 * j->N);
+    }
+}
+
+/* A matmul_update's scratch: Adam's panels, one per task */
+static size_t matmul_update_scratch(const Graph *g, const Node *n)
+{
+    if (n->a.update.kind != OP_ADAM_UPDATE) return 0;
+    const Shape *w = &g->nodes[n->in[0]].shape;
+    AdamPanels p = adam_panels(n, (size_t)w->d[0].v);
+    return (size_t)p.tasks * p.rows * (size_t)w->d[1].v * sizeof(float);
+}
+
 static int k_matmul_update(const KCall *c)
 {
     const Node *n = c->n;
@@ -666,9 +728,11 @@ static int k_matmul_update(const KCall *c)
     bool ta = n->a.update.ta, tb = n->a.update.tb;
     size_t M = (size_t)w->d[0].v, N = (size_t)w->d[1].v, K = (size_t)a->d[ta ? 0 : 1].v;
     float *wd = e->w->data[n->a.update.var];
-    if (n->a.update.kind == OP_SGD_UPDATE) {
+    switch (n->a.update.kind) {
+    case OP_SGD_UPDATE:
         kern_gemm(ta, tb, M, N, K, -e->lr, fin(c, 1), fin(c, 2), 1.0f, wd);
-    } else {
+        break;
+    case OP_MOMENTUM_UPDATE: {
         if (e->nesterov) {
             diag_plain(e->d, "internal error: %s fused with a Nesterov momentum update", op_name(n->op));
             return -1;
@@ -677,6 +741,17 @@ static int k_matmul_update(const KCall *c)
         kern_gemm(ta, tb, M, N, K, 1.0f, fin(c, 1), fin(c, 2), e->momentum, v);
         AxpyJob j = { wd, v, e->lr, ranges(M * N, 16) };
         pool_run(j.r.parts, axpy_part, &j);
+        break;
+    }
+    case OP_ADAM_UPDATE: {
+        AdamJob j = { c, ta, tb, M, N, K, adam_panels(n, M) };
+        pool_run(j.p.tasks, adam_part, &j);
+        break;
+    }
+    default:
+        diag_plain(e->d, "internal error: %s fused with %s", op_name(n->op),
+                   (unsigned)n->a.update.kind < OP_COUNT ? op_name((OpKind)n->a.update.kind) : "?");
+        return -1;
     }
     fout(c)[0] = 0;
     return 0;

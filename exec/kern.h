@@ -77,6 +77,13 @@ void kern_sum_all(const float *x, size_t n, float *y);
  * as stored ([M,K] or [K,M]; [K,N] or [N,K]). beta = 0 overwrites C. */
 void kern_gemm(bool ta, bool tb, size_t M, size_t N, size_t K, float alpha,
                const float *A, const float *B, float beta, float *C);
+/* Rows [r0, r1) of kern_gemm's C, in one BLAS call on the calling thread (for a caller
+ * that splits the work itself): C points at row r0 of C, [r1 - r0, N] contiguous. */
+void kern_gemm_rows(bool ta, bool tb, size_t M, size_t N, size_t K, size_t r0, size_t r1, float alpha,
+                    const float *A, const float *B, float beta, float *C);
+/* Rows per panel for a caller that makes an [M, N] product a panel of rows at a time
+ * into scratch and consumes each panel while it is in cache (>= 1, <= M). */
+size_t kern_gemm_panel_rows(size_t M, size_t N);
 /* How many threads the kernels use (the executors call this once; 0 = all cores): the
  * thread pool's size.  BLAS itself runs single-threaded; kern_gemm splits large products
  * across the pool. */

@@ -88,11 +88,18 @@ static void attrs_str(const Graph *g, const Node *n, char *buf, size_t len)
     }
     case OP_ALLREDUCE: snprintf(buf, len, "bucket=%d gradients=%d", n->a.allreduce.bucket, n->nin); break;
     case OP_ALLREDUCE_WAIT: snprintf(buf, len, "bucket=%d mean", n->a.allreduce.bucket); break;
-    case OP_MATMUL_UPDATE:
-        snprintf(buf, len, "param=%s fuses=matmul+%s%s%s", g->vars[n->a.update.var].name,
-                 (unsigned)n->a.update.kind < OP_COUNT ? op_name((OpKind)n->a.update.kind) : "?",
-                 n->a.update.ta ? " transpose=a" : "", n->a.update.tb ? " transpose=b" : "");
+    case OP_MATMUL_UPDATE: {
+        size_t k = (size_t)snprintf(buf, len, "param=%s fuses=matmul+%s%s%s", g->vars[n->a.update.var].name,
+                                    (unsigned)n->a.update.kind < OP_COUNT ? op_name((OpKind)n->a.update.kind) : "?",
+                                    n->a.update.ta ? " transpose=a" : "", n->a.update.tb ? " transpose=b" : "");
+        for (int s = 0; s < 2 && k < len; s++) {   /* the optimizer state it updates */
+            int v = n->a.update.state[s];
+            if (v >= 0) k += (size_t)snprintf(buf + k, len - k, "%s%s", s ? "," : " state=", g->vars[v].name);
+        }
+        if (n->a.update.kind == OP_ADAM_UPDATE && k < len)
+            snprintf(buf + k, len - k, " panel=%d", n->a.update.panel);
         break;
+    }
     case OP_UPDATE_ALL:
         snprintf(buf, len, "fuses=%d %s", n->nin / 2, (unsigned)n->a.update.state[0] < OP_COUNT ? op_name((OpKind)n->a.update.state[0]) : "?");
         break;

@@ -7,7 +7,7 @@
  *   every sgd/momentum/adam update of the step     =>  update_all(p1, g1, p2, g2, ...)
  *   conv2d_bias_act(x, w, b) or conv2d(x, w) -> maxpool  =>  conv2d_maxpool(x, w[, b])
  *                                                   (graphs without a training step)
- *   matmul(a, b) -> sgd/momentum_update(w, .)       =>  matmul_update(w, a, b)   (last)
+ *   matmul(a, b) -> sgd/momentum/adam_update(w, .)  =>  matmul_update(w, a, b)   (last)
  * where b is a vector over the last axis and act is relu, sigmoid or tanh.  The fused
  * node takes the place of the last node of its pattern, so everything that read that
  * node reads the fused one; the other nodes of the pattern are dropped. */
@@ -443,16 +443,20 @@ done:
 }
 
 /* A weight gradient's GEMM into its update, for memory and a pass less over the
- * gradient: an SGD or (not Nesterov) momentum update whose gradient is a matmul read by
- * nothing else and not an output becomes matmul_update(w, a, b), which makes the
- * gradient inside the update (exec/dispatch.c), so the gradient's buffer never exists.
- * Only updates that run early (large gradients): they are already placed after every
- * reader of their parameter, and the fused node takes the update's place, so the
- * matmul's operands live until then; a small gradient's update is in the update_all at
- * the end, where its operands would have to live to.  Nesterov's update reads the
- * gradient itself besides the velocity, so it keeps both ops.  The rounding differs
- * from the two ops apart (the GEMM accumulates into w or v), so this is the one fusion
- * that does not agree with the interpreter bit for bit. */
+ * gradient: an SGD, (not Nesterov) momentum or Adam update whose gradient is a matmul
+ * read by nothing else and not an output becomes matmul_update(w, a, b), which makes
+ * the gradient inside the update (exec/dispatch.c), so the gradient's buffer never
+ * exists: SGD and momentum in one GEMM into w or the velocity, Adam (which reads the
+ * gradient itself) a panel of rows at a time into scratch, each panel's rows of w, m
+ * and v updated from it.  Only updates that run early (large gradients): they are
+ * already placed after every reader of their parameter, and the fused node takes the
+ * update's place, so the matmul's operands live until then; a small gradient's update
+ * is in the update_all at the end, where its operands would have to live to.
+ * Nesterov's update reads the gradient itself besides the velocity and keeps both ops
+ * (Adam's panels would do for it too; no model here uses it).  The rounding differs
+ * from the two ops apart (the GEMM accumulates into w or v; Adam's panels cut the GEMM
+ * into other BLAS calls), so this is the one fusion that does not agree with the
+ * interpreter bit for bit. */
 static Graph *gemm_updates(const Graph *g, DiagSink *d)
 {
     int n = g->nnodes;
@@ -462,7 +466,8 @@ static Graph *gemm_updates(const Graph *g, DiagSink *d)
     bool ok = true;
     for (int u = 0; u < n && ok; u++) {
         Node *up = &c->nodes[u];
-        if (up->op != OP_SGD_UPDATE && (up->op != OP_MOMENTUM_UPDATE || c->train.nesterov)) continue;
+        if (up->op != OP_SGD_UPDATE && up->op != OP_ADAM_UPDATE && (up->op != OP_MOMENTUM_UPDATE || c->train.nesterov))
+            continue;
         if (!runs_early(c, up)) continue;
         int32_t m = up->in[1];
         const Node *mm = &c->nodes[m];
@@ -480,6 +485,8 @@ static Graph *gemm_updates(const Graph *g, DiagSink *d)
         a.update.kind = (int)up->op;
         a.update.ta = mm->a.matmul.ta;
         a.update.tb = mm->a.matmul.tb;
+        if (up->op == OP_ADAM_UPDATE)
+            a.update.panel = (int)kern_gemm_panel_rows((size_t)mm->shape.d[0].v, (size_t)mm->shape.d[1].v);
         up->op = OP_MATMUL_UPDATE;
         up->a = a;
         up->in = in;

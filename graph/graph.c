@@ -243,6 +243,9 @@ static double numel_d(const Graph *g, const Shape *s)
     return n;
 }
 
+/* FLOPs per element of an optimizer update of kind k (SGD, MOMENTUM or ADAM_UPDATE) */
+static double update_flops(OpKind k) { return k == OP_SGD_UPDATE ? 2.0 : k == OP_MOMENTUM_UPDATE ? 4.0 : 12.0; }
+
 double node_flops(const Graph *g, const Node *n)
 {
     const Shape *y = &n->shape;
@@ -280,19 +283,17 @@ double node_flops(const Graph *g, const Node *n)
         return 4.0 * numel_d(g, &g->nodes[n->in[0]].shape);
     case OP_SUM_TO: case OP_GLOBAL_AVGPOOL:
         return numel_d(g, &g->nodes[n->in[0]].shape);
-    case OP_SGD_UPDATE: return 2.0 * numel_d(g, &g->nodes[n->in[1]].shape);
-    case OP_MOMENTUM_UPDATE: return 4.0 * numel_d(g, &g->nodes[n->in[1]].shape);
-    case OP_ADAM_UPDATE: return 12.0 * numel_d(g, &g->nodes[n->in[1]].shape);
+    case OP_SGD_UPDATE: case OP_MOMENTUM_UPDATE: case OP_ADAM_UPDATE:
+        return update_flops(n->op) * numel_d(g, &g->nodes[n->in[1]].shape);
     case OP_UPDATE_ALL: {
-        OpKind k = (OpKind)n->a.update.state[0];
-        double per = k == OP_SGD_UPDATE ? 2.0 : k == OP_MOMENTUM_UPDATE ? 4.0 : 12.0, f = 0;
+        double per = update_flops((OpKind)n->a.update.state[0]), f = 0;
         for (int i = 1; i < n->nin; i += 2) f += per * numel_d(g, &g->nodes[n->in[i]].shape);
         return f;
     }
     case OP_MATMUL_UPDATE: {   /* the gradient's matmul and its update, counted as the two ops apart */
         const Shape *a = &g->nodes[n->in[1]].shape, *w = &g->nodes[n->in[0]].shape;
         double k = dimv(g, a->d[n->a.update.ta ? 0 : 1]);
-        return (2.0 * k + (n->a.update.kind == OP_SGD_UPDATE ? 2.0 : 4.0)) * numel_d(g, w);
+        return (2.0 * k + update_flops((OpKind)n->a.update.kind)) * numel_d(g, w);
     }
     case OP_INPUT: case OP_PARAM: case OP_CONST: case OP_RESHAPE: case OP_CONCAT: case OP_SLICE:
         return 0;

@@ -100,8 +100,9 @@ typedef union NodeAttr {
     struct {                                  /* *_UPDATE, UPDATE_ALL, MATMUL_UPDATE */
         int var;                              /* the parameter */
         int state[2];                         /* its optimizer state vars, or -1 */
-        int kind;                             /* MATMUL_UPDATE: the update it replaces (SGD or MOMENTUM_UPDATE) */
+        int kind;                             /* MATMUL_UPDATE: the update it replaces (SGD, MOMENTUM or ADAM_UPDATE) */
         bool ta, tb;                          /* MATMUL_UPDATE: the gradient matmul's transpose flags */
+        int panel;                            /* MATMUL_UPDATE of Adam: rows of the gradient made at a time */
     } update;
 } NodeAttr;
 

@@ -33,10 +33,11 @@ Graph *pass_optimize(const Graph *g, const char *upto, DiagSink *d);
  * not an output.  The arithmetic is unchanged (same operations, same order), except
  * for the gradient GEMMs fused into their updates (below). */
 Graph *pass_fuse(const Graph *g, DiagSink *d);
-/* Also, last: a large weight gradient made by a matmul and read only by its SGD or
- * (not Nesterov) momentum update is made inside the update (matmul_update), one GEMM
- * that adds into the parameter or the velocity, so the gradient is never stored.  That
- * rounds differently from the two ops apart: the one fusion the interpreter does not
+/* Also, last: a large weight gradient made by a matmul and read only by its SGD,
+ * (not Nesterov) momentum or Adam update is made inside the update (matmul_update):
+ * one GEMM that adds into the parameter or the velocity, or for Adam a panel of rows at
+ * a time into scratch, each panel's rows of w, m and v updated from it; so the gradient
+ * is never stored.  That rounds differently from the two ops apart: the one fusion the interpreter does not
  * match bit for bit (within 1e-5 of the loss curve; tests/test_train.c).
  * pass_fuse_set_gemm_update(false) turns it off (on by default), for the tests that
  * compare the plan with the interpreter bit for bit, and for benchmarks. */
