@@ -580,7 +580,7 @@ int main(int argc, char **argv)
         json_stat(stdout, "gflops_all", &gemm[s].all);
         printf("}");
     }
-    printf("], \"optimized\": %s, \"quick\": %s, \"seconds\": %.1f}\n", optimized ? "true" : "false",
+    printf("], \"optimized\": %s, \"quick\": %s, \"seconds\": %.3f}\n", optimized ? "true" : "false",
            o.quick ? "true" : "false", seconds);
     return 0;
 }
