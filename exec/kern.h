@@ -189,5 +189,8 @@ void kern_momentum(float *w, float *v, const float *g, size_t n, float lr, float
 /* Adam (Kingma & Ba) with bias correction at step t (1-based). */
 void kern_adam(float *w, float *m, float *v, const float *g, size_t n, float lr,
                float beta1, float beta2, float eps, int64_t t);
+/* Test hook: mode < 0 keeps kern_adam to its scalar loop (0: automatic, an AVX loop with
+ * the same bits where the CPU has AVX). */
+void kern_adam_set_vector(int mode);
 
 #endif

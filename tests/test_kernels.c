@@ -2039,6 +2039,40 @@ START_TEST(test_adam)
 }
 END_TEST
 
+/* kern_adam's vector loop gives the scalar loop's bits: every length up to 40 (whole
+ * vectors and every tail) at every offset of 0..3 floats (unaligned), two steps, with
+ * gradients over several magnitudes and some zero. */
+START_TEST(test_adam_vector_bits)
+{
+    enum { N = 40, OFF = 3 };
+    const float lr = 0.003f, b1 = 0.9f, b2 = 0.999f, eps = 1e-8f;
+    float w[2][N + OFF], m[2][N + OFF], v[2][N + OFF], g[N + OFF];
+    int differ = 0;
+    for (int n = 1; n <= N; n++)
+        for (int off = 0; off <= OFF; off++) {
+            tu_fill_uniform(w[0], N + OFF, -1.0f, 1.0f, 9500 + (uint64_t)n);
+            memset(m[0], 0, sizeof m[0]);
+            memset(v[0], 0, sizeof v[0]);
+            memcpy(w[1], w[0], sizeof w[0]);
+            memcpy(m[1], m[0], sizeof m[0]);
+            memcpy(v[1], v[0], sizeof v[0]);
+            for (int t = 1; t <= 2; t++) {
+                tu_fill_uniform(g, N + OFF, -1.0f, 1.0f, 9600 + (uint64_t)(n * 8 + off * 2 + t));
+                for (int i = 0; i < N + OFF; i++)
+                    g[i] *= i % 5 == 0 ? 0.0f : i % 3 == 0 ? 1e-4f : i % 7 == 0 ? 30.0f : 1.0f;
+                for (int path = 0; path < 2; path++) {
+                    kern_adam_set_vector(path == 0 ? 0 : -1);
+                    kern_adam(w[path] + off, m[path] + off, v[path] + off, g + off, (size_t)n, lr, b1, b2, eps, t);
+                }
+            }
+            differ += memcmp(w[0], w[1], sizeof w[0]) != 0 || memcmp(m[0], m[1], sizeof m[0]) != 0 ||
+                      memcmp(v[0], v[1], sizeof v[0]) != 0;
+        }
+    kern_adam_set_vector(0);
+    ck_assert_msg(differ == 0, "%d of %d lengths x offsets differ from the scalar loop", differ, N * (OFF + 1));
+}
+END_TEST
+
 /* ================================================================================ */
 
 static Suite *make_kernels_suite(void)
@@ -2119,6 +2153,7 @@ static Suite *make_kernels_suite(void)
     tcase_add_test(tc, test_sgd);
     tcase_add_loop_test(tc, test_momentum, 0, 2);
     tcase_add_test(tc, test_adam);
+    tcase_add_test(tc, test_adam_vector_bits);
     suite_add_tcase(s, tc);
 
     return s;
