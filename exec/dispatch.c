@@ -221,10 +221,17 @@ static int k_conv2d_grad_filter(const KCall *c)
     return 0;
 }
 
+static size_t dense_panel(size_t B, size_t K);
+
 /* A convolution's scratch, sized by the path its kernel takes at these sizes (a direct
- * kernel needs no im2col chunks); 0 for every other op. */
+ * kernel needs no im2col chunks), and matmul_grad_update's panels; 0 for every other op. */
 size_t dispatch_scratch_bytes(const Graph *g, const Node *n)
 {
+    if (n->op == OP_MATMUL_GRAD_UPDATE) {   /* a panel's product per thread that runs one */
+        size_t B = (size_t)n->shape.d[0].v, K = (size_t)n->shape.d[1].v, P = dense_panel(B, K);
+        size_t panels = (K + P - 1) / P, T = (size_t)pool_threads();
+        return (panels < T ? panels : T) * B * P * sizeof(float);
+    }
     if (n->op == OP_CONV2D_MAXPOOL) {
         KConv p;
         KPool q;
@@ -682,6 +689,76 @@ static int k_matmul_update(const KCall *c)
     return 0;
 }
 
+/* matmul_grad_update(x, dy, w): a dense layer's backward whose input x is a relu
+ * output, the three ops apart being dx = dy w^T, the mask x > 0 ? dx : 0 and w's update
+ * from x^T dy (as k_matmul_update makes it).  Column j of dx needs only row j of w, and
+ * row j of w's update only column j of x, so the work goes panel by panel of P columns
+ * of x (rows of w), the panels spread over the pool; panel J:
+ *   1. S = dy w[J,:]^T into this thread's scratch, [B, |J|], with the rows not yet updated;
+ *   2. w[J,:]'s update from x[:,J]^T dy: SGD one GEMM into those rows (alpha -lr, beta
+ *      1), momentum one into v's rows (beta mu) and then w[J,:] -= lr v[J,:];
+ *   3. out[:,J] = x[:,J] > 0 ? S : 0.
+ * A panel reads its columns of x (2, 3) before it writes them (3) and no other panel
+ * touches them, so out may be x's buffer; dx never exists.  The panels are cut by the
+ * batch alone and each GEMM is one BLAS call, so the bits do not depend on the thread
+ * count (they are not the ops apart's: those GEMMs are cut otherwise). */
+typedef struct DenseBackJob {
+    const float *x, *dy;
+    float *w, *v, *out, *scratch;   /* v: the velocity, or NULL for SGD */
+    size_t B, K, N, P;
+    float lr, mu;
+} DenseBackJob;
+
+/* The panel's width, from the batch alone.  Each thread's scratch holds one panel's
+ * [B, P] product, and that scratch counts in the plan's naive sum and in its peak like
+ * any buffer, so at a small batch the panel stays narrow (32 columns: 2 KiB a thread at
+ * batch 16, where mlp's arena is 30 KiB); at a large batch it widens to 64 so both GEMMs
+ * of a panel have rows enough to run at speed, and dy, which each panel's GEMMs pack
+ * again, is packed fewer times.  Never wider than x. */
+static size_t dense_panel(size_t B, size_t K)
+{
+    size_t p = (B + 15) / 16 * 16;
+    p = p < 32 ? 32 : p > 64 ? 64 : p;
+    return p < K ? p : K;
+}
+
+static void dense_back_panel(void *arg, int panel, int worker)
+{
+    const DenseBackJob *j = arg;
+    size_t j0 = (size_t)panel * j->P, p = j->K - j0 < j->P ? j->K - j0 : j->P;
+    float *s = j->scratch + (size_t)worker * j->B * j->P, *w = j->w + j0 * j->N;
+    kern_gemm_block(false, true, j->B, p, j->N, 1.0f, j->dy, j->N, w, j->N, 0.0f, s, p);
+    if (!j->v) {
+        kern_gemm_block(true, false, p, j->N, j->B, -j->lr, j->x + j0, j->K, j->dy, j->N, 1.0f, w, j->N);
+    } else {
+        float *v = j->v + j0 * j->N;
+        kern_gemm_block(true, false, p, j->N, j->B, 1.0f, j->x + j0, j->K, j->dy, j->N, j->mu, v, j->N);
+        kern_sgd(w, v, p * j->N, j->lr);
+    }
+    for (size_t b = 0; b < j->B; b++) {
+        const float *xb = j->x + b * j->K + j0;
+        kern_unary_grad(KU_RELU, xb, xb, s + b * p, j->out + b * j->K + j0, p);
+    }
+}
+
+static int k_matmul_grad_update(const KCall *c)
+{
+    const Node *n = c->n;
+    const StepEnv *e = c->env;
+    const Shape *x = ishape(c, 0), *dy = ishape(c, 1);
+    size_t B = (size_t)x->d[0].v, K = (size_t)x->d[1].v, N = (size_t)dy->d[1].v;
+    bool momentum = n->a.update.kind == OP_MOMENTUM_UPDATE;
+    if (momentum && e->nesterov) {
+        diag_plain(e->d, "internal error: %s fused with a Nesterov momentum update", op_name(n->op));
+        return -1;
+    }
+    DenseBackJob j = { fin(c, 0), fin(c, 1), e->w->data[n->a.update.var],
+                       momentum ? e->w->data[n->a.update.state[0]] : NULL, fout(c), c->scratch,
+                       B, K, N, dense_panel(B, K), e->lr, e->momentum };
+    pool_run((int)((K + j.P - 1) / j.P), dense_back_panel, &j);
+    return 0;
+}
+
 /* fused_elemwise: the program's steps, block by block, each step the op's own kernel
  * on the block (so the same values as the ops apart); intermediates stay in a stack
  * buffer; blocks are split over the pool like any elementwise op. */
@@ -800,7 +877,7 @@ static const KernelFn kernels[] = {
     [OP_MAXPOOL_ARGMAX] = k_pool, [OP_MAXPOOL_GATHER] = k_pool, [OP_MAXPOOL_SCATTER] = k_maxpool_scatter,
     [OP_MAXPOOL_SCATTER_RELU] = k_maxpool_scatter, [OP_FUSED_ELEMWISE] = k_fused_elemwise,
     [OP_CONV2D_MAXPOOL] = k_conv2d_maxpool,
-    [OP_MATMUL_UPDATE] = k_matmul_update,
+    [OP_MATMUL_UPDATE] = k_matmul_update, [OP_MATMUL_GRAD_UPDATE] = k_matmul_grad_update,
 };
 static_assert(sizeof kernels / sizeof kernels[0] == OP_COUNT, "one kernel per op");
 
@@ -811,7 +888,8 @@ bool dispatch_has_kernel(OpKind op) { return kernels[op] != NULL; }
 static int check_finite(const KCall *c)
 {
     const Node *n = c->n;
-    if (n->dtype != DT_F32 || (op_info[n->op].traits & OPT_UPDATE)) return 0;
+    /* an update's own value is a placeholder, except matmul_grad_update's (a gradient) */
+    if (n->dtype != DT_F32 || ((op_info[n->op].traits & OPT_UPDATE) && n->op != OP_MATMUL_GRAD_UPDATE)) return 0;
     const float *y = c->out;
     size_t len = numel(&n->shape);
     for (size_t i = 0; i < len; i++) {

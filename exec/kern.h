@@ -77,6 +77,12 @@ void kern_sum_all(const float *x, size_t n, float *y);
  * as stored ([M,K] or [K,M]; [K,N] or [N,K]). beta = 0 overwrites C. */
 void kern_gemm(bool ta, bool tb, size_t M, size_t N, size_t K, float alpha,
                const float *A, const float *B, float beta, float *C);
+/* The same product as one BLAS call on blocks with explicit leading dimensions (lda,
+ * ldb, ldc: the row strides of A, B, C as stored), never split: for a kernel that
+ * splits its own work over the pool (a pool job runs kern_gemm's split serially anyway)
+ * or reads a block of columns in place.  M, N, K >= 1. */
+void kern_gemm_block(bool ta, bool tb, size_t M, size_t N, size_t K, float alpha, const float *A, size_t lda,
+                     const float *B, size_t ldb, float beta, float *C, size_t ldc);
 /* How many threads the kernels use (the executors call this once; 0 = all cores): the
  * thread pool's size.  BLAS itself runs single-threaded; kern_gemm splits large products
  * across the pool. */

@@ -32,6 +32,12 @@ static void sgemm_block(bool ta, bool tb, size_t M, size_t N, size_t K, float al
                 (blasint)M, (blasint)N, (blasint)K, alpha, A, (blasint)lda, B, (blasint)ldb, beta, C, (blasint)ldc);
 }
 
+void kern_gemm_block(bool ta, bool tb, size_t M, size_t N, size_t K, float alpha, const float *A, size_t lda,
+                     const float *B, size_t ldb, float beta, float *C, size_t ldc)
+{
+    sgemm_block(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
 typedef struct GemmJob {
     bool ta, tb, split_m;
     size_t M, N, K, parts;
