@@ -227,9 +227,10 @@ static size_t dense_panel(size_t B, size_t K);
  * kernel needs no im2col chunks), and matmul_grad_update's panels; 0 for every other op. */
 size_t dispatch_scratch_bytes(const Graph *g, const Node *n)
 {
-    if (n->op == OP_MATMUL_GRAD_UPDATE) {   /* a panel's product per thread that runs one */
+    if (n->op == OP_MATMUL_GRAD_UPDATE) {   /* SGD: a panel's product per thread that runs one; momentum: x's signs */
         size_t B = (size_t)n->shape.d[0].v, K = (size_t)n->shape.d[1].v, P = dense_panel(B, K);
         size_t panels = (K + P - 1) / P, T = (size_t)pool_threads();
+        if (n->a.update.kind != OP_SGD_UPDATE) return (B * K + 31) / 32 * sizeof(uint32_t);
         return (panels < T ? panels : T) * B * P * sizeof(float);
     }
     if (n->op == OP_CONV2D_MAXPOOL) {
@@ -691,30 +692,42 @@ static int k_matmul_update(const KCall *c)
 
 /* matmul_grad_update(x, dy, w): a dense layer's backward whose input x is a relu
  * output, the three ops apart being dx = dy w^T, the mask x > 0 ? dx : 0 and w's update
- * from x^T dy (as k_matmul_update makes it).  Column j of dx needs only row j of w, and
- * row j of w's update only column j of x, so the work goes panel by panel of P columns
- * of x (rows of w), the panels spread over the pool; panel J:
+ * from x^T dy, as k_matmul_update makes it.  The output may be x's buffer, so x must be
+ * read whole (the update's GEMM, the mask) before dx is written where it was, while dx
+ * needs w as it was before its update.  How depends on the update:
+ *
+ * Momentum puts x^T dy into the velocity and leaves w alone until w -= lr v, so the
+ * order  signs of x -> v = x^T dy + mu v -> dx = dy w^T (over x) -> w -= lr v -> mask
+ * by the signs  reads each in time, and its GEMMs are the very calls of the ops apart
+ * (kern_gemm, split over the pool the same way): the same bits.  The scratch keeps only
+ * x > 0, a bit per element.
+ *
+ * SGD adds x^T dy into w itself, so dx must be made first, while x is still needed.
+ * Column j of dx needs only row j of w, and row j of w's update only column j of x, so
+ * the work goes panel by panel of P columns of x (rows of w), the panels spread over
+ * the pool; panel J:
  *   1. S = dy w[J,:]^T into this thread's scratch, [B, |J|], with the rows not yet updated;
- *   2. w[J,:]'s update from x[:,J]^T dy: SGD one GEMM into those rows (alpha -lr, beta
- *      1), momentum one into v's rows (beta mu) and then w[J,:] -= lr v[J,:];
+ *   2. w[J,:] -= lr x[:,J]^T dy, one GEMM into those rows (alpha -lr, beta 1);
  *   3. out[:,J] = x[:,J] > 0 ? S : 0.
  * A panel reads its columns of x (2, 3) before it writes them (3) and no other panel
- * touches them, so out may be x's buffer; dx never exists.  The panels are cut by the
- * batch alone and each GEMM is one BLAS call, so the bits do not depend on the thread
- * count (they are not the ops apart's: those GEMMs are cut otherwise). */
+ * touches them.  The panels are cut by the sizes alone and each GEMM is one BLAS call,
+ * so the bits do not depend on the thread count; they are not the ops apart's (sgemm
+ * rounds a value by its place in the call, and the calls are cut otherwise). */
 typedef struct DenseBackJob {
     const float *x, *dy;
-    float *w, *v, *out, *scratch;   /* v: the velocity, or NULL for SGD */
+    float *w, *out, *scratch;
+    uint32_t *sign;   /* momentum: bit i % 32 of sign[i / 32] is x[i] > 0 */
     size_t B, K, N, P;
-    float lr, mu;
+    float lr;
+    Range r;          /* momentum: over the elements of x, in multiples of 32 */
 } DenseBackJob;
 
-/* The panel's width, from the batch alone.  Each thread's scratch holds one panel's
+/* SGD's panel width, from the sizes alone.  Each thread's scratch holds one panel's
  * [B, P] product, and that scratch counts in the plan's naive sum and in its peak like
  * any buffer, so at a small batch the panel stays narrow (32 columns: 2 KiB a thread at
- * batch 16, where mlp's arena is 30 KiB); at a large batch it widens to 64 so both GEMMs
- * of a panel have rows enough to run at speed, and dy, which each panel's GEMMs pack
- * again, is packed fewer times.  Never wider than x. */
+ * batch 16); at a large batch it widens to 64 so both GEMMs of a panel have rows enough
+ * to run at speed, and dy, which each panel's GEMMs pack again, is packed fewer times.
+ * Never wider than x. */
 static size_t dense_panel(size_t B, size_t K)
 {
     size_t p = (B + 15) / 16 * 16;
@@ -728,17 +741,36 @@ static void dense_back_panel(void *arg, int panel, int worker)
     size_t j0 = (size_t)panel * j->P, p = j->K - j0 < j->P ? j->K - j0 : j->P;
     float *s = j->scratch + (size_t)worker * j->B * j->P, *w = j->w + j0 * j->N;
     kern_gemm_block(false, true, j->B, p, j->N, 1.0f, j->dy, j->N, w, j->N, 0.0f, s, p);
-    if (!j->v) {
-        kern_gemm_block(true, false, p, j->N, j->B, -j->lr, j->x + j0, j->K, j->dy, j->N, 1.0f, w, j->N);
-    } else {
-        float *v = j->v + j0 * j->N;
-        kern_gemm_block(true, false, p, j->N, j->B, 1.0f, j->x + j0, j->K, j->dy, j->N, j->mu, v, j->N);
-        kern_sgd(w, v, p * j->N, j->lr);
-    }
+    kern_gemm_block(true, false, p, j->N, j->B, -j->lr, j->x + j0, j->K, j->dy, j->N, 1.0f, w, j->N);
     for (size_t b = 0; b < j->B; b++) {
         const float *xb = j->x + b * j->K + j0;
         kern_unary_grad(KU_RELU, xb, xb, s + b * p, j->out + b * j->K + j0, p);
     }
+}
+
+static void dense_signs_part(void *arg, int part, int worker)
+{
+    (void)worker;
+    const DenseBackJob *j = arg;
+    size_t lo, hi;
+    range_of(&j->r, part, &lo, &hi);
+    for (size_t i = lo; i < hi; i += 32) {
+        uint32_t bits = 0;
+        for (size_t k = 0; k < 32 && i + k < hi; k++) bits |= (uint32_t)(j->x[i + k] > 0.0f) << k;
+        j->sign[i / 32] = bits;
+    }
+}
+
+/* out[i] = x[i] > 0 ? out[i] : 0, with the signs kept before out was written: the
+ * values kern_unary_grad's relu gives */
+static void dense_mask_part(void *arg, int part, int worker)
+{
+    (void)worker;
+    const DenseBackJob *j = arg;
+    size_t lo, hi;
+    range_of(&j->r, part, &lo, &hi);
+    for (size_t i = lo; i < hi; i++)
+        if (!(j->sign[i / 32] >> (i % 32) & 1)) j->out[i] = 0.0f;
 }
 
 static int k_matmul_grad_update(const KCall *c)
@@ -747,15 +779,23 @@ static int k_matmul_grad_update(const KCall *c)
     const StepEnv *e = c->env;
     const Shape *x = ishape(c, 0), *dy = ishape(c, 1);
     size_t B = (size_t)x->d[0].v, K = (size_t)x->d[1].v, N = (size_t)dy->d[1].v;
-    bool momentum = n->a.update.kind == OP_MOMENTUM_UPDATE;
-    if (momentum && e->nesterov) {
+    DenseBackJob j = { fin(c, 0), fin(c, 1), e->w->data[n->a.update.var], fout(c), c->scratch, (uint32_t *)c->scratch,
+                       B, K, N, dense_panel(B, K), e->lr, ranges(B * K, 32) };
+    if (n->a.update.kind == OP_SGD_UPDATE) {
+        pool_run((int)((K + j.P - 1) / j.P), dense_back_panel, &j);
+        return 0;
+    }
+    if (e->nesterov) {
         diag_plain(e->d, "internal error: %s fused with a Nesterov momentum update", op_name(n->op));
         return -1;
     }
-    DenseBackJob j = { fin(c, 0), fin(c, 1), e->w->data[n->a.update.var],
-                       momentum ? e->w->data[n->a.update.state[0]] : NULL, fout(c), c->scratch,
-                       B, K, N, dense_panel(B, K), e->lr, e->momentum };
-    pool_run((int)((K + j.P - 1) / j.P), dense_back_panel, &j);
+    float *v = e->w->data[n->a.update.state[0]];
+    pool_run(j.r.parts, dense_signs_part, &j);
+    kern_gemm(true, false, K, N, B, 1.0f, j.x, j.dy, e->momentum, v);
+    kern_gemm(false, true, B, K, N, 1.0f, j.dy, j.w, 0.0f, j.out);
+    AxpyJob aj = { j.w, v, e->lr, ranges(K * N, 16) };
+    pool_run(aj.r.parts, axpy_part, &aj);
+    pool_run(j.r.parts, dense_mask_part, &j);
     return 0;
 }
 
