@@ -753,24 +753,17 @@ static void dense_signs_part(void *arg, int part, int worker)
     (void)worker;
     const DenseBackJob *j = arg;
     size_t lo, hi;
-    range_of(&j->r, part, &lo, &hi);
-    for (size_t i = lo; i < hi; i += 32) {
-        uint32_t bits = 0;
-        for (size_t k = 0; k < 32 && i + k < hi; k++) bits |= (uint32_t)(j->x[i + k] > 0.0f) << k;
-        j->sign[i / 32] = bits;
-    }
+    range_of(&j->r, part, &lo, &hi);   /* lo a multiple of 32: whole words */
+    kern_sign_bits(j->x + lo, j->sign + lo / 32, hi - lo);
 }
 
-/* out[i] = x[i] > 0 ? out[i] : 0, with the signs kept before out was written: the
- * values kern_unary_grad's relu gives */
 static void dense_mask_part(void *arg, int part, int worker)
 {
     (void)worker;
     const DenseBackJob *j = arg;
     size_t lo, hi;
     range_of(&j->r, part, &lo, &hi);
-    for (size_t i = lo; i < hi; i++)
-        if (!(j->sign[i / 32] >> (i % 32) & 1)) j->out[i] = 0.0f;
+    kern_mask_bits(j->sign + lo / 32, j->out + lo, hi - lo);
 }
 
 static int k_matmul_grad_update(const KCall *c)

@@ -46,6 +46,11 @@ void kern_scale(const float *x, float s, float *y, size_t n);          /* y = s*
 void kern_bias_act(float *y, size_t rows, size_t cols, const float *bias, int act);
 /* dx[i] = x[i] > 0 ? dx[i] : 0 (a relu gradient applied in place). */
 void kern_relu_mask(const float *x, float *dx, size_t n);
+/* A relu's mask kept in a bit per element, for a kernel that overwrites x before it
+ * masks: bit i % 32 of bits[i / 32] is x[i] > 0 (the last word's other bits clear);
+ * then y[i] = that bit ? y[i] : 0, the values kern_relu_mask(x, y) gives. */
+void kern_sign_bits(const float *x, uint32_t *bits, size_t n);
+void kern_mask_bits(const uint32_t *bits, float *y, size_t n);
 void kern_fill(float *y, float v, size_t n);
 void kern_copy(const float *x, float *y, size_t n);
 void kern_axpy_acc(float a, const float *x, float *y, size_t n);       /* y += a*x */
