@@ -224,14 +224,15 @@ static int k_conv2d_grad_filter(const KCall *c)
 static size_t dense_panel(size_t B, size_t K);
 
 /* A convolution's scratch, sized by the path its kernel takes at these sizes (a direct
- * kernel needs no im2col chunks), and matmul_grad_update's panels; 0 for every other op. */
+ * kernel needs no im2col chunks), and matmul_grad_update's (x's signs, or SGD's
+ * panels); 0 for every other op. */
 size_t dispatch_scratch_bytes(const Graph *g, const Node *n)
 {
-    if (n->op == OP_MATMUL_GRAD_UPDATE) {   /* SGD: a panel's product per thread that runs one; momentum: x's signs */
-        size_t B = (size_t)n->shape.d[0].v, K = (size_t)n->shape.d[1].v, P = dense_panel(B, K);
-        size_t panels = (K + P - 1) / P, T = (size_t)pool_threads();
-        if (n->a.update.kind != OP_SGD_UPDATE) return (B * K + 31) / 32 * sizeof(uint32_t);
-        return (panels < T ? panels : T) * B * P * sizeof(float);
+    if (n->op == OP_MATMUL_GRAD_UPDATE) {
+        size_t B = (size_t)n->shape.d[0].v, K = (size_t)n->shape.d[1].v;
+        if (n->a.update.kind != OP_SGD_UPDATE) return (B * K + 31) / 32 * sizeof(uint32_t);   /* a bit each */
+        size_t P = dense_panel(B, K), panels = (K + P - 1) / P, T = (size_t)pool_threads();
+        return (panels < T ? panels : T) * B * P * sizeof(float);   /* a panel per thread that runs one */
     }
     if (n->op == OP_CONV2D_MAXPOOL) {
         KConv p;
