@@ -222,12 +222,20 @@ static int k_conv2d_grad_filter(const KCall *c)
 }
 
 static size_t matmul_update_scratch(const Graph *g, const Node *n);
+static size_t dense_panel(size_t B, size_t K);
 
 /* A convolution's scratch, sized by the path its kernel takes at these sizes (a direct
- * kernel needs no im2col chunks); Adam's matmul_update's panels; 0 for every other op. */
+ * kernel needs no im2col chunks); Adam's matmul_update's panels; matmul_grad_update's
+ * (x's signs, or SGD's panels); 0 for every other op. */
 size_t dispatch_scratch_bytes(const Graph *g, const Node *n)
 {
     if (n->op == OP_MATMUL_UPDATE) return matmul_update_scratch(g, n);
+    if (n->op == OP_MATMUL_GRAD_UPDATE) {
+        size_t B = (size_t)n->shape.d[0].v, K = (size_t)n->shape.d[1].v;
+        if (n->a.update.kind != OP_SGD_UPDATE) return (B * K + 31) / 32 * sizeof(uint32_t);   /* a bit each */
+        size_t P = dense_panel(B, K), panels = (K + P - 1) / P, T = (size_t)pool_threads();
+        return (panels < T ? panels : T) * B * P * sizeof(float);   /* a panel per thread that runs one */
+    }
     if (n->op == OP_CONV2D_MAXPOOL) {
         KConv p;
         KPool q;
@@ -757,6 +765,108 @@ static int k_matmul_update(const KCall *c)
     return 0;
 }
 
+/* matmul_grad_update(x, dy, w): a dense layer's backward whose input x is a relu
+ * output, the three ops apart being dx = dy w^T, the mask x > 0 ? dx : 0 and w's update
+ * from x^T dy, as k_matmul_update makes it.  The output may be x's buffer, so x must be
+ * read whole (the update's GEMM, the mask) before dx is written where it was, while dx
+ * needs w as it was before its update.  How depends on the update:
+ *
+ * Momentum puts x^T dy into the velocity and leaves w alone until w -= lr v, so the
+ * order  signs of x -> v = x^T dy + mu v -> dx = dy w^T (over x) -> w -= lr v -> mask
+ * by the signs  reads each in time, and its GEMMs are the very calls of the ops apart
+ * (kern_gemm, split over the pool the same way): the same bits.  The scratch keeps only
+ * x > 0, a bit per element.
+ *
+ * SGD adds x^T dy into w itself, so dx must be made first, while x is still needed.
+ * Column j of dx needs only row j of w, and row j of w's update only column j of x, so
+ * the work goes panel by panel of P columns of x (rows of w), the panels spread over
+ * the pool; panel J:
+ *   1. S = dy w[J,:]^T into this thread's scratch, [B, |J|], with the rows not yet updated;
+ *   2. w[J,:] -= lr x[:,J]^T dy, one GEMM into those rows (alpha -lr, beta 1);
+ *   3. out[:,J] = x[:,J] > 0 ? S : 0.
+ * A panel reads its columns of x (2, 3) before it writes them (3) and no other panel
+ * touches them.  The panels are cut by the sizes alone and each GEMM is one BLAS call,
+ * so the bits do not depend on the thread count; they are not the ops apart's (sgemm
+ * rounds a value by its place in the call, and the calls are cut otherwise). */
+typedef struct DenseBackJob {
+    const float *x, *dy;
+    float *w, *out, *scratch;
+    uint32_t *sign;   /* momentum: bit i % 32 of sign[i / 32] is x[i] > 0 */
+    size_t B, K, N, P;
+    float lr;
+    Range r;          /* momentum: over the elements of x, in multiples of 32 */
+} DenseBackJob;
+
+/* SGD's panel width, from the sizes alone.  Each thread's scratch holds one panel's
+ * [B, P] product, and that scratch counts in the plan's naive sum and in its peak like
+ * any buffer, so at a small batch the panel stays narrow (32 columns: 2 KiB a thread at
+ * batch 16); at a large batch it widens to 64 so both GEMMs of a panel have rows enough
+ * to run at speed, and dy, which each panel's GEMMs pack again, is packed fewer times.
+ * Never wider than x. */
+static size_t dense_panel(size_t B, size_t K)
+{
+    size_t p = (B + 15) / 16 * 16;
+    p = p < 32 ? 32 : p > 64 ? 64 : p;
+    return p < K ? p : K;
+}
+
+static void dense_back_panel(void *arg, int panel, int worker)
+{
+    const DenseBackJob *j = arg;
+    size_t j0 = (size_t)panel * j->P, p = j->K - j0 < j->P ? j->K - j0 : j->P;
+    float *s = j->scratch + (size_t)worker * j->B * j->P, *w = j->w + j0 * j->N;
+    kern_gemm_block(false, true, j->B, p, j->N, 1.0f, j->dy, j->N, w, j->N, 0.0f, s, p);
+    kern_gemm_block(true, false, p, j->N, j->B, -j->lr, j->x + j0, j->K, j->dy, j->N, 1.0f, w, j->N);
+    for (size_t b = 0; b < j->B; b++) {
+        const float *xb = j->x + b * j->K + j0;
+        kern_unary_grad(KU_RELU, xb, xb, s + b * p, j->out + b * j->K + j0, p);
+    }
+}
+
+static void dense_signs_part(void *arg, int part, int worker)
+{
+    (void)worker;
+    const DenseBackJob *j = arg;
+    size_t lo, hi;
+    range_of(&j->r, part, &lo, &hi);   /* lo a multiple of 32: whole words */
+    kern_sign_bits(j->x + lo, j->sign + lo / 32, hi - lo);
+}
+
+static void dense_mask_part(void *arg, int part, int worker)
+{
+    (void)worker;
+    const DenseBackJob *j = arg;
+    size_t lo, hi;
+    range_of(&j->r, part, &lo, &hi);
+    kern_mask_bits(j->sign + lo / 32, j->out + lo, hi - lo);
+}
+
+static int k_matmul_grad_update(const KCall *c)
+{
+    const Node *n = c->n;
+    const StepEnv *e = c->env;
+    const Shape *x = ishape(c, 0), *dy = ishape(c, 1);
+    size_t B = (size_t)x->d[0].v, K = (size_t)x->d[1].v, N = (size_t)dy->d[1].v;
+    DenseBackJob j = { fin(c, 0), fin(c, 1), e->w->data[n->a.update.var], fout(c), c->scratch, (uint32_t *)c->scratch,
+                       B, K, N, dense_panel(B, K), e->lr, ranges(B * K, 32) };
+    if (n->a.update.kind == OP_SGD_UPDATE) {
+        pool_run((int)((K + j.P - 1) / j.P), dense_back_panel, &j);
+        return 0;
+    }
+    if (e->nesterov) {
+        diag_plain(e->d, "internal error: %s fused with a Nesterov momentum update", op_name(n->op));
+        return -1;
+    }
+    float *v = e->w->data[n->a.update.state[0]];
+    pool_run(j.r.parts, dense_signs_part, &j);
+    kern_gemm(true, false, K, N, B, 1.0f, j.x, j.dy, e->momentum, v);
+    kern_gemm(false, true, B, K, N, 1.0f, j.dy, j.w, 0.0f, j.out);
+    AxpyJob aj = { j.w, v, e->lr, ranges(K * N, 16) };
+    pool_run(aj.r.parts, axpy_part, &aj);
+    pool_run(j.r.parts, dense_mask_part, &j);
+    return 0;
+}
+
 /* fused_elemwise: the program's steps, block by block, each step the op's own kernel
  * on the block (so the same values as the ops apart); intermediates stay in a stack
  * buffer; blocks are split over the pool like any elementwise op. */
@@ -875,7 +985,7 @@ static const KernelFn kernels[] = {
     [OP_MAXPOOL_ARGMAX] = k_pool, [OP_MAXPOOL_GATHER] = k_pool, [OP_MAXPOOL_SCATTER] = k_maxpool_scatter,
     [OP_MAXPOOL_SCATTER_RELU] = k_maxpool_scatter, [OP_FUSED_ELEMWISE] = k_fused_elemwise,
     [OP_CONV2D_MAXPOOL] = k_conv2d_maxpool,
-    [OP_MATMUL_UPDATE] = k_matmul_update,
+    [OP_MATMUL_UPDATE] = k_matmul_update, [OP_MATMUL_GRAD_UPDATE] = k_matmul_grad_update,
 };
 static_assert(sizeof kernels / sizeof kernels[0] == OP_COUNT, "one kernel per op");
 
@@ -886,7 +996,8 @@ bool dispatch_has_kernel(OpKind op) { return kernels[op] != NULL; }
 static int check_finite(const KCall *c)
 {
     const Node *n = c->n;
-    if (n->dtype != DT_F32 || (op_info[n->op].traits & OPT_UPDATE)) return 0;
+    /* an update's own value is a placeholder, except matmul_grad_update's (a gradient) */
+    if (n->dtype != DT_F32 || ((op_info[n->op].traits & OPT_UPDATE) && n->op != OP_MATMUL_GRAD_UPDATE)) return 0;
     const float *y = c->out;
     size_t len = numel(&n->shape);
     for (size_t i = 0; i < len; i++) {

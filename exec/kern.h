@@ -46,6 +46,11 @@ void kern_scale(const float *x, float s, float *y, size_t n);          /* y = s*
 void kern_bias_act(float *y, size_t rows, size_t cols, const float *bias, int act);
 /* dx[i] = x[i] > 0 ? dx[i] : 0 (a relu gradient applied in place). */
 void kern_relu_mask(const float *x, float *dx, size_t n);
+/* A relu's mask kept in a bit per element, for a kernel that overwrites x before it
+ * masks: bit i % 32 of bits[i / 32] is x[i] > 0 (the last word's other bits clear);
+ * then y[i] = that bit ? y[i] : 0, the values kern_relu_mask(x, y) gives. */
+void kern_sign_bits(const float *x, uint32_t *bits, size_t n);
+void kern_mask_bits(const uint32_t *bits, float *y, size_t n);
 void kern_fill(float *y, float v, size_t n);
 void kern_copy(const float *x, float *y, size_t n);
 void kern_axpy_acc(float a, const float *x, float *y, size_t n);       /* y += a*x */
@@ -84,6 +89,12 @@ void kern_gemm_rows(bool ta, bool tb, size_t M, size_t N, size_t K, size_t r0, s
 /* Rows per panel for a caller that makes an [M, N] product a panel of rows at a time
  * into scratch and consumes each panel while it is in cache (>= 1, <= M). */
 size_t kern_gemm_panel_rows(size_t M, size_t N);
+/* The same product as one BLAS call on blocks with explicit leading dimensions (lda,
+ * ldb, ldc: the row strides of A, B, C as stored), never split: for a kernel that
+ * splits its own work over the pool (a pool job runs kern_gemm's split serially anyway)
+ * or reads a block of columns in place.  M, N, K >= 1. */
+void kern_gemm_block(bool ta, bool tb, size_t M, size_t N, size_t K, float alpha, const float *A, size_t lda,
+                     const float *B, size_t ldb, float beta, float *C, size_t ldc);
 /* How many threads the kernels use (the executors call this once; 0 = all cores): the
  * thread pool's size.  BLAS itself runs single-threaded; kern_gemm splits large products
  * across the pool. */

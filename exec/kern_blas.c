@@ -65,6 +65,12 @@ void kern_gemm_rows(bool ta, bool tb, size_t M, size_t N, size_t K, size_t r0, s
     sgemm_block(ta, tb, r1 - r0, N, K, alpha, Ar, ta ? M : K, B, tb ? K : N, beta, C, N);
 }
 
+void kern_gemm_block(bool ta, bool tb, size_t M, size_t N, size_t K, float alpha, const float *A, size_t lda,
+                     const float *B, size_t ldb, float beta, float *C, size_t ldc)
+{
+    sgemm_block(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
 typedef struct GemmJob {
     bool ta, tb, split_m;
     size_t M, N, K, parts;

@@ -379,6 +379,48 @@ void kern_relu_mask(const float *x, float *dx, size_t n)
     }
 }
 
+/* Bit k of a word, as a table: the loops below test lanes against it, which the
+ * vectorizer takes (a shift by the lane's index it does not, without AVX2). */
+static const uint32_t bit_of[32] = {
+    1u << 0,  1u << 1,  1u << 2,  1u << 3,  1u << 4,  1u << 5,  1u << 6,  1u << 7,
+    1u << 8,  1u << 9,  1u << 10, 1u << 11, 1u << 12, 1u << 13, 1u << 14, 1u << 15,
+    1u << 16, 1u << 17, 1u << 18, 1u << 19, 1u << 20, 1u << 21, 1u << 22, 1u << 23,
+    1u << 24, 1u << 25, 1u << 26, 1u << 27, 1u << 28, 1u << 29, 1u << 30, 1u << 31,
+};
+
+void kern_sign_bits(const float *x, uint32_t *bits, size_t n)
+{
+    for (size_t i = 0; i < n; i += 32) {
+        size_t len = n - i < 32 ? n - i : 32;
+        uint32_t b = 0;
+        if (len == 32)
+            for (size_t k = 0; k < 32; k++)
+                b |= x[i + k] > 0.0f ? bit_of[k] : 0u;
+        else
+            for (size_t k = 0; k < len; k++)
+                b |= x[i + k] > 0.0f ? bit_of[k] : 0u;
+        bits[i / 32] = b;
+    }
+}
+
+void kern_mask_bits(const uint32_t *bits, float *y, size_t n)
+{
+    for (size_t i = 0; i < n; i += 32) {
+        size_t len = n - i < 32 ? n - i : 32;
+        uint32_t b = bits[i / 32];
+        if (len == 32)
+            for (size_t k = 0; k < 32; k++) {
+                float g = y[i + k];
+                y[i + k] = b & bit_of[k] ? g : 0.0f;
+            }
+        else
+            for (size_t k = 0; k < len; k++) {
+                float g = y[i + k];
+                y[i + k] = b & bit_of[k] ? g : 0.0f;
+            }
+    }
+}
+
 void kern_scale(const float *x, float s, float *y, size_t n)
 {
     for (size_t i = 0; i < n; i++)

@@ -41,7 +41,7 @@ Graph *pass_allreduce(const Graph *g, int64_t bucket_bytes, DiagSink *d)
         const Node *n = &g->nodes[i];
         after[i] = -1;
         if (!(op_info[n->op].traits & OPT_UPDATE)) continue;
-        if (n->op == OP_UPDATE_ALL || n->op == OP_MATMUL_UPDATE) {
+        if (n->op == OP_UPDATE_ALL || n->op == OP_MATMUL_UPDATE || n->op == OP_MATMUL_GRAD_UPDATE) {
             diag_plain(d, "internal error: pass_allreduce runs before fusion");
             goto done;
         }

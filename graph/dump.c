@@ -100,6 +100,10 @@ static void attrs_str(const Graph *g, const Node *n, char *buf, size_t len)
             snprintf(buf + k, len - k, " panel=%d", n->a.update.panel);
         break;
     }
+    case OP_MATMUL_GRAD_UPDATE:
+        snprintf(buf, len, "param=%s fuses=matmul+unary_grad[relu]+%s", g->vars[n->a.update.var].name,
+                 (unsigned)n->a.update.kind < OP_COUNT ? op_name((OpKind)n->a.update.kind) : "?");
+        break;
     case OP_UPDATE_ALL:
         snprintf(buf, len, "fuses=%d %s", n->nin / 2, (unsigned)n->a.update.state[0] < OP_COUNT ? op_name((OpKind)n->a.update.state[0]) : "?");
         break;

@@ -7,7 +7,9 @@
  *   every sgd/momentum/adam update of the step     =>  update_all(p1, g1, p2, g2, ...)
  *   conv2d_bias_act(x, w, b) or conv2d(x, w) -> maxpool  =>  conv2d_maxpool(x, w[, b])
  *                                                   (graphs without a training step)
- *   matmul(a, b) -> sgd/momentum/adam_update(w, .)  =>  matmul_update(w, a, b)   (last)
+ *   matmul(a, b) -> sgd/momentum/adam_update(w, .)  =>  matmul_update(w, a, b)
+ *   matmul(dy, w) -> unary_grad[relu](x, .), and w's sgd/momentum update from
+ *   matmul(x, dy) (matmul_update, or its pair in update_all)  =>  matmul_grad_update(x, dy, w)   (last)
  * where b is a vector over the last axis and act is relu, sigmoid or tanh.  The fused
  * node takes the place of the last node of its pattern, so everything that read that
  * node reads the fused one; the other nodes of the pattern are dropped. */
@@ -496,6 +498,127 @@ static Graph *gemm_updates(const Graph *g, DiagSink *d)
     return rewrite_end(&r, ok, g->stage, d);
 }
 
+/* Does any node of c other than skip_a and skip_b read v (the parameter var if var >= 0,
+ * else node v) at or after node `from`? */
+static bool read_from(const Graph *c, int32_t v, int var, int32_t from, int32_t skip_a, int32_t skip_b)
+{
+    for (int32_t j = from; j < c->nnodes; j++) {
+        if (j == skip_a || j == skip_b) continue;
+        const Node *r = &c->nodes[j];
+        for (int k = 0; k < r->nin; k++) {
+            const Node *src = &c->nodes[r->in[k]];
+            if (var >= 0 ? src->op == OP_PARAM && src->a.param.var == var : r->in[k] == v) return true;
+        }
+    }
+    return false;
+}
+
+/* W's update from the gradient x^T dy, as dense_backward can take it into its fused
+ * node: matmul_update(w, x, dy) (transpose=a), or in update_all, a pair (w, g) with
+ * g = matmul(x, dy) (transpose=a) read by nothing else.  SGD or plain momentum.  Sets
+ * *u to the update node, *grad to the node that reads x and dy to make the gradient
+ * (the update itself for matmul_update), *pair to the pair's index in update_all (or
+ * -1); false if there is none. */
+static bool update_from(const Graph *c, const int32_t *uses, int var, int32_t x, int32_t dy, int32_t *u,
+                        int32_t *grad, int *pair)
+{
+    for (int32_t j = 0; j < c->nnodes; j++) {
+        const Node *up = &c->nodes[j];
+        if (up->op == OP_MATMUL_UPDATE && up->a.update.var == var) {
+            *u = *grad = j;
+            *pair = -1;
+            return up->in[1] == x && up->in[2] == dy && up->a.update.ta && !up->a.update.tb &&
+                   (up->a.update.kind == OP_SGD_UPDATE || (up->a.update.kind == OP_MOMENTUM_UPDATE && !c->train.nesterov));
+        }
+        if (up->op != OP_UPDATE_ALL) continue;
+        for (int k = 0; k + 1 < up->nin; k += 2) {
+            if (c->nodes[up->in[k]].a.param.var != var) continue;
+            const Node *g = &c->nodes[up->in[k + 1]];
+            OpKind kind = (OpKind)up->a.update.state[0];
+            *u = j;
+            *grad = up->in[k + 1];
+            *pair = k / 2;
+            return g->op == OP_MATMUL && uses[*grad] == 1 && g->in[0] == x && g->in[1] == dy && g->a.matmul.ta &&
+                   !g->a.matmul.tb && (kind == OP_SGD_UPDATE || (kind == OP_MOMENTUM_UPDATE && !c->train.nesterov));
+        }
+    }
+    return false;
+}
+
+/* A dense layer's backward where its input x is a relu output, for memory:
+ *   dx = matmul(dy, w) (transpose=b), read only by  unary_grad[relu](x, dx),  and
+ *   w's update from x^T dy (update_from: matmul_update, or a small gradient's pair in
+ *   update_all)
+ * become matmul_grad_update(x, dy, w) in the mask's place, whose kernel writes the
+ * masked gradient where x was (exec/dispatch.c): dx never has a buffer of its own, and
+ * the output takes x's, which would otherwise be alive beside dx (nor, from
+ * update_all, is the gradient kept to the end of the step).  Only where w's update can
+ * move to the fused node (no other reader of w after the earlier of the two:
+ * matmul_update already follows every reader of its parameter, see early_updates, and
+ * update_all comes last) and nothing reads x after it, nor is x an output: then the
+ * planner can put the output over x.  After gemm_updates, and off with it: SGD's
+ * kernel rounds differently from the ops apart, and taking a gradient out of
+ * update_all makes it inside the update as matmul_update does. */
+static Graph *dense_backward(const Graph *g, DiagSink *d)
+{
+    Rewrite r;
+    if (!rewrite_begin(&r, g, d)) return NULL;
+    Graph *c = r.c;
+    bool ok = true;
+    for (int32_t m = 0; m < c->nnodes && ok; m++) {
+        Node *mask = &c->nodes[m];
+        if (mask->op != OP_UNARY_GRAD || mask->a.unary.kop != KU_RELU) continue;
+        int32_t x = mask->in[0], dx = mask->in[1];
+        const Node *mm = &c->nodes[dx];
+        if (mm->op != OP_MATMUL || mm->a.matmul.ta || !mm->a.matmul.tb || r.uses[dx] != 1 ||
+            c->nodes[mm->in[1]].op != OP_PARAM || !shape_eq(&c->nodes[x].shape, &mm->shape))
+            continue;
+        int32_t dy = mm->in[0], w = mm->in[1], u, grad;
+        int var = c->nodes[w].a.param.var, pair;
+        if (!update_from(c, r.uses, var, x, dy, &u, &grad, &pair)) continue;
+        bool out = x == c->train.minimize || x == c->logits;
+        for (int k = 0; k < c->noutputs; k++) out |= c->outputs[k].node == x;
+        if (out || read_from(c, w, var, u < m ? u : m, dx, u) || read_from(c, x, -1, m + 1, u, grad)) continue;
+        Node *up = &c->nodes[u];
+        int32_t *in = arena_alloc(&c->arena, 3 * sizeof *in);
+        int32_t *rest = pair < 0 ? NULL : arena_alloc(&c->arena, (size_t)(up->nin > 2 ? up->nin - 2 : 1) * sizeof *rest);
+        if (!in || (pair >= 0 && !rest)) {
+            diag_plain(d, "out of memory");
+            ok = false;
+            break;
+        }
+        in[0] = x;
+        in[1] = dy;
+        in[2] = w;
+        NodeAttr a = up->a;
+        if (pair >= 0) {   /* out of update_all: the attributes its own update would have had */
+            a.update.var = var;
+            a.update.kind = up->a.update.state[0];
+            a.update.state[0] = a.update.state[1] = -1;
+            for (int v = 0; v < c->nvars && a.update.kind == OP_MOMENTUM_UPDATE && a.update.state[0] < 0; v++)
+                if (c->vars[v].role == VAR_STATE && c->vars[v].of == var) a.update.state[0] = v;
+            a.update.ta = true;
+            a.update.tb = false;
+            int nr = 0;
+            for (int k = 0; k < up->nin; k++)
+                if (k / 2 != pair) rest[nr++] = up->in[k];
+            up->in = rest;
+            up->nin = nr;
+            if (nr == 0) r.keep[u] = false;
+        } else {
+            r.keep[u] = false;
+        }
+        r.keep[dx] = false;
+        r.keep[grad] = false;
+        mask->op = OP_MATMUL_GRAD_UPDATE;
+        mask->a = a;
+        mask->in = in;
+        mask->nin = 3;
+        mask->loc = mm->loc;   /* the work is the layer's GEMMs: its line in a profile */
+    }
+    return rewrite_end(&r, ok, g->stage, d);
+}
+
 Graph *pass_fuse(const Graph *g, DiagSink *d)
 {
     Rewrite r;
@@ -606,7 +729,10 @@ Graph *pass_fuse(const Graph *g, DiagSink *d)
     if (!early || !gemm_update_on) return early;
     Graph *mu = gemm_updates(early, d);
     graph_free(early);
-    return mu;
+    if (!mu) return NULL;
+    Graph *db = dense_backward(mu, d);
+    graph_free(mu);
+    return db;
 }
 
 Graph *pass_optimize(const Graph *g, const char *upto, DiagSink *d)

@@ -295,6 +295,12 @@ double node_flops(const Graph *g, const Node *n)
         double k = dimv(g, a->d[n->a.update.ta ? 0 : 1]);
         return (2.0 * k + update_flops((OpKind)n->a.update.kind)) * numel_d(g, w);
     }
+    case OP_MATMUL_GRAD_UPDATE: {   /* as the ops apart: dx's matmul, relu's mask, w's gradient matmul and update */
+        const Shape *w = &g->nodes[n->in[2]].shape;
+        double b = dimv(g, y->d[0]);
+        return 2.0 * numel_d(g, y) * dimv(g, w->d[1]) + numel_d(g, y) +
+               (2.0 * b + (n->a.update.kind == OP_SGD_UPDATE ? 2.0 : 4.0)) * numel_d(g, w);
+    }
     case OP_INPUT: case OP_PARAM: case OP_CONST: case OP_RESHAPE: case OP_CONCAT: case OP_SLICE:
         return 0;
     default:

@@ -37,9 +37,13 @@ Graph *pass_fuse(const Graph *g, DiagSink *d);
  * (not Nesterov) momentum or Adam update is made inside the update (matmul_update):
  * one GEMM that adds into the parameter or the velocity, or for Adam a panel of rows at
  * a time into scratch, each panel's rows of w, m and v updated from it; so the gradient
- * is never stored.  That rounds differently from the two ops apart: the one fusion the interpreter does not
- * match bit for bit (within 1e-5 of the loss curve; tests/test_train.c).
- * pass_fuse_set_gemm_update(false) turns it off (on by default), for the tests that
+ * is never stored.  That rounds differently from the two ops apart: the one fusion the
+ * interpreter does not match bit for bit (within 1e-5 of the loss curve;
+ * tests/test_train.c).  After it, a dense layer's backward whose input is a relu output
+ * (its input gradient, relu's mask, and its weight's SGD or momentum update from such a
+ * GEMM or a small gradient's in update_all) becomes one matmul_grad_update that writes
+ * the masked gradient over the layer's input; with SGD it rounds differently too.
+ * pass_fuse_set_gemm_update(false) turns both off (on by default), for the tests that
  * compare the plan with the interpreter bit for bit, and for benchmarks. */
 void pass_fuse_set_gemm_update(bool on);
 

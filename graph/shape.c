@@ -428,6 +428,24 @@ static bool r_matmul_update(Ctx *c, Node *n)
     return true;
 }
 
+/* matmul_grad_update(x, dy, w): x [B, K] the layer's input, dy [B, N] its output's
+ * gradient, w [K, N]; the result is x's gradient, masked, so it has x's shape. */
+static bool r_matmul_grad_update(Ctx *c, Node *n)
+{
+    static const char *const what[3] = { "the layer's input", "the output's gradient", "the parameter" };
+    for (int k = 0; k < 3; k++)
+        if (!need_f32(c, n, k, what[k]) || !need_rank(c, n, k, 2, what[k])) return false;
+    const Shape *x = in_shape(c, n, 0), *dy = in_shape(c, n, 1), *w = in_shape(c, n, 2);
+    if (!dim_eq(x->d[0], dy->d[0]) || !dim_eq(x->d[1], w->d[0]) || !dim_eq(dy->d[1], w->d[1])) {
+        char b1[128], b2[128], b3[128];
+        return fail(c, n, "matmul_grad_update: %s, %s and %s are not a dense layer's input, output gradient and kernel",
+                    sname(c, x, b1, sizeof b1), sname(c, dy, b2, sizeof b2), sname(c, w, b3, sizeof b3));
+    }
+    n->dtype = DT_F32;
+    n->shape = *x;
+    return true;
+}
+
 /* A bucket: every gradient of it, flattened one after the other. */
 static bool r_allreduce(Ctx *c, Node *n)
 {
@@ -469,7 +487,7 @@ static const ShapeRule rules[] = {
     [OP_ALLREDUCE] = r_allreduce, [OP_ALLREDUCE_WAIT] = r_same,
     [OP_MAXPOOL_ARGMAX] = r_argmax, [OP_MAXPOOL_GATHER] = r_pool, [OP_MAXPOOL_SCATTER] = r_target,
     [OP_MAXPOOL_SCATTER_RELU] = r_target, [OP_FUSED_ELEMWISE] = r_target, [OP_CONV2D_MAXPOOL] = r_conv2d_maxpool,
-    [OP_MATMUL_UPDATE] = r_matmul_update,
+    [OP_MATMUL_UPDATE] = r_matmul_update, [OP_MATMUL_GRAD_UPDATE] = r_matmul_grad_update,
 };
 static_assert(sizeof rules / sizeof rules[0] == OP_COUNT, "one shape rule per op");
 

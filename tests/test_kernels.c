@@ -434,6 +434,39 @@ START_TEST(test_unary_grad_inplace)
 }
 END_TEST
 
+/* A relu's mask kept as bits (kern_sign_bits, then kern_mask_bits after x is gone)
+ * gives kern_relu_mask's bits, at lengths that end inside a word or on its edge, with
+ * +0, -0, NaN and infinities among the values; a partial last word's other bits clear;
+ * nothing past the last word written. */
+START_TEST(test_sign_bits_mask)
+{
+    static const size_t lens[] = { 1, 31, 32, 33, 64, 100, 1001 };
+    for (size_t t = 0; t < sizeof lens / sizeof *lens; t++) {
+        size_t n = lens[t], words = (n + 31) / 32;
+        float *x = tu_alloc_uniform(n, -1.0f, 1.0f, 40 + t), *dy = tu_alloc_uniform(n, -1.0f, 1.0f, 50 + t);
+        static const float special[] = { 0.0f, -0.0f, NAN, INFINITY, -INFINITY, 1e-45f, -1e-45f };
+        for (size_t k = 0; k < sizeof special / sizeof *special && 3 * k < n; k++) x[3 * k] = special[k];
+        uint32_t *bits = malloc((words + 1) * sizeof *bits);
+        ck_assert_ptr_nonnull(bits);
+        bits[words] = 0xdeadbeefu;
+        kern_sign_bits(x, bits, n);
+        ck_assert_uint_eq(bits[words], 0xdeadbeefu);
+        if (n % 32) ck_assert_uint_eq(bits[words - 1] >> (n % 32), 0);
+        float *want = tu_alloc(n), *got = tu_alloc(n);
+        kern_copy(dy, want, n);
+        kern_relu_mask(x, want, n);
+        kern_copy(dy, got, n);
+        kern_mask_bits(bits, got, n);
+        ck_assert_mem_eq(got, want, n * sizeof *got);
+        free(x);
+        free(dy);
+        free(bits);
+        free(want);
+        free(got);
+    }
+}
+END_TEST
+
 START_TEST(test_scale_fill_copy_axpy)
 {
     size_t n = 257;
@@ -2092,6 +2125,7 @@ static Suite *make_kernels_suite(void)
     tcase_add_test(tc, test_unary_extremes);
     tcase_add_loop_test(tc, test_unary_grad_fd, 0, KU_COUNT);
     tcase_add_loop_test(tc, test_unary_grad_inplace, 0, KU_COUNT);
+    tcase_add_test(tc, test_sign_bits_mask);
     tcase_add_test(tc, test_scale_fill_copy_axpy);
     tcase_add_test(tc, test_sum_all);
     tcase_add_test(tc, test_colsum_d);
