@@ -270,6 +270,15 @@ Graph *pass_autodiff(const Graph *fwd, DiagSink *d)
         ad.grad[i] = -1;
     }
 
+    /* The batch accuracy reads the logits and the labels only: made here, before the
+     * backward pass, the logits' last reader is the loss's gradient (which the compiled
+     * plan then writes over them) instead of a metric at the end of the step. */
+    int32_t acc = -1;
+    if (g->logits >= 0 && g->label_input >= 0) {
+        ad.cur = g->logits;
+        acc = emit2(&ad, OP_ACCURACY, g->logits, g->label_input);
+        if (acc < 0) goto done;
+    }
     ad.cur = loss;
     ad.grad[loss] = emit(&ad, OP_CONST, NULL, 0, &(NodeAttr){ .cnst = { 1.0f } }, NULL);
     for (int i = loss; i >= 0 && !ad.failed; i--) {
@@ -313,11 +322,7 @@ Graph *pass_autodiff(const Graph *fwd, DiagSink *d)
      * the like) are not computed while training. */
     g->noutputs = 0;
     graph_add_output(g, "loss", loss);
-    if (g->logits >= 0 && g->label_input >= 0) {
-        ad.cur = g->logits;
-        int32_t acc = emit2(&ad, OP_ACCURACY, g->logits, g->label_input);
-        if (acc >= 0) graph_add_output(g, "accuracy", acc);
-    }
+    if (acc >= 0) graph_add_output(g, "accuracy", acc);
 done:
     gc_free(ad.grad);
     gc_free(ad.needs);

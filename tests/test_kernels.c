@@ -685,6 +685,26 @@ START_TEST(test_cross_entropy)
 }
 END_TEST
 
+/* cross_entropy_grad written over its logits, as the compiled plan runs it (OPT_INPLACE
+ * in ops.def): the same bits as into a buffer of its own, a row's logits all read
+ * before any of it is written. */
+START_TEST(test_cross_entropy_grad_inplace)
+{
+    const size_t rows = 7, cols = 10, n = rows * cols;
+    float *x = tu_alloc_uniform(n, -4.0f, 4.0f, 42), *dl = tu_alloc(n), *over = tu_alloc(n);
+    int32_t labels[7];
+    for (size_t r = 0; r < rows; r++)
+        labels[r] = (int32_t)rng_below(rng_at(43, TU_STREAM, r), cols);
+    memcpy(over, x, n * sizeof *x);
+    ck_assert_int_eq(kern_cross_entropy_grad(x, labels, 0.7f, dl, rows, cols), 0);
+    ck_assert_int_eq(kern_cross_entropy_grad(over, labels, 0.7f, over, rows, cols), 0);
+    ck_assert_msg(memcmp(dl, over, n * sizeof *dl) == 0, "in place differs from apart");
+    free(x);
+    free(dl);
+    free(over);
+}
+END_TEST
+
 START_TEST(test_cross_entropy_bad_labels)
 {
     const size_t rows = 4, cols = 5;
@@ -2137,6 +2157,7 @@ static Suite *make_kernels_suite(void)
     tcase_add_test(tc, test_softmax_stable);
     tcase_add_loop_test(tc, test_softmax_grad_fd, 0, 2);
     tcase_add_test(tc, test_cross_entropy);
+    tcase_add_test(tc, test_cross_entropy_grad_inplace);
     tcase_add_test(tc, test_cross_entropy_bad_labels);
     tcase_add_test(tc, test_cross_entropy_grad_fd);
     tcase_add_test(tc, test_count_correct);

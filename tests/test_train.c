@@ -738,18 +738,17 @@ END_TEST
  * at a small batch and at its own, with 2 threads (scratch grows with threads): the
  * arena within 5% of the lower bound (the most bytes alive at once), at least 2x below
  * the naive sum of all buffers (each node's scratch counted at the size its kernel's
- * path needs), and strictly below the interpreter's measured peak.  The exception,
- * explained in docs/architecture.md, is to the 2x only: mlp at batch 128 (1.97x: its
- * peak, the last layer's backward pass, holds both hidden layers' values, the logits
- * kept for the accuracy and their gradient; its weight and input gradients, made
- * inside their fused ops, left the naive sum too).  mnist-adam reaches 2x at batch 16
- * because its 3136 x 1024 gradient is made panel by panel inside its Adam update
- * (matmul_update). */
+ * path needs), and strictly below the interpreter's measured peak.  The two closest:
+ * mlp at batch 128 (2.02x: its weight and input gradients are made inside fused ops,
+ * so they left the naive sum as well as the arena; it reaches 2x because the accuracy
+ * is made before the backward pass and the loss's gradient is written over the
+ * logits), and mnist-adam at batch 16 (its 3136 x 1024 gradient made panel by panel
+ * inside its Adam update). */
 START_TEST(memory_targets)
 {
     static const struct { const char *file; int64_t batch[2]; double min_ratio[2]; } cases[] = {
         { "models/mnist.net", { 16, 256 }, { 2.0, 2.0 } },   { "models/mnist-adam.net", { 16, 128 }, { 2.0, 2.0 } },
-        { "models/mlp.net", { 16, 128 }, { 2.0, 1.95 } },    { "models/lenet5.net", { 16, 64 }, { 2.0, 2.0 } },
+        { "models/mlp.net", { 16, 128 }, { 2.0, 2.0 } },     { "models/lenet5.net", { 16, 64 }, { 2.0, 2.0 } },
         { "models/resnet.net", { 16, 64 }, { 2.0, 2.0 } },   { "models/large.net", { 1, 4 }, { 2.0, 2.0 } },
     };
     int saved = pool_threads();
