@@ -318,6 +318,18 @@ static void compile_model(Compiled *c, const char *file)
     ck_assert_int_ge(c->g->train.minimize, 0);
 }
 
+/* g bound to the batch, its weights from seed 1, and its compiled plan, made at the
+ * pool's thread count (callers set it first: the scratch depends on it). */
+static CompiledPlan *plan_at(Compiled *c, Graph *g, int64_t batch, Weights *w)
+{
+    ck_assert_int_eq(graph_bind(g, "B", batch, &c->d), 0);
+    ck_assert_int_eq(weights_init(w, g, 1, &c->d), 0);
+    CompiledPlan *p = compiled_plan(g, w, &c->d);
+    ck_assert_ptr_nonnull(p);
+    return p;
+}
+
+
 START_TEST(compiled_matches_interp)
 {
     Compiled c;
@@ -758,11 +770,8 @@ START_TEST(memory_targets)
     for (int k = 0; k < 2; k++) {
         int64_t batch = cases[_i].batch[k];
         Graph *tg = pass_autodiff(c.g, &c.d);
-        ck_assert_int_eq(graph_bind(tg, "B", batch, &c.d), 0);
         Weights w;
-        ck_assert_int_eq(weights_init(&w, tg, 1, &c.d), 0);
-        CompiledPlan *p = compiled_plan(tg, &w, &c.d);
-        ck_assert_ptr_nonnull(p);
+        CompiledPlan *p = plan_at(&c, tg, batch, &w);
         const MemPlan *mp = compiled_memplan(p);
         void **feeds = make_feeds(tg, 2, 1);
         InterpStats st = { 0 };
@@ -1017,13 +1026,10 @@ START_TEST(inference_conv_pool_mnist)
     compile_file(&c, "models/mnist.net");
     Graph *ig = pass_inference(c.g, false, &c.d);
     ck_assert_ptr_nonnull(ig);
-    ck_assert_int_eq(graph_bind(ig, "B", 256, &c.d), 0);
     int saved = pool_threads();
     kern_blas_threads(2);
     Weights w;
-    ck_assert_int_eq(weights_init(&w, ig, 1, &c.d), 0);
-    CompiledPlan *p = compiled_plan(ig, &w, &c.d);
-    ck_assert_ptr_nonnull(p);
+    CompiledPlan *p = plan_at(&c, ig, 256, &w);
     const MemPlan *mp = compiled_memplan(p);
     ck_assert_int_eq(mp->arena, mp->lower_bound);
     Graph *fg = pass_optimize(ig, NULL, &c.d);
@@ -1193,13 +1199,10 @@ START_TEST(dense_backward_patterns)
     compile_model(&c, "models/mlp.net");
     Graph *tg = pass_autodiff(c.g, &c.d);
     ck_assert_ptr_nonnull(tg);
-    ck_assert_int_eq(graph_bind(tg, "B", 16, &c.d), 0);
     int saved = pool_threads();
     kern_blas_threads(2);
     Weights w;
-    ck_assert_int_eq(weights_init(&w, tg, 1, &c.d), 0);
-    CompiledPlan *p = compiled_plan(tg, &w, &c.d);
-    ck_assert_ptr_nonnull(p);
+    CompiledPlan *p = plan_at(&c, tg, 16, &w);
     const Graph *fg = compiled_graph(p);
     const MemPlan *mp = compiled_memplan(p);
     ck_assert_int_eq(graph_verify(fg, &c.d), 0);
@@ -1388,12 +1391,9 @@ START_TEST(compiled_plan_keeps_threads)
     Compiled c;
     compile_file(&c, "models/resnet.net");
     Graph *tg = pass_autodiff(c.g, &c.d);
-    ck_assert_int_eq(graph_bind(tg, "B", 2, &c.d), 0);
-    Weights w;
-    ck_assert_int_eq(weights_init(&w, tg, 1, &c.d), 0);
     kern_blas_threads(1);
-    CompiledPlan *p = compiled_plan(tg, &w, &c.d);
-    ck_assert_ptr_nonnull(p);
+    Weights w;
+    CompiledPlan *p = plan_at(&c, tg, 2, &w);
     void **feeds = make_feeds(tg, 10, 1);
     float lv, av;
     float *outs[2] = { &lv, &av };
