@@ -634,9 +634,8 @@ static void update_all_part(void *arg, int task, int worker)
     (void)worker;
     const KCall *c = arg;
     const Graph *g = c->g;
-    int var = g->nodes[c->n->in[2 * task]].a.param.var, st[2] = { -1, -1 }, ns = 0;
-    for (int v = 0; v < g->nvars && ns < 2; v++)   /* its state, in creation order (m, v) */
-        if (g->vars[v].role == VAR_STATE && g->vars[v].of == var) st[ns++] = v;
+    int var = g->nodes[c->n->in[2 * task]].a.param.var, st[2];
+    graph_state_vars(g, var, st);
     update_range(c->env, (OpKind)c->n->a.update.state[0], var, st[0], st[1], fin(c, 2 * task + 1), 0,
                  numel(ishape(c, 2 * task + 1)));
 }

@@ -699,13 +699,6 @@ void kern_momentum(float *w, float *v, const float *g, size_t n, float lr, float
     }
 }
 
-/* Adam's loop 8 lanes at a time, operation for operation the scalar loop of kern_adam
- * (separate multiplies and adds: the scalar code is not contracted into FMAs under
- * -std=c11; sqrt and division are correctly rounded in both), so the same bits.  The
- * scalar loop does not vectorize: sqrtf may set errno.  Adam reads and writes three
- * arrays per parameter, so this makes it bound by memory instead of by the scalar
- * square roots and divisions (3136 x 1024 weights on one thread: 8.9 -> 2.7 ms).
- * Returns how many elements it did (a multiple of 8). */
 /* 0: automatic; < 0: the scalar loop only (test hook, kern.h) */
 static int adam_vector_mode;
 void kern_adam_set_vector(int mode) { adam_vector_mode = mode; }
@@ -713,6 +706,13 @@ void kern_adam_set_vector(int mode) { adam_vector_mode = mode; }
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 #define ADAM_AVX 1
+/* Adam's loop 8 lanes at a time, operation for operation the scalar loop of kern_adam
+ * (separate multiplies and adds: the scalar code is not contracted into FMAs under
+ * -std=c11; sqrt and division are correctly rounded in both), so the same bits.  The
+ * scalar loop does not vectorize: sqrtf may set errno.  Adam reads and writes three
+ * arrays per parameter, so this makes it bound by memory instead of by the scalar
+ * square roots and divisions (3136 x 1024 weights on one thread: 8.9 -> 2.7 ms).
+ * Returns how many elements it did (a multiple of 8). */
 __attribute__((target("avx"))) static size_t adam_avx(float *w, float *m, float *v, const float *g, size_t n,
                                                        float beta1, float beta2, float c1, float c2, float step,
                                                        float rsb2, float eps)

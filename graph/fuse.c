@@ -594,9 +594,7 @@ static Graph *dense_backward(const Graph *g, DiagSink *d)
         if (pair >= 0) {   /* out of update_all: the attributes its own update would have had */
             a.update.var = var;
             a.update.kind = up->a.update.state[0];
-            a.update.state[0] = a.update.state[1] = -1;
-            for (int v = 0; v < c->nvars && a.update.kind == OP_MOMENTUM_UPDATE && a.update.state[0] < 0; v++)
-                if (c->vars[v].role == VAR_STATE && c->vars[v].of == var) a.update.state[0] = v;
+            graph_state_vars(c, var, a.update.state);   /* SGD: none; momentum: the velocity */
             a.update.ta = true;
             a.update.tb = false;
             int nr = 0;

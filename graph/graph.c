@@ -84,6 +84,15 @@ int graph_add_var(Graph *g, const char *name, Shape shape, InitKind init, Loc lo
     return v->name ? g->nvars++ : -1;
 }
 
+int graph_state_vars(const Graph *g, int var, int st[2])
+{
+    int ns = 0;
+    st[0] = st[1] = -1;
+    for (int v = 0; v < g->nvars && ns < 2; v++)
+        if (g->vars[v].role == VAR_STATE && g->vars[v].of == var) st[ns++] = v;
+    return ns;
+}
+
 int graph_add_output(Graph *g, const char *name, int32_t node)
 {
     NamedNode *o = grow(g, g->outputs, g->noutputs, &g->output_cap, sizeof(NamedNode));
@@ -299,7 +308,7 @@ double node_flops(const Graph *g, const Node *n)
         const Shape *w = &g->nodes[n->in[2]].shape;
         double b = dimv(g, y->d[0]);
         return 2.0 * numel_d(g, y) * dimv(g, w->d[1]) + numel_d(g, y) +
-               (2.0 * b + (n->a.update.kind == OP_SGD_UPDATE ? 2.0 : 4.0)) * numel_d(g, w);
+               (2.0 * b + update_flops((OpKind)n->a.update.kind)) * numel_d(g, w);
     }
     case OP_INPUT: case OP_PARAM: case OP_CONST: case OP_RESHAPE: case OP_CONCAT: case OP_SLICE:
         return 0;

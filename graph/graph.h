@@ -170,6 +170,9 @@ void graph_free(Graph *g);
 /* Appends a node; returns its id or -1 (out of memory). `in` is copied. */
 int32_t graph_add(Graph *g, OpKind op, const int32_t *in, int nin, Loc loc);
 int graph_add_var(Graph *g, const char *name, Shape shape, InitKind init, Loc loc);
+/* The optimizer state vars of parameter var, in creation order (momentum's velocity;
+ * Adam's m, then v) into st[0..1], -1 past the last; returns how many. */
+int graph_state_vars(const Graph *g, int var, int st[2]);
 int graph_add_output(Graph *g, const char *name, int32_t node);
 int graph_sym(Graph *g, const char *name);   /* index of a symbol, adding it; -1 if full */
 int32_t graph_const(Graph *g, float v, Loc loc);
