@@ -589,23 +589,44 @@ static Graph *adam_graph(int64_t M, int64_t N, int64_t K, bool ta, bool tb, int 
     return g;
 }
 
+/* A node's scratch as dispatch_scratch_bytes sizes it (*nf floats) and SCRATCH_GUARD
+ * floats past it, all NaN: a kernel that reads scratch it has not written, or writes
+ * past its end (check_scratch_guard), shows. */
+enum { SCRATCH_GUARD = 64 };
+static float *guarded_scratch(const Graph *g, const Node *n, size_t *nf)
+{
+    *nf = dispatch_scratch_bytes(g, n) / sizeof(float);
+    float *scratch = tu_alloc(*nf + SCRATCH_GUARD);
+    kern_fill(scratch, NAN, *nf + SCRATCH_GUARD);
+    return scratch;
+}
+
+static void check_scratch_guard(const float *scratch, size_t nf)
+{
+    for (size_t k = nf; k < nf + SCRATCH_GUARD; k++)
+        ck_assert_msg(isnan(scratch[k]), "scratch overrun at float %zu of %zu", k, nf);
+}
+
+/* Node id of g run alone through its kernel, on the given inputs, output and scratch. */
+static void run_node(const Graph *g, int32_t id, const void *const *in, void *out, float *scratch, const StepEnv *env)
+{
+    KCall c = { .g = g, .n = &g->nodes[id], .in = in, .out = out, .scratch = scratch, .env = env };
+    ck_assert_msg(dispatch_run(&c) == 0, "%s", env->d && env->d->buf ? env->d->buf : "");
+}
+
 /* One step of the fused graph's last node, matmul_update, on the weights' data, with a
  * guard of NaN past its scratch. */
 static void adam_fused_step(const Graph *g, const StepEnv *env)
 {
-    enum { GUARD = 64 };
     const Node *n = &g->nodes[g->nnodes - 1];
     ck_assert_int_eq(n->op, OP_MATMUL_UPDATE);
-    size_t bytes = dispatch_scratch_bytes(g, n), nf = bytes / sizeof(float);
-    ck_assert_uint_gt(bytes, 0);
-    float *scratch = malloc(bytes + GUARD * sizeof(float)), out = 1;
-    ck_assert_ptr_nonnull(scratch);
-    for (size_t k = 0; k < nf + GUARD; k++) scratch[k] = NAN;
+    size_t nf;
+    float *scratch = guarded_scratch(g, n, &nf), out = 1;
+    ck_assert_uint_gt(nf, 0);
     const void *in[3];
     for (int k = 0; k < 3; k++) in[k] = env->w->data[g->nodes[n->in[k]].a.param.var];
-    KCall c = { g, n, in, &out, scratch, env };
-    ck_assert_msg(dispatch_run(&c) == 0, "%s", env->d->buf ? env->d->buf : "");
-    for (size_t k = nf; k < nf + GUARD; k++) ck_assert_msg(isnan(scratch[k]), "scratch overrun at float %zu of %zu", k, nf);
+    run_node(g, g->nnodes - 1, in, &out, scratch, env);
+    check_scratch_guard(scratch, nf);
     free(scratch);
 }
 
@@ -1452,12 +1473,6 @@ static void dense_back_graph(DenseBack *t, int64_t B, int64_t K, int64_t N, OpKi
     ck_assert_int_eq(graph_verify(g, NULL), 0);
 }
 
-static void run_node(const Graph *g, int32_t id, const void *const *in, void *out, float *scratch, const StepEnv *env)
-{
-    KCall c = { .g = g, .n = &g->nodes[id], .in = in, .out = out, .scratch = scratch, .env = env };
-    ck_assert_int_eq(dispatch_run(&c), 0);
-}
-
 /* |got - want| <= tol[i] for every i, else the first index that is not */
 static ptrdiff_t first_beyond(const float *got, const float *want, const double *tol, size_t n)
 {
@@ -1516,12 +1531,11 @@ START_TEST(dense_backward_kernel)
     int saved = pool_threads();
     for (int threads = 1; threads <= 3; threads++) {
         kern_blas_threads(threads);
-        size_t sb = dispatch_scratch_bytes(t.g, &t.g->nodes[t.fused]) / sizeof(float);
+        size_t sb;
+        float *scratch = guarded_scratch(t.g, &t.g->nodes[t.fused], &sb);
         /* momentum: a bit per element of x; SGD: a [B, 64] panel at most per thread */
         if (momentum) ck_assert_uint_eq(sb, (B * K + 31) / 32);
         else ck_assert(sb > 0 && sb <= (size_t)threads * B * 64);
-        float *scratch = tu_alloc(sb + 16);
-        for (int k = 0; k < 16; k++) scratch[sb + k] = 1234.5f;
         for (int alias = 0; alias < 2; alias++) {
             const char *how = alias ? "over x" : "apart";
             for (int m = 0; m < 2; m++) {
@@ -1556,7 +1570,7 @@ START_TEST(dense_backward_kernel)
                               how, bad, bad < 0 ? 0.0 : w[1].data[0][bad], bad < 0 ? 0.0 : w[0].data[0][bad]);
                 ck_assert_msg(memcmp(w[1].data[1], v0, K * N * sizeof(float)) == 0, "sgd wrote the velocity");
             }
-            for (int k = 0; k < 16; k++) ck_assert_float_eq(scratch[sb + k], 1234.5f);
+            check_scratch_guard(scratch, sb);
             for (int m = 0; m < 2; m++) weights_free(&w[m]);
         }
         free(scratch);
