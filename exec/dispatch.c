@@ -222,7 +222,7 @@ static int k_conv2d_grad_filter(const KCall *c)
 }
 
 static size_t matmul_update_scratch(const Graph *g, const Node *n);
-static size_t dense_panel(size_t B, size_t K);
+static size_t matmul_grad_update_scratch(const Node *n);
 
 /* A convolution's scratch, sized by the path its kernel takes at these sizes (a direct
  * kernel needs no im2col chunks); Adam's matmul_update's panels; matmul_grad_update's
@@ -230,12 +230,7 @@ static size_t dense_panel(size_t B, size_t K);
 size_t dispatch_scratch_bytes(const Graph *g, const Node *n)
 {
     if (n->op == OP_MATMUL_UPDATE) return matmul_update_scratch(g, n);
-    if (n->op == OP_MATMUL_GRAD_UPDATE) {
-        size_t B = (size_t)n->shape.d[0].v, K = (size_t)n->shape.d[1].v;
-        if (n->a.update.kind != OP_SGD_UPDATE) return (B * K + 31) / 32 * sizeof(uint32_t);   /* a bit each */
-        size_t P = dense_panel(B, K), panels = (K + P - 1) / P, T = (size_t)pool_threads();
-        return (panels < T ? panels : T) * B * P * sizeof(float);   /* a panel per thread that runs one */
-    }
+    if (n->op == OP_MATMUL_GRAD_UPDATE) return matmul_grad_update_scratch(n);
     if (n->op == OP_CONV2D_MAXPOOL) {
         KConv p;
         KPool q;
@@ -807,6 +802,18 @@ static size_t dense_panel(size_t B, size_t K)
     size_t p = (B + 15) / 16 * 16;
     p = p < 32 ? 32 : p > 64 ? 64 : p;
     return p < K ? p : K;
+}
+
+/* matmul_grad_update's scratch: momentum's signs of x, a bit each; SGD's [B, P] panel
+ * for each thread that runs one.  The pool runs task t on worker t mod its threads (a
+ * job of one task, or one inside a job, on worker 0), so with fewer panels than threads
+ * only the first `panels` workers take one: dense_back_panel's region is the worker's. */
+static size_t matmul_grad_update_scratch(const Node *n)
+{
+    size_t B = (size_t)n->shape.d[0].v, K = (size_t)n->shape.d[1].v;
+    if (n->a.update.kind != OP_SGD_UPDATE) return (B * K + 31) / 32 * sizeof(uint32_t);
+    size_t P = dense_panel(B, K), panels = (K + P - 1) / P, T = (size_t)pool_threads();
+    return (panels < T ? panels : T) * B * P * sizeof(float);
 }
 
 static void dense_back_panel(void *arg, int panel, int worker)
