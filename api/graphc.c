@@ -2,8 +2,8 @@
 #include <string.h>
 #include "config.h"
 #include "exec/executor.h"
-#include "exec/kern.h"
-#include "exec/train.h"
+#include "kernels/kern.h"
+#include "run/train.h"
 #include "graph/lower.h"
 #include "graph/passes.h"
 #include "include/graphc.h"

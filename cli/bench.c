@@ -2,7 +2,7 @@
 #include <getopt.h>
 #include <string.h>
 #include "cli/cli.h"
-#include "exec/bench.h"
+#include "run/bench.h"
 
 static const char bench_usage[] =
     "usage: graphc bench FILE.net [--batch N[,N...]] [--infer] [--threads N] [--steps N]\n"

@@ -4,7 +4,7 @@
 #include "cli/cli.h"
 #include "graph/passes.h"
 #include "exec/compiled.h"
-#include "exec/kern.h"
+#include "kernels/kern.h"
 
 static const char check_usage[] =
     "usage: graphc check FILE.net\n"

@@ -4,9 +4,9 @@
 #include <string.h>
 #include "cli/cli.h"
 #include "exec/executor.h"
-#include "exec/image.h"
-#include "exec/kern.h"
-#include "exec/train.h"
+#include "run/image.h"
+#include "kernels/kern.h"
+#include "run/train.h"
 #include "graph/passes.h"
 
 static const char predict_usage[] =

@@ -6,7 +6,7 @@
 #include <string.h>
 #include "cli/cli.h"
 #include "exec/comm.h"
-#include "exec/train.h"
+#include "run/train.h"
 #include "graph/passes.h"
 
 Graph *stage_train(const Graph *g, int ranks, DiagSink *d)

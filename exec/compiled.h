@@ -4,59 +4,9 @@
  * lookup.  See docs/architecture.md for the memory plan. */
 #ifndef GRAPHC_COMPILED_H
 #define GRAPHC_COMPILED_H
-#include "exec/exec.h"
+#include "exec/memplan.h"
 
 typedef struct CompiledPlan CompiledPlan;
-
-/* The memory plan of a bound graph, for reports and tests. */
-typedef struct MemPlan {
-    int n;                /* nodes */
-    int nbuf;             /* buffers: 2n, node i's output at i and its scratch at n + i */
-    int64_t *offset;      /* arena offset of each buffer, -1 if not in the arena */
-    int64_t *size;        /* bytes (aligned; 0 for a view, a source, or no scratch) */
-    int32_t *first, *last;/* lifetime: defining node index .. last reader (inclusive) */
-    int64_t *scratch_offset; /* = offset + n: where node i's scratch is */
-    int64_t arena;        /* planned arena bytes, scratch included */
-    int64_t naive;        /* sum of every buffer */
-    int64_t lower_bound;  /* most bytes live at any one time */
-    int64_t scratch;      /* the largest scratch of one node (for reports) */
-    int inplace;          /* outputs written over their first input */
-    int32_t *stage;       /* parallel stage of each node (see stages_build) */
-    int32_t *bin;         /* within a stage of several ops: the thread that runs the node */
-    int nstages;          /* stages in all */
-    int parallel;         /* stages of more than one op */
-} MemPlan;
-
-/* Whether the plan runs a kernel for a node (sources and reshape views run none). */
-static inline bool plan_runs(const Node *n) { return n->op != OP_INPUT && n->op != OP_PARAM && n->op != OP_RESHAPE; }
-
-/* How later plans group ops: STAGES_COST (the default) as the cost model says;
- * STAGES_OFF every op alone (benchmarks: what the stages buy); STAGES_ALL every group
- * that dependencies and memory allow, whatever the cost (tests). */
-typedef enum StageMode { STAGES_COST, STAGES_OFF, STAGES_ALL } StageMode;
-void stages_set_mode(StageMode m);
-StageMode stages_mode(void);
-
-/* Plans the arena for pool_threads() threads: stages (as stages_set_mode says),
- * lifetimes, offsets.  If the stages leave the arena above the lower bound and the
- * plan without them is smaller, that plan is kept. */
-int memplan_build(const Graph *g, MemPlan *mp, DiagSink *d);
-void memplan_free(MemPlan *mp);
-
-/* Parallel stages (exec/stages.c): groups consecutive calls that do not depend on one
- * another into stages whose ops run at once, each on one thread, where a cost model
- * says that is faster and the bytes alive at once do not grow past the peak of the
- * plan without stages (mp: buffers sized, lifetimes in node order).  inplace[i]: node
- * i writes over an input (it runs alone).  Writes stage[i] (non-decreasing; sources and
- * views join the current stage) and bin[i] (which of `threads` threads runs it; 0 in
- * a stage of one op); returns the number of stages, -1 out of memory. */
-int stages_build(const Graph *g, const MemPlan *mp, const bool *inplace, int threads, StageMode m, int32_t *stage,
-                 int32_t *bin);
-/* How many calls stage s of a plan runs. */
-int stage_calls(const Graph *g, const MemPlan *mp, int s);
-
-void memplan_dump_text(const Graph *g, const MemPlan *mp, FILE *out);
-void memplan_dump_svg(const Graph *g, const MemPlan *mp, FILE *out);
 
 CompiledPlan *compiled_plan(const Graph *g, Weights *w, DiagSink *d);
 int compiled_run(CompiledPlan *p, const void *const *feeds, float *const *outs, const StepEnv *env);

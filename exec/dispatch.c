@@ -7,7 +7,7 @@
 #include <unistd.h>
 #include "exec/comm.h"
 #include "exec/exec.h"
-#include "exec/kern.h"
+#include "kernels/kern.h"
 #include "util/pool.h"
 #include "util/rng.h"
 

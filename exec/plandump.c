@@ -1,6 +1,6 @@
 /* Pictures of the memory plan: `graphc dump --stage planned` in text and SVG. */
 #include <string.h>
-#include "exec/compiled.h"
+#include "exec/memplan.h"
 #include "util/pool.h"
 
 void memplan_dump_text(const Graph *g, const MemPlan *mp, FILE *out)

@@ -12,8 +12,7 @@
  * the in-place merges).  See docs/architecture.md, "Parallel stages". */
 #include <stdlib.h>
 #include <string.h>
-#include "exec/compiled.h"
-#include "exec/exec.h"
+#include "exec/memplan.h"
 #include "util/pool.h"
 
 /* The cost model: one thread's throughput on FLOP-bound and byte-bound kernels on the

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include "exec/train.h"
+#include "run/train.h"
 #include "graph/lower.h"
 #include "graph/passes.h"
 

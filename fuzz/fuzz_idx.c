@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
-#include "exec/data.h"
+#include "run/data.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -9,13 +9,13 @@ CC=${FUZZ_CC:-clang}
 out="$build/fuzz-out"
 mkdir -p "$out"
 # GRAPHC_NO_DIRECT_CONV: the targets parse files and never run a convolution, and the
-# direct kernels' AVX2 code takes clang minutes to instrument (exec/kern_conv_direct.c)
+# direct kernels' AVX2 code takes clang minutes to instrument (kernels/conv_direct.c)
 flags="-g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -std=c11 -D_GNU_SOURCE -DGRAPHC_NO_DIRECT_CONV"
 incs="-I$src -I$build -I$src/parser -I$build/parser $(pkg-config --cflags openblas zlib libpng)"
 libs="$(pkg-config --libs openblas zlib libpng) -lm -lpthread"
 # the library's sources, as the build knows them (the parser and lexer are generated)
 lib=""
-for f in $(cd "$src" && ls util/*.c graph/*.c exec/*.c parser/ast.c); do lib="$lib $src/$f"; done
+for f in $(cd "$src" && ls util/*.c graph/*.c kernels/*.c exec/*.c run/*.c parser/ast.c); do lib="$lib $src/$f"; done
 for f in parser/parser.c parser/lexer.c; do
     if [ -f "$build/$f" ]; then lib="$lib $build/$f"; else lib="$lib $src/$f"; fi
 done

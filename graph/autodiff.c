@@ -9,7 +9,7 @@
  * read of a parameter (forward or backward) happens before it is written. */
 #include <assert.h>
 #include <string.h>
-#include "exec/kern.h"
+#include "kernels/kern.h"
 #include "graph/passes.h"
 
 typedef struct AD {

@@ -14,7 +14,7 @@
  * node takes the place of the last node of its pattern, so everything that read that
  * node reads the fused one; the other nodes of the pattern are dropped. */
 #include <string.h>
-#include "exec/kern.h"
+#include "kernels/kern.h"
 #include "graph/passes.h"
 
 /* Uses of each node: inputs of other nodes, outputs, the loss. */
@@ -297,12 +297,12 @@ done:
 /* Max pooling into the convolution before it, in a graph without a training step
  * (inference and evaluation): a conv2d or conv2d_bias_act read only by a maxpool
  * becomes one conv2d_maxpool in the maxpool's place, whose kernel makes the
- * convolution's rows band by band in scratch and pools them there (exec/kern_conv.c),
+ * convolution's rows band by band in scratch and pools them there (kernels/conv.c),
  * so the full-resolution output, a CNN's largest tensor, is never written and read
  * back.  Only where the convolution takes a direct kernel (convpool_exact).  A training step needs that output for the gradients (relu's, the pool's), so
  * there it has other readers anyway; updates mark a training step. */
 /* Does the convolution take a direct kernel (on this CPU), where the fused op gives
- * the bits of the two ops apart?  (On im2col + sgemm it does not: see kern_conv.c.)
+ * the bits of the two ops apart?  (On im2col + sgemm it does not: see conv.c.)
  * The kernel's choice does not depend on the batch. */
 static bool convpool_exact(const Graph *g, const Node *conv)
 {
@@ -367,7 +367,7 @@ static Graph *fuse_conv_pool(const Graph *g, DiagSink *d)
  *   i = maxpool_argmax(x); y = maxpool_gather(x, i)        (in place of y = maxpool(x))
  *   dx = maxpool_scatter(i, dy)  or  maxpool_scatter_relu(i, y, dy)
  * so x dies after the forward pass and an i32 index of y's size is kept instead.
- * The values are the same bit for bit (exec/kern_conv.c). */
+ * The values are the same bit for bit (kernels/conv.c). */
 static Graph *pool_indices(const Graph *g, DiagSink *d)
 {
     Graph *c = graph_clone(g);

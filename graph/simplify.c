@@ -9,7 +9,7 @@
  * computed with the same float operations as the kernels. */
 #include <math.h>
 #include <string.h>
-#include "exec/kern.h"
+#include "kernels/kern.h"
 #include "graph/passes.h"
 
 static bool same_node(const Node *a, const Node *b)

@@ -6,7 +6,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include "exec/train.h"
+#include "run/train.h"
 #include "graph/lower.h"
 #include "graph/passes.h"
 

@@ -1,39 +1,47 @@
-# Check suites, one binary per area.  Each links the library.
+# Every test program and script of `make check`, declared here.  Check suites, one
+# binary per area, each linking the library:
+#   test_frontend  lexer/parser, lowering, shape inference, every diagnostic, robustness
+#   test_kernels   the compute kernels against reference loops
+#   test_train     executors, passes, fusions, memory plans, training runs
+#   test_data      data sources;  test_image  image files;  test_plot  SVG plots
+# Scripts: golden.sh (dumps of every model against tests/golden/, the stderr of
+# `graphc check` on each tests/errors/*.net against its .err, exit codes; regenerate
+# with GOLDEN_UPDATE=1 top_srcdir=. top_builddir=. tests/golden.sh), resume.sh
+# (checkpoints and resume through the CLI), valgrind.sh, install.sh, mpi.sh.
+# Run the tests that expose known bugs with: GRAPHC_KNOWN_BUGS=1 tests/test_frontend
 TEST_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 TEST_LIBS = $(GRAPHC_LIBS) $(CHECK_LIBS)
 AM_TESTS_ENVIRONMENT = top_srcdir='$(top_srcdir)'; top_builddir='$(top_builddir)'; SAN_CFLAGS='$(SAN_CFLAGS)'; export top_srcdir top_builddir SAN_CFLAGS; CK_DEFAULT_TIMEOUT=600; export CK_DEFAULT_TIMEOUT;
 
-check_PROGRAMS += tests/test_train
-TESTS += tests/test_train
+CHECK_SUITES = tests/test_frontend tests/test_kernels tests/test_train tests/test_data tests/test_image tests/test_plot
+check_PROGRAMS += $(CHECK_SUITES)
+TESTS += $(CHECK_SUITES)
+tests_test_frontend_SOURCES = tests/test_frontend.c
+tests_test_frontend_CFLAGS = $(TEST_CFLAGS)
+tests_test_frontend_LDADD = $(TEST_LIBS)
+tests_test_kernels_SOURCES = tests/test_kernels.c tests/testutil.h
+tests_test_kernels_CFLAGS = $(TEST_CFLAGS)
+tests_test_kernels_LDADD = $(TEST_LIBS)
 tests_test_train_SOURCES = tests/test_train.c tests/testutil.h
 tests_test_train_CFLAGS = $(TEST_CFLAGS)
 tests_test_train_LDADD = $(TEST_LIBS)
-include tests/frontend.mk
-
-# checkpoints and resume through the CLI (kill -9, Ctrl-C, bit-exact resume, refusals)
-TESTS += tests/resume.sh
-EXTRA_DIST += tests/resume.sh
-
-check_PROGRAMS += tests/test_image
-TESTS += tests/test_image
+tests_test_data_SOURCES = tests/test_data.c
+tests_test_data_CFLAGS = $(TEST_CFLAGS)
+tests_test_data_LDADD = $(TEST_LIBS)
 tests_test_image_SOURCES = tests/test_image.c tests/testutil.h
 tests_test_image_CFLAGS = $(TEST_CFLAGS)
 tests_test_image_LDADD = $(TEST_LIBS)
+tests_test_plot_SOURCES = tests/test_plot.c
+tests_test_plot_CFLAGS = $(TEST_CFLAGS)
+tests_test_plot_LDADD = $(TEST_LIBS)
 
-# a short training run under valgrind's memcheck (skipped without valgrind)
-TESTS += tests/valgrind.sh
-EXTRA_DIST += tests/valgrind.sh tests/valgrind.net
-
-# the installed library, pkg-config file and man page, and examples/ built against them
-TESTS += tests/install.sh
-EXTRA_DIST += tests/install.sh
+TESTS += tests/golden.sh tests/resume.sh tests/valgrind.sh tests/install.sh tests/mpi.sh
+EXTRA_DIST += tests/golden.sh tests/golden tests/errors tests/resume.sh tests/valgrind.sh tests/valgrind.net \
+	tests/install.sh tests/mpi.sh
 AM_TESTS_ENVIRONMENT += MAKE='$(MAKE)'; CC='$(CC)'; export MAKE CC;
 
-# data-parallel training under mpirun (skipped in a build without MPI): N ranks x batch
-# B against one process x N*B, compared weight by weight with ckpt_compare
+# tests/mpi.sh compares N ranks x batch B with one process x N*B, weight by weight
 check_PROGRAMS += tests/ckpt_compare
 tests_ckpt_compare_SOURCES = tests/ckpt_compare.c
 tests_ckpt_compare_CFLAGS = $(AM_CFLAGS)
 tests_ckpt_compare_LDADD = $(GRAPHC_LIBS)
-TESTS += tests/mpi.sh
-EXTRA_DIST += tests/mpi.sh

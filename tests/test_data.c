@@ -1,6 +1,6 @@
 /* Datasets: the real MNIST, IDX errors (each message names the file and the field),
  * the batch stream (permutations, determinism, resume) and synthetic data. */
-#include "exec/data.h"
+#include "run/data.h"
 #include "util/mem.h"
 #include "util/rng.h"
 #include <check.h>

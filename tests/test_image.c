@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include "exec/image.h"
+#include "run/image.h"
 #include "tests/testutil.h"
 
 static char dir[64];

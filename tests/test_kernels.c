@@ -1,6 +1,6 @@
-/* The compute kernels (exec/kern.h) against naive reference implementations, and
+/* The compute kernels (kernels/kern.h) against naive reference implementations, and
  * every gradient kernel against central finite differences. */
-#include "exec/kern.h"
+#include "kernels/kern.h"
 #include "util/pool.h"
 #include "tests/testutil.h"
 
@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Test hook in kern_conv.c: force the rows per im2col chunk (0 = automatic). */
+/* Test hook in conv.c: force the rows per im2col chunk (0 = automatic). */
 
 #define FD_EPS 1e-2f
 #define FD_RTOL 2e-3

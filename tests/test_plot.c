@@ -1,6 +1,6 @@
 /* The SVG training plot: well-formed for ordinary and odd logs, small for long runs,
  * and written atomically (a failed write leaves nothing new and nothing broken). */
-#include "exec/plot.h"
+#include "run/plot.h"
 #include "util/mem.h"
 #include "util/rng.h"
 #include <check.h>

@@ -15,8 +15,8 @@
 #include <unistd.h>
 #include "exec/compiled.h"
 #include "exec/executor.h"
-#include "exec/kern.h"
-#include "exec/train.h"
+#include "kernels/kern.h"
+#include "run/train.h"
 #include "graph/lower.h"
 #include "graph/passes.h"
 #include "tests/testutil.h"

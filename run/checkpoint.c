@@ -12,7 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <zlib.h>
-#include "exec/train.h"
+#include "run/train.h"
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the checkpoint format is little-endian");
 

@@ -1,4 +1,4 @@
-#include "exec/plot.h"
+#include "run/plot.h"
 #include "util/mem.h"
 #include <errno.h>
 #include <fcntl.h>

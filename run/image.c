@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "exec/image.h"
+#include "run/image.h"
 #include "util/mem.h"
 
 /* The next header number of a PGM, skipping blanks and # comments; -1 if none. */

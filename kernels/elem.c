@@ -6,7 +6,7 @@
 #if defined(__GNUC__) && !defined(__clang__) && defined(__OPTIMIZE__)
 #pragma GCC optimize("tree-vectorize", "vect-cost-model=dynamic")
 #endif
-#include "exec/kern.h"
+#include "kernels/kern.h"
 #include "util/rng.h"
 
 #include <math.h>

@@ -1,4 +1,4 @@
-#include "exec/data.h"
+#include "run/data.h"
 #include "util/mem.h"
 #include "util/rng.h"
 #include <errno.h>

@@ -27,8 +27,8 @@
  * read and written once per band rather than once per row.
  *
  * x86 only, compiled for AVX2 + FMA with target attributes and taken only when the CPU
- * has both (checked at run time); everywhere else kern_conv.c's im2col path runs. */
-#include "exec/kern_conv_direct.h"
+ * has both (checked at run time); everywhere else conv.c's im2col path runs. */
+#include "kernels/conv_direct.h"
 
 #include <stdint.h>
 #include <string.h>

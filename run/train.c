@@ -3,10 +3,10 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-#include "exec/kern.h"
+#include "kernels/kern.h"
 #include "exec/compiled.h"
-#include "exec/plot.h"
-#include "exec/train.h"
+#include "run/plot.h"
+#include "run/train.h"
 #include "graph/passes.h"
 
 void run_options_default(RunOptions *o)

@@ -2,7 +2,7 @@
 #ifndef GRAPHC_TRAIN_H
 #define GRAPHC_TRAIN_H
 #include "exec/comm.h"
-#include "exec/data.h"
+#include "run/data.h"
 #include "exec/executor.h"
 
 typedef enum LogMode { LOG_BAR, LOG_QUIET, LOG_JSON, LOG_MODE_COUNT } LogMode;

@@ -1,5 +1,5 @@
 /* Matrix product and BLAS housekeeping.  Every BLAS call in graphc lives here. */
-#include "exec/kern.h"
+#include "kernels/kern.h"
 #include "util/pool.h"
 
 #include <cblas.h>

@@ -6,7 +6,7 @@
  *   - takes sizes explicitly, never allocates, never prints, never exits;
  *   - writes its whole output (no reliance on zeroed memory) unless it is named *_acc;
  *   - layouts: images NHWC, conv filters HWIO [KH, KW, Cin, Cout], matrices row-major.
- * BLAS calls live in kern_blas.c only. */
+ * BLAS calls live in blas.c only. */
 #ifndef GRAPHC_KERN_H
 #define GRAPHC_KERN_H
 #include <stddef.h>
@@ -77,7 +77,7 @@ void kern_mse_grad(const float *a, const float *b, float dloss, float *da, size_
 /* Sum of all n elements into y[0] (the mean: this, then kern_scale by 1/n). */
 void kern_sum_all(const float *x, size_t n, float *y);
 
-/* ---- matrix product (kern_blas.c) ---------------------------------------------- */
+/* ---- matrix product (blas.c) ---------------------------------------------- */
 /* C[M,N] = alpha * op(A) op(B) + beta * C, op = transpose if ta/tb; A, B row-major
  * as stored ([M,K] or [K,M]; [K,N] or [N,K]). beta = 0 overwrites C. */
 void kern_gemm(bool ta, bool tb, size_t M, size_t N, size_t K, float alpha,

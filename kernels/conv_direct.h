@@ -1,9 +1,9 @@
-/* Direct convolution for few input channels (kern_conv_direct.c), used by the conv
- * kernels in kern_conv.c in place of im2col + sgemm where conv_direct_ok() says so.
+/* Direct convolution for few input channels (conv_direct.c), used by the conv
+ * kernels in conv.c in place of im2col + sgemm where conv_direct_ok() says so.
  * Internal to exec/: kern.h stays the kernels' one public interface. */
 #ifndef GRAPHC_KERN_CONV_DIRECT_H
 #define GRAPHC_KERN_CONV_DIRECT_H
-#include "exec/kern.h"
+#include "kernels/kern.h"
 
 /* Can these sizes take the direct path on this CPU (AVX2 and FMA), and is it on
  * (kern_conv_set_direct)? */

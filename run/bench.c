@@ -6,10 +6,10 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <unistd.h>
-#include "exec/bench.h"
+#include "run/bench.h"
 #include "exec/compiled.h"
 #include "exec/executor.h"
-#include "exec/kern.h"
+#include "kernels/kern.h"
 #include "graph/passes.h"
 #include "util/rng.h"
 

@@ -11,7 +11,7 @@
  * input itself (1x1 stride-1 unpadded convolutions, and kernels covering the whole
  * unpadded image) no copy is made and no scratch is needed.
  * With few input channels (conv_direct_ok), the forward pass and the filter gradient
- * run kern_conv_direct.c's kernels on the same chunks instead of im2col + sgemm; with
+ * run conv_direct.c's kernels on the same chunks instead of im2col + sgemm; with
  * more (conv_wide) the forward pass, the filter gradient and the stride-1 input
  * gradient run its many-channel kernels on whole output rows, one share per thread. */
 
@@ -21,11 +21,11 @@
 #if defined(__GNUC__) && !defined(__clang__) && defined(__OPTIMIZE__)
 #pragma GCC optimize("tree-vectorize", "vect-cost-model=dynamic")
 #endif
-#include "exec/kern.h"
+#include "kernels/kern.h"
 
 #include <string.h>
 
-#include "exec/kern_conv_direct.h"
+#include "kernels/conv_direct.h"
 
 #include "util/pool.h"
 
@@ -78,7 +78,7 @@ static int64_t conv_chunk_rows(const KConv *p)
     return rows < m ? rows : m;
 }
 
-/* The many-channel direct forward kernel (kern_conv_direct.c) where it applies: not
+/* The many-channel direct forward kernel (conv_direct.c) where it applies: not
  * for the identity cases, where sgemm reads the input as it is. */
 static bool conv_wide(const KConv *p) { return !conv_is_identity(p) && conv_wide_ok(p); }
 
