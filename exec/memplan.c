@@ -11,7 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include "exec/memplan.h"
-#include "util/pool.h"
 #include "util/rng.h"
 
 /* Steps of local search when the six fixed orders miss the lower bound. */
@@ -80,12 +79,14 @@ static int64_t place(const MemPlan *mp, const Cand *cand, int nb, int64_t *off, 
     return arena;
 }
 
-static int plan_arena(const Graph *g, MemPlan *mp, StageMode stages, DiagSink *d)
+static int plan_arena(const Graph *g, const PlanOptions *o, StageMode stages, MemPlan *mp, DiagSink *d)
 {
     int n = g->nnodes;
     memset(mp, 0, sizeof *mp);
+    int threads = o->threads > 0 ? o->threads : 1;
     mp->n = n;
     mp->nbuf = 2 * n;
+    mp->threads = threads;
     size_t nz = (size_t)(n ? 2 * n : 1);
     mp->offset = gc_calloc(nz, sizeof *mp->offset);
     mp->size = gc_calloc(nz, sizeof *mp->size);
@@ -115,7 +116,7 @@ static int plan_arena(const Graph *g, MemPlan *mp, StageMode stages, DiagSink *d
         mp->first[i] = mp->last[i] = i;
         if (!outside_arena(nd) && root[i] == i) mp->size[i] = memplan_align((int64_t)node_bytes(nd));
         /* the node's scratch: a buffer of its own that lives only while it runs */
-        size_t sc = dispatch_scratch_bytes(g, nd);
+        size_t sc = dispatch_scratch_bytes(g, nd, threads);
         root[n + i] = n + i;
         mp->offset[n + i] = -1;
         mp->first[n + i] = mp->last[n + i] = i;
@@ -136,7 +137,8 @@ static int plan_arena(const Graph *g, MemPlan *mp, StageMode stages, DiagSink *d
      * become one, alive from the input's producer to the output's last reader. */
     for (int i = 0; i < n; i++) {
         const Node *nd = &g->nodes[i];
-        if (!(op_info[nd->op].traits & OPT_INPLACE) || root[i] != i || mp->size[i] == 0 || nd->nin < 1) continue;
+        if (o->no_inplace || !(op_info[nd->op].traits & OPT_INPLACE) || root[i] != i || mp->size[i] == 0 || nd->nin < 1)
+            continue;
         int32_t r = -1;
         int cands = op_info[nd->op].traits & OPT_ELEMWISE ? nd->nin : 1;
         for (int k = 0; k < cands && r < 0; k++) {
@@ -152,7 +154,7 @@ static int plan_arena(const Graph *g, MemPlan *mp, StageMode stages, DiagSink *d
     }
     /* Parallel stages: a buffer used by any op of a stage is alive during all of it
      * (lifetimes widened to whole stages, still counted in nodes). */
-    mp->nstages = stages_build(g, mp, inplace, pool_threads(), stages, mp->stage, mp->bin);
+    mp->nstages = stages_build(g, mp, inplace, threads, stages, mp->stage, mp->bin);
     if (mp->nstages < 0) {
         diag_plain(d, "out of memory planning the arena");
         gc_free(root); gc_free(order); gc_free(placed); gc_free(cand); gc_free(best); gc_free(trial);
@@ -246,14 +248,14 @@ static int plan_arena(const Graph *g, MemPlan *mp, StageMode stages, DiagSink *d
     return 0;
 }
 
-int memplan_build(const Graph *g, MemPlan *mp, DiagSink *d)
+int memplan_build(const Graph *g, const PlanOptions *o, MemPlan *mp, DiagSink *d)
 {
-    if (plan_arena(g, mp, stages_mode(), d) != 0) return -1;
+    if (plan_arena(g, o, o->stages, mp, d) != 0) return -1;
     /* Stages make lifetimes coarser (whole stages), which can leave the placement
      * above the lower bound where one op at a time reaches it: memory comes first. */
     if (mp->parallel > 0 && mp->arena > mp->lower_bound) {
         MemPlan alone;
-        if (plan_arena(g, &alone, STAGES_OFF, d) != 0) {
+        if (plan_arena(g, o, STAGES_OFF, &alone, d) != 0) {
             memplan_free(mp);
             return -1;
         }

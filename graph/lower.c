@@ -354,19 +354,33 @@ typedef struct Builtin {
     const char *usage;
 } Builtin;
 
-static Val b_unary(Lower *L, Call *c)
+/* An op of one tensor named as the builtin: softmax(x), global_avgpool(x), ... */
+static Val b_op1(Lower *L, Call *c)
 {
-    static const struct { const char *name; OpKind op; } map[] = {
-        { "relu", OP_RELU }, { "sigmoid", OP_SIGMOID }, { "tanh", OP_TANH }, { "exp", OP_EXP },
-        { "log", OP_LOG }, { "sqrt", OP_SQRT }, { "softmax", OP_SOFTMAX }, { "log_softmax", OP_LOG_SOFTMAX },
-        { "global_avgpool", OP_GLOBAL_AVGPOOL },
-    };
     int32_t x;
     if (!pos_tensor(L, c, 0, "x", &x) || !no_more_pos(L, c, 1)) return verr(c->ast->loc);
-    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
-        if (strcmp(map[i].name, c->fn) == 0) return vtensor(mk1(L, map[i].op, x, c->ast->loc), c->ast->loc);
-    assert(!"unary builtin without an op");
-    return verr(c->ast->loc);
+    OpKind op = op_by_name(c->fn);
+    assert(op != OP_COUNT);
+    return vtensor(mk1(L, op, x, c->ast->loc), c->ast->loc);
+}
+
+/* An elementwise unary function of util/elemwise.def, with its parameter if it takes
+ * one (leaky_relu(x, alpha=0.2)). */
+static int32_t unary_node(Lower *L, OpKind op, float p, int32_t x, Loc loc)
+{
+    return mk(L, op, &x, 1, loc, &(NodeAttr){ .unary = { .p = p } });
+}
+
+static Val b_unary(Lower *L, Call *c)
+{
+    int32_t x;
+    OpKind op = op_by_name(c->fn);
+    const OpInfo *info = &op_info[op];
+    float p = info->param_default;
+    if (!pos_tensor(L, c, 0, "x", &x) || !no_more_pos(L, c, 1) ||
+        (info->param && !kw_float(L, c, info->param, false, info->param_default, -1e30, 1e30, &p)))
+        return verr(c->ast->loc);
+    return vtensor(unary_node(L, op, p, x, c->ast->loc), c->ast->loc);
 }
 
 static int32_t as_tensor(Lower *L, Val *v)
@@ -405,13 +419,8 @@ static Val binary(Lower *L, OpKind op, Val a, Val b, Loc loc)
 
 static Val b_binary(Lower *L, Call *c)
 {
-    static const struct { const char *name; OpKind op; } map[] = {
-        { "add", OP_ADD }, { "sub", OP_SUB }, { "mul", OP_MUL }, { "div", OP_DIV },
-    };
     if (c->npos != 2) return error_at(L, c->ast->loc, "%s: takes 2 arguments, got %d", c->fn, c->npos);
-    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
-        if (strcmp(map[i].name, c->fn) == 0) return binary(L, map[i].op, c->pos[0], c->pos[1], c->ast->loc);
-    return verr(c->ast->loc);
+    return binary(L, op_by_name(c->fn), c->pos[0], c->pos[1], c->ast->loc);
 }
 
 static Val b_matmul(Lower *L, Call *c)
@@ -421,8 +430,26 @@ static Val b_matmul(Lower *L, Call *c)
     return vtensor(mk2(L, OP_MATMUL, a, b, c->ast->loc), c->ast->loc);
 }
 
-static const char *const activations[] = { "linear", "relu", "sigmoid", "tanh", "softmax", NULL };
-static const OpKind activation_ops[] = { OP_COUNT, OP_RELU, OP_SIGMOID, OP_TANH, OP_SOFTMAX };
+/* A layer's activation=: none, any elementwise unary function (with its default
+ * parameter), or softmax. */
+static const char *const activations[] = {
+    "linear",
+#define BINARY(E, name)
+#define UNARY(E, name, reads, param, def) #name,
+#include "util/elemwise.def"
+#undef BINARY
+#undef UNARY
+    "softmax", NULL,
+};
+static const OpKind activation_ops[] = {
+    OP_COUNT,
+#define BINARY(E, name)
+#define UNARY(E, name, reads, param, def) OP_##E,
+#include "util/elemwise.def"
+#undef BINARY
+#undef UNARY
+    OP_SOFTMAX,
+};
 
 /* Layer name: name= if given, else Keras' scheme: dense, dense_1, dense_2, ... */
 static const char *layer_name(Lower *L, Call *c, int kind, const char *base)
@@ -458,7 +485,9 @@ static int32_t bias_and_activation(Lower *L, Call *c, const char *lname, int32_t
         int32_t b = param_node(L, pname, shape_make(1, &units), INIT_ZEROS, loc);
         y = b < 0 ? -1 : mk2(L, OP_ADD, y, b, loc);
     }
-    if (y >= 0 && act > 0) y = mk1(L, activation_ops[act], y, loc);
+    OpKind op = activation_ops[act];
+    if (y >= 0 && act > 0)
+        y = op_has(op, OPT_UNARY) ? unary_node(L, op, op_info[op].param_default, y, loc) : mk1(L, op, y, loc);
     return y;
 }
 
@@ -718,19 +747,15 @@ static Val b_optim(Lower *L, Call *c)
 }
 
 static const Builtin builtins[] = {
-    { "relu", b_unary, { 0 }, "relu(x)" },
-    { "sigmoid", b_unary, { 0 }, "sigmoid(x)" },
-    { "tanh", b_unary, { 0 }, "tanh(x)" },
-    { "exp", b_unary, { 0 }, "exp(x)" },
-    { "log", b_unary, { 0 }, "log(x)" },
-    { "sqrt", b_unary, { 0 }, "sqrt(x)" },
-    { "softmax", b_unary, { 0 }, "softmax(x)" },
-    { "log_softmax", b_unary, { 0 }, "log_softmax(x)" },
-    { "global_avgpool", b_unary, { 0 }, "global_avgpool(x)" },
-    { "add", b_binary, { 0 }, "add(a, b)" },
-    { "sub", b_binary, { 0 }, "sub(a, b)" },
-    { "mul", b_binary, { 0 }, "mul(a, b)" },
-    { "div", b_binary, { 0 }, "div(a, b)" },
+    /* every elementwise function of util/elemwise.def, by its op's name */
+#define BINARY(E, name) { #name, b_binary, { 0 }, #name "(a, b)" },
+#define UNARY(E, name, reads, param, def) { #name, b_unary, { param }, #name "(x)" },
+#include "util/elemwise.def"
+#undef BINARY
+#undef UNARY
+    { "softmax", b_op1, { 0 }, "softmax(x)" },
+    { "log_softmax", b_op1, { 0 }, "log_softmax(x)" },
+    { "global_avgpool", b_op1, { 0 }, "global_avgpool(x)" },
     { "matmul", b_matmul, { 0 }, "matmul(a, b)" },
     { "dense", b_dense, { "units", "use_bias", "activation", "name" }, "dense(x, units=N)" },
     { "conv2d", b_conv2d, { "filters", "kernel", "stride", "padding", "use_bias", "activation", "name" },

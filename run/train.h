@@ -23,6 +23,7 @@ typedef struct RunOptions {
     volatile int *stop;             /* set (by a signal handler) to stop after the current step */
     bool check_numerics;            /* stop at the first NaN or Inf, naming the op and its line */
     int64_t max_memory;             /* refuse to train if the step needs more bytes (0: no limit) */
+    uint64_t passes_off;            /* compiler passes switched off (CompileOptions.passes_off) */
     const char *plot_path;          /* SVG of the run */
     const char *data_dir;           /* overrides mnist("...") */
     LogMode log;
