@@ -328,6 +328,7 @@ static double ref_unary(EwUnary op, double x)
     case EW_LOG: return log(x);
     case EW_NEG: return -x;
     case EW_SQRT: return sqrt(x);
+    case EW_GELU: return 0.5 * x * (1.0 + erf(x / sqrt(2.0)));
     default: return NAN;
     }
 }

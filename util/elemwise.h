@@ -69,6 +69,16 @@ static inline float ew_log_grad(float x, float dy, float p) { (void)p; return dy
 static inline float ew_sqrt(float x, float p) { (void)p; return sqrtf(x); }
 static inline float ew_sqrt_grad(float y, float dy, float p) { (void)p; return 0.5f * dy / y; }
 
+/* GELU, erf form (PyTorch's default): x Phi(x), its derivative Phi(x) + x phi(x); Phi as
+ * erfc(-x / sqrt 2) / 2, which keeps its relative accuracy for negative x (1 + erf(.)
+ * cancels there). */
+static inline float ew_gelu(float x, float p) { (void)p; return 0.5f * x * erfcf(-x * 0.70710678f); }
+static inline float ew_gelu_grad(float x, float dy, float p)
+{
+    (void)p;
+    return dy * (0.5f * erfcf(-x * 0.70710678f) + x * 0.39894228f * expf(-0.5f * x * x));
+}
+
 /* ---- by enum: for constant folding and tests (the kernels loop over the inline
  * functions above directly) ---------------------------------------------------------- */
 static inline float ew_binary(EwBinary op, float a, float b)
