@@ -79,6 +79,15 @@ static inline float ew_gelu_grad(float x, float dy, float p)
     return dy * (0.5f * erfcf(-x * 0.70710678f) + x * 0.39894228f * expf(-0.5f * x * x));
 }
 
+/* SiLU (swish): x sigmoid(x); its derivative s (1 + x (1 - s)), s = sigmoid(x). */
+static inline float ew_silu(float x, float p) { (void)p; return x / (1.0f + expf(-x)); }
+static inline float ew_silu_grad(float x, float dy, float p)
+{
+    (void)p;
+    float s = 1.0f / (1.0f + expf(-x));
+    return dy * s * (1.0f + x * (1.0f - s));
+}
+
 /* ---- by enum: for constant folding and tests (the kernels loop over the inline
  * functions above directly) ---------------------------------------------------------- */
 static inline float ew_binary(EwBinary op, float a, float b)
