@@ -330,6 +330,7 @@ static double ref_unary(EwUnary op, double x)
     case EW_SQRT: return sqrt(x);
     case EW_GELU: return 0.5 * x * (1.0 + erf(x / sqrt(2.0)));
     case EW_SILU: return x / (1.0 + exp(-x));
+    case EW_LEAKY_RELU: return x > 0 ? x : p * x;
     default: return NAN;
     }
 }

@@ -88,6 +88,11 @@ static inline float ew_silu_grad(float x, float dy, float p)
     return dy * s * (1.0f + x * (1.0f - s));
 }
 
+/* Leaky ReLU: x, or alpha x for x <= 0 (alpha = p; 0.01 by default, as PyTorch's).  Its
+ * gradient reads x: with a negative alpha, y > 0 does not say where x was. */
+static inline float ew_leaky_relu(float x, float p) { return x > 0.0f ? x : p * x; }
+static inline float ew_leaky_relu_grad(float x, float dy, float p) { return x > 0.0f ? dy : p * dy; }
+
 /* ---- by enum: for constant folding and tests (the kernels loop over the inline
  * functions above directly) ---------------------------------------------------------- */
 static inline float ew_binary(EwBinary op, float a, float b)
