@@ -237,6 +237,21 @@ START_TEST(grad_conv_valid)
 }
 END_TEST
 
+/* gelu, silu and leaky_relu (with its alpha): every parameter's gradient through them
+ * at batch 1 and 4 (a gradient that reads x, kinks away from the data). */
+START_TEST(grad_new_activations)
+{
+    static const char model[] =
+        "input x: f32[B, 6]\ninput y: i32[B]\n"
+        "h = gelu(dense(x, units=5))\nh = silu(dense(h, units=5) * 1.5 + 0.25)\n"
+        "h = leaky_relu(dense(h, units=4), alpha=0.2)\n"
+        "logits = dense(h, units=3, activation=\"leaky_relu\")\nloss = cross_entropy(logits, y)\n"
+        "train { data = synthetic(count=8)\nminimize = loss }\n";
+    gradcheck(model, 1, 3);
+    gradcheck(model, 4, 3);
+}
+END_TEST
+
 START_TEST(grad_relu_reshape)
 {
     gradcheck("input x: f32[B, 4, 4, 1]\ninput y: i32[B]\n"
@@ -847,9 +862,10 @@ START_TEST(memory_targets)
 END_TEST
 
 /* Elementwise chains run as one fused loop in the compiled plan, with every kind of
- * step (unary ops, a scalar operand, a binary op of two chain values, dropout and the
- * gradients' unary_grad and dropout_grad): the same weights as the interpreter, bit for
- * bit, after 3 training steps. */
+ * step (unary functions, gelu, silu and leaky_relu's parameter among them, a scalar
+ * operand, a binary op of two chain values, dropout and the gradients' unary_grad and
+ * dropout_grad): the same weights as the interpreter, bit for bit, after 3 training
+ * steps. */
 START_TEST(fused_elementwise_chains)
 {
     Compiled c;
@@ -858,7 +874,8 @@ START_TEST(fused_elementwise_chains)
                     "a = exp(-h)\n"
                     "b = sigmoid(a * 0.5 + h)\n"
                     "e = dropout(tanh(b) / 3, rate=0.25)\n"
-                    "logits = dense(sqrt(e * e + 1), units=3)\n"
+                    "g = leaky_relu(silu(gelu(e * 2) - 0.1), alpha=0.3)\n"
+                    "logits = dense(sqrt(g * g + 1), units=3)\n"
                     "loss = cross_entropy(logits, y)\n"
                     "train { data = synthetic(count=8); optimizer = sgd(lr=0.1); batch = 5; minimize = loss }\n");
     Graph *tg = pass_autodiff(c.g, &c.d);
@@ -875,6 +892,22 @@ START_TEST(fused_elementwise_chains)
         }
     ck_assert_int_ge(fused, 2);
     ck_assert_int_ge(steps, 6);
+    /* each new function is a step of a fused loop, forward or in its gradient, and
+     * leaky_relu's alpha travels with its step */
+    static const OpKind news[] = { OP_GELU, OP_SILU, OP_LEAKY_RELU };
+    for (int k = 0; k < 3; k++) {
+        bool in_loop = false;
+        for (int i = 0; i < fg->nnodes; i++) {
+            const Node *n = &fg->nodes[i];
+            for (int st = 0; n->op == OP_FUSED_ELEMWISE && st < n->a.ew.nstep; st++) {
+                const EwStep *e = &n->a.ew.step[st];
+                if (e->op != (int)news[k] && !(e->op == OP_UNARY_GRAD && e->of == (int)news[k])) continue;
+                in_loop = true;
+                if (news[k] == OP_LEAKY_RELU) ck_assert_float_near_rel(e->p, 0.3, 1e-7, 0);
+            }
+        }
+        ck_assert_msg(in_loop, "%s is in no fused loop", op_name(news[k]));
+    }
     graph_free(fg);
     Weights w[2] = { { 0 }, { 0 } };
     for (int mode = 0; mode < 2; mode++) {
@@ -1871,6 +1904,7 @@ static Suite *make_autodiff_suite(void)
     tcase_add_test(tc, grad_residual_broadcast);
     tcase_add_test(tc, grad_shared_param);
     tcase_add_test(tc, grad_relu_reshape);
+    tcase_add_test(tc, grad_new_activations);
     tcase_add_test(tc, grad_conv_only);
     tcase_add_test(tc, grad_conv_valid);
     tcase_add_test(tc, unreachable_params);
