@@ -7,6 +7,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 #include "run/bench.h"
+#include "run/ablate.h"
 #include "exec/pipeline.h"
 #include "kernels/kern.h"
 #include "util/rng.h"
@@ -17,7 +18,7 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-static double median(double *v, int n)
+double bench_median(double *v, int n)
 {
     qsort(v, (size_t)n, sizeof *v, cmp_double);
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
@@ -82,7 +83,7 @@ static void profile_table(FILE *out, const Graph *g, const MemPlan *mp, const do
     gc_free(rows);
 }
 
-static void free_feeds(const Graph *g, void **f)
+void bench_free_feeds(const Graph *g, void **f)
 {
     if (!f) return;
     for (int i = 0; i < g->ninputs; i++) gc_free(f[i]);
@@ -102,7 +103,7 @@ static void **random_feeds(const Graph *g, int32_t classes, DiagSink *d)
         char what[256];
         snprintf(what, sizeof what, "input '%s'", n->name ? n->name : "?");
         if (cnt < 0 || !exec_fits_memory((double)cnt * 4, what, d)) {
-            free_feeds(g, f);
+            bench_free_feeds(g, f);
             return NULL;
         }
         f[i] = gc_mul_size((size_t)cnt, 4, &bytes) ? gc_malloc(bytes) : NULL;
@@ -110,7 +111,7 @@ static void **random_feeds(const Graph *g, int32_t classes, DiagSink *d)
             char b[128];
             diag_plain(d, "out of memory: input '%s' %s needs %.1f GB", n->name ? n->name : "?",
                        shape_str(g, &n->shape, b, sizeof b), (double)cnt * 4 / 1e9);
-            free_feeds(g, f);
+            bench_free_feeds(g, f);
             return NULL;
         }
         for (int64_t k = 0; k < cnt; k++) {
@@ -121,6 +122,21 @@ static void **random_feeds(const Graph *g, int32_t classes, DiagSink *d)
     }
     return f;
 }
+
+void **bench_feeds(const Graph *fwd, const Graph *g, DiagSink *d)
+{
+    int32_t classes = 2;
+    if (fwd->logits >= 0 && fwd->nodes[fwd->logits].shape.rank == 2) classes = (int32_t)fwd->nodes[fwd->logits].shape.d[1].v;
+    return random_feeds(g, classes, d);
+}
+
+StepEnv bench_env(const Graph *g, Weights *w, bool infer, DiagSink *d)
+{
+    return (StepEnv){ .w = w, .seed = 1, .lr = 1e-4f, .momentum = g->train.momentum, .beta1 = 0.9f, .beta2 = 0.999f,
+                      .eps = 1e-7f, .nesterov = g->train.nesterov, .training = !infer, .d = d };
+}
+
+int bench_turn(int s, int m, int nm) { return (s % 2) ? (nm - 1 - (m + s / 2) % nm) : (m + s / 2) % nm; }
 
 /* The modes measured side by side: the interpreter, the compiled plan, and with
  * --compare-stages the compiled plan without parallel stages (each op alone, split
@@ -147,7 +163,7 @@ typedef struct Bench {
 
 static void bench_free(Bench *b)
 {
-    free_feeds(b->step[0].graph, b->feeds);   /* made from the first step's graph */
+    bench_free_feeds(b->step[0].graph, b->feeds);   /* made from the first step's graph */
     for (int m = 0; m < NM_MAX; m++) {
         step_free(&b->step[m]);
         weights_free(&b->w[m]);
@@ -172,16 +188,10 @@ static int bench_setup(Bench *b, Pool *pool, DiagSink *d)
             diag_plain(d, "out of memory");
             return -1;
         }
-        const Graph *g = b->step[m].graph;
-        b->env[m] = (StepEnv){ .w = &b->w[m], .seed = 1, .lr = 1e-4f, .momentum = g->train.momentum, .beta1 = 0.9f,
-                               .beta2 = 0.999f, .eps = 1e-7f, .nesterov = g->train.nesterov, .training = !o->infer,
-                               .d = d };
+        b->env[m] = bench_env(b->step[m].graph, &b->w[m], o->infer, d);
     }
     const Graph *g = b->step[0].graph;
-    int32_t classes = 2;
-    if (b->fwd->logits >= 0 && b->fwd->nodes[b->fwd->logits].shape.rank == 2)
-        classes = (int32_t)b->fwd->nodes[b->fwd->logits].shape.d[1].v;
-    b->feeds = random_feeds(g, classes, d);
+    b->feeds = bench_feeds(b->fwd, g, d);
     if (!b->feeds) return -1;
     for (int i = 0; i < g->noutputs && i < 16; i++)
         b->outs[i] = shape_numel(&g->nodes[g->outputs[i].node].shape) == 1 ? b->scratch_out[i] : NULL;
@@ -200,14 +210,14 @@ static int bench_time(Bench *b)
             if (bench_step(b, m) != 0) return -1;
     for (int s = 0; s < n; s++)
         for (int m = 0; m < nm; m++) {
-            int mm = (s % 2) ? (nm - 1 - (m + s / 2) % nm) : (m + s / 2) % nm;
+            int mm = bench_turn(s, m, nm);
             b->env[mm].step = s;
             double t0 = exec_now_ns();
             if (bench_step(b, mm) != 0) return -1;
             b->times[mm][s] = exec_now_ns() - t0;
         }
     for (int m = 0; m < nm; m++) {
-        b->med[m] = median(b->times[m], n);
+        b->med[m] = bench_median(b->times[m], n);
         b->mem[m] = executor_peak_bytes(b->step[m].ex);
     }
     return 0;
@@ -296,7 +306,7 @@ int bench_run(const Graph *fwd, const BenchOptions *o, DiagSink *d)
     }
     int rc = 0;
     for (int i = 0; i < o->nbatches && rc == 0; i++) {
-        rc = bench_batch(fwd, o, o->batches[i], pool, d);
+        rc = o->ablate ? ablate_batch(fwd, o, o->batches[i], pool, d) : bench_batch(fwd, o, o->batches[i], pool, d);
         if (rc == 0 && !o->json && i + 1 < o->nbatches) fputc('\n', o->out);
     }
     pool_free(pool);

@@ -640,23 +640,19 @@ static void sync_dir_of(const char *path)
     gc_free(dir);
 }
 
-int plot_svg(const char *path, const TrainLog *log, DiagSink *d)
+/* Writes b's text to path atomically (see plot.h) and frees it; the message names
+ * the plot. */
+static int write_svg(const char *path, Buf *b, DiagSink *d)
 {
-    Buf b = {0};
-    size_t nwork = log->nsteps > log->nepochs ? log->nsteps : log->nepochs;
-    double *work = gc_calloc(nwork ? nwork : 1, sizeof(double));
-    if (work) build_svg(&b, log, work);
-    gc_free(work);
-    if (!work || b.oom) {
-        gc_free(b.p);
+    if (b->oom) {
+        gc_free(b->p);
         diag_plain(d, "cannot write plot '%s': out of memory", path);
         return -1;
     }
-
     size_t plen = strlen(path);
     char *tmp = gc_malloc(plen + 5);
     if (!tmp) {
-        gc_free(b.p);
+        gc_free(b->p);
         diag_plain(d, "cannot write plot '%s': out of memory", path);
         return -1;
     }
@@ -670,7 +666,7 @@ int plot_svg(const char *path, const TrainLog *log, DiagSink *d)
         diag_plain(d, "cannot write plot '%s': cannot create '%s': %s", path, tmp, strerror(errno));
         goto out;
     }
-    if (write_all(fd, b.p, b.len)) stage = "write to";
+    if (write_all(fd, b->p, b->len)) stage = "write to";
     else if (fsync(fd)) stage = "fsync";
     else stage = NULL;
     if (stage) {
@@ -696,6 +692,109 @@ int plot_svg(const char *path, const TrainLog *log, DiagSink *d)
     rc = 0;
 out:
     gc_free(tmp);
-    gc_free(b.p);
+    gc_free(b->p);
     return rc;
+}
+
+int plot_svg(const char *path, const TrainLog *log, DiagSink *d)
+{
+    Buf b = {0};
+    size_t nwork = log->nsteps > log->nepochs ? log->nsteps : log->nepochs;
+    double *work = gc_calloc(nwork ? nwork : 1, sizeof(double));
+    if (work) build_svg(&b, log, work);
+    else b.oom = true;
+    gc_free(work);
+    return write_svg(path, &b, d);
+}
+
+/* ---- a waterfall ----------------------------------------------------------------- */
+
+#define WF_LABEL_W 290.0      /* the bars' labels, left of the axis */
+#define WF_NOTE_W 170.0       /* their notes, right of it */
+#define WF_ROW_H 30.0
+#define WF_TOP 84.0
+
+static double wf_x(double v, double xmax) { return WF_LABEL_W + v / xmax * (SVG_W - WF_LABEL_W - WF_NOTE_W); }
+
+/* The axis: vertical grid lines and their values under the bars. */
+static void wf_axis(Buf *b, double xmax, double step, double bottom, const char *axis)
+{
+    int dec = step_decimals(step);
+    for (long i = 0; (double)i * step <= xmax * (1 + 1e-9) && i <= 50; i++) {
+        double x = wf_x((double)i * step, xmax);
+        buf_str(b, "<line x1=\""); buf_num(b, x, 1);
+        buf_str(b, "\" x2=\""); buf_num(b, x, 1);
+        buf_str(b, "\" y1=\""); buf_num(b, WF_TOP - 6, 1);
+        buf_str(b, "\" y2=\""); buf_num(b, bottom, 1);
+        buf_str(b, "\" stroke=\"#e6e6e6\"/>\n<text x=\""); buf_num(b, x, 1);
+        buf_str(b, "\" y=\""); buf_num(b, bottom + 16, 1);
+        buf_str(b, "\" text-anchor=\"middle\">"); buf_num(b, (double)i * step, dec);
+        buf_str(b, "</text>\n");
+    }
+    buf_str(b, "<text x=\""); buf_num(b, wf_x(xmax / 2, xmax), 1);
+    buf_str(b, "\" y=\""); buf_num(b, bottom + 36, 1);
+    buf_str(b, "\" text-anchor=\"middle\">");
+    buf_xml(b, axis);
+    buf_str(b, "</text>\n");
+}
+
+/* Bar i: its label, the bar from `from` to `to` (a total from 0), its note, and a
+ * dashed line on to the next bar's start. */
+static void wf_bar(Buf *b, const Waterfall *w, int i, double xmax)
+{
+    const WaterfallBar *r = &w->bars[i];
+    double y = WF_TOP + WF_ROW_H * i, lo = fmin(r->from, r->to), hi = fmax(r->from, r->to);
+    const char *fill = r->total ? "#4c72b0" : r->to <= r->from ? "#2ca02c" : "#d62728";
+    buf_str(b, "<text x=\""); buf_num(b, WF_LABEL_W - 8, 1);
+    buf_str(b, "\" y=\""); buf_num(b, y + WF_ROW_H / 2 + 4, 1);
+    buf_str(b, r->total ? "\" text-anchor=\"end\" font-weight=\"bold\">" : "\" text-anchor=\"end\">");
+    buf_xml(b, r->label ? r->label : "");
+    buf_str(b, "</text>\n<rect x=\""); buf_num(b, wf_x(lo, xmax), 1);
+    buf_str(b, "\" y=\""); buf_num(b, y + 5, 1);
+    buf_str(b, "\" width=\""); buf_num(b, fmax(wf_x(hi, xmax) - wf_x(lo, xmax), 1), 1);
+    buf_str(b, "\" height=\""); buf_num(b, WF_ROW_H - 10, 1);
+    buf_printf(b, "\" fill=\"%s\"/>\n", fill);
+    if (r->note) {
+        buf_str(b, "<text x=\""); buf_num(b, SVG_W - WF_NOTE_W + 10, 1);
+        buf_str(b, "\" y=\""); buf_num(b, y + WF_ROW_H / 2 + 4, 1);
+        buf_str(b, "\">");
+        buf_xml(b, r->note);
+        buf_str(b, "</text>\n");
+    }
+    if (i + 1 < w->nbars) {
+        double x = wf_x(r->to, xmax);
+        buf_str(b, "<line x1=\""); buf_num(b, x, 1);
+        buf_str(b, "\" x2=\""); buf_num(b, x, 1);
+        buf_str(b, "\" y1=\""); buf_num(b, y + WF_ROW_H - 5, 1);
+        buf_str(b, "\" y2=\""); buf_num(b, y + WF_ROW_H + 5, 1);
+        buf_str(b, "\" stroke=\"#666\" stroke-dasharray=\"2,2\"/>\n");
+    }
+}
+
+int plot_waterfall(const char *path, const Waterfall *w, DiagSink *d)
+{
+    Buf b = {0};
+    double top = 0;
+    for (int i = 0; i < w->nbars; i++)
+        if (isfinite(w->bars[i].from) && isfinite(w->bars[i].to)) top = fmax(top, fmax(w->bars[i].from, w->bars[i].to));
+    double step = nice_step(top > 0 ? top : 1, 6), xmax = ceil((top > 0 ? top : 1) / step) * step;
+    double bottom = WF_TOP + WF_ROW_H * w->nbars + 4;
+    int h = (int)bottom + 60;
+    buf_str(&b, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+    buf_printf(&b, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
+               "font-family=\"DejaVu Sans, Helvetica, Arial, sans-serif\" font-size=\"12\" fill=\"#333\">\n",
+               SVG_W, h, SVG_W, h);
+    buf_str(&b, "<title>");
+    buf_xml(&b, w->title ? w->title : "waterfall");
+    buf_printf(&b, "</title>\n<rect width=\"%d\" height=\"%d\" fill=\"white\"/>\n", SVG_W, h);
+    buf_printf(&b, "<text x=\"%d\" y=\"28\" text-anchor=\"middle\" font-size=\"16\" font-weight=\"bold\">", SVG_W / 2);
+    buf_xml(&b, w->title ? w->title : "waterfall");
+    buf_printf(&b, "</text>\n<text x=\"%d\" y=\"50\" text-anchor=\"middle\" fill=\"#777\">", SVG_W / 2);
+    buf_xml(&b, w->subtitle ? w->subtitle : "");
+    buf_str(&b, "</text>\n");
+    wf_axis(&b, xmax, step, bottom, w->axis ? w->axis : "");
+    for (int i = 0; i < w->nbars; i++)
+        if (isfinite(w->bars[i].from) && isfinite(w->bars[i].to)) wf_bar(&b, w, i, xmax);
+    buf_str(&b, "</svg>\n");
+    return write_svg(path, &b, d);
 }
