@@ -436,15 +436,20 @@ static void print_text(const Ablation *a, FILE *out)
     text_header(out, "removing one optimization from the full plan", "cost ms");
     text_row(a, out, "compiled plan, everything on", a->add[S_COUNT], -1, false);
     sum = 0;
+    double spread2 = 0, sf = (full->ms_p75 - full->ms_p25) / 2;
     for (int k = 0; k < S_COUNT; k++) {
+        const AblateConfig *cf = &a->cfg[a->remove[k]];
         char label[64];
         snprintf(label, sizeof label, "- %s%s", ablate_steps[k].what, k == S_CALLS || k == S_ARENA ? " *" : "");
         text_row(a, out, label, a->remove[k], a->add[S_COUNT], false);
-        sum += a->cfg[a->remove[k]].ms - full->ms;
+        sum += cf->ms - full->ms;
+        spread2 += pow((cf->ms_p75 - cf->ms_p25) / 2, 2) + sf * sf;
     }
-    fprintf(out, "  %-40s %9s %7s %9.2f %6.1f%%   (%s)\n", "sum of the costs", "", "", sum, gap != 0 ? 100 * sum / gap : 0,
-            sum > gap ? "over 100%: optimizations that stand in for each other are each counted whole"
-                      : "under 100%: what only several optimizations together buy is in no row");
+    fprintf(out, "  %-40s %9s %7s %9.2f %6.1f%%   (the rows' spreads in quadrature: %.2f ms)\n", "sum of the costs", "",
+            "", sum, gap != 0 ? 100 * sum / gap : 0, sqrt(spread2));
+    fprintf(out, "  over 100%%: optimizations that need each other each lose their joint gain when removed alone, so "
+            "it counts twice;\n  under 100%%: ones that stand in for each other cost little removed alone, and what "
+            "either gives is in no row\n");
     fprintf(out, "  * without the call list the interpreter runs the fused graph (no arena, reuse, in-place or stages "
             "either);\n    without the arena, buffers are allocated per op (nothing for the plan to reuse)\n");
 }
