@@ -372,7 +372,38 @@ out:
 
 /* ---- the tables ------------------------------------------------------------------ */
 
-static double gap_ms(const Ablation *a) { return a->cfg[a->add[0]].ms - a->cfg[a->add[S_COUNT]].ms; }
+/* A configuration's time: wall or CPU. */
+static double ms_of(const AblateConfig *cf, bool cpu) { return cpu ? cf->cpu_ms : cf->ms; }
+static double gap_of(const Ablation *a, bool cpu)
+{
+    return ms_of(&a->cfg[a->add[0]], cpu) - ms_of(&a->cfg[a->add[S_COUNT]], cpu);
+}
+/* What configuration c gains over ref (adding: c has one more step) or costs against
+ * it (removing: c has one fewer). */
+static double delta_of(const Ablation *a, int c, int ref, bool adding, bool cpu)
+{
+    double x = ms_of(&a->cfg[c], cpu), r = ms_of(&a->cfg[ref], cpu);
+    return adding ? r - x : x - r;
+}
+static double share_of(const Ablation *a, double delta, bool cpu)
+{
+    double g = gap_of(a, cpu);
+    return g != 0 ? delta / g : 0;
+}
+/* The sum of a table's gains or costs, and the spreads of its rows in quadrature. */
+static double table_sum(const Ablation *a, bool adding, bool cpu, double *spread)
+{
+    const AblateConfig *full = &a->cfg[a->add[S_COUNT]];
+    double sum = 0, s2 = 0, sf = (full->ms_p75 - full->ms_p25) / 2;
+    for (int k = 0; k < S_COUNT; k++) {
+        int c = adding ? a->add[k + 1] : a->remove[k], ref = adding ? a->add[k] : a->add[S_COUNT];
+        const AblateConfig *cf = &a->cfg[c];
+        sum += delta_of(a, c, ref, adding, cpu);
+        s2 += pow((cf->ms_p75 - cf->ms_p25) / 2, 2) + (adding ? 0 : sf * sf);
+    }
+    if (spread) *spread = sqrt(s2);
+    return sum;
+}
 
 static void outputs_text(const Ablation *a, int c, char *buf, size_t cap)
 {
@@ -385,27 +416,37 @@ static void outputs_text(const Ablation *a, int c, char *buf, size_t cap)
 static void text_row(const Ablation *a, FILE *out, const char *label, int c, int ref, bool adding)
 {
     const AblateConfig *cf = &a->cfg[c];
-    char o[32], delta[40] = "";
+    char o[32], wall[40] = "", cpu[40] = "";
     outputs_text(a, c, o, sizeof o);
     if (ref >= 0) {
-        double dm = adding ? a->cfg[ref].ms - cf->ms : cf->ms - a->cfg[ref].ms, gap = gap_ms(a);
-        snprintf(delta, sizeof delta, "%9.3f %6.1f%%", dm, gap != 0 ? 100 * dm / gap : 0);
+        double dw = delta_of(a, c, ref, adding, false), dc = delta_of(a, c, ref, adding, true);
+        snprintf(wall, sizeof wall, "%9.3f %6.1f%%", dw, 100 * share_of(a, dw, false));
+        snprintf(cpu, sizeof cpu, "%9.3f %6.1f%%", dc, 100 * share_of(a, dc, true));
     }
-    fprintf(out, "  %-40s %9.3f %7.3f %17s %9.3f %11.0f %9.2f %8.2f  %s\n", label, cf->ms, (cf->ms_p75 - cf->ms_p25) / 2,
-            delta, cf->cpu_ms, cf->faults, cf->alloc_bytes / 1e6, (double)cf->peak / 1e6, o);
+    fprintf(out, "  %-40s %9.3f %7.3f %17s %9.3f %17s %11.0f %9.2f %8.2f  %s\n", label, cf->ms,
+            (cf->ms_p75 - cf->ms_p25) / 2, wall, cf->cpu_ms, cpu, cf->faults, cf->alloc_bytes / 1e6,
+            (double)cf->peak / 1e6, o);
 }
 
 static void text_header(FILE *out, const char *title, const char *delta)
 {
     fprintf(out, "\n  %s\n", title);
-    fprintf(out, "  %-40s %9s %7s %9s %7s %9s %11s %9s %8s  %s\n", "configuration", "ms/step", "spread", delta, "share",
-            "CPU ms", "faults/step", "MB alloc", "peak MB", "outputs");
+    fprintf(out, "  %-40s %9s %7s %9s %7s %9s %9s %7s %11s %9s %8s  %s\n", "configuration", "ms/step", "spread", delta,
+            "share", "CPU ms", delta, "share", "faults/step", "MB alloc", "peak MB", "outputs");
+}
+
+static void text_sum(const Ablation *a, FILE *out, bool adding)
+{
+    double spread, w = table_sum(a, adding, false, &spread), c = table_sum(a, adding, true, NULL);
+    fprintf(out, "  %-40s %9s %7s %9.3f %6.1f%% %9s %9.3f %6.1f%%   ", adding ? "sum of the gains" : "sum of the costs", "",
+            "", w, 100 * share_of(a, w, false), "", c, 100 * share_of(a, c, true));
+    if (adding) fprintf(out, "(each row against the one above: the gap, exactly)\n");
+    else fprintf(out, "(the rows' spreads in quadrature: %.3f ms)\n", spread);
 }
 
 static void print_text(const Ablation *a, FILE *out)
 {
     const AblateConfig *in = &a->cfg[a->add[0]], *full = &a->cfg[a->add[S_COUNT]];
-    double gap = gap_ms(a);
     fprintf(out, "%s, %s step, batch %lld, %d thread%s, %s: %d configurations alternating step by step, %d steps each "
             "after %d warm-up\n",
             a->model, a->infer ? "inference" : "training", (long long)a->batch, a->threads, a->threads == 1 ? "" : "s",
@@ -414,39 +455,32 @@ static void print_text(const Ablation *a, FILE *out)
             "%.1f MB (one runs at a time); process peak resident %.1f MB\n",
             a->load[0], a->load[1], a->cpus, a->cpus == 1 ? "" : "s", (double)a->shared_arena / 1e6,
             (double)a->max_rss_kb / 1024);
-    fprintf(out, "  interpreter %.2f ms, compiled plan %.2f ms: a gap of %.2f ms (%.2fx)\n", in->ms, full->ms, gap,
-            in->ms / full->ms);
-    fprintf(out, "  (ms/step: median wall time; spread: half its interquartile range; share: of the gap; CPU ms: median "
-            "CPU time of the process\n   (every thread, user and system); faults: minor page faults per step; MB alloc: "
-            "bytes allocated per step; peak MB:\n   activations and scratch at their peak; outputs: against the "
-            "interpreter's, bit for bit or the largest relative difference)\n");
+    fprintf(out, "  interpreter %.2f ms, compiled plan %.2f ms: a gap of %.2f ms (%.2fx); CPU time %.2f and %.2f ms: "
+            "%.2f ms (%.2fx)\n", in->ms, full->ms, gap_of(a, false), in->ms / full->ms, in->cpu_ms, full->cpu_ms,
+            gap_of(a, true), in->cpu_ms / full->cpu_ms);
+    fprintf(out, "  (ms/step: median wall time; spread: half its interquartile range; gain, cost and share: against the "
+            "row above\n   or the full plan, share of the gap; CPU ms: median CPU time of the process (every thread, "
+            "user and\n   system), then its gain and share; faults: minor page faults per step; MB alloc: bytes "
+            "allocated per step;\n   peak MB: activations and scratch at their peak; outputs: against the "
+            "interpreter's, bit for bit or the\n   largest relative difference)\n");
 
     text_header(out, "adding one optimization at a time, from the interpreter", "gain ms");
     text_row(a, out, "interpreter", a->add[0], -1, true);
-    double sum = 0;
     for (int k = 0; k < S_COUNT; k++) {
         char label[64];
         snprintf(label, sizeof label, "+ %s", ablate_steps[k].what);
         text_row(a, out, label, a->add[k + 1], a->add[k], true);
-        sum += a->cfg[a->add[k]].ms - a->cfg[a->add[k + 1]].ms;
     }
-    fprintf(out, "  %-40s %9s %7s %9.2f %6.1f%%   (each row against the one above: the gap, exactly)\n",
-            "sum of the gains", "", "", sum, gap != 0 ? 100 * sum / gap : 0);
+    text_sum(a, out, true);
 
     text_header(out, "removing one optimization from the full plan", "cost ms");
     text_row(a, out, "compiled plan, everything on", a->add[S_COUNT], -1, false);
-    sum = 0;
-    double spread2 = 0, sf = (full->ms_p75 - full->ms_p25) / 2;
     for (int k = 0; k < S_COUNT; k++) {
-        const AblateConfig *cf = &a->cfg[a->remove[k]];
         char label[64];
         snprintf(label, sizeof label, "- %s%s", ablate_steps[k].what, k == S_CALLS || k == S_ARENA ? " *" : "");
         text_row(a, out, label, a->remove[k], a->add[S_COUNT], false);
-        sum += cf->ms - full->ms;
-        spread2 += pow((cf->ms_p75 - cf->ms_p25) / 2, 2) + sf * sf;
     }
-    fprintf(out, "  %-40s %9s %7s %9.2f %6.1f%%   (the rows' spreads in quadrature: %.2f ms)\n", "sum of the costs", "",
-            "", sum, gap != 0 ? 100 * sum / gap : 0, sqrt(spread2));
+    text_sum(a, out, false);
     fprintf(out, "  over 100%%: optimizations that need each other each lose their joint gain when removed alone, so "
             "it counts twice;\n  under 100%%: ones that stand in for each other cost little removed alone, and what "
             "either gives is in no row\n");
@@ -457,32 +491,30 @@ static void print_text(const Ablation *a, FILE *out)
 static void json_row(const Ablation *a, FILE *out, const char *step, const char *what, int c, int ref, bool adding)
 {
     const AblateConfig *cf = &a->cfg[c];
-    double dm = 0, gap = gap_ms(a);
-    if (ref >= 0) dm = adding ? a->cfg[ref].ms - cf->ms : cf->ms - a->cfg[ref].ms;
+    double dw = ref >= 0 ? delta_of(a, c, ref, adding, false) : 0, dc = ref >= 0 ? delta_of(a, c, ref, adding, true) : 0;
     fprintf(out, "{\"step\": \"%s\", \"what\": \"%s\", \"ms\": %.3f, \"ms_p25\": %.3f, \"ms_p75\": %.3f, "
-            "\"delta_ms\": %.3f, \"share\": %.4f, \"cpu_ms\": %.3f, \"minor_faults_per_step\": %.1f, \"allocs_per_step\": %.1f, "
-            "\"alloc_bytes_per_step\": %.0f, \"peak_bytes\": %lld, \"same_bits\": %s, \"max_rel_diff\": %.3g, "
-            "\"rounds\": %s}",
-            step, what, cf->ms, cf->ms_p25, cf->ms_p75, dm, gap != 0 ? dm / gap : 0, cf->cpu_ms, cf->faults, cf->allocs,
-            cf->alloc_bytes, (long long)cf->peak, c == 0 || cf->same_bits ? "true" : "false",
-            isfinite(cf->max_rel) ? cf->max_rel : 1e300, cf->rounds ? "true" : "false");
+            "\"delta_ms\": %.3f, \"share\": %.4f, \"cpu_ms\": %.3f, \"cpu_delta_ms\": %.3f, \"cpu_share\": %.4f, "
+            "\"minor_faults_per_step\": %.1f, \"allocs_per_step\": %.1f, \"alloc_bytes_per_step\": %.0f, "
+            "\"peak_bytes\": %lld, \"same_bits\": %s, \"max_rel_diff\": %.3g, \"rounds\": %s}",
+            step, what, cf->ms, cf->ms_p25, cf->ms_p75, dw, share_of(a, dw, false), cf->cpu_ms, dc,
+            share_of(a, dc, true), cf->faults, cf->allocs, cf->alloc_bytes, (long long)cf->peak,
+            c == 0 || cf->same_bits ? "true" : "false", isfinite(cf->max_rel) ? cf->max_rel : 1e300,
+            cf->rounds ? "true" : "false");
 }
 
 static void print_json(const Ablation *a, FILE *out)
 {
     const AblateConfig *in = &a->cfg[a->add[0]], *full = &a->cfg[a->add[S_COUNT]];
-    double add_sum = 0, remove_sum = 0;
-    for (int k = 0; k < S_COUNT; k++) {
-        add_sum += a->cfg[a->add[k]].ms - a->cfg[a->add[k + 1]].ms;
-        remove_sum += a->cfg[a->remove[k]].ms - full->ms;
-    }
     fprintf(out, "{\"model\": \"%s\", \"step\": \"%s\", \"batch\": %lld, \"threads\": %d, \"cpus\": %d, \"blas\": \"%s\", "
             "\"steps\": %d, \"warmup\": %d, \"configurations\": %d, \"load_before\": %.2f, \"load_after\": %.2f, "
             "\"shared_arena_bytes\": %lld, \"max_rss_kb\": %ld, \"interp_ms\": %.3f, \"compiled_ms\": %.3f, "
-            "\"gap_ms\": %.3f, \"ratio\": %.3f, \"add_sum_ms\": %.3f, \"remove_sum_ms\": %.3f, \"add\": [",
+            "\"gap_ms\": %.3f, \"ratio\": %.3f, \"interp_cpu_ms\": %.3f, \"compiled_cpu_ms\": %.3f, "
+            "\"cpu_gap_ms\": %.3f, \"add_sum_ms\": %.3f, \"remove_sum_ms\": %.3f, \"remove_sum_cpu_ms\": %.3f, "
+            "\"add\": [",
             a->model, a->infer ? "inference" : "training", (long long)a->batch, a->threads, a->cpus, kern_blas_info(),
             a->steps, a->warmup, a->ncfg, a->load[0], a->load[1], (long long)a->shared_arena, a->max_rss_kb, in->ms,
-            full->ms, gap_ms(a), in->ms / full->ms, add_sum, remove_sum);
+            full->ms, gap_of(a, false), in->ms / full->ms, in->cpu_ms, full->cpu_ms, gap_of(a, true),
+            table_sum(a, true, false, NULL), table_sum(a, false, false, NULL), table_sum(a, false, true, NULL));
     json_row(a, out, "interpreter", "interpreter", a->add[0], -1, true);
     for (int k = 0; k < S_COUNT; k++) {
         fputs(", ", out);
@@ -505,26 +537,30 @@ void ablate_print(const Ablation *a, FILE *out, bool json)
 int ablate_plot(const Ablation *a, const char *path, DiagSink *d)
 {
     WaterfallBar bars[ABLATE_MAX_STEPS + 2];
-    char notes[ABLATE_MAX_STEPS + 2][48];
-    double gap = gap_ms(a);
-    int nb = 0;
+    char notes[ABLATE_MAX_STEPS + 2][64];
     const AblateConfig *in = &a->cfg[a->add[0]], *full = &a->cfg[a->add[S_COUNT]];
-    snprintf(notes[nb], sizeof notes[nb], "%.1f ms", in->ms);
-    bars[nb++] = (WaterfallBar){ "interpreter", 0, in->ms, true, notes[0] };
+    int nb = 0, dec = in->ms < 1 ? 3 : in->ms < 10 ? 2 : 1;
+    snprintf(notes[nb], sizeof notes[nb], "%.*f ms (CPU %.*f)", dec, in->ms, dec, in->cpu_ms);
+    bars[nb++] = (WaterfallBar){ "interpreter", 0, in->ms, 0, in->cpu_ms, true, notes[0] };
     for (int k = 0; k < S_COUNT; k++) {
-        double from = a->cfg[a->add[k]].ms, to = a->cfg[a->add[k + 1]].ms;
-        snprintf(notes[nb], sizeof notes[nb], "%+.1f ms (%.0f%%)", to - from, gap != 0 ? 100 * (from - to) / gap : 0);
-        bars[nb] = (WaterfallBar){ ablate_steps[k].what, from, to, false, notes[nb] };
+        const AblateConfig *p = &a->cfg[a->add[k]], *c = &a->cfg[a->add[k + 1]];
+        double dw = delta_of(a, a->add[k + 1], a->add[k], true, false);
+        double dc = delta_of(a, a->add[k + 1], a->add[k], true, true);
+        snprintf(notes[nb], sizeof notes[nb], "%+.*f (%.0f%%), CPU %+.*f (%.0f%%)", dec, -dw,
+                 100 * share_of(a, dw, false), dec, -dc, 100 * share_of(a, dc, true));
+        bars[nb] = (WaterfallBar){ ablate_steps[k].what, p->ms, c->ms, p->cpu_ms, c->cpu_ms, false, notes[nb] };
         nb++;
     }
-    snprintf(notes[nb], sizeof notes[nb], "%.1f ms (%.2fx)", full->ms, in->ms / full->ms);
-    bars[nb] = (WaterfallBar){ "compiled plan", 0, full->ms, true, notes[nb] };
+    snprintf(notes[nb], sizeof notes[nb], "%.*f ms, %.2fx (CPU %.*f, %.2fx)", dec, full->ms, in->ms / full->ms, dec,
+             full->cpu_ms, in->cpu_ms / full->cpu_ms);
+    bars[nb] = (WaterfallBar){ "compiled plan", 0, full->ms, 0, full->cpu_ms, true, notes[nb] };
     nb++;
-    char title[160], sub[200];
+    char title[160], sub[240];
     snprintf(title, sizeof title, "%s, %s step, batch %lld: from the interpreter to the compiled plan", a->model,
              a->infer ? "inference" : "training", (long long)a->batch);
-    snprintf(sub, sizeof sub, "median ms per step of %d, %d thread%s, %d configurations alternating; load %.1f-%.1f on "
-             "%d CPUs", a->steps, a->threads, a->threads == 1 ? "" : "s", a->ncfg, a->load[0], a->load[1], a->cpus);
+    snprintf(sub, sizeof sub, "median of %d steps, %d configurations alternating, %d thread%s; load %.1f-%.1f on %d "
+             "CPUs.  Wide bars: wall time; thin: CPU time (every thread)", a->steps, a->ncfg, a->threads,
+             a->threads == 1 ? "" : "s", a->load[0], a->load[1], a->cpus);
     Waterfall w = { .title = title, .subtitle = sub, .axis = "ms per step", .bars = bars, .nbars = nb };
     return plot_waterfall(path, &w, d);
 }

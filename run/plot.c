@@ -709,8 +709,8 @@ int plot_svg(const char *path, const TrainLog *log, DiagSink *d)
 
 /* ---- a waterfall ----------------------------------------------------------------- */
 
-#define WF_LABEL_W 290.0      /* the bars' labels, left of the axis */
-#define WF_NOTE_W 170.0       /* their notes, right of it */
+#define WF_LABEL_W 260.0      /* the bars' labels, left of the axis */
+#define WF_NOTE_W 250.0       /* their notes, right of it */
 #define WF_ROW_H 30.0
 #define WF_TOP 84.0
 
@@ -738,22 +738,32 @@ static void wf_axis(Buf *b, double xmax, double step, double bottom, const char 
     buf_str(b, "</text>\n");
 }
 
+/* A bar from value a to b (either order) at pixel row y, h high. */
+static void wf_rect(Buf *b, double from, double to, double y, double h, double xmax, const char *fill)
+{
+    double lo = wf_x(fmin(from, to), xmax), hi = wf_x(fmax(from, to), xmax);
+    buf_str(b, "<rect x=\""); buf_num(b, lo, 1);
+    buf_str(b, "\" y=\""); buf_num(b, y, 1);
+    buf_str(b, "\" width=\""); buf_num(b, fmax(hi - lo, 1), 1);
+    buf_str(b, "\" height=\""); buf_num(b, h, 1);
+    buf_printf(b, "\" fill=\"%s\"/>\n", fill);
+}
+
 /* Bar i: its label, the bar from `from` to `to` (a total from 0), its note, and a
  * dashed line on to the next bar's start. */
 static void wf_bar(Buf *b, const Waterfall *w, int i, double xmax)
 {
     const WaterfallBar *r = &w->bars[i];
-    double y = WF_TOP + WF_ROW_H * i, lo = fmin(r->from, r->to), hi = fmax(r->from, r->to);
-    const char *fill = r->total ? "#4c72b0" : r->to <= r->from ? "#2ca02c" : "#d62728";
+    double y = WF_TOP + WF_ROW_H * i;
+    bool down = r->to <= r->from, down2 = r->to2 <= r->from2;
     buf_str(b, "<text x=\""); buf_num(b, WF_LABEL_W - 8, 1);
     buf_str(b, "\" y=\""); buf_num(b, y + WF_ROW_H / 2 + 4, 1);
     buf_str(b, r->total ? "\" text-anchor=\"end\" font-weight=\"bold\">" : "\" text-anchor=\"end\">");
     buf_xml(b, r->label ? r->label : "");
-    buf_str(b, "</text>\n<rect x=\""); buf_num(b, wf_x(lo, xmax), 1);
-    buf_str(b, "\" y=\""); buf_num(b, y + 5, 1);
-    buf_str(b, "\" width=\""); buf_num(b, fmax(wf_x(hi, xmax) - wf_x(lo, xmax), 1), 1);
-    buf_str(b, "\" height=\""); buf_num(b, WF_ROW_H - 10, 1);
-    buf_printf(b, "\" fill=\"%s\"/>\n", fill);
+    buf_str(b, "</text>\n");
+    wf_rect(b, r->from, r->to, y + 5, WF_ROW_H - 10, xmax, r->total ? "#9db4d8" : down ? "#98d598" : "#eb9393");
+    if (r->from2 != 0 || r->to2 != 0)
+        wf_rect(b, r->from2, r->to2, y + WF_ROW_H / 2 - 3, 6, xmax, r->total ? "#2a4a80" : down2 ? "#176317" : "#8b1a1a");
     if (r->note) {
         buf_str(b, "<text x=\""); buf_num(b, SVG_W - WF_NOTE_W + 10, 1);
         buf_str(b, "\" y=\""); buf_num(b, y + WF_ROW_H / 2 + 4, 1);
@@ -776,7 +786,10 @@ int plot_waterfall(const char *path, const Waterfall *w, DiagSink *d)
     Buf b = {0};
     double top = 0;
     for (int i = 0; i < w->nbars; i++)
-        if (isfinite(w->bars[i].from) && isfinite(w->bars[i].to)) top = fmax(top, fmax(w->bars[i].from, w->bars[i].to));
+        for (int k = 0; k < 4; k++) {
+            double v = k == 0 ? w->bars[i].from : k == 1 ? w->bars[i].to : k == 2 ? w->bars[i].from2 : w->bars[i].to2;
+            if (isfinite(v)) top = fmax(top, v);
+        }
     double step = nice_step(top > 0 ? top : 1, 6), xmax = ceil((top > 0 ? top : 1) / step) * step;
     double bottom = WF_TOP + WF_ROW_H * w->nbars + 4;
     int h = (int)bottom + 60;
@@ -794,7 +807,9 @@ int plot_waterfall(const char *path, const Waterfall *w, DiagSink *d)
     buf_str(&b, "</text>\n");
     wf_axis(&b, xmax, step, bottom, w->axis ? w->axis : "");
     for (int i = 0; i < w->nbars; i++)
-        if (isfinite(w->bars[i].from) && isfinite(w->bars[i].to)) wf_bar(&b, w, i, xmax);
+        if (isfinite(w->bars[i].from) && isfinite(w->bars[i].to) && isfinite(w->bars[i].from2) &&
+            isfinite(w->bars[i].to2))
+            wf_bar(&b, w, i, xmax);
     buf_str(&b, "</svg>\n");
     return write_svg(path, &b, d);
 }

@@ -33,10 +33,12 @@ int plot_svg(const char *path, const TrainLog *log, DiagSink *d);
 
 /* A waterfall (graphc bench --ablate): a total bar, the steps that take it to another
  * total, each a floating bar from where the one before ended (green where it goes
- * down, red where it goes up), one row each, with a note to the right. */
+ * down, red where it goes up), one row each, with a note to the right; a second
+ * measure of the same (CPU time beside wall time) as a thin bar inside each row. */
 typedef struct WaterfallBar {
     const char *label;
     double from, to;               /* a total bar: 0 and the total */
+    double from2, to2;             /* the second measure; both 0: none */
     bool total;
     const char *note;              /* may be NULL */
 } WaterfallBar;

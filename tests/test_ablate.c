@@ -136,11 +136,12 @@ START_TEST(tables_json_and_plot)
     fclose(f);
     ck_assert_int_eq(table_rows(text, "adding one optimization", cols), n + 1);
     /* interpreter: ms, spread, CPU ms, faults, MB alloc, peak, "reference"; then each
-     * step adds its gain and share, and "same bits" is two words */
+     * step adds its gain and share in wall and in CPU time, and "same bits" is two
+     * words */
     ck_assert_int_eq(cols[0], 7);
-    for (int k = 1; k <= n; k++) ck_assert_msg(cols[k] == 10, "row %d has %d fields:\n%s", k, cols[k], text);
+    for (int k = 1; k <= n; k++) ck_assert_msg(cols[k] == 12, "row %d has %d fields:\n%s", k, cols[k], text);
     ck_assert_int_eq(table_rows(text, "removing one optimization", cols), n + 1);
-    for (int k = 1; k <= n; k++) ck_assert_msg(cols[k] == 10, "removal row %d has %d fields", k, cols[k]);
+    for (int k = 1; k <= n; k++) ck_assert_msg(cols[k] == 12, "removal row %d has %d fields", k, cols[k]);
     ck_assert_ptr_nonnull(strstr(text, "load average"));
     free(text);
 
@@ -149,14 +150,15 @@ START_TEST(tables_json_and_plot)
     fclose(f);
     static const char *keys[] = { "model", "step", "batch", "threads", "cpus", "blas", "steps", "warmup",
                                   "configurations", "load_before", "load_after", "shared_arena_bytes", "interp_ms",
-                                  "compiled_ms", "gap_ms", "ratio", "add_sum_ms", "remove_sum_ms", "add", "remove" };
+                                  "compiled_ms", "gap_ms", "ratio", "interp_cpu_ms", "compiled_cpu_ms", "cpu_gap_ms",
+                                  "add_sum_ms", "remove_sum_ms", "remove_sum_cpu_ms", "add", "remove" };
     for (size_t k = 0; k < sizeof keys / sizeof *keys; k++) {
         char q[64];
         snprintf(q, sizeof q, "\"%s\": ", keys[k]);
         ck_assert_msg(strstr(text, q) != NULL, "no key %s in %s", keys[k], text);
     }
     static const char *row_keys[] = { "step", "what", "ms", "ms_p25", "ms_p75", "delta_ms", "share", "cpu_ms",
-                                      "minor_faults_per_step", "allocs_per_step", "alloc_bytes_per_step",
+                                      "cpu_delta_ms", "cpu_share", "minor_faults_per_step", "allocs_per_step", "alloc_bytes_per_step",
                                       "peak_bytes", "same_bits", "max_rel_diff", "rounds" };
     int rows = 0;
     for (const char *p = strstr(text, "\"add\": ["); (p = strstr(p + 1, "{\"step\": ")); rows++) {
@@ -187,7 +189,7 @@ START_TEST(tables_json_and_plot)
     ck_assert(strncmp(buf, "<?xml", 5) == 0 && strcmp(buf + got - 7, "</svg>\n") == 0);
     int bars = 0;
     for (const char *p = buf; (p = strstr(p, "<rect x=")); p++) bars++;
-    ck_assert_int_eq(bars, n + 2);   /* the interpreter, each step, the compiled plan */
+    ck_assert_int_eq(bars, 2 * (n + 2));   /* the interpreter, each step, the compiled plan: wall and CPU */
     ck_assert_ptr_nonnull(strstr(buf, ablate_steps[0].what));
     free(a);
     compiled_free_all(&c);
