@@ -159,13 +159,17 @@ pixels = lambda r: int(size(r).split("x")[0]) * int(size(r).split("x")[1])
 
 md = ["# The question's CNN from 28x28 to 1080x1920 (bench/ablate_sweep.sh)", ""]
 md += ["Training step, SGD; the batch shrinks as the image grows (batch x pixels fixed up to "
-       "448x448, batch 1 beyond). Median ms per step, the two executors alternating step by step.", ""]
-md += ["| image | batch | interpreter ms | compiled ms | interpreter / compiled | ms per image, compiled | load before, after |",
-       "| --- | ---: | ---: | ---: | ---: | ---: | --- |"]
+       "448x448, batch 1 beyond). Median per step, the two executors alternating step by step: wall time, and the "
+       "process's CPU time (every thread, user and system), the steadier of the two on a loaded machine.", ""]
+md += ["| image | batch | interpreter ms | compiled ms | interpreter / compiled | CPU ms, interpreter | CPU ms, compiled "
+       "| interpreter / compiled, CPU | activations MB, interpreter, compiled | load before, after |",
+       "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
 for r in ratio:
     l = load.get(size(r))
-    md.append("| %s | %d | %.2f | %.2f | %.2fx | %.2f | %s |" % (size(r), r["batch"], r["interp_ms"], r["compiled_ms"],
-              r["ratio"], r["compiled_ms"] / r["batch"], "%.1f, %.1f" % (l["load_before"], l["load_after"]) if l else "?"))
+    md.append("| %s | %d | %.2f | %.2f | %.2fx | %.2f | %.2f | %.2fx | %.1f, %.1f | %s |" % (size(r), r["batch"],
+              r["interp_ms"], r["compiled_ms"], r["ratio"], r["interp_cpu_ms"], r["compiled_cpu_ms"], r["cpu_ratio"],
+              r["interp_peak_bytes"] / 1e6, r["compiled_arena_bytes"] / 1e6,
+              "%.1f, %.1f" % (l["load_before"], l["load_after"]) if l else "?"))
 if abl:
     steps = [s["step"] for s in abl[0]["add"][1:]]
     what = {s["step"]: s["what"] for s in abl[0]["add"][1:]}
@@ -192,20 +196,21 @@ if abl:
 open(os.path.join(out, "sweep.md"), "w").write("\n".join(md) + "\n")
 
 # the curve: ratio against pixels per image (log scale), and the ablation sizes' gains
-W, H, L, R, T, B = 960, 420, 80, 200, 50, 60
+W, H, L, R, T, B = 980, 420, 80, 250, 50, 60
 pw, ph = W - L - R, H - T - B
 xs = [math.log10(pixels(r)) for r in ratio]
 x0, x1 = math.floor(min(xs) * 2) / 2, math.ceil(max(xs) * 2) / 2
 if x1 <= x0: x1 = x0 + 1
-y1 = max(2.0, math.ceil(max(r["ratio"] for r in ratio) * 2) / 2)
+y1 = max(2.0, math.ceil(max(max(r["ratio"], r["cpu_ratio"]) for r in ratio) * 2) / 2)
+y0 = min(1.0, math.floor(min(min(r["ratio"], r["cpu_ratio"]) for r in ratio) * 2) / 2)
 px = lambda v: L + (v - x0) / (x1 - x0) * pw
-py = lambda v: T + ph - (v - 1) / (y1 - 1) * ph if y1 > 1 else T + ph
+py = lambda v: T + ph - (v - y0) / (y1 - y0) * ph
 svg = ['<?xml version="1.0" encoding="UTF-8"?>',
        '<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="DejaVu Sans, sans-serif" '
        'font-size="12" fill="#333">' % (W, H), '<rect width="%d" height="%d" fill="white"/>' % (W, H),
        '<text x="%d" y="26" text-anchor="middle" font-size="15" font-weight="bold">interpreter / compiled plan, '
        'training step of the question\'s CNN, by image size</text>' % (L + pw / 2)]
-v = 1.0
+v = y0
 while v <= y1 + 1e-9:
     svg.append('<line x1="%d" x2="%d" y1="%.1f" y2="%.1f" stroke="#e6e6e6"/><text x="%d" y="%.1f" '
                'text-anchor="end">%.1fx</text>' % (L, L + pw, py(v), py(v), L - 6, py(v) + 4, v))
@@ -215,23 +220,30 @@ for r, x in zip(ratio, xs):
                'text-anchor="middle" font-size="11">%s</text><text x="%.1f" y="%d" text-anchor="middle" '
                'font-size="10" fill="#777">batch %d</text>' % (px(x), px(x), T, T + ph, px(x), T + ph + 16, size(r),
                px(x), T + ph + 30, r["batch"]))
-pts = " ".join("%.1f,%.1f" % (px(x), py(r["ratio"])) for r, x in zip(ratio, xs))
-svg.append('<polyline points="%s" fill="none" stroke="#1f77b4" stroke-width="2.2"/>' % pts)
-for r, x in zip(ratio, xs):
-    svg.append('<circle cx="%.1f" cy="%.1f" r="4" fill="#1f77b4"/><text x="%.1f" y="%.1f" text-anchor="middle" '
-               'font-size="11">%.2fx</text>' % (px(x), py(r["ratio"]), px(x), py(r["ratio"]) - 9, r["ratio"]))
+for key, color, dash, label in (("ratio", "#9ecae1", ' stroke-dasharray="5,3"', "wall time"),
+                                ("cpu_ratio", "#1f77b4", "", "CPU time")):
+    pts = " ".join("%.1f,%.1f" % (px(x), py(r[key])) for r, x in zip(ratio, xs))
+    svg.append('<polyline points="%s" fill="none" stroke="%s" stroke-width="2.2"%s/>' % (pts, color, dash))
+    for r, x in zip(ratio, xs):
+        svg.append('<circle cx="%.1f" cy="%.1f" r="3.5" fill="%s"/>' % (px(x), py(r[key]), color))
+        if key == "cpu_ratio":
+            svg.append('<text x="%.1f" y="%.1f" text-anchor="middle" font-size="11">%.2fx</text>' % (px(x),
+                       py(r[key]) - 9, r[key]))
+    ly0 = T + 14 + (18 if key == "cpu_ratio" else 0)
+    svg.append('<line x1="%d" x2="%d" y1="%d" y2="%d" stroke="%s" stroke-width="2.2"%s/><text x="%d" y="%d">%s'
+               '</text>' % (L + 10, L + 34, ly0, ly0, color, dash, L + 40, ly0 + 4, label))
 svg.append('<rect x="%d" y="%d" width="%d" height="%d" fill="none" stroke="#888"/>' % (L, T, pw, ph))
 svg.append('<text x="%d" y="%d" text-anchor="middle">pixels per image (log scale)</text>' % (L + pw / 2, H - 8))
 ly = T + 10
 for a in abl:
-    svg.append('<text x="%d" y="%d" font-weight="bold">%s, batch %d: %.2fx</text>' % (L + pw + 14, ly, size(a),
-               a["batch"], a["ratio"]))
+    svg.append('<text x="%d" y="%d" font-weight="bold">%s, batch %d: %.2fx (CPU)</text>' % (L + pw + 14, ly,
+               size(a), a["batch"], a["interp_cpu_ms"] / a["compiled_cpu_ms"]))
     ly += 15
     svg.append('<text x="%d" y="%d" font-size="10" fill="#777">CPU time saved, of the step:</text>' % (L + pw + 20, ly))
     ly += 13
     top = sorted(a["add"][1:], key=lambda s: -s["cpu_delta_ms"])[:3]
     for s in top:
-        svg.append('<text x="%d" y="%d" font-size="10">%s %.0f%%</text>' % (L + pw + 20, ly, s["what"][:26],
+        svg.append('<text x="%d" y="%d" font-size="10">%s %.0f%%</text>' % (L + pw + 20, ly, s["what"][:30],
                    100 * s["cpu_delta_ms"] / a["interp_cpu_ms"]))
         ly += 13
     ly += 6

@@ -217,27 +217,20 @@ oom:
     return -1;
 }
 
-static double cpu_ns(const struct rusage *u)
-{
-    return 1e9 * (double)(u->ru_utime.tv_sec + u->ru_stime.tv_sec) + 1e3 * (double)(u->ru_utime.tv_usec + u->ru_stime.tv_usec);
-}
-
 /* One step of configuration c, timed (wall and CPU), its page faults counted; s < 0:
  * a warm-up step, not recorded. */
 static int run_step(Meas *m, int c, int s)
 {
     Run *r = &m->run[c];
-    struct rusage u0, u1;
+    long f0, f1;
     r->env.step = s < 0 ? 0 : s;
-    getrusage(RUSAGE_SELF, &u0);
-    double t0 = exec_now_ns();
+    double c0 = bench_cpu_ns(&f0), t0 = exec_now_ns();
     int rc = executor_run(r->step.ex, (const void *const *)m->feeds, r->outs, &r->env);
-    double t1 = exec_now_ns();
-    getrusage(RUSAGE_SELF, &u1);
+    double t1 = exec_now_ns(), c1 = bench_cpu_ns(&f1);
     if (s >= 0) {
-        r->faults += u1.ru_minflt - u0.ru_minflt;
+        r->faults += f1 - f0;
         r->times[s] = t1 - t0;
-        r->cpu[s] = cpu_ns(&u1) - cpu_ns(&u0);
+        r->cpu[s] = c1 - c0;
     }
     return rc;
 }

@@ -136,6 +136,14 @@ StepEnv bench_env(const Graph *g, Weights *w, bool infer, DiagSink *d)
                       .eps = 1e-7f, .nesterov = g->train.nesterov, .training = !infer, .d = d };
 }
 
+double bench_cpu_ns(long *minor_faults)
+{
+    struct rusage u;
+    getrusage(RUSAGE_SELF, &u);
+    if (minor_faults) *minor_faults = u.ru_minflt;
+    return 1e9 * (double)(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + 1e3 * (double)(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+}
+
 int bench_turn(int s, int m, int nm) { return (s % 2) ? (nm - 1 - (m + s / 2) % nm) : (m + s / 2) % nm; }
 
 /* The modes measured side by side: the interpreter, the compiled plan, and with
@@ -153,7 +161,8 @@ typedef struct Bench {
     Weights w[NM_MAX];
     StepEnv env[NM_MAX];
     double *times[NM_MAX];     /* per measured step */
-    double med[NM_MAX];
+    double *cpu[NM_MAX];       /* and the process's CPU time in it */
+    double med[NM_MAX], cpu_med[NM_MAX];
     size_t mem[NM_MAX];
     double compile_ns;         /* the compiled plan's prepare(): step graph, passes, plan, calls */
     void **feeds;
@@ -168,6 +177,7 @@ static void bench_free(Bench *b)
         step_free(&b->step[m]);
         weights_free(&b->w[m]);
         gc_free(b->times[m]);
+        gc_free(b->cpu[m]);
     }
 }
 
@@ -184,7 +194,8 @@ static int bench_setup(Bench *b, Pool *pool, DiagSink *d)
             return -1;
         if (m == 1) b->compile_ns = exec_now_ns() - t0;
         b->times[m] = gc_calloc((size_t)o->steps, sizeof(double));
-        if (!b->times[m]) {
+        b->cpu[m] = gc_calloc((size_t)o->steps, sizeof(double));
+        if (!b->times[m] || !b->cpu[m]) {
             diag_plain(d, "out of memory");
             return -1;
         }
@@ -212,12 +223,14 @@ static int bench_time(Bench *b)
         for (int m = 0; m < nm; m++) {
             int mm = bench_turn(s, m, nm);
             b->env[mm].step = s;
-            double t0 = exec_now_ns();
+            double t0 = exec_now_ns(), c0 = bench_cpu_ns(NULL);
             if (bench_step(b, mm) != 0) return -1;
             b->times[mm][s] = exec_now_ns() - t0;
+            b->cpu[mm][s] = bench_cpu_ns(NULL) - c0;
         }
     for (int m = 0; m < nm; m++) {
         b->med[m] = bench_median(b->times[m], n);
+        b->cpu_med[m] = bench_median(b->cpu[m], n);
         b->mem[m] = executor_peak_bytes(b->step[m].ex);
     }
     return 0;
@@ -234,8 +247,10 @@ static void bench_report(const Bench *b, int threads)
     getrusage(RUSAGE_SELF, &ru);
     const char *model = b->fwd->model_name ? b->fwd->model_name : "model";
     if (o->json) {
-        char serial[96] = "";
-        if (b->nm == 3) snprintf(serial, sizeof serial, "\"one_op_at_a_time_ms\": %.3f, ", med[2] / 1e6);
+        char serial[192] = "";   /* the fields before "ratio" that only some runs have, and the CPU times */
+        int len = b->nm == 3 ? snprintf(serial, sizeof serial, "\"one_op_at_a_time_ms\": %.3f, ", med[2] / 1e6) : 0;
+        snprintf(serial + len, sizeof serial - (size_t)len, "\"interp_cpu_ms\": %.3f, \"compiled_cpu_ms\": %.3f, "
+                 "\"cpu_ratio\": %.3f, ", b->cpu_med[0] / 1e6, b->cpu_med[1] / 1e6, b->cpu_med[0] / b->cpu_med[1]);
         fprintf(out, "{\"model\": \"%s\", \"step\": \"%s\", \"batch\": %lld, \"threads\": %d, \"blas\": \"%s\", "
                 "\"interp_ms\": %.3f, \"compiled_ms\": %.3f, %s\"ratio\": %.3f, \"interp_images_per_s\": %.1f, "
                 "\"compiled_images_per_s\": %.1f, \"interp_peak_bytes\": %zu, \"compiled_arena_bytes\": %zu, "
@@ -248,13 +263,14 @@ static void bench_report(const Bench *b, int threads)
     fprintf(out, "%s, %s step, batch %lld: %.2f GFLOP/step, %d steps after %d warm-up, %s, %d thread%s\n", model,
             o->infer ? "inference" : "training", (long long)b->batch, graph_flops(g) / 1e9, o->steps, o->warmup,
             kern_blas_info(), threads, threads == 1 ? "" : "s");
-    fprintf(out, "  %-16s %12s %10s %9s %16s\n", "mode", "median ms", "images/s", "GFLOP/s", "activations MB");
+    fprintf(out, "  %-16s %12s %10s %9s %16s %8s\n", "mode", "median ms", "images/s", "GFLOP/s", "activations MB",
+            "CPU ms");
     for (int m = 0; m < b->nm; m++)
-        fprintf(out, "  %-16s %12.2f %10.1f %9.1f %16.1f  (%s)\n", mode_names[m], med[m] / 1e6,
-                1e9 * (double)b->batch / med[m], graph_flops(g) / med[m], (double)mem[m] / 1e6,
+        fprintf(out, "  %-16s %12.2f %10.1f %9.1f %16.1f %8.2f  (%s)\n", mode_names[m], med[m] / 1e6,
+                1e9 * (double)b->batch / med[m], graph_flops(g) / med[m], (double)mem[m] / 1e6, b->cpu_med[m] / 1e6,
                 m == 0 ? "peak live" : "arena, scratch in it");
-    fprintf(out, "  interp / compiled: %.2fx   (process peak resident memory %.1f MB)\n", med[0] / med[1],
-            (double)ru.ru_maxrss / 1024);
+    fprintf(out, "  interp / compiled: %.2fx, in CPU time %.2fx   (process peak resident memory %.1f MB)\n",
+            med[0] / med[1], b->cpu_med[0] / b->cpu_med[1], (double)ru.ru_maxrss / 1024);
     if (b->nm == 3) {
         const MemPlan *mp = executor_memplan(b->step[1].ex);
         fprintf(out, "  one op at a time / compiled: %.2fx   (%d of %d stages run several ops at once)\n",

@@ -30,6 +30,10 @@ void **bench_feeds(const Graph *fwd, const Graph *g, DiagSink *d);
 void bench_free_feeds(const Graph *g, void **f);
 /* The environment of every benchmarked step of g (bound) over weights w. */
 StepEnv bench_env(const Graph *g, Weights *w, bool infer, DiagSink *d);
+/* The process's CPU time so far (every thread, user and system), in ns; with
+ * minor_faults, its minor page faults so far.  On a shared machine a step's CPU time
+ * is steadier than its wall time, which includes the waits for a core. */
+double bench_cpu_ns(long *minor_faults);
 /* Which of nm modes runs m-th in measured step s: the first rotates and the order
  * reverses every other step, so none always follows another. */
 int bench_turn(int s, int m, int nm);
