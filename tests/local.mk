@@ -10,7 +10,8 @@
 # `graphc check` on each tests/errors/*.net against its .err, exit codes; regenerate
 # with GOLDEN_UPDATE=1 top_srcdir=. top_builddir=. tests/golden.sh), resume.sh
 # (checkpoints and resume through the CLI), valgrind.sh, install.sh, mpi.sh, layers.sh
-# (no file includes a folder of a layer above its own).
+# (no file includes a folder of a layer above its own), ablate_cli.sh (graphc bench
+# --ablate's refusals and plot).
 # Run the tests that expose known bugs with: GRAPHC_KNOWN_BUGS=1 tests/test_frontend
 TEST_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 TEST_LIBS = $(GRAPHC_LIBS) $(CHECK_LIBS)
@@ -45,9 +46,9 @@ tests_test_ablate_SOURCES = tests/test_ablate.c tests/testmodel.h
 tests_test_ablate_CFLAGS = $(TEST_CFLAGS)
 tests_test_ablate_LDADD = $(TEST_LIBS)
 
-TESTS += tests/golden.sh tests/resume.sh tests/valgrind.sh tests/install.sh tests/mpi.sh tests/layers.sh
+TESTS += tests/golden.sh tests/resume.sh tests/valgrind.sh tests/install.sh tests/mpi.sh tests/layers.sh tests/ablate_cli.sh
 EXTRA_DIST += tests/golden.sh tests/golden tests/errors tests/resume.sh tests/valgrind.sh tests/valgrind.net \
-	tests/install.sh tests/mpi.sh tests/layers.sh
+	tests/install.sh tests/mpi.sh tests/layers.sh tests/ablate_cli.sh
 AM_TESTS_ENVIRONMENT += MAKE='$(MAKE)'; CC='$(CC)'; export MAKE CC;
 
 # tests/mpi.sh compares N ranks x batch B with one process x N*B, weight by weight
