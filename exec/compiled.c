@@ -252,7 +252,8 @@ CompiledPlan *compiled_plan(const Graph *g, Weights *w, Pool *pool, MemPlan *mp,
         }
         a += n->nin;
         c->out = node_data(p, w, i);
-        c->scratch = p->mp.size[g->nnodes + i] ? (float *)(p->arena + p->mp.scratch_offset[i]) : NULL;
+        /* with per-op allocation the scratch too is allocated per run */
+        c->scratch = p->mp.size[g->nnodes + i] && !p->mp.per_op ? (float *)(p->arena + p->mp.scratch_offset[i]) : NULL;
         p->ncalls++;
     }
     p->stage_call[p->nstages] = p->ncalls;
