@@ -196,7 +196,7 @@ if abl:
 open(os.path.join(out, "sweep.md"), "w").write("\n".join(md) + "\n")
 
 # the curve: ratio against pixels per image (log scale), and the ablation sizes' gains
-W, H, L, R, T, B = 980, 420, 80, 250, 50, 60
+W, H, L, R, T, B = 1000, 420, 80, 270, 50, 60
 pw, ph = W - L - R, H - T - B
 xs = [math.log10(pixels(r)) for r in ratio]
 x0, x1 = math.floor(min(xs) * 2) / 2, math.ceil(max(xs) * 2) / 2
