@@ -414,20 +414,22 @@ static void fixed_names(Em *e)
     for (int i = 0; i < g->noutputs; i++) {
         int32_t id = g->outputs[i].node;
         const char *nm = unique(e, g->outputs[i].name, "y");
-        g->outputs[i].name = nm;
+        g->outputs[i].name = nm = nm ? arena_strdup(&g->arena, nm) : NULL;   /* outlives e's arena */
         if (expression(e, id) && !e->name[id]) e->name[id] = nm;
     }
     for (int32_t id = 0; id < g->nnodes; id++) {
         if (!e->need[id] || !is_kind(e, id, OM_PARAM) || e->layer[id] >= 0) continue;
         Var *v = &g->vars[om_param_var(&g->nodes[id])];
-        v->name = e->name[id] = unique(e, v->name, "w");
+        const char *nm = unique(e, v->name, "w");
+        v->name = e->name[id] = nm ? arena_strdup(&g->arena, nm) : NULL;   /* outlives e's arena */
+        if (!v->name) e->oom = true;
     }
     /* the scores a softmax output is made of, for a loss to read when fine-tuning */
     for (int i = 0; i < g->noutputs; i++) {
         int32_t o = g->outputs[i].node;
         int32_t x = g->nodes[o].nin ? g->nodes[o].in[0] : -1;
         if ((is_net(e, o, "softmax") || is_net(e, o, "log_softmax")) && e->layer[o] < 0 && expression(e, x) && !e->name[x] &&
-            !is_taken(e, "logits")) {
+            g->nodes[x].shape.rank == 2 && !is_taken(e, "logits")) {
             e->name[x] = take(e, "logits");
             e->no_inline[x] = true;
         }

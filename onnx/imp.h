@@ -22,6 +22,7 @@ typedef enum Lay {
     LAY_NCHW,   /* ONNX [N, C, H, W] held as [N, H, W, C] */
     LAY_NC11,   /* ONNX [N, C, 1, 1] held as [N, C] (a global pool's output) */
     LAY_FLAT,   /* ONNX [N, C*H*W] held as [N, H*W*C]; c, h, w say how */
+    LAY_OIHW,   /* a computed filter: ONNX [O, I, H, W] held as graphc's [H, W, I, O] */
     LAY_COUNT
 } Lay;
 

@@ -296,6 +296,7 @@ Shape imp_onnx_shape(const Imp *I, const IVal *v)
     case LAY_NCHW: return (Shape){ 4, { s.d[0], s.d[3], s.d[1], s.d[2] } };
     case LAY_NC11: return (Shape){ 4, { s.d[0], s.d[1], { 1, -1 }, { 1, -1 } } };
     case LAY_FLAT: return (Shape){ 2, { s.d[0], { v->c * v->h * v->w, -1 } } };
+    case LAY_OIHW: return (Shape){ 4, { s.d[3], s.d[2], s.d[0], s.d[1] } };
     default: return s;
     }
 }
@@ -649,8 +650,9 @@ static bool define_outputs(Imp *I)
         IVal *v = &I->vals[map_get(I->map, nm)];
         if (v->kind != VK_TENSOR) return imp_fail(I, "output '%s' is a constant, not computed from the inputs", nm);
         if (v->padded) return imp_fail(I, "output '%s' is a Pad's, which graphc takes only before a Conv", nm);
-        if (v->lay == LAY_FLAT)
-            return imp_fail(I, "output '%s' is a flattened NCHW image, which graphc cannot give out in ONNX's order", nm);
+        if (v->lay == LAY_FLAT || v->lay == LAY_OIHW)
+            return imp_fail(I, "output '%s' is %s, which graphc cannot give out in ONNX's order", nm,
+                            v->lay == LAY_FLAT ? "a flattened NCHW image" : "a filter in OIHW");
         int32_t node = v->node;
         if (v->lay == LAY_NC11) {
             const Shape *s = &I->g->nodes[node].shape;

@@ -7,7 +7,8 @@
 
 static const char *lay_name(Lay l)
 {
-    static const char *const names[LAY_COUNT] = { "a tensor", "an NCHW image", "a pooled NCHW image", "a flattened NCHW image" };
+    static const char *const names[LAY_COUNT] = { "a tensor", "an NCHW image", "a pooled NCHW image", "a flattened NCHW image",
+                                                   "a filter in OIHW" };
     return names[l];
 }
 
@@ -232,7 +233,7 @@ static int32_t const_operand(Imp *I, IVal *t, IVal *c)
             return imp_fail(I, "a constant of %lld elements broadcast against %s is not supported", (long long)c->numel, lay_name(t->lay)), -1;
         return param_from(I, c, key(I, c, XF_FLAT, t, 1), shape_of(1, &k));
     }
-    default: return imp_fail(I, "internal error: a constant against %s", lay_name(t->lay)), -1;
+    default: return imp_fail(I, "a constant combined with %s is not supported", lay_name(t->lay)), -1;
     }
 }
 
@@ -298,9 +299,16 @@ static bool binary(Imp *I, const Onnx__NodeProto *n)
     const OnnxOp *m = onnx_op_named(n->op_type);
     if (!a || !b) return imp_fail(I, "an input is missing");
     if (a->kind == VK_INTS && b->kind == VK_INTS) return int_binary(I, n, a, b);
-    if (a->kind != VK_TENSOR && b->kind != VK_TENSOR)
-        return imp_fail(I, "both inputs are constants (export with constant folding on)");
     if (a->kind == VK_INTS || b->kind == VK_INTS) return imp_fail(I, "it mixes integers with a float tensor");
+    IVal pa;
+    if (a->kind != VK_TENSOR && b->kind != VK_TENSOR) {
+        /* a weight and a constant (graphc's export writes a param times a number so):
+         * the first a param */
+        int32_t id = param_from(I, a, key(I, a, XF_ASIS, NULL, 1), shape_of(a->rank, a->dims));
+        if (id < 0) return false;
+        pa = (IVal){ .kind = VK_TENSOR, .node = id, .lay = LAY_SAME };
+        a = &pa;
+    }
     IVal *t = a->kind == VK_TENSOR ? a : b;
     if (a->kind == VK_TENSOR && b->kind == VK_TENSOR && !same_layout(I, a, b)) return false;
     if ((a->kind == VK_FLOATS || b->kind == VK_FLOATS) && t->lay == LAY_NC11 && (a->kind == VK_FLOATS ? a : b)->numel > 1 && !unpool(I, t))
@@ -346,7 +354,7 @@ static bool rows(Imp *I, const Onnx__NodeProto *n)
     int64_t ax;
     int axis = 0;
     if (!imp_attr_int(I, n, "axis", I->opset >= 13 ? -1 : 1, INT32_MIN, INT32_MAX, &ax) || !norm_axis(I, ax, s.rank, &axis)) return false;
-    bool ok = axis == s.rank - 1 && x->lay != LAY_NCHW && x->lay != LAY_NC11;
+    bool ok = axis == s.rank - 1 && (x->lay == LAY_SAME || x->lay == LAY_FLAT);
     if (x->lay == LAY_NCHW || x->lay == LAY_NC11) ok = axis == 1 && (I->opset >= 13 || x->lay == LAY_NC11);
     if (!ok) return imp_fail(I, "along axis %d of %s; graphc's is along the last axis (an image's channels)", axis, lay_name(x->lay));
     const OnnxOp *m = onnx_op_named(n->op_type);
@@ -451,6 +459,7 @@ static bool pad(Imp *I, const Onnx__NodeProto *n)
     }
     if (value != 0) return imp_fail(I, "pads with %g; graphc pads with zeros only", (double)value);
     if (p[0] || p[1] || p[4] || p[5]) return imp_fail(I, "it pads the batch or the channels");
+    if (!p[2] && !p[3] && !p[6] && !p[7]) return identity(I, n);   /* PyTorch's avg_pool2d writes one */
     /* the pads wait in the value until the Conv that reads it (and only a Conv) */
     IVal v = *x;
     v.padded = true;
@@ -461,10 +470,28 @@ static bool pad(Imp *I, const Onnx__NodeProto *n)
     return imp_set_out(I, n, 0, &v);
 }
 
+/* A Conv whose filter is computed, in graphc's HWIO (LAY_OIHW), without a bias. */
+static bool conv_computed(Imp *I, const Onnx__NodeProto *n, IVal *x, IVal *w)
+{
+    const Shape *ws = gshape(I, w);
+    int64_t group, ks[2], s;
+    int got;
+    Padding p;
+    if (!imp_attr_int(I, n, "group", 1, 1, 1, &group) || !imp_attr_ints(I, n, "kernel_shape", 2, 1, 1 << 20, ks, &got) ||
+        !check_dilations(I, n) || !strides(I, n, &s) || !padding(I, n, gshape(I, x), ws->d[0].v, ws->d[1].v, s, x->padded ? x->pad : NULL, &p))
+        return false;
+    if (imp_in(I, n, 2)) return imp_fail(I, "a bias with a computed filter is not supported");
+    int32_t in[2] = { x->node, w->node };
+    NodeAttr a = om_attr_win(0, 0, (int)s, (int)s, p);
+    return out_tensor(I, n, imp_node(I, OP_CONV2D, in, 2, &a, NULL), LAY_NCHW, NULL);
+}
+
 static bool conv(Imp *I, const Onnx__NodeProto *n)
 {
-    IVal *x = image_in(I, n, true), *w = floats_in(I, n, 1, "the filter");
-    if (!x || !w) return false;
+    IVal *x = image_in(I, n, true), *w = imp_in(I, n, 1);
+    if (!x) return false;
+    if (w && w->kind == VK_TENSOR && w->lay == LAY_OIHW) return conv_computed(I, n, x, w);
+    if (!(w = floats_in(I, n, 1, "the filter"))) return false;
     if (w->rank != 4) return imp_fail(I, "the filter has rank %d; graphc's Conv is 2-D ([F, C, KH, KW])", w->rank);
     int64_t group, ks[2], s;
     int got;
@@ -666,7 +693,7 @@ static bool batch_norm(Imp *I, const Onnx__NodeProto *n)
         !imp_extra_outputs_unused(I, n, 1))
         return false;
     Shape s = imp_onnx_shape(I, x);
-    if (x->lay == LAY_FLAT || s.rank < 2) return imp_fail(I, "its input is %s of rank %d", lay_name(x->lay), s.rank);
+    if (x->lay == LAY_FLAT || x->lay == LAY_OIHW || s.rank < 2) return imp_fail(I, "its input is %s of rank %d", lay_name(x->lay), s.rank);
     if (x->lay == LAY_SAME && s.rank != 2) return imp_fail(I, "its input has rank %d and is not an NCHW image", s.rank);
     Dim cd = s.d[1];
     if (cd.sym >= 0) return imp_fail(I, "the number of channels is not known");
@@ -743,7 +770,7 @@ static bool reshape_to(Imp *I, const Onnx__NodeProto *n, IVal *x, Shape t)
     Dim rest;
     bool flatten = t.rank == 2 && dim_eq(t.d[0], s.d[0]) && product_dims(s.d, 1, s.rank, &rest) && dim_eq(rest, t.d[1]);
     if (x->lay == LAY_SAME) return out_tensor(I, n, imp_node(I, OP_RESHAPE, &x->node, 1, NULL, &t), LAY_SAME, NULL);
-    if (!flatten)
+    if (!flatten || x->lay == LAY_OIHW)
         return imp_fail(I, "a reshape of %s other than a flatten would need a transpose graphc does not have", lay_name(x->lay));
     if (x->lay == LAY_NC11 || x->lay == LAY_FLAT) return out_tensor(I, n, x->node, x->lay == LAY_FLAT ? LAY_FLAT : LAY_SAME, x);
     /* an image: graphc flattens in NHWC order, which is ONNX's only with one channel or
@@ -827,6 +854,17 @@ static bool transpose(Imp *I, const Onnx__NodeProto *n)
         return out_tensor(I, n, x->node, LAY_NCHW, NULL);
     if (x->kind == VK_TENSOR && rank == 4 && x->lay == LAY_NCHW && !memcmp(perm, to_nhwc, sizeof to_nhwc))
         return out_tensor(I, n, x->node, LAY_SAME, NULL);
+    /* a filter computed in graphc's HWIO, as a Conv reads it (graphc's export writes it) */
+    static const int64_t to_oihw[4] = { 3, 2, 0, 1 }, to_hwio[4] = { 2, 3, 1, 0 };
+    if (x->kind == VK_TENSOR && rank == 4 && x->lay == LAY_SAME && !memcmp(perm, to_oihw, sizeof to_oihw))
+        return out_tensor(I, n, x->node, LAY_OIHW, NULL);
+    if (x->kind == VK_TENSOR && rank == 4 && x->lay == LAY_OIHW && !memcmp(perm, to_hwio, sizeof to_hwio))
+        return out_tensor(I, n, x->node, LAY_SAME, NULL);
+    if (x->kind == VK_FLOATS && rank == 4 && !memcmp(perm, to_oihw, sizeof to_oihw)) {
+        /* a weight read both as a filter and otherwise: one param, as it was */
+        int32_t id = param_from(I, x, key(I, x, XF_ASIS, NULL, 1), shape_of(4, x->dims));
+        return id >= 0 && out_tensor(I, n, id, LAY_OIHW, NULL);
+    }
     if (x->kind != VK_FLOATS) return imp_fail(I, "a transpose of %s that is not a change between NCHW and NHWC", lay_name(x->lay));
     /* a constant: transposed now */
     IVal v = { .kind = VK_FLOATS, .rank = rank, .numel = x->numel };
@@ -869,6 +907,7 @@ static bool concat(Imp *I, const Onnx__NodeProto *n)
         return out_ints(I, n, r, cnt, false);
     }
     if (!t) return imp_fail(I, "every input is a constant (export with constant folding on)");
+    if (t->lay == LAY_OIHW) return imp_fail(I, "a concat of filters in OIHW");
     int32_t *in = gc_malloc(k * sizeof *in);
     if (!in) return imp_oom(I);
     bool ok = true;
