@@ -336,7 +336,7 @@ int32_t imp_param(Imp *I, const char *name, Shape shape, const float *data)
     if (!I->vdata[v]) return imp_oom(I), -1;
     memcpy(I->vdata[v], data, n * sizeof(float));
     NodeAttr a = om_attr_param(v);
-    int32_t id = imp_node(I, OP_PARAM, NULL, 0, &a, NULL);
+    int32_t id = imp_node(I, om_op(OM_PARAM), NULL, 0, &a, NULL);
     if (id >= 0) I->g->nodes[id].name = I->g->vars[v].name;
     return id;
 }
@@ -563,7 +563,7 @@ static bool define_input(Imp *I, const Onnx__ValueInfoProto *vi, int index)
         val->lay = LAY_NCHW;
         s = (Shape){ 4, { s.d[0], s.d[2], s.d[3], s.d[1] } };
     }
-    int32_t id = graph_add(I->g, OP_INPUT, NULL, 0, (Loc){ 0, 0 });
+    int32_t id = graph_add(I->g, om_op(OM_INPUT), NULL, 0, (Loc){ 0, 0 });
     int32_t *ins = arena_alloc(&I->g->arena, (size_t)(index + 1) * sizeof *ins);
     if (id < 0 || !ins) return imp_oom(I);
     Node *n = &I->g->nodes[id];
@@ -657,7 +657,7 @@ static bool define_outputs(Imp *I)
         if (v->lay == LAY_NC11) {
             const Shape *s = &I->g->nodes[node].shape;
             Shape t = { 4, { s->d[0], { 1, -1 }, { 1, -1 }, s->d[1] } };
-            node = imp_node(I, OP_RESHAPE, &node, 1, NULL, &t);
+            node = imp_node(I, om_op(OM_RESHAPE), &node, 1, NULL, &t);
             if (node < 0) return false;
         }
         if (graph_add_output(I->g, nm, node) < 0) return imp_oom(I);

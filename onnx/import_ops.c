@@ -33,25 +33,20 @@ static IVal *tensor_or_pad_in(Imp *I, const Onnx__NodeProto *n, size_t k, bool p
 
 static IVal *tensor_in(Imp *I, const Onnx__NodeProto *n, size_t k) { return tensor_or_pad_in(I, n, k, false); }
 
-static IVal *floats_in(Imp *I, const Onnx__NodeProto *n, size_t k, const char *what)
+/* Input k as a constant of `kind`: floats (a weight) or integers (a shape, axes). */
+static IVal *const_in(Imp *I, const Onnx__NodeProto *n, size_t k, VKind kind, const char *what)
 {
     IVal *v = imp_in(I, n, k);
-    if (!v || v->kind != VK_FLOATS) {
-        imp_fail(I, "%s (input %zu) must be a float constant (an initializer or a Constant)", what, k);
+    if (!v || v->kind != kind) {
+        imp_fail(I, "%s (input %zu) must be %s", what, k,
+                 kind == VK_FLOATS ? "a float constant (an initializer or a Constant)" : "integers known when the model is read");
         return NULL;
     }
     return v;
 }
 
-static IVal *ints_in(Imp *I, const Onnx__NodeProto *n, size_t k, const char *what)
-{
-    IVal *v = imp_in(I, n, k);
-    if (!v || v->kind != VK_INTS) {
-        imp_fail(I, "%s (input %zu) must be integers known when the model is read", what, k);
-        return NULL;
-    }
-    return v;
-}
+static IVal *floats_in(Imp *I, const Onnx__NodeProto *n, size_t k, const char *what) { return const_in(I, n, k, VK_FLOATS, what); }
+static IVal *ints_in(Imp *I, const Onnx__NodeProto *n, size_t k, const char *what) { return const_in(I, n, k, VK_INTS, what); }
 
 static bool out_tensor(Imp *I, const Onnx__NodeProto *n, int32_t node, Lay lay, const IVal *flat)
 {
@@ -87,7 +82,7 @@ static bool unpool(Imp *I, IVal *v)
     if (v->lay != LAY_NC11) return true;
     const Shape *s = gshape(I, v);
     Shape t = { 4, { s->d[0], { 1, -1 }, { 1, -1 }, s->d[1] } };
-    int32_t id = imp_node(I, OP_RESHAPE, &v->node, 1, NULL, &t);
+    int32_t id = imp_node(I, om_op(OM_RESHAPE), &v->node, 1, NULL, &t);
     if (id < 0) return false;
     v->node = id;
     v->lay = LAY_NCHW;
@@ -215,7 +210,7 @@ static int32_t const_operand(Imp *I, IVal *t, IVal *c)
     if (c->numel == 1) {
         NodeAttr a = om_attr_const(c->f[0]);
         if (!isfinite(c->f[0])) return imp_fail(I, "constant '%s' is not a finite number", c->name), -1;
-        return imp_node(I, OP_CONST, NULL, 0, &a, NULL);
+        return imp_node(I, om_op(OM_CONST), NULL, 0, &a, NULL);
     }
     switch (t->lay) {
     case LAY_SAME: return param_from(I, c, key(I, c, XF_ASIS, NULL, 1), shape_of(c->rank, c->dims));
@@ -483,7 +478,7 @@ static bool conv_computed(Imp *I, const Onnx__NodeProto *n, IVal *x, IVal *w)
     if (imp_in(I, n, 2)) return imp_fail(I, "a bias with a computed filter is not supported");
     int32_t in[2] = { x->node, w->node };
     NodeAttr a = om_attr_win(0, 0, (int)s, (int)s, p);
-    return out_tensor(I, n, imp_node(I, OP_CONV2D, in, 2, &a, NULL), LAY_NCHW, NULL);
+    return out_tensor(I, n, imp_node(I, om_op(OM_CONV), in, 2, &a, NULL), LAY_NCHW, NULL);
 }
 
 static bool conv(Imp *I, const Onnx__NodeProto *n)
@@ -506,13 +501,13 @@ static bool conv(Imp *I, const Onnx__NodeProto *n)
     int32_t in[2] = { x->node, param_from(I, w, key(I, w, XF_HWIO, NULL, 1), shape_of(4, hwio)) };
     if (in[1] < 0) return false;
     NodeAttr a = om_attr_win(0, 0, (int)s, (int)s, p);
-    int32_t y = imp_node(I, OP_CONV2D, in, 2, &a, NULL);
+    int32_t y = imp_node(I, om_op(OM_CONV), in, 2, &a, NULL);
     IVal *b = imp_in(I, n, 2);
     if (b && y >= 0) {
         if (b->kind != VK_FLOATS || b->numel != w->dims[0] || b->rank != 1) return imp_fail(I, "the bias must be a float constant [%lld]", (long long)w->dims[0]);
         int32_t bin[2] = { y, param_from(I, b, key(I, b, XF_VECTOR, NULL, 1), shape_of(1, &w->dims[0])) };
         if (bin[1] < 0) return false;
-        y = imp_node(I, OP_ADD, bin, 2, NULL, NULL);
+        y = imp_node(I, om_op_named("Add"), bin, 2, NULL, NULL);
     }
     return out_tensor(I, n, y, LAY_NCHW, NULL);
 }
@@ -541,7 +536,7 @@ static bool global_pool(Imp *I, const Onnx__NodeProto *n)
 {
     IVal *x = image_in(I, n, false);
     if (!x) return false;
-    return out_tensor(I, n, imp_node(I, onnx_op_kind(OM_GLOBAL_POOL)->op, &x->node, 1, NULL, NULL), LAY_NC11, NULL);
+    return out_tensor(I, n, imp_node(I, om_op(OM_GLOBAL_POOL), &x->node, 1, NULL, NULL), LAY_NC11, NULL);
 }
 
 /* ReduceMean over an image's height and width is a global average pool. */
@@ -570,7 +565,7 @@ static bool reduce_mean(Imp *I, const Onnx__NodeProto *n)
     bool nchw = x->lay == LAY_NCHW && got == 2 && ax[2] && ax[3];
     bool nhwc = x->lay == LAY_SAME && s.rank == 4 && got == 2 && ax[1] && ax[2] && !keep;
     if (!nchw && !nhwc) return imp_fail(I, "a mean over other axes than an image's height and width");
-    int32_t id = imp_node(I, onnx_op_kind(OM_GLOBAL_POOL)->op, &x->node, 1, NULL, NULL);
+    int32_t id = imp_node(I, om_op(OM_GLOBAL_POOL), &x->node, 1, NULL, NULL);
     return out_tensor(I, n, id, nchw && keep ? LAY_NC11 : LAY_SAME, NULL);
 }
 
@@ -605,7 +600,7 @@ static int32_t product(Imp *I, IVal *a, IVal *b, bool transb, float alpha)
     }
     if (in[1] < 0) return -1;
     NodeAttr at = om_attr_matmul();
-    return imp_node(I, OP_MATMUL, in, 2, &at, NULL);
+    return imp_node(I, om_op(OM_MATMUL), in, 2, &at, NULL);
 }
 
 static bool matmul(Imp *I, const Onnx__NodeProto *n)
@@ -632,18 +627,18 @@ static bool gemm(Imp *I, const Onnx__NodeProto *n)
         int32_t in[2] = { y, -1 };
         if (c->numel == 1) {
             NodeAttr at = om_attr_const(beta * c->f[0]);
-            in[1] = imp_node(I, OP_CONST, NULL, 0, &at, NULL);
+            in[1] = imp_node(I, om_op(OM_CONST), NULL, 0, &at, NULL);
         } else if (c->numel == N && (c->rank == 1 || (c->rank == 2 && c->dims[0] == 1))) {
             in[1] = param_from(I, c, key(I, c, XF_VECTOR, NULL, beta), shape_of(1, &N));
         } else {
             return imp_fail(I, "the bias C has %lld elements; graphc takes a scalar or one per output column", (long long)c->numel);
         }
         if (in[1] < 0) return false;
-        y = imp_node(I, OP_ADD, in, 2, NULL, NULL);
+        y = imp_node(I, om_op_named("Add"), in, 2, NULL, NULL);
     } else if (c && c->kind == VK_TENSOR) {
         if (beta != 1 || c->lay != LAY_SAME) return imp_fail(I, "a computed C with beta %g or in another layout", (double)beta);
         int32_t in[2] = { y, c->node };
-        y = imp_node(I, OP_ADD, in, 2, NULL, NULL);
+        y = imp_node(I, om_op_named("Add"), in, 2, NULL, NULL);
     } else if (c) {
         return imp_fail(I, "C is integers");
     }
@@ -656,7 +651,7 @@ static bool gemm(Imp *I, const Onnx__NodeProto *n)
 static bool own_param(Imp *I, int32_t p, int32_t reader)
 {
     const Graph *g = I->g;
-    if (g->nodes[p].op != onnx_op_kind(OM_PARAM)->op) return false;
+    if (g->nodes[p].op != om_op(OM_PARAM)) return false;
     for (int i = 0; i < g->nnodes; i++)
         for (int k = 0; k < g->nodes[i].nin; k++)
             if (g->nodes[i].in[k] == p && i != reader) return false;
@@ -710,7 +705,7 @@ static bool batch_norm(Imp *I, const Onnx__NodeProto *n)
     }
     Graph *g = I->g;
     int32_t y = x->node, conv = -1, bias = -1;
-    const OpKind addk = onnx_op_named("Add")->op, convk = onnx_op_kind(OM_CONV)->op;
+    const OpKind addk = om_op_named("Add"), convk = om_op(OM_CONV);
     if (g->nodes[y].op == convk) conv = y;
     else if (g->nodes[y].op == addk && g->nodes[g->nodes[y].in[0]].op == convk) conv = g->nodes[y].in[0], bias = g->nodes[y].in[1];
     bool fold = conv >= 0 && reads_of(I, conv, y) == 1 && own_param(I, g->nodes[conv].in[1], conv) && (bias < 0 || own_param(I, bias, y));
@@ -730,7 +725,7 @@ static bool batch_norm(Imp *I, const Onnx__NodeProto *n)
     } else {
         if (x->lay == LAY_NC11 && !unpool(I, x)) goto out;
         int32_t in[2] = { x->node, imp_param(I, "batch_normalization/scale", cs, sc) };
-        y = in[1] < 0 ? -1 : imp_node(I, onnx_op_named("Mul")->op, in, 2, NULL, NULL);
+        y = in[1] < 0 ? -1 : imp_node(I, om_op_named("Mul"), in, 2, NULL, NULL);
         int32_t in2[2] = { y, y < 0 ? -1 : imp_param(I, "batch_normalization/shift", cs, sh) };
         y = in2[1] < 0 ? -1 : imp_node(I, addk, in2, 2, NULL, NULL);
     }
@@ -769,7 +764,7 @@ static bool reshape_to(Imp *I, const Onnx__NodeProto *n, IVal *x, Shape t)
     }
     Dim rest;
     bool flatten = t.rank == 2 && dim_eq(t.d[0], s.d[0]) && product_dims(s.d, 1, s.rank, &rest) && dim_eq(rest, t.d[1]);
-    if (x->lay == LAY_SAME) return out_tensor(I, n, imp_node(I, OP_RESHAPE, &x->node, 1, NULL, &t), LAY_SAME, NULL);
+    if (x->lay == LAY_SAME) return out_tensor(I, n, imp_node(I, om_op(OM_RESHAPE), &x->node, 1, NULL, &t), LAY_SAME, NULL);
     if (!flatten || x->lay == LAY_OIHW)
         return imp_fail(I, "a reshape of %s other than a flatten would need a transpose graphc does not have", lay_name(x->lay));
     if (x->lay == LAY_NC11 || x->lay == LAY_FLAT) return out_tensor(I, n, x->node, x->lay == LAY_FLAT ? LAY_FLAT : LAY_SAME, x);
@@ -777,7 +772,7 @@ static bool reshape_to(Imp *I, const Onnx__NodeProto *n, IVal *x, Shape t)
      * one pixel */
     const Shape *g = gshape(I, x);
     IVal flat = { .c = g->d[3].v, .h = g->d[1].v, .w = g->d[2].v };
-    int32_t id = imp_node(I, OP_RESHAPE, &x->node, 1, NULL, &t);
+    int32_t id = imp_node(I, om_op(OM_RESHAPE), &x->node, 1, NULL, &t);
     return out_tensor(I, n, id, flat.c == 1 || flat.h * flat.w == 1 ? LAY_SAME : LAY_FLAT, &flat);
 }
 
@@ -923,7 +918,7 @@ static bool concat(Imp *I, const Onnx__NodeProto *n)
     if (ok) {
         static const int nchw_axis[4] = { 0, 3, 1, 2 };
         NodeAttr a = om_attr_concat(t->lay == LAY_NCHW ? nchw_axis[axis] : axis);
-        ok = out_tensor(I, n, imp_node(I, OP_CONCAT, in, (int)k, &a, NULL), t->lay, t);
+        ok = out_tensor(I, n, imp_node(I, om_op(OM_CONCAT), in, (int)k, &a, NULL), t->lay, t);
     }
     gc_free(in);
     return ok;

@@ -36,6 +36,10 @@ const OnnxOp *onnx_op_of(OpKind op);
 const OnnxOp *onnx_op_named(const char *type);
 /* The entry of kind `kind` (for the sources and the kinds with one op). */
 const OnnxOp *onnx_op_kind(OmKind kind);
+/* The graphc op of a kind with one op (om_op(OM_CONV)), or of an ONNX op type
+ * (om_op_named("Add")): code outside this table names no OpKind. */
+static inline OpKind om_op(OmKind kind) { return onnx_op_kind(kind)->op; }
+static inline OpKind om_op_named(const char *type) { return onnx_op_named(type)->op; }
 
 /* ---- node attributes ---------------------------------------------------------------- */
 static inline const WinAttr *om_win(const Node *n) { return &n->a.win; }
