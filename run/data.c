@@ -80,6 +80,32 @@ static bool gz_cut_short(gzFile gz)
     return e == Z_BUF_ERROR;
 }
 
+/* Reads up to n bytes into a buffer that grows as they arrive (*buf, to free), so that
+ * a small file whose header declares gigabytes costs what it holds, not what it
+ * declares.  Returns the count read, or -1 reported. */
+static int64_t read_growing(gzFile gz, const char *path, uint8_t **buf, int64_t n, const char *amount, DiagSink *d)
+{
+    int64_t got = 0, cap = 0;
+    *buf = NULL;
+    while (got < n) {
+        if (got == cap) {
+            int64_t grown = cap ? (cap < n / 2 ? cap * 2 : n) : (n < ((int64_t)1 << 20) ? n : (int64_t)1 << 20);
+            uint8_t *b = gc_realloc(*buf, (size_t)grown);
+            if (!b) {
+                diag_plain(d, "%s: out of memory for %s bytes of data", path, amount);
+                return -1;
+            }
+            *buf = b;
+            cap = grown;
+        }
+        int64_t r = gz_read_upto(gz, path, *buf + got, cap - got, d);
+        if (r < 0) return -1;
+        got += r;
+        if (got < cap) break;   /* the end of the data */
+    }
+    return got;
+}
+
 int idx_load(const char *path, IdxData *out, DiagSink *d)
 {
     memset(out, 0, sizeof *out);
@@ -149,12 +175,7 @@ int idx_load(const char *path, IdxData *out, DiagSink *d)
                    path, amount, IDX_MAX_BYTES >> 30);
         goto fail;
     }
-    data = gc_malloc((size_t)size);
-    if (!data) {
-        diag_plain(d, "%s: out of memory for %s bytes of data", path, amount);
-        goto fail;
-    }
-    got = gz_read_upto(gz, path, data, size, d);
+    got = read_growing(gz, path, &data, size, amount, d);
     if (got < 0) goto fail;
     if (got < size) {
         diag_plain(d, "%s: truncated: header promises %s bytes of data, %s %" PRId64,
@@ -233,7 +254,10 @@ static char *find_file(const char *dir, const char *base, DiagSink *d)
     if (stat(gzp, &st) == 0) { gc_free(plain); return gzp; }
     int gz_errno = errno;
     if (stat(plain, &st) == 0) { gc_free(gzp); return plain; }
-    diag_plain(d, "%s: cannot open: %s (nor %s)", gzp, strerror(gz_errno), plain);
+    if (gz_errno == ENOENT && errno != ENOENT)   /* the plain one is there, but broken */
+        diag_plain(d, "%s: cannot open: %s", plain, strerror(errno));
+    else
+        diag_plain(d, "%s: cannot open: %s (nor %s)", gzp, strerror(gz_errno), plain);
     gc_free(gzp);
     gc_free(plain);
     return NULL;
