@@ -66,6 +66,7 @@ int cmd_predict(int argc, char **argv)
     if (cli_load_model(&m, file) != 0) { cli_free_model(&m); return EXIT_BAD_INPUT; }
     DiagSink d;
     diag_init(&d, NULL);
+    d.max_errors = 0;   /* every bad image is named, however many */
     int rc = EXIT_BAD_INPUT;
     Graph *g = NULL;
     Weights w = { 0 };

@@ -182,6 +182,7 @@ typedef struct PngRead {
     uint8_t *volatile pixels;
     png_bytep *volatile rows;
     volatile bool out_of_memory;   /* an allocation failed: not the file's fault */
+    char idat_warning[120];        /* libpng's warning about the pixel data, if any */
 } PngRead;
 
 static void png_fail(png_structp png, png_const_charp msg)
@@ -191,7 +192,15 @@ static void png_fail(png_structp png, png_const_charp msg)
     longjmp(r->jmp, 1);
 }
 
-static void png_warn(png_structp png, png_const_charp msg) { (void)png; (void)msg; }
+/* libpng only warns when the compressed pixels hold more than the header declares
+ * ("IDAT: Too much image data", "IDAT: Extra compressed data"); those are kept and
+ * refused, as a PGM with data after its pixels is.  Other warnings (a colour profile
+ * libpng dislikes, an ancillary chunk's CRC) do not change the pixels: ignored. */
+static void png_warn(png_structp png, png_const_charp msg)
+{
+    PngRead *r = png_get_error_ptr(png);
+    if (strncmp(msg, "IDAT", 4) == 0 && !r->idat_warning[0]) snprintf(r->idat_warning, sizeof r->idat_warning, "%s", msg);
+}
 
 /* libpng's own allocations through gc_malloc too, so tests can make them fail. */
 static png_voidp png_alloc(png_structp png, png_alloc_size_t n)
@@ -242,6 +251,10 @@ static int png_pixels(png_structp png, png_infop info, PngRead *r, const char *p
     for (png_uint_32 y = 0; y < height; y++) r->rows[y] = r->pixels + y * rowbytes;
     png_read_image(png, r->rows);
     png_read_end(png, NULL);   /* the chunks after the pixels, to IEND: a cut file fails here */
+    if (r->idat_warning[0]) {
+        diag_plain(d, "%s: bad PNG: %s (more pixel data than the header declares)", path, r->idat_warning);
+        return -1;
+    }
     for (int64_t i = 0; i < h * w * c; i++)
         out[i] = (float)r->pixels[(i / (w * c)) * rowbytes + i % (w * c)] / 255.0f;
     return 0;

@@ -53,6 +53,12 @@ for want in "c.ppm: a PPM image (P6, binary colour), which graphc does not read"
 done
 n=$(grep -c "error:" "$t/err")
 [ "$n" -eq 5 ] && clean "$t/err" && ok "five errors, nothing else" || { bad "$n errors"; cat "$t/err"; }
+# more bad images than a diagnostic sink shows by default (20): each one named
+i=0; set --; while [ $i -lt 25 ]; do cp "$t/c.ppm" "$t/many$i.ppm"; set -- "$@" "$t/many$i.ppm"; i=$((i + 1)); done
+"$g" predict "$t/m.net" --weights "$t/w.ckpt" "$@" "$t/a.pgm" >"$t/out" 2>"$t/err"
+n=$(grep -c "many[0-9]*.ppm: a PPM image" "$t/err")
+[ "$n" -eq 25 ] && [ "$(wc -l < "$t/out")" -eq 1 ] && ok "25 bad images: 25 errors, the good one classified" \
+    || { bad "25 bad images: $n named"; tail -3 "$t/err"; }
 "$g" predict "$t/m.net" --weights "$t/w.ckpt" "$t/c.ppm" "$t/e.png" >"$t/out" 2>"$t/err"
 rc=$?
 [ $rc -eq 1 ] && [ ! -s "$t/out" ] && clean "$t/err" && ok "only bad images: exit 1, no prediction" \

@@ -312,6 +312,9 @@ START_TEST(png_hostile)
      * in the pixels, after the rows are allocated */
     write_bytes("short.png", bad, craft_png(bad, 3, 2, 1));
     expect_refusal("short.png", 2, 3, "bad PNG");
+    /* more rows than IHDR says: libpng only warns, graphc refuses */
+    write_bytes("long.png", bad, craft_png(bad, 3, 2, 3));
+    expect_refusal("long.png", 2, 3, "bad PNG: IDAT: Too much image data (more pixel data than the header declares)");
     memcpy(bad, good, n);
     bad[33 + 8] ^= 0x40;   /* the first byte of IDAT's data: the zlib header */
     be32(bad + 33 + 8 + (bad[33 + 3] | bad[33 + 2] << 8), (uint32_t)crc32(0, bad + 33 + 4, 4 + (bad[33 + 3] | bad[33 + 2] << 8)));
