@@ -20,7 +20,8 @@ for f in parser/parser.c parser/lexer.c; do
     if [ -f "$build/$f" ]; then lib="$lib $build/$f"; else lib="$lib $src/$f"; fi
 done
 # seeds
-mkdir -p "$out/seed-frontend" "$out/seed-idx" "$out/seed-checkpoint"
+targets=$(cd "$src/fuzz" && ls fuzz_*.c | sed 's/^fuzz_//; s/\.c$//')
+for t in $targets; do mkdir -p "$out/seed-$t"; done
 cp "$src"/models/*.net "$src"/tests/errors/*.net "$out/seed-frontend/"
 printf '\0\0\10\1\0\0\0\3\1\2\3' > "$out/seed-idx/labels.idx"
 printf '\0\0\10\3\0\0\0\1\0\0\0\2\0\0\0\2\1\2\3\4' > "$out/seed-idx/images.idx"
@@ -35,6 +36,12 @@ batch = 4
 epochs = 1
 minimize = loss }
 NET
+# recipes (fuzz_dataset.c, fuzz_image.c): sets that load and fit; a PGM, a PNG
+printf '\200\3\3\5\0\0\7\6\5\0\0\0\0\0\7\6\5\0\0\0\0\1\2\3\4' > "$out/seed-dataset/fit"
+printf '\1\1\0\0\0\0\0\0\0\1\2\3\4\5\6' > "$out/seed-dataset/gzip"
+printf '\0\4\5\7\0\0\0\0\0\0\0\0\0\0\1\2\3' > "$out/seed-image/pgm"
+printf '\1\4\5\7\0\0\0\0\0\0\0\0\0\0\1\2\3' > "$out/seed-image/text"
+printf '\2\4\5\7\0\0\3\3\0\0\0\0\0\0\1\2\3' > "$out/seed-image/png"
 "$build/graphc" run "$out/tiny.net" --log quiet --save "$out/seed-checkpoint/tiny.ckpt" >/dev/null
 # the library once, two files at a time, instrumented but without libFuzzer's main;
 # then each target links it
@@ -47,7 +54,7 @@ export CC objflags incs objdir
 printf '%s\n' $lib | xargs -P 2 -n 1 sh -c '$CC $objflags $incs -c "$1" -o "$objdir/$(echo "$1" | tr "/." "__").o"' sh
 objs=$(ls "$objdir"/*.o)
 status=0
-for t in frontend idx checkpoint; do
+for t in $targets; do
     echo "fuzz: building $t"
     # shellcheck disable=SC2086
     $CC $flags $incs "$src/fuzz/fuzz_$t.c" $objs $libs -o "$out/fuzz_$t"
