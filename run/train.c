@@ -55,8 +55,9 @@ static int32_t model_classes(const Graph *g, char *from, size_t n)
         lg->shape.d[lg->shape.rank - 1].v > INT32_MAX)
         return 0;
     char b[96];
-    snprintf(from, n, "logits '%s' %s%s", lg->name ? lg->name : "?", dtype_name(lg->dtype),
-             shape_str(g, &lg->shape, b, sizeof b));
+    shape_str(g, &lg->shape, b, sizeof b);
+    if (lg->name) snprintf(from, n, "logits '%s' %s%s", lg->name, dtype_name(lg->dtype), b);
+    else snprintf(from, n, "logits %s%s", dtype_name(lg->dtype), b);
     return (int32_t)lg->shape.d[lg->shape.rank - 1].v;
 }
 
