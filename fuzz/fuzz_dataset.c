@@ -13,26 +13,11 @@
 #include <string.h>
 #include <unistd.h>
 #include <zlib.h>
+#include "fuzz/recipe.h"
 #include "run/data.h"
 #include "util/mem.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-/* The recipe's bytes, read front to back; 0 once they run out. */
-typedef struct Recipe {
-    const uint8_t *p;
-    size_t n;
-} Recipe;
-
-static uint32_t take(Recipe *r, int nbytes)
-{
-    uint32_t v = 0;
-    for (int i = 0; i < nbytes; i++) {
-        v = v << 8 | (r->n ? *r->p : 0);
-        if (r->n) r->p++, r->n--;
-    }
-    return v;
-}
 
 enum {
     F_GZIP = 1,          /* the file gzip-compressed */
@@ -43,7 +28,7 @@ enum {
     F_COUNT_OFF = 32,    /* the first dim is not the other file's count */
 };
 
-#define BODY_CAP (1u << 20)   /* bytes of data written at most: the rest is a cut file */
+#define BODY_CAP (1u << 17)   /* bytes of data written at most: the rest is a cut file */
 
 /* Writes one IDX file of unsigned bytes at path: the given rank and dims, its body
  * cycled from the recipe's bytes (taken mod label_mod when it is not 0), then the
@@ -84,7 +69,7 @@ static void write_idx(const char *path, Recipe *r, int rank, const uint32_t *dim
         uint8_t *z = malloc(zn);
         gzFile gz;
         /* gzip through a real gzFile, then read back to damage it */
-        if (z && (gz = gzopen(path, "wb"))) {
+        if (z && (gz = gzopen(path, "wb1"))) {
             gzwrite(gz, buf, (unsigned)total);
             gzclose(gz);
             FILE *in = fopen(path, "rb");

@@ -14,25 +14,11 @@
 #include <string.h>
 #include <unistd.h>
 #include <zlib.h>
+#include "fuzz/recipe.h"
 #include "run/image.h"
 #include "util/mem.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-typedef struct Recipe {
-    const uint8_t *p;
-    size_t n;
-} Recipe;
-
-static uint32_t take(Recipe *r, int nbytes)
-{
-    uint32_t v = 0;
-    for (int i = 0; i < nbytes; i++) {
-        v = v << 8 | (r->n ? *r->p : 0);
-        if (r->n) r->p++, r->n--;
-    }
-    return v;
-}
 
 /* A growing output file in memory. */
 typedef struct Buf {

@@ -2,7 +2,8 @@
 # data sets built to reach past their headers (fuzz_dataset) and the image readers
 # (fuzz_image), built with clang and run for FUZZ_SECONDS each (fuzz/run.sh).
 FUZZ_SECONDS = 60
-EXTRA_DIST += %D%/run.sh %D%/fuzz_frontend.c %D%/fuzz_idx.c %D%/fuzz_checkpoint.c %D%/fuzz_dataset.c %D%/fuzz_image.c
+EXTRA_DIST += %D%/run.sh %D%/fuzz_frontend.c %D%/fuzz_idx.c %D%/fuzz_checkpoint.c %D%/fuzz_dataset.c %D%/fuzz_image.c \
+	%D%/recipe.h %D%/data_campaign.py
 fuzz: graphc$(EXEEXT) $(BUILT_SOURCES)
 	$(SHELL) $(top_srcdir)/fuzz/run.sh '$(top_srcdir)' '$(top_builddir)' $(FUZZ_SECONDS)
 .PHONY: fuzz

@@ -181,12 +181,27 @@ static void expect_refusal(const char *name, int64_t h, int64_t w, const char *w
     diag_free(&d);
 }
 
+/* A file's bytes and what its refusal must say. */
+typedef struct Refusal {
+    const char *name, *bytes;
+    size_t n;
+    const char *want;
+} Refusal;
 #define CASE(name, bytes, want) { name, bytes, sizeof bytes - 1, want }
+
+/* Each file written, and refused for a 3x2 grey input as it says. */
+static void expect_refusals(const Refusal *cases, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        write_bytes(cases[i].name, cases[i].bytes, cases[i].n);
+        expect_refusal(cases[i].name, 2, 3, cases[i].want);
+    }
+}
 
 /* Formats it does not read are named, whatever their pixels would have said. */
 START_TEST(unread_formats)
 {
-    static const struct { const char *name, *bytes; size_t n; const char *want; } cases[] = {
+    static const Refusal cases[] = {
         CASE("p6.ppm", "P6\n3 2\n255\n012345012345012345", "a PPM image (P6, binary colour), which graphc does not read"),
         CASE("p3.ppm", "P3\n3 2\n255\n0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n", "a PPM image (P3, text colour)"),
         CASE("p4.pbm", "P4\n3 2\n\x01\x02", "a PBM image (P4"),
@@ -200,10 +215,7 @@ START_TEST(unread_formats)
         CASE("sig.png", "\x89PNG\n\x1a\n\n", "bad PNG: the signature's last bytes are wrong"),
         CASE("empty.pgm", "", "empty file"),
     };
-    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-        write_bytes(cases[i].name, cases[i].bytes, cases[i].n);
-        expect_refusal(cases[i].name, 2, 3, cases[i].want);
-    }
+    expect_refusals(cases, sizeof cases / sizeof *cases);
     ck_assert_int_eq(mkdir(path("folder.pgm"), 0700), 0);
     expect_refusal("folder.pgm", 2, 3, "cannot read: Is a directory");
     ck_assert_int_eq(rmdir(path("folder.pgm")), 0);
@@ -214,7 +226,7 @@ END_TEST
  * header wherever the format allows them. */
 START_TEST(pgm_hostile)
 {
-    static const struct { const char *name, *bytes; size_t n; const char *want; } cases[] = {
+    static const Refusal cases[] = {
         CASE("w0.pgm", "P5\n0 2\n255\n", "bad PGM header: the width is 0"),
         CASE("wx.pgm", "P5\n3x 2\n255\n", "bad PGM header: the width is not a number"),
         CASE("wbig.pgm", "P5\n99999999999999999999 2\n255\n", "the width is too large (above 1000000)"),
@@ -233,10 +245,7 @@ START_TEST(pgm_hostile)
         CASE("narrow.pgm", "P5\n3 2\n100\n\0\1\x65\0\0\0", "value above maxval at pixel 2 of 6"),
         CASE("size.pgm", "P5\n2 3\n255\n012345", "the image is 2x3; the model's input is 3x2"),
     };
-    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-        write_bytes(cases[i].name, cases[i].bytes, cases[i].n);
-        expect_refusal(cases[i].name, 2, 3, cases[i].want);
-    }
+    expect_refusals(cases, sizeof cases / sizeof *cases);
     /* comments between every header field, a text body spread over lines */
     const char *ok = "P2 # grey\n3 # width\n# height next\n2\n9 # maxval\n0 9\n9 0\n# a comment after\n0 9\n";
     write_bytes("ok.pgm", ok, strlen(ok));
