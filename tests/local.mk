@@ -10,7 +10,8 @@
 # `graphc check` on each tests/errors/*.net against its .err, exit codes; regenerate
 # with GOLDEN_UPDATE=1 top_srcdir=. top_builddir=. tests/golden.sh), resume.sh
 # (checkpoints and resume through the CLI), valgrind.sh, install.sh, mpi.sh, layers.sh
-# (no file includes a folder of a layer above its own).
+# (no file includes a folder of a layer above its own), predict.sh (graphc predict's
+# reports and exit status, and examples/classify beside it).
 # Run the tests that expose known bugs with: GRAPHC_KNOWN_BUGS=1 tests/test_frontend
 TEST_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 TEST_LIBS = $(GRAPHC_LIBS) $(CHECK_LIBS)
@@ -42,9 +43,17 @@ tests_test_api_SOURCES = tests/test_api.c
 tests_test_api_CFLAGS = $(TEST_CFLAGS)
 tests_test_api_LDADD = $(TEST_LIBS)
 
-TESTS += tests/golden.sh tests/resume.sh tests/valgrind.sh tests/install.sh tests/mpi.sh tests/layers.sh
+TESTS += tests/golden.sh tests/resume.sh tests/valgrind.sh tests/install.sh tests/mpi.sh tests/layers.sh \
+	tests/predict.sh
 EXTRA_DIST += tests/golden.sh tests/golden tests/errors tests/resume.sh tests/valgrind.sh tests/valgrind.net \
-	tests/install.sh tests/mpi.sh tests/layers.sh
+	tests/install.sh tests/mpi.sh tests/layers.sh tests/predict.sh
+
+# examples/classify.c as its README builds it, but against this build's library
+check_PROGRAMS += examples/classify
+examples_classify_SOURCES = examples/classify.c
+examples_classify_CFLAGS = $(AM_CFLAGS) -I$(top_srcdir)/include
+examples_classify_LDADD = $(GRAPHC_LIBS)
+EXTRA_DIST += examples/digit.pgm
 AM_TESTS_ENVIRONMENT += MAKE='$(MAKE)'; CC='$(CC)'; export MAKE CC;
 
 # tests/mpi.sh compares N ranks x batch B with one process x N*B, weight by weight
