@@ -110,6 +110,64 @@ static void gemm_part(void *arg, int part, int worker)
     }
 }
 
+/* A matrix-vector product (M = 1: a dense layer at batch 1) over the pool: the K rows of
+ * op(B) cut into one contiguous block per thread, each thread's sgemv reading its
+ * block once (a stream of rows, where blocks of columns would read every row in strided
+ * pieces: on the AVX2 machine two such column blocks on two threads took 1.4x the time
+ * of one call on one), into a partial [1, N] of its own; then C = alpha * (the partials
+ * summed in block order) + beta C.  The cut depends on K and the thread count only, so
+ * the bits do too.  Worth a wake-up of the pool from GEMV_SPLIT_BYTES of B on: below
+ * it, one sgemv from the cache is faster than the hand-off. */
+enum { GEMV_SPLIT_BYTES = 1 << 20, GEMV_MAX_N = 4096 };
+
+typedef struct GemvJob {
+    bool ta, tb;
+    size_t M, N, K, parts, lda;
+    const float *A, *B;
+    float (*part)[GEMV_MAX_N];
+} GemvJob;
+
+static size_t gemv_k0(size_t K, size_t parts, size_t p) { return K * p / parts; }
+
+static void gemv_part(void *arg, int part, int worker)
+{
+    (void)worker;
+    const GemvJob *j = arg;
+    size_t k0 = gemv_k0(j->K, j->parts, (size_t)part), k1 = gemv_k0(j->K, j->parts, (size_t)part + 1);
+    /* A's elements k0.. (stride lda when A is stored transposed), B's rows k0.. ([K, N])
+     * or columns k0.. ([N, K]) */
+    const float *a = j->ta ? j->A + k0 * j->lda : j->A + k0;
+    const float *b = j->tb ? j->B + k0 : j->B + k0 * j->N;
+    sgemm_block(j->ta, j->tb, 1, j->N, k1 - k0, 1.0f, a, j->lda, b, j->tb ? j->K : j->N, 0.0f, j->part[part], j->N);
+}
+
+/* parts > 1 when the product splits (see above). */
+static size_t gemv_parts(size_t N, size_t K, int threads)
+{
+    if (threads < 2 || N > GEMV_MAX_N || (double)N * (double)K * sizeof(float) < GEMV_SPLIT_BYTES)
+        return 1;
+    size_t parts = (size_t)threads < POOL_MAX_THREADS ? (size_t)threads : POOL_MAX_THREADS;
+    return K / parts >= 64 ? parts : 1;
+}
+
+static void gemv_split(Pool *pool, size_t parts, bool ta, bool tb, size_t N, size_t K, float alpha, const float *A,
+                       const float *B, float beta, float *C)
+{
+    /* on the caller's stack: the pool's threads write it while this one waits */
+    float part[POOL_MAX_THREADS < 8 ? POOL_MAX_THREADS : 8][GEMV_MAX_N];
+    if (parts > sizeof part / sizeof part[0])
+        parts = sizeof part / sizeof part[0];
+    GemvJob j = { ta, tb, 1, N, K, parts, ta ? 1 : K, A, B, part };
+    (void)j.M;
+    pool_run(pool, (int)parts, gemv_part, &j);
+    for (size_t n = 0; n < N; n++) {
+        float s = part[0][n];
+        for (size_t p = 1; p < parts; p++)
+            s += part[p][n];
+        C[n] = beta == 0.0f ? alpha * s : alpha * s + beta * C[n];
+    }
+}
+
 void kern_gemm(Pool *pool, bool ta, bool tb, size_t M, size_t N, size_t K, float alpha,
                const float *A, const float *B, float beta, float *C)
 {
@@ -123,12 +181,17 @@ void kern_gemm(Pool *pool, bool ta, bool tb, size_t M, size_t N, size_t K, float
      * Dimensions must fit the BLAS integer (int); callers chunk big products.
      * Large products are split across the pool along the larger of M and N, in blocks
      * of whole rows or columns (OpenBLAS's own threads are not used: they busy-wait,
-     * and split small-M products badly).  A single row of C (a dense layer at batch 1)
-     * stays one sgemv: cut into blocks of columns, each part reads B in strided pieces
-     * of rows, and the two parts on two threads took 1.4x the time of one call on one
-     * (3136 x 1024, B warm in the cache: 0.33-0.36 against 0.24-0.25 ms). */
-    GemmJob j = { ta, tb, M >= N, M, N, K, 1, alpha, beta, A, B, C };
+     * and split small-M products badly); a single row of C (a dense layer at batch 1)
+     * along K (gemv_split). */
     size_t T = (size_t)pool_threads(pool), longer = M >= N ? M : N;
+    if (M == 1) {
+        size_t parts = gemv_parts(N, K, (int)T);
+        if (parts > 1) {
+            gemv_split(pool, parts, ta, tb, N, K, alpha, A, B, beta, C);
+            return;
+        }
+    }
+    GemmJob j = { ta, tb, M >= N, M, N, K, 1, alpha, beta, A, B, C };
     if (T > 1 && M > 1 && 2.0 * (double)M * (double)N * (double)K >= 4e6 && longer >= 32 * T)
         j.parts = T;
     if (j.parts == 1) {
