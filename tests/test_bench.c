@@ -199,44 +199,90 @@ START_TEST(gemv_split)
 }
 END_TEST
 
-/* The compiled plan and the interpreter at batch 1, a dense layer large enough for the
- * cut matrix-vector product, inference and a training step, 1 to 3 threads: the same
- * bits (both run the same kernels, cut the same way for a thread count), without the
- * passes that round otherwise (as tests/test_train.c's compiled_matches_interp). */
-START_TEST(batch1_compiled_matches_interp)
+/* kern_gemm with 2 to 4 rows, no transposes, beta 0 and a large B (graphc's own kernel
+ * where the CPU has AVX2 + FMA or AVX-512; sgemm elsewhere): odd sizes (K a multiple of
+ * its 8-row blocks or not, N not of any vector width, M odd), within rounding of
+ * a double-precision reference, alpha applied, and the same bits at 1, 2 and 3 threads
+ * (each element one chain over k, however the columns are cut).  With the path turned
+ * off, sgemm's values agree within rounding. */
+START_TEST(small_m_gemm)
+{
+    const size_t M = 2 + (size_t)_i % 3, K = _i < 3 ? 331 : 336, N = 1001;   /* 1.3 MB of B */
+    float *A = malloc(M * K * sizeof *A), *B = malloc(K * N * sizeof *B), *C[3], *want = malloc(M * N * sizeof *want);
+    ck_assert(A && B && want);
+    tu_fill_uniform(A, M * K, -1, 1, 3);
+    tu_fill_uniform(B, K * N, -1, 1, 4);
+    for (size_t i = 0; i < M * N; i++) {
+        double s = 0;
+        for (size_t k = 0; k < K; k++) s += (double)A[i / N * K + k] * B[k * N + i % N];
+        want[i] = (float)(0.75 * s);
+    }
+    for (int t = 0; t < 3; t++) {
+        C[t] = malloc(M * N * sizeof *C[t]);
+        ck_assert(C[t]);
+        for (size_t i = 0; i < M * N; i++) C[t][i] = NAN;   /* beta 0 overwrites */
+        tu_threads(t + 1);
+        kern_gemm(tu_pool, false, false, M, N, K, 0.75f, A, B, 0.0f, C[t]);
+        ck_assert_floats_near_scaled(C[t], want, M * N, 1e-5);
+        if (t > 0) ck_assert_msg(memcmp(C[t], C[0], M * N * sizeof *C[t]) == 0, "%d threads differ from 1", t + 1);
+    }
+    kern_gemm_set_small_m(-1);
+    kern_gemm(tu_pool, false, false, M, N, K, 0.75f, A, B, 0.0f, C[1]);
+    kern_gemm_set_small_m(0);
+    ck_assert_floats_near_scaled(C[1], want, M * N, 1e-5);
+    for (int t = 0; t < 3; t++) free(C[t]);
+    free(A);
+    free(B);
+    free(want);
+}
+END_TEST
+
+/* The compiled plan and the interpreter at batch 1 and 3, a dense layer large enough for
+ * the cut matrix-vector product and the few-rows kernel, inference and a training step,
+ * 1 to 3 threads: the same bits (both run the same kernels, cut the same way for a
+ * thread count), without the passes that round otherwise (as tests/test_train.c's
+ * compiled_matches_interp). */
+START_TEST(small_batch_compiled_matches_interp)
 {
     Compiled c;
     compile_str(&c, "input x: f32[B, 1024]\ninput y: i32[B]\n"
                     "h = relu(dense(x, units=400))\nlogits = dense(h, units=10)\n"
                     "output p = softmax(logits)\nloss = cross_entropy(logits, y)\n"
                     "train { data = synthetic(count=4)\noptimizer = sgd(lr=0.1)\nminimize = loss }\n");
-    float x[1024];
-    int32_t y[1] = { 3 };
-    tu_fill_uniform(x, 1024, 0, 1, 7);
+    const int64_t batch = _i ? 3 : 1;
+    float x[3 * 1024];
+    int32_t y[3] = { 3, 0, 9 };
+    tu_fill_uniform(x, 3 * 1024, 0, 1, 7);
     for (int threads = 1; threads <= 3; threads++) {
         tu_threads(threads);
         for (int purpose = FOR_TRAINING; purpose <= FOR_INFERENCE; purpose += FOR_INFERENCE - FOR_TRAINING) {
-            float out[2][16];
+            float out[2][4][32];   /* [mode][output]: every output's values */
+            size_t len[4] = { 0 };
+            int nout = 0;
             Weights w[2];
             for (int m = 0; m < 2; m++) {
                 Step s;
-                step_off(&c, m ? MODE_COMPILED : MODE_INTERP, (Purpose)purpose, 1, rounding_passes(), &w[m], &s);
+                step_off(&c, m ? MODE_COMPILED : MODE_INTERP, (Purpose)purpose, batch, rounding_passes(), &w[m], &s);
                 const void *feeds[2] = { x, y };
                 float *outs[4] = { NULL };
-                float loss = 0;
-                for (int o = 0; o < s.graph->noutputs && o < 4; o++)
-                    outs[o] = shape_numel(&s.graph->nodes[s.graph->outputs[o].node].shape) == 1 ? &loss : out[m];
+                nout = s.graph->noutputs < 4 ? s.graph->noutputs : 4;
+                for (int o = 0; o < nout; o++) {
+                    len[o] = (size_t)shape_numel(&s.graph->nodes[s.graph->outputs[o].node].shape);
+                    ck_assert_uint_le(len[o], 32);
+                    outs[o] = out[m][o];
+                }
                 StepEnv env = { .w = &w[m], .seed = 1, .lr = 0.1f, .training = purpose == FOR_TRAINING, .d = &c.d };
                 ck_assert_msg(executor_run(s.ex, feeds, outs, &env) == 0, "%s", c.d.buf ? c.d.buf : "");
-                if (purpose == FOR_TRAINING) out[m][0] = loss;
                 step_free(&s);
             }
-            size_t n = purpose == FOR_TRAINING ? 1 : 10;
-            ck_assert_msg(memcmp(out[0], out[1], n * sizeof(float)) == 0, "%s, %d threads: interp %.9g, compiled %.9g",
-                          purpose == FOR_TRAINING ? "training" : "inference", threads, out[0][0], out[1][0]);
+            for (int o = 0; o < nout; o++)
+                ck_assert_msg(memcmp(out[0][o], out[1][o], len[o] * sizeof(float)) == 0,
+                              "%s, batch %d, %d threads, output %d: interp %.9g, compiled %.9g",
+                              purpose == FOR_TRAINING ? "training" : "inference", (int)batch, threads, o, out[0][o][0],
+                              out[1][o][0]);
             for (int v = 0; v < w[0].n; v++)
                 ck_assert_msg(memcmp(w[0].data[v], w[1].data[v], (size_t)shape_numel(&w[0].shapes[v]) * 4) == 0,
-                              "%d threads: var %d differs after a step", threads, v);
+                              "batch %d, %d threads: var %d differs after a step", (int)batch, threads, v);
             weights_free(&w[0]);
             weights_free(&w[1]);
         }
@@ -255,7 +301,8 @@ static Suite *make_bench_suite(void)
     suite_add_tcase(s, tc);
     tc = tcase_create("small batch");
     tcase_add_loop_test(tc, gemv_split, 0, 4);
-    tcase_add_test(tc, batch1_compiled_matches_interp);
+    tcase_add_loop_test(tc, small_m_gemm, 0, 6);
+    tcase_add_loop_test(tc, small_batch_compiled_matches_interp, 0, 2);
     suite_add_tcase(s, tc);
     return s;
 }
