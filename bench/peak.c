@@ -211,6 +211,31 @@ static void *xcalloc(size_t n, size_t size)
     return p;
 }
 
+/* A barrier for n threads to start together at; exits with a message if it cannot. */
+static void barrier_for(pthread_barrier_t *b, int n)
+{
+    if (pthread_barrier_init(b, NULL, (unsigned)n) != 0) {
+        fprintf(stderr, "peak: cannot make a barrier for %d threads\n", n);
+        exit(1);
+    }
+}
+
+/* Runs fn on n threads at once, thread i on the i-th of n arguments of `size` bytes at
+ * args, and returns when all have ended. */
+static void run_threads(int n, void *(*fn)(void *), void *args, size_t size)
+{
+    pthread_t *tid = xcalloc((size_t)n, sizeof *tid);
+    for (int i = 0; i < n; i++)
+        if (pthread_create(&tid[i], NULL, fn, (char *)args + (size_t)i * size) != 0) {
+            /* the ones started wait at their barrier for good */
+            fprintf(stderr, "peak: cannot start thread %d of %d\n", i + 1, n);
+            exit(1);
+        }
+    for (int i = 0; i < n; i++)
+        pthread_join(tid[i], NULL);
+    free(tid);
+}
+
 /* GFLOP/s of nthreads threads running the loop at once: all the threads' flops over the
  * time from the first one's start to the last one's end. */
 static double fma_once(const struct Isa *isa, long iters, int nthreads)
@@ -221,34 +246,23 @@ static double fma_once(const struct Isa *isa, long iters, int nthreads)
         return flops_per_iter(isa) * (double)iters / (now() - t0) / 1e9;
     }
     Worker *w = xcalloc((size_t)nthreads, sizeof *w);
-    pthread_t *tid = xcalloc((size_t)nthreads, sizeof *tid);
     pthread_barrier_t start;
-    if (pthread_barrier_init(&start, NULL, (unsigned)nthreads) != 0) {
-        fprintf(stderr, "peak: cannot make a barrier for %d threads\n", nthreads);
-        exit(1);
-    }
-    for (int i = 0; i < nthreads; i++) {
+    barrier_for(&start, nthreads);
+    for (int i = 0; i < nthreads; i++)
         w[i] = (Worker){isa, iters, &start, 0, 0, 0};
-        if (pthread_create(&tid[i], NULL, worker_run, &w[i]) != 0) {
-            /* the ones started wait at the barrier for good */
-            fprintf(stderr, "peak: cannot start thread %d of %d\n", i + 1, nthreads);
-            exit(1);
-        }
-    }
-    double first = 0, last = 0;
+    run_threads(nthreads, worker_run, w, sizeof *w);
+    double first = w[0].t0, last = w[0].t1;
     float sum = 0;
     for (int i = 0; i < nthreads; i++) {
-        pthread_join(tid[i], NULL);
-        if (i == 0 || w[i].t0 < first)
+        if (w[i].t0 < first)
             first = w[i].t0;
-        if (i == 0 || w[i].t1 > last)
+        if (w[i].t1 > last)
             last = w[i].t1;
         sum += w[i].result;
     }
     sink = sum;
     pthread_barrier_destroy(&start);
     free(w);
-    free(tid);
     return flops_per_iter(isa) * (double)iters * nthreads / (last - first) / 1e9;
 }
 
@@ -380,23 +394,14 @@ static Stat stream_measure(StreamOp op, size_t bytes, int nthreads, int repeats)
             exit(1);
         }
     StreamWorker *w = xcalloc((size_t)nthreads, sizeof *w);
-    pthread_t *tid = xcalloc((size_t)nthreads, sizeof *tid);
     pthread_barrier_t start;
-    if (pthread_barrier_init(&start, NULL, (unsigned)nthreads) != 0) {
-        fprintf(stderr, "peak: cannot make a barrier for %d threads\n", nthreads);
-        exit(1);
-    }
+    barrier_for(&start, nthreads);
     for (int i = 0; i < nthreads; i++) {
         size_t at = per * (size_t)i;
         w[i] = (StreamWorker){.op = op, .a = mem[0] + at, .b = mem[1] + at, .c = mem[2] + at, .n = per,
                               .repeats = repeats, .start = &start};
-        if (pthread_create(&tid[i], NULL, stream_worker, &w[i]) != 0) {
-            fprintf(stderr, "peak: cannot start thread %d of %d\n", i + 1, nthreads);
-            exit(1);
-        }
     }
-    for (int i = 0; i < nthreads; i++)
-        pthread_join(tid[i], NULL);
+    run_threads(nthreads, stream_worker, w, sizeof *w);
     double v[MAX_REPEATS];
     double moved = (double)stream_arrays[op] * (double)(per * (size_t)nthreads * sizeof(v4f));
     for (int r = 0; r < repeats; r++) {
@@ -414,7 +419,6 @@ static Stat stream_measure(StreamOp op, size_t bytes, int nthreads, int repeats)
     for (int k = 0; k < 3; k++)
         free(mem[k]);
     free(w);
-    free(tid);
     return stat_of(v, repeats);
 }
 

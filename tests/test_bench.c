@@ -6,41 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include "exec/pipeline.h"
-#include "graph/lower.h"
-#include "graph/passes.h"
 #include "kernels/kern.h"
+#include "tests/testgraph.h"
 #include "tests/testutil.h"
-
-typedef struct Compiled {
-    Source src;
-    DiagSink d;
-    Graph *g;
-} Compiled;
-
-static void compile_str(Compiled *c, const char *text)
-{
-    ck_assert_int_eq(source_from_string(&c->src, "test.net", text), 0);
-    diag_init(&c->d, &c->src);
-    int rc = compile_source(&c->src, &c->d, NULL, &c->g);
-    ck_assert_msg(rc == 0, "compile failed:\n%s", c->d.buf ? c->d.buf : "");
-}
-
-static void compiled_free_all(Compiled *c)
-{
-    graph_free(c->g);
-    diag_free(&c->d);
-    source_free(&c->src);
-}
-
-/* The passes that change how a value is rounded (graph_passes[i].rounds): off, the
- * compiled plan gives the interpreter's bits. */
-static uint64_t rounding_passes(void)
-{
-    uint64_t off = 0;
-    for (int i = 0; i < graph_npasses; i++)
-        if (graph_passes[i].rounds) off |= (uint64_t)1 << i;
-    return off;
-}
 
 /* The step of c's model for `purpose` at `batch`, in `mode`, on the suite's pool,
  * without the passes of `off`. */
