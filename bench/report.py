@@ -290,7 +290,7 @@ def limit_section(L, meta, peak, jobs, graphc, peak_failed):
 
     def ratio(ms, lim):
         return f"{ms / lim:.2f}x" if ms and lim else "—"
-    rows, impossible = [], False
+    rows, impossible, cached = [], False, []
     for j in jobs:
         g = graphc.get((j["model"], j["step"], j["batch"]))
         gf = g.get("gflop_per_step") if g else None
@@ -298,7 +298,9 @@ def limit_section(L, meta, peak, jobs, graphc, peak_failed):
         ms = g.get("compiled_ms") if g else None
         lf, lb, ls = limit(gf, fma), limit(by / 1e9 if by is not None else None, bw), limit(gf, sgemm)
         lim = max((x for x in (lf, lb) if x), default=None)
-        impossible = impossible or bool(ms and lim and ms < lim)
+        impossible = impossible or bool(ms and lf and ms < lf)
+        if ms and lb and ms < lb and not (lf and ms < lf):
+            cached.append(f"{j['model']} {j['step']} batch {j['batch']}")
         bound = "—" if not lim else "memory" if lb and lb >= (lf or 0) else "FMA"
         rows.append([j["model"], j["step"], j["batch"], f"{gf:.3g}" if gf is not None else "—",
                      f"{by / 1e6:.1f}" if by is not None else "—", fmt_ms(lf), fmt_ms(lb), bound, fmt_ms(ms),
@@ -327,9 +329,13 @@ def limit_section(L, meta, peak, jobs, graphc, peak_failed):
     if impossible:
         la = f" (load average {peak['loadavg']} when it started)" if peak.get("loadavg") else ""
         L.append("")
-        L.append(f"> **A step faster than its limit** (`compiled / limit` below 1) cannot be: the peak was measured "
-                 f"while other processes took CPU time{la}, so it is too low and every limit too long. Run again "
-                 "on a quiet machine.")
+        L.append(f"> **A step faster than its FMA limit** cannot be: the peak was measured while other processes "
+                 f"took CPU time{la}, so it is too low and every limit too long. Run again on a quiet machine.")
+    if cached:
+        L.append("")
+        L.append(f"> Below its bandwidth limit: {', '.join(cached)}. Part of its bytes came from the cache (weights "
+                 "and activations that fit in the last-level cache stay there from one step to the next), or the "
+                 "bandwidth was measured under load; either way that limit does not bind it.")
     threads = meta.get("threads")
     if threads is not None and threads != pt:
         L.append("")
