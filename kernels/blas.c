@@ -122,7 +122,7 @@ enum { GEMV_SPLIT_BYTES = 1 << 20, GEMV_MAX_N = 4096 };
 
 typedef struct GemvJob {
     bool ta, tb;
-    size_t M, N, K, parts, lda;
+    size_t N, K, parts, lda;
     const float *A, *B;
     float (*part)[GEMV_MAX_N];
 } GemvJob;
@@ -157,8 +157,7 @@ static void gemv_split(Pool *pool, size_t parts, bool ta, bool tb, size_t N, siz
     float part[POOL_MAX_THREADS < 8 ? POOL_MAX_THREADS : 8][GEMV_MAX_N];
     if (parts > sizeof part / sizeof part[0])
         parts = sizeof part / sizeof part[0];
-    GemvJob j = { ta, tb, 1, N, K, parts, ta ? 1 : K, A, B, part };
-    (void)j.M;
+    GemvJob j = { ta, tb, N, K, parts, ta ? 1 : K, A, B, part };
     pool_run(pool, (int)parts, gemv_part, &j);
     for (size_t n = 0; n < N; n++) {
         float s = part[0][n];
@@ -174,9 +173,9 @@ static void gemv_split(Pool *pool, size_t parts, bool ta, bool tb, size_t N, siz
  * MNIST CNN's 3136 x 1024 layer, for a few rows of work): here B is read as it is stored,
  * a panel of columns at a time (smallm_panel), SMALLM_KB rows of the panel at a time
  * (a block that stays in L1 while every pair of A's rows uses it).  For a pair of rows
- * of A, the block's 2 x KB
- * elements sit broadcast in registers, and each vector of C's two rows is loaded (but
- * for the first block), given its KB fused multiply-adds and stored.  So each element
+ * of A, the block's 2 x KB elements sit broadcast in registers, and each vector of C's
+ * two rows is loaded (but for the first block), given its KB fused multiply-adds and
+ * stored.  So each element
  * of C is one chain of FMAs over k in order, the vector lanes and the scalar columns
  * past the last whole vector alike: its bits depend neither on how the columns are cut
  * over the pool's threads nor on their number.  One body per vector width, compiled
