@@ -7,6 +7,7 @@
 #include "kernels/kern.h"
 #include "run/plot.h"
 #include "run/train.h"
+#include "util/outfile.h"
 
 void run_options_default(RunOptions *o)
 {
@@ -371,6 +372,8 @@ int train_run(const Graph *fwd, const RunOptions *o, RunResult *r, Weights *w_ou
                    (long long)o->save_every);
         goto out;
     }
+    /* before the first step: an output that cannot be written would lose the run */
+    if (rank == 0 && (outfile_check(save, "checkpoint", d) != 0 || outfile_check(o->plot_path, "plot", d) != 0)) goto out;
 
     if (!exec_fits_memory((double)t.batch * (double)f.sample_size * 4, "a batch of inputs", d)) goto out;
     x = gc_calloc((size_t)(t.batch * f.sample_size), sizeof *x);
