@@ -358,8 +358,8 @@ int train_run(const Graph *fwd, const RunOptions *o, RunResult *r, Weights *w_ou
     co.max_memory = 0;
     if (evaluator_init(&ev, fwd, &f, t.batch, &co, &w, comm, d) != 0) goto out;
     if (o->resume_path) {
-        if (checkpoint_load(o->resume_path, tg, &w, d) != 0) goto out;
-        if (w.step > t.epochs * steps) {
+        if (checkpoint_resume(o->resume_path, tg, &w, o->reset_optimizer, d) != 0) goto out;
+        if (w.step < 0 || w.step > t.epochs * steps) {
             diag_plain(d, "%s: the checkpoint is at step %lld, past the %lld steps of this run", o->resume_path,
                        (long long)w.step, (long long)(t.epochs * steps));
             goto out;
