@@ -50,7 +50,7 @@ check() {
     fi
     if [ -n "$why" ]; then
         bad=$((bad + 1))
-        echo "FAIL: $name: $why"
+        printf 'FAIL: %s: %s\n' "$name" "$why"
         head -c 2000 "$t/err"
     elif [ $rc -eq 0 ]; then accepted=$((accepted + 1))
     else refused=$((refused + 1)); fi
