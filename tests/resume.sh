@@ -116,7 +116,7 @@ accepted() {
 if command -v python3 >/dev/null 2>&1; then
     # craft BASE OUT CODE: BASE parsed as c (fuzz/craft_checkpoints.py), changed by CODE, CRCs recomputed
     craft() {
-        python3 - "$1" "$2" "$top_srcdir/fuzz" "$3" <<'PY'
+        python3 -B - "$1" "$2" "$top_srcdir/fuzz" "$3" <<'PY'
 import sys
 sys.path.insert(0, sys.argv[3])
 import craft_checkpoints as cc
