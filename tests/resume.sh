@@ -184,6 +184,11 @@ accepted "dump -o through a symlink" -- "$G" dump "$t/tiny.net" -o "$t/dump-link
     || bad "dump -o through a symlink"
 refused "dump -o onto a FIFO is refused" "cannot write dump '$t/fifo': it is a FIFO" -- \
     "$G" dump "$t/tiny.net" -o "$t/fifo"
+if "$G" export --help >/dev/null 2>&1; then   # a build with ONNX: its files go the same way
+    printf 'input x: f32[B, 3]\noutput p = softmax(dense(relu(dense(x, units=4)), units=2))\n' > "$t/infer.net"
+    refused "export -o onto a FIFO is refused" "cannot write file '$t/fifo': it is a FIFO" -- \
+        "$G" export "$t/infer.net" --weights "$t/tiny.ckpt" -o "$t/fifo"
+fi
 # (part.ckpt.tmp.PID: left by the kill -9 above, as docs/checkpoint.md says)
 ls "$t" | grep "\.tmp\." | grep -qv "^part\.ckpt\.tmp\." && { bad "a temporary was left behind"; ls "$t"; }
 
