@@ -1804,7 +1804,7 @@ static const struct LineCase {
       "input x: f32[B, 4]\n"
       "y = dense(x, units=3, activation=\"swish\")\n"
       "output y\n",
-      "t.net:2:34: error: dense: 'activation' must be one of \"linear\", \"neg\", \"relu\", \"sigmoid\", \"tanh\", \"exp\", \"log\", \"sqrt\", \"gelu\", \"silu\", \"leaky_relu\", \"softmax\", got \"swish\"", 1 },
+      "t.net:2:34: error: dense: 'activation' must be one of \"linear\", \"neg\", \"relu\", \"sigmoid\", \"tanh\", \"exp\", \"log\", \"sqrt\", \"gelu\", \"silu\", \"leaky_relu\", \"softplus\", \"gelu_tanh\", \"softmax\", got \"swish\"", 1 },
     { "dense_name_not_string",
       "input x: f32[B, 4]\n"
       "y = dense(x, units=3, name=7)\n"
