@@ -264,6 +264,136 @@ START_TEST(grad_relu_reshape)
 }
 END_TEST
 
+/* ---- the transformer ops (issue 14): every gradient at batch 1 and 3, on every axis ---- */
+
+/* gradcheck at batch 1 and 3 (labels and ids in [0, classes)) */
+static void gradcheck_batches(const char *model, int32_t classes)
+{
+    gradcheck(model, 1, classes);
+    gradcheck(model, 3, classes);
+}
+
+/* transpose (every permutation kind), slice, split (its gradient one slice_grad),
+ * indexing with a dropped axis, concat along a middle axis */
+START_TEST(grad_layout)
+{
+    gradcheck_batches("input x: f32[B, 4, 6]\ninput y: i32[B]\n"
+                      "param W: f32[4, 6] = uniform(low=-1, high=1)\n"
+                      "h = tanh(x * W)\n"
+                      "q, k, v = split(h, 3, axis=-1)\n"
+                      "t = transpose(q, perm=[0, 2, 1]) * 2 + permute(k, 0, 2, 1)\n"
+                      "u = transpose(permute(v, 2, 0, 1), perm=[1, 2, 0]) + slice(h, axis=2, start=1, end=5)[:, :, -2:]\n"
+                      "w = concat(u, h[:, 0:2, 2:4], axis=1) * reshape(h[:, 3, 0:3][:, 1:], B, 1, 2)\n"
+                      "r = permute(reshape(h, B, 2, 2, 6), 0, 2, 3, 1)\n"
+                      "z = dense(reshape(w, B, -1), units=3) + dense(reshape(t, B, -1), units=3) + dense(reshape(r, B, -1), units=3)\n"
+                      "z = z + dense(reshape(h[:, :, 0:3] * h[:, :, 2:5], B, -1), units=3)\n"
+                      "loss = cross_entropy(z, y)\n"
+                      "train { data = synthetic(count=8)\nminimize = loss }\n", 3);
+}
+END_TEST
+
+/* batch_matmul with each pair of transpose flags, over two batch axes */
+START_TEST(grad_batch_matmul)
+{
+    gradcheck_batches("input x: f32[B, 2, 3, 4]\ninput y: i32[B]\n"
+                      "param P: f32[2, 3, 4] = uniform(low=-1, high=1)\n"
+                      "a = tanh(x + P)\nb = sigmoid(x * P)\n"
+                      "c = batch_matmul(a, b, transpose_b=true)\n"
+                      "d = batch_matmul(a, b, transpose_a=true)\n"
+                      "e = batch_matmul(c, a)\n"
+                      "f = batch_matmul(d, a, transpose_a=true, transpose_b=true)\n"
+                      "z = dense(reshape(e, B, -1), units=3) + dense(reshape(f, B, -1), units=3)\n"
+                      "loss = cross_entropy(z, y)\n"
+                      "train { data = synthetic(count=8)\nminimize = loss }\n", 3);
+}
+END_TEST
+
+/* sum, mean and max over each axis (the batch's too), a run of axes, all of them,
+ * with and without keepdims; softmax and log_softmax along each axis */
+START_TEST(grad_reductions_softmax)
+{
+    gradcheck_batches("input x: f32[B, 3, 4]\ninput t: f32[B, 3]\n"
+                      "param P: f32[3, 4] = uniform(low=-1, high=1)\n"
+                      "h = tanh(x + P) * 2\n"
+                      "a = sum(h, axis=0) + mean(h, axis=1, keepdims=true) + max(h, axis=2, keepdims=true)\n"
+                      "b = max(h, axis=[0, 1]) + sum(h, axis=[1, 2], keepdims=true) + mean(h) + max(h)\n"
+                      "c = softmax(h, axis=0) + log_softmax(h, axis=1) + softmax(h, axis=-1) + log_softmax(h)\n"
+                      "d = max(c * a + b, axis=2) + mean(a, axis=-1)\n"
+                      "loss = mse(d, t)\n"
+                      "train { data = synthetic(count=8)\nminimize = loss }\n", 3);
+}
+END_TEST
+
+/* pow, max, min, clip, softplus, gelu's tanh form, where, causal_mask (with a softmax
+ * after it, as attention has), binary cross entropy with logits */
+START_TEST(grad_elementwise_masks)
+{
+    gradcheck_batches("input x: f32[B, 4, 4]\ninput t: f32[B, 4, 4]\n"
+                      "param P: f32[4, 4] = uniform(low=-1, high=1)\n"
+                      "param Q: f32[4] = uniform(low=0.5, high=1.5)\n"
+                      "h = x * 2 - 1 + P\n"
+                      "a = pow(sigmoid(h) + 0.5, Q) + max(h, P * 0.5) - min(h, 0.25) + clip(h, min=-0.6, max=0.4)\n"
+                      "b = softplus(h) * gelu(h, approximate=\"tanh\") + where(greater(P, 0), h, a) + where(less(x, 0.5), 1, h)\n"
+                      "c = softmax(causal_mask(a + b), axis=-1) + causal_mask(b, value=0)\n"
+                      "loss = binary_cross_entropy(c, t)\n"
+                      "train { data = synthetic(count=8)\nminimize = loss }\n", 3);
+}
+END_TEST
+
+/* embedding (ids repeat: its rows' sums), learned positions, layer_norm over one and
+ * two axes, cross entropy per token with label smoothing */
+START_TEST(grad_embedding_norm_sequence_loss)
+{
+    gradcheck_batches("input ids: i32[B, 5]\ninput y: i32[B, 5]\n"
+                      "param pos: f32[5, 6] = uniform(low=-0.5, high=0.5)\n"
+                      "h = embedding(ids, vocab=4, dim=6) * 4 + pos\n"
+                      "h = layer_norm(h, eps=1e-5)\n"
+                      "g = layer_norm(reshape(h, B, 5, 2, 3), axis=[-2, -1])\n"
+                      "h = h + reshape(g, B, 5, 6) * h\n"
+                      "loss = cross_entropy(dense(h, units=4), y, label_smoothing=0.1)\n"
+                      "train { data = synthetic(count=8)\nminimize = loss }\n", 4);
+}
+END_TEST
+
+/* multi_head_attention, causal and not, through its parameters and the input */
+START_TEST(grad_attention)
+{
+    gradcheck_batches("input ids: i32[B, 4]\ninput y: i32[B, 4]\n"
+                      "h = embedding(ids, vocab=3, dim=8) * 3\n"
+                      "a = multi_head_attention(h, heads=2, causal=true)\n"
+                      "b = multi_head_attention(h + a, heads=4, dim=3)\n"
+                      "loss = cross_entropy(dense(h + a + b, units=3), y)\n"
+                      "train { data = synthetic(count=8)\nminimize = loss }\n", 3);
+}
+END_TEST
+
+/* a, b, c = split(x, 3): the parts' gradients are one slice_grad of three pieces (a
+ * copy of each side by side), not a sum of zero-padded copies */
+START_TEST(split_gradient_one_op)
+{
+    Compiled c;
+    compile_str(&c, "input x: f32[B, 6]\ninput y: i32[B]\n"
+                    "h = dense(x, units=9)\n"
+                    "q, k, v = split(h, 3)\n"
+                    "loss = cross_entropy(q * k + v, y)\n"
+                    "train { data = synthetic(count=8)\nminimize = loss }\n");
+    Graph *tg = pass_autodiff(c.g, &c.d);
+    ck_assert_ptr_nonnull(tg);
+    int pieces = 0, grads = 0;
+    for (int i = 0; i < tg->nnodes; i++)
+        if (tg->nodes[i].op == OP_SLICE_GRAD) {
+            grads++;
+            pieces = tg->nodes[i].nin;
+            ck_assert_int_eq(tg->nodes[i].a.pieces.n, 3);
+            for (int k = 0; k < 3; k++) ck_assert_int_eq(tg->nodes[i].a.pieces.off[k], 3 * k);
+        }
+    ck_assert_int_eq(grads, 1);
+    ck_assert_int_eq(pieces, 3);
+    graph_free(tg);
+    compiled_free_all(&c);
+}
+END_TEST
+
 /* The op table's companions: every op has a shape rule and a kernel, and every op a
  * .net file can use has a gradient rule. */
 START_TEST(op_tables_complete)
@@ -1907,6 +2037,13 @@ static Suite *make_autodiff_suite(void)
     tcase_add_test(tc, grad_new_activations);
     tcase_add_test(tc, grad_conv_only);
     tcase_add_test(tc, grad_conv_valid);
+    tcase_add_test(tc, grad_layout);
+    tcase_add_test(tc, grad_batch_matmul);
+    tcase_add_test(tc, grad_reductions_softmax);
+    tcase_add_test(tc, grad_elementwise_masks);
+    tcase_add_test(tc, grad_embedding_norm_sequence_loss);
+    tcase_add_test(tc, grad_attention);
+    tcase_add_test(tc, split_gradient_one_op);
     tcase_add_test(tc, unreachable_params);
     tcase_add_test(tc, op_tables_complete);
     suite_add_tcase(s, tc);
