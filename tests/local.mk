@@ -73,3 +73,13 @@ tests_test_onnx_LDADD = $(TEST_LIBS)
 else
 EXTRA_DIST += tests/test_onnx.c
 endif
+
+# The transformer ops and models/charlm.net against PyTorch (tests/torch_ops.sh and
+# tests/torch_ops.py; tests/torch_run makes graphc's side: weights, inputs, the loss
+# and every gradient as raw files).  Skipped with a message without python3-torch.
+check_PROGRAMS += tests/torch_run
+tests_torch_run_SOURCES = tests/torch_run.c
+tests_torch_run_CFLAGS = $(AM_CFLAGS)
+tests_torch_run_LDADD = $(GRAPHC_LIBS)
+TESTS += tests/torch_ops.sh
+EXTRA_DIST += tests/torch_ops.sh tests/torch_ops.py
