@@ -514,32 +514,62 @@ static Graph *fuse_all(const Graph *g, uint64_t off, DiagSink *d)
 }
 
 
-START_TEST(compiled_matches_interp)
+/* Three training steps of c's model at `batch` in the interpreter and in the compiled
+ * plan, every fusion but those that round otherwise (gemm_update_curve checks those):
+ * the losses and every weight after them bit for bit the same. */
+static void assert_modes_agree(Compiled *c, const char *what, int64_t batch, int32_t classes)
 {
-    Compiled c;
-    compile_model(&c, model_files[_i]);
-    int64_t batch = strstr(model_files[_i], "large") ? 1 : 3;
     float loss[2][3];
     Weights w[2];
-    /* every fusion but the gradient GEMM's into its update (gemm_update_curve) keeps
-     * the arithmetic: without that one, the two modes agree bit for bit */
     for (int mode = 0; mode < 2; mode++) {
         CompileOptions co = { .mode = mode == 0 ? MODE_INTERP : MODE_COMPILED, .pool = tu_pool,
                               .passes_off = rounding_passes(), .seed = 3, .verify = true };
         Step st;
         memset(&w[mode], 0, sizeof w[mode]);
-        ck_assert_msg(prepare(c.g, FOR_TRAINING, batch, &co, &w[mode], &st, &c.d) == 0, "%s", c.d.buf ? c.d.buf : "");
-        three_steps(st.ex, st.graph, &w[mode], 2, 11, 0.01f, &c.d, loss[mode]);
+        ck_assert_msg(prepare(c->g, FOR_TRAINING, batch, &co, &w[mode], &st, &c->d) == 0, "%s", c->d.buf ? c->d.buf : "");
+        three_steps(st.ex, st.graph, &w[mode], classes, 11, 0.01f, &c->d, loss[mode]);
         step_free(&st);
     }
     for (int step = 0; step < 3; step++)
         ck_assert_msg(memcmp(&loss[0][step], &loss[1][step], sizeof(float)) == 0, "%s step %d: interp %.9g, compiled %.9g",
-                      model_files[_i], step, loss[0][step], loss[1][step]);
+                      what, step, loss[0][step], loss[1][step]);
     for (int v = 0; v < w[0].n; v++)
         ck_assert_msg(memcmp(w[0].data[v], w[1].data[v], (size_t)shape_numel(&w[0].shapes[v]) * 4) == 0,
-                      "%s: %s differs after 3 steps", model_files[_i], w[0].names[v]);
+                      "%s: %s differs after 3 steps", what, w[0].names[v]);
     weights_free(&w[0]);
     weights_free(&w[1]);
+}
+
+START_TEST(compiled_matches_interp)
+{
+    Compiled c;
+    compile_model(&c, model_files[_i]);
+    assert_modes_agree(&c, model_files[_i], strstr(model_files[_i], "large") ? 1 : 3, 2);
+    compiled_free_all(&c);
+}
+END_TEST
+
+/* The transformer ops in both executors, in place where the plan puts them (where,
+ * layer norm and its gradient, reduce_max's and bce's gradients, the causal mask): the
+ * same bits.  The first model's add reads a sum of fewer elements than it writes, whose
+ * buffer rounds up to the add's size: writing over it would be wrong. */
+static const char *const sequence_models[] = {
+    "input x: f32[B, 3]\ninput y: i32[B]\nparam W: f32[3] = ones()\n"
+    "s = sum(x * W, axis=0)\nloss = cross_entropy(s + x * 2, y)\n"
+    "train { data = synthetic(count=8)\nminimize = loss }\n",
+    "input x: f32[B, 3, 4]\ninput t: f32[B, 3, 4]\nparam P: f32[3, 4] = uniform(low=-1, high=1)\n"
+    "h = layer_norm(tanh(x + P)) * 2\na = max(h, axis=1, keepdims=true) + mean(h, axis=0) + sum(h, axis=-1, keepdims=true)\n"
+    "b = where(greater(h, 0), a, pow(sigmoid(h), 2)) + clip(h, min=-0.5, max=0.5) + softmax(h, axis=0)\n"
+    "c = causal_mask(batch_matmul(b, a, transpose_b=true)) + 1\n"
+    "loss = binary_cross_entropy(batch_matmul(c, transpose(permute(h, 0, 2, 1), perm=[0, 2, 1])), t)\n"
+    "train { data = synthetic(count=8)\nminimize = loss }\n",
+};
+
+START_TEST(sequence_ops_compiled_match)
+{
+    Compiled c;
+    compile_str(&c, sequence_models[_i]);
+    assert_modes_agree(&c, sequence_models[_i], 3, 3);
     compiled_free_all(&c);
 }
 END_TEST
@@ -2103,6 +2133,7 @@ static Suite *make_exec_suite(void)
     Suite *s = suite_create("executors");
     TCase *tc = tcase_create("agreement");
     tcase_add_loop_test(tc, compiled_matches_interp, 0, (int)(sizeof model_files / sizeof *model_files));
+    tcase_add_loop_test(tc, sequence_ops_compiled_match, 0, (int)(sizeof sequence_models / sizeof *sequence_models));
     tcase_add_loop_test(tc, inference_conv_pool, 0, (int)(sizeof convpool_models / sizeof *convpool_models));
     tcase_add_test(tc, inference_conv_pool_mnist);
     tcase_add_loop_test(tc, gemm_update_curve, 0, (int)(sizeof model_files / sizeof *model_files));
