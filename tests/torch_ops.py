@@ -208,12 +208,13 @@ def _attention(P, I):
 
 def charlm(P, I):
     """models/charlm.net: embedding and learned positions, three pre-norm blocks of
-    causal attention and a GELU MLP, a layer norm and the output layer."""
+    causal attention and a GELU MLP (the tanh form), a layer norm and the output layer."""
     h = F.embedding(I["ids"].long(), P["embedding/embeddings"]) + P["pos"]
     for blk in range(3):
         a, m = 2 * blk, 2 * blk + 1
         h = h + mha(layer_norm(h, P, ln(a)), P, "multi_head_attention" + ("_%d" % blk if blk else ""), 4, True)
-        h = h + dense(dense(layer_norm(h, P, ln(m)), P, dn(2 * blk), F.gelu), P, dn(2 * blk + 1))
+        gelu = lambda x: F.gelu(x, approximate="tanh")
+        h = h + dense(dense(layer_norm(h, P, ln(m)), P, dn(2 * blk), gelu), P, dn(2 * blk + 1))
     return seq_ce(dense(layer_norm(h, P, ln(6)), P, dn(6)), I["next"])
 
 
