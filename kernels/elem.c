@@ -203,8 +203,7 @@ void kern_colsum_d(const float *x, size_t rows, size_t cols, double *acc)
     }
 }
 
-/* y[cols] = sum over rows of x[rows, cols], accumulated in double per column. */
-static void colsum(const float *x, size_t rows, size_t cols, float *y)
+void kern_colsum(const float *x, size_t rows, size_t cols, float scale, float *y)
 {
     double acc[COLSUM_BLOCK];
     for (size_t j0 = 0; j0 < cols; j0 += COLSUM_BLOCK) {
@@ -217,7 +216,7 @@ static void colsum(const float *x, size_t rows, size_t cols, float *y)
                 acc[j] += xr[j];
         }
         for (size_t j = 0; j < jn; j++)
-            y[j0 + j] = (float)acc[j];
+            y[j0 + j] = (float)(acc[j] * scale);
     }
 }
 
@@ -244,7 +243,7 @@ void kern_sum_to(const float *x, const int64_t *xshape, int xrank,
         return;
     }
     if (r == 2 && sy[0] != 0 && sy[1] == 0) {
-        colsum(x, (size_t)shp[1], (size_t)shp[0], y);
+        kern_colsum(x, (size_t)shp[1], (size_t)shp[0], 1.0f, y);
         return;
     }
 

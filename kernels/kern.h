@@ -35,6 +35,10 @@ void kern_binary(EwBinary op, const float *a, const int64_t *ashape, int arank,
 void kern_sum_to(const float *x, const int64_t *xshape, int xrank,
                  float *y, const int64_t *yshape, int yrank);
 
+/* y[j] = scale * the sum over the rows of x[rows, cols] of x[r, j], accumulated in
+ * double (scale 1: the bits of the plain sum). */
+void kern_colsum(const float *x, size_t rows, size_t cols, float scale, float *y);
+
 /* acc[j] = sum over the rows of x[rows, cols] of x[r, j], in double: one block of
  * kern_sum_to's [rows, cols] -> [cols] case, for callers that split the rows and add
  * the blocks' sums in a fixed order. */

@@ -132,26 +132,10 @@ void kern_softmax_axis_grad(const float *y, const float *dy, float *dx, size_t o
         }
 }
 
-enum { AXIS_BLOCK = 256 };
-
 void kern_reduce_sum(const float *x, size_t outer, size_t len, size_t inner, float scale, float *y)
 {
-    double acc[AXIS_BLOCK];
-    for (size_t o = 0; o < outer; o++) {
-        const float *xo = x + o * len * inner;
-        for (size_t i0 = 0; i0 < inner; i0 += AXIS_BLOCK) {
-            size_t in = inner - i0 < AXIS_BLOCK ? inner - i0 : AXIS_BLOCK;
-            for (size_t i = 0; i < in; i++)
-                acc[i] = 0;
-            for (size_t l = 0; l < len; l++) {
-                const float *xr = xo + l * inner + i0;
-                for (size_t i = 0; i < in; i++)
-                    acc[i] += xr[i];
-            }
-            for (size_t i = 0; i < in; i++)
-                y[o * inner + i0 + i] = (float)(acc[i] * scale);
-        }
-    }
+    for (size_t o = 0; o < outer; o++)
+        kern_colsum(x + o * len * inner, len, inner, scale, y + o * inner);
 }
 
 void kern_reduce_max(const float *x, size_t outer, size_t len, size_t inner, float *y)

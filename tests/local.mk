@@ -59,7 +59,7 @@ tests_ckpt_compare_LDADD = $(GRAPHC_LIBS)
 # of the same networks (tests/onnx_torch.py, Debian's python3-torch).  Each skips with
 # a message when its tool is missing.
 check_PROGRAMS += tests/onnx_run
-tests_onnx_run_SOURCES = tests/onnx_run.c
+tests_onnx_run_SOURCES = tests/onnx_run.c tests/model_file.h
 tests_onnx_run_CFLAGS = $(AM_CFLAGS)
 tests_onnx_run_LDADD = $(GRAPHC_LIBS)
 TESTS += tests/onnx.sh tests/onnx_torch.sh
@@ -78,7 +78,7 @@ endif
 # tests/torch_ops.py; tests/torch_run makes graphc's side: weights, inputs, the loss
 # and every gradient as raw files).  Skipped with a message without python3-torch.
 check_PROGRAMS += tests/torch_run
-tests_torch_run_SOURCES = tests/torch_run.c
+tests_torch_run_SOURCES = tests/torch_run.c tests/model_file.h
 tests_torch_run_CFLAGS = $(AM_CFLAGS)
 tests_torch_run_LDADD = $(GRAPHC_LIBS)
 TESTS += tests/torch_ops.sh

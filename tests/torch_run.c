@@ -21,6 +21,7 @@
 #include "graph/passes.h"
 #include "util/file.h"
 #include "util/rng.h"
+#include "tests/model_file.h"
 
 static int fail(DiagSink *d)
 {
@@ -188,15 +189,9 @@ int main(int argc, char **argv)
     }
     Source src;
     DiagSink d;
-    diag_init(&d, NULL);
-    Graph *g = NULL;
-    if (source_load(&src, argv[1], &d) != 0) return fail(&d);
-    d.src = &src;
-    int rc = 1;
-    if (compile_source(&src, &d, NULL, &g) == 0 && d.nerrors == 0)
-        rc = run(g, strtoll(argv[2], NULL, 10), strtoull(argv[3], NULL, 10), argv[4], &d);
-    else
-        fail(&d);
+    Graph *g;
+    if (model_file(argv[1], &src, &d, &g) != 0) return 1;
+    int rc = run(g, strtoll(argv[2], NULL, 10), strtoull(argv[3], NULL, 10), argv[4], &d);
     graph_free(g);
     diag_free(&d);
     source_free(&src);
