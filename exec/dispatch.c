@@ -1054,8 +1054,8 @@ static int k_slice_grad(const KCall *c)
 {
     const Node *n = c->n;
     int axis = n->a.pieces.axis, k = n->nin;
-    int64_t lens[8], at = 0;
-    const float *xs[8];
+    int64_t lens[SLICE_GRAD_MAX], at = 0;
+    const float *xs[SLICE_GRAD_MAX];
     bool tiles = true;
     for (int i = 0; i < k; i++) {
         lens[i] = ishape(c, i)->d[axis].v;

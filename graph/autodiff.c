@@ -267,7 +267,7 @@ static void g_transpose(AD *ad, int32_t id, int32_t dy)
 
 /* A slice's gradient: its piece in zeros (slice_grad).  Where x's gradient so far is a
  * slice_grad along the same axis (split's other parts), the sum is one slice_grad of
- * all the pieces (up to 8, in order of offset), not an add of padded copies: a copy of
+ * all the pieces (up to SLICE_GRAD_MAX, in order of offset), not an add of padded copies: a copy of
  * each piece when they tile the axis.  The earlier one is then dead unless something
  * else reads it. */
 static void g_slice(AD *ad, int32_t id, int32_t dy)
@@ -278,10 +278,10 @@ static void g_slice(AD *ad, int32_t id, int32_t dy)
     NodeAttr a;
     memset(&a, 0, sizeof a);
     a.pieces.axis = n->a.slice.axis;
-    int32_t in[8];
+    int32_t in[SLICE_GRAD_MAX];
     int k = 0;
     if (prev >= 0 && N(ad, prev)->op == OP_SLICE_GRAD && N(ad, prev)->a.pieces.axis == a.pieces.axis &&
-        N(ad, prev)->nin < 8) {
+        N(ad, prev)->nin < SLICE_GRAD_MAX) {
         a = N(ad, prev)->a;
         for (; k < N(ad, prev)->nin; k++) in[k] = N(ad, prev)->in[k];
         ad->grad[x] = -1;

@@ -79,6 +79,9 @@ typedef struct WinAttr {
     float act_p;                              /* its parameter */
 } WinAttr;
 
+/* The most pieces one slice_grad places (a split into more: several, added). */
+#define SLICE_GRAD_MAX 8
+
 typedef union NodeAttr {
     struct { int index; } input;              /* INPUT: position in g->inputs */
     struct { int var; } param;                /* PARAM: index into g->vars */
@@ -122,7 +125,7 @@ typedef union NodeAttr {
     struct {                                  /* SLICE_GRAD: input k is placed at off[k] along axis */
         int axis;
         int n;                                /* pieces: nin */
-        int64_t off[8];
+        int64_t off[SLICE_GRAD_MAX];
     } pieces;
     struct { float value; } mask;             /* CAUSAL_MASK: what replaces the masked scores */
     struct {                                  /* CROSS_ENTROPY(_GRAD), ACCURACY, BCE_LOGITS(_GRAD) */

@@ -870,38 +870,11 @@ static void take_last_run(unsigned *mask, int rank, NodeAttr *a)
     for (int i = lo; i <= hi; i++) *mask &= ~(1u << i);
 }
 
-/* transpose(x) reverses the axes (a matrix's two); transpose(x, perm=[...]) and
- * permute(x, p0, p1, ...): output axis i is input axis p_i. */
-static Val b_transpose(Lower *L, Call *c)
+/* The transpose of x by perm (n axes given at `at`), each axis of x once. */
+static Val transpose_by(Lower *L, Call *c, int32_t x, const int64_t *perm, int n, Loc at)
 {
-    int32_t x;
     Loc loc = c->ast->loc;
-    bool positional = c->bi->kind != 0;
-    if (!pos_tensor(L, c, 0, "x", &x) || (!positional && !no_more_pos(L, c, 1))) return verr(loc);
     int rank = node(L, x)->shape.rank;
-    int64_t perm[MAX_ARGS];
-    int n = rank;
-    Loc at = loc;
-    for (int i = 0; i < rank; i++) perm[i] = rank - 1 - i;
-    if (positional) {
-        n = c->npos - 1;
-        for (int i = 0; i < n; i++) {
-            if (c->pos[i + 1].kind != V_NUM || !c->pos[i + 1].is_int)
-                return error_at(L, c->pos[i + 1].loc, "permute: axis %d must be an integer", i + 1);
-            perm[i] = c->pos[i + 1].ival;
-        }
-    } else {
-        bool ok;
-        Kw *k = kw_arg(L, c, "perm", false, &ok);
-        if (!ok) return verr(loc);
-        if (k) {
-            if (k->val.kind != V_LIST)
-                return error_at(L, k->val.loc, "transpose: 'perm' must be a list of axes, e.g. perm=[0, 2, 1, 3]");
-            n = k->val.nitems;
-            at = k->val.loc;
-            for (int i = 0; i < n && i < MAX_ARGS; i++) perm[i] = k->val.items[i];
-        }
-    }
     char b1[128];
     if (n != rank)
         return error_at(L, at, "%s: %d axes given for %s, which has %d", c->fn, n, shape_str(L->g, &node(L, x)->shape, b1, sizeof b1),
@@ -917,6 +890,39 @@ static Val b_transpose(Lower *L, Call *c)
         a.transpose.perm[i] = (int8_t)ax;
     }
     return vtensor(mk(L, OP_TRANSPOSE, &x, 1, loc, &a), loc);
+}
+
+/* transpose(x) reverses the axes (a matrix's two); transpose(x, perm=[...]): output
+ * axis i is input axis perm[i]. */
+static Val b_transpose(Lower *L, Call *c)
+{
+    int32_t x;
+    bool ok;
+    if (!pos_tensor(L, c, 0, "x", &x) || !no_more_pos(L, c, 1)) return verr(c->ast->loc);
+    Kw *k = kw_arg(L, c, "perm", false, &ok);
+    if (!ok) return verr(c->ast->loc);
+    if (!k) {
+        int64_t rev[MAX_RANK];
+        int rank = node(L, x)->shape.rank;
+        for (int i = 0; i < rank; i++) rev[i] = rank - 1 - i;
+        return transpose_by(L, c, x, rev, rank, c->ast->loc);
+    }
+    if (k->val.kind != V_LIST) return error_at(L, k->val.loc, "transpose: 'perm' must be a list of axes, e.g. perm=[0, 2, 1, 3]");
+    return transpose_by(L, c, x, k->val.items, k->val.nitems, k->val.loc);
+}
+
+/* permute(x, p0, p1, ...): PyTorch's form, one position per axis */
+static Val b_permute(Lower *L, Call *c)
+{
+    int32_t x;
+    int64_t perm[MAX_ARGS];
+    if (!pos_tensor(L, c, 0, "x", &x)) return verr(c->ast->loc);
+    for (int i = 1; i < c->npos; i++) {
+        if (c->pos[i].kind != V_NUM || !c->pos[i].is_int)
+            return error_at(L, c->pos[i].loc, "permute: axis %d must be an integer", i);
+        perm[i - 1] = c->pos[i].ival;
+    }
+    return transpose_by(L, c, x, perm, c->npos - 1, c->ast->loc);
 }
 
 /* The part [start, end) of axis `axis` of x (Python's rule: negative counts from the
@@ -1363,8 +1369,8 @@ static const Builtin builtins[] = {
     { "sgd", b_optim, OPTIM_SGD, { "lr", "momentum", "nesterov" }, "sgd(lr=0.01, momentum=0, nesterov=false)" },
     { "adam", b_optim, OPTIM_ADAM, { "lr", "beta1", "beta2", "eps" }, "adam(lr=0.001)" },
     /* the transformer family (issue 14) */
-    { "transpose", b_transpose, 0, { "perm" }, "transpose(x, perm=[1, 0])" },
-    { "permute", b_transpose, 1, { 0 }, "permute(x, 0, 2, 1)" },
+    { "transpose", b_transpose, OP_TRANSPOSE, { "perm" }, "transpose(x, perm=[1, 0])" },
+    { "permute", b_permute, OP_TRANSPOSE, { 0 }, "permute(x, 0, 2, 1)" },
     { "slice", b_slice, 0, { "axis", "start", "end" }, "slice(x, axis=1, start=0, end=16)" },
     { "split", b_split, 0, { "axis" }, "a, b = split(x, 2, axis=-1)" },
     { "batch_matmul", b_batch_matmul, OP_BATCH_MATMUL, { "transpose_a", "transpose_b" }, "batch_matmul(a, b)" },

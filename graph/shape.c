@@ -659,7 +659,7 @@ static bool r_slice_grad(Ctx *c, Node *n)
 {
     Shape t = subst_shape(c->g, n->tshape);
     int ax = n->a.pieces.axis;
-    if (n->nin != n->a.pieces.n || n->nin < 1 || n->nin > 8 || ax < 0 || ax >= t.rank)
+    if (n->nin != n->a.pieces.n || n->nin < 1 || n->nin > SLICE_GRAD_MAX || ax < 0 || ax >= t.rank)
         return fail(c, n, "slice_grad: %d pieces along axis %d of rank %d", n->nin, ax, t.rank);
     for (int k = 0; k < n->nin; k++) {
         const Shape *p = in_shape(c, n, k);
