@@ -1906,6 +1906,37 @@ START_TEST(charlm_learns)
 }
 END_TEST
 
+/* An id outside the vocabulary stops the step in either executor, with the embedding's
+ * line and the id's position, as a label out of range does. */
+START_TEST(embedding_id_out_of_range)
+{
+    Compiled c;
+    compile_str(&c, "input ids: i32[B, 3]\ninput y: i32[B, 3]\n"
+                    "loss = cross_entropy(dense(embedding(ids, vocab=5, dim=4), units=5), y)\n"
+                    "train { data = synthetic(count=8)\nminimize = loss }\n");
+    for (int mode = 0; mode < 2; mode++) {
+        CompileOptions co = { .mode = mode ? MODE_COMPILED : MODE_INTERP, .pool = tu_pool, .seed = 1 };
+        Weights w = { 0 };
+        Step st;
+        ck_assert_int_eq(prepare(c.g, FOR_TRAINING, 2, &co, &w, &st, &c.d), 0);
+        int32_t ids[6] = { 0, 1, 2, 4, 5, 3 }, y[6] = { 0 };
+        const void *feeds[2] = { ids, y };
+        float lv, av;
+        float *outs[2] = { &lv, &av };
+        DiagSink d;
+        diag_init(&d, NULL);
+        StepEnv env = { .w = &w, .training = true, .d = &d };
+        ck_assert_int_eq(executor_run(st.ex, feeds, outs, &env), -1);
+        ck_assert_msg(d.buf && strstr(d.buf, "test.net:3:28: embedding: id 5 at position 4 of the ids is outside [0, 5)"),
+                      "%s", d.buf ? d.buf : "(nothing)");
+        diag_free(&d);
+        step_free(&st);
+        weights_free(&w);
+    }
+    compiled_free_all(&c);
+}
+END_TEST
+
 START_TEST(mnist_subset_one_epoch)
 {
     Compiled c;
@@ -2160,6 +2191,7 @@ static Suite *make_training_suite(void)
     TCase *tc = tcase_create("runs");
     tcase_add_test(tc, tiny_model_to_zero_loss);
     tcase_add_test(tc, charlm_learns);
+    tcase_add_test(tc, embedding_id_out_of_range);
     tcase_add_test(tc, mnist_subset_one_epoch);
     tcase_add_test(tc, same_seed_same_curve);
     tcase_add_test(tc, threads_agree);
