@@ -789,8 +789,10 @@ static Val vlist(Lower *L, const int64_t *items, int n, Loc loc)
     return v;
 }
 
-/* [e1, e2, ...]: integers (axes, a permutation) */
-static Val eval_list(Lower *L, const Ast *a)
+/* [e1, e2, ...]: integers (axes, a permutation).  Not inlined (nor eval_index): eval
+ * recurses as deep as an expression nests, and their locals would make each of its
+ * frames larger (beyond the stack at MAX_EXPR_DEPTH under the sanitizers). */
+__attribute__((noinline)) static Val eval_list(Lower *L, const Ast *a)
 {
     int64_t items[MAX_ARGS];
     if (a->u.list.n > MAX_ARGS) return error_at(L, a->loc, "a list holds at most %d items", MAX_ARGS);
@@ -1005,7 +1007,7 @@ static Val b_split(Lower *L, Call *c)
 
 /* x[i, a:b, :]: a slice per ranged axis; a single index takes one element and drops its
  * axis (a view); axes not named are whole. */
-static Val eval_index(Lower *L, const Ast *a)
+__attribute__((noinline)) static Val eval_index(Lower *L, const Ast *a)
 {
     Val base = eval(L, a->u.index.base);
     Loc loc = a->loc;
