@@ -12,10 +12,20 @@
 #include "exec/pipeline.h"
 #include "graph/passes.h"
 #include "run/ablate.h"
-#include "tests/testmodel.h"
+#include "tests/model_file.h"
+#include "tests/testgraph.h"
 #include "util/pool.h"
 
 static Pool *pool;
+
+/* A file of the source tree, compiled. */
+static void compile_file(Compiled *c, const char *rel)
+{
+    const char *top = getenv("top_srcdir");
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", top && *top ? top : ".", rel);
+    ck_assert_msg(model_file(path, &c->src, &c->d, &c->g) == 0, "%s does not compile", path);
+}
 
 static void setup(void) { pool = pool_new(2); }
 static void teardown(void) { pool_free(pool); }
