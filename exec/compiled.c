@@ -85,7 +85,7 @@ static void perop_uses(CompiledPlan *p, int32_t *count, int32_t *use)
     for (int c = 0; c < p->ncalls; c++) {
         const KCall *k = &p->calls[c];
         int32_t i = (int32_t)(k->n - p->g->nodes), a = (int32_t)(k->in - p->args);
-        int32_t bufs[3] = { mp->root[i], n + i, -1 };
+        int32_t bufs[2] = { mp->root[i], n + i };   /* its output, its scratch */
         for (int j = 0; j < 2; j++)
             if (perop_buffer(mp, bufs[j])) {
                 if (use) use[count[bufs[j]]] = -(2 * c + 1 + j);

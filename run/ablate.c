@@ -10,7 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <unistd.h>
 #include "run/ablate.h"
 #include "run/plot.h"
 #include "exec/pipeline.h"
