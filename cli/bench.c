@@ -64,7 +64,7 @@ int cmd_bench(int argc, char **argv)
         case 'a': o.ablate = true; break;
         case 'P': o.plot = optarg; break;
         case ':': return cli_usage_error("bench", "option '%s' needs a value", argv[optind - 1]);
-        default: return cli_usage_error("bench", "unknown option '%s'", argv[optind - 1]);
+        default: return cli_unknown_option("bench", opts, argv[optind - 1]);
         }
     }
     if (optind != argc - 1) return cli_usage_error("bench", optind == argc ? "missing FILE" : "expected one FILE");

@@ -92,7 +92,7 @@ int cmd_check(int argc, char **argv)
     opterr = 0;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         if (c == 'h') { fputs(check_usage, stdout); return EXIT_OK; }
-        return cli_usage_error("check", "unknown option '%s'", argv[optind - 1]);
+        return cli_unknown_option("check", opts, argv[optind - 1]);
     }
     if (optind != argc - 1) return cli_usage_error("check", optind == argc ? "missing FILE" : "expected one FILE");
     Model m;
@@ -180,7 +180,7 @@ int cmd_dump(int argc, char **argv)
         case 'f': format = optarg; break;
         case 'o': outpath = optarg; break;
         case ':': return cli_usage_error("dump", "option '%s' needs a value", argv[optind - 1]);
-        default: return cli_usage_error("dump", "unknown option '%s'", argv[optind - 1]);
+        default: return cli_unknown_option("dump", opts, argv[optind - 1]);
         }
     }
     if (optind != argc - 1) return cli_usage_error("dump", optind == argc ? "missing FILE" : "expected one FILE");

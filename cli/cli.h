@@ -3,6 +3,7 @@
  * file (or a failed run), 2 bad usage. */
 #ifndef GRAPHC_CLI_H
 #define GRAPHC_CLI_H
+#include <getopt.h>
 #include "graph/graph.h"
 #include "graph/lower.h"
 
@@ -24,6 +25,9 @@ int cli_load_model_quiet(Model *m, const char *path);
 void cli_report_model(Model *m, int rc);
 void cli_free_model(Model *m);
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The usage error for an option getopt_long did not know (`arg`: argv[optind - 1]),
+ * with the nearest of `opts` when it looks like a typo ("did you mean '--epochs'?"). */
+int cli_unknown_option(const char *cmd, const struct option *opts, const char *arg);
 /* Parses a non-negative integer flag value; prints a usage error and returns false if bad. */
 bool cli_parse_i64(const char *cmd, const char *flag, const char *s, int64_t lo, int64_t hi, int64_t *out);
 bool cli_parse_f64(const char *cmd, const char *flag, const char *s, double lo, double hi, double *out);

@@ -6,6 +6,7 @@
 #include <string.h>
 #include "cli/cli.h"
 #include "exec/comm.h"
+#include "util/suggest.h"
 
 #ifdef HAVE_ONNX
 #define ONNX_SUPPORT 1
@@ -46,6 +47,21 @@ int cli_usage_error(const char *cmd, const char *fmt, ...)
     va_end(ap);
     fprintf(stderr, "\nTry 'graphc %s%s--help'.\n", cmd ? cmd : "", cmd ? " " : "");
     return EXIT_USAGE;
+}
+
+int cli_unknown_option(const char *cmd, const struct option *opts, const char *arg)
+{
+    if (strncmp(arg, "--", 2) == 0) {
+        char name[64];
+        size_t n = strcspn(arg + 2, "=");   /* --epcohs=3 is a typo of --epochs too */
+        const char *cands[64];
+        int nc = 0;
+        for (const struct option *o = opts; o->name && nc < 64; o++) cands[nc++] = o->name;
+        snprintf(name, sizeof name, "%.*s", (int)(n < sizeof name ? n : sizeof name - 1), arg + 2);
+        const char *near = suggest_nearest(name, cands, nc);
+        if (near) return cli_usage_error(cmd, "unknown option '%s'; did you mean '--%s'?", arg, near);
+    }
+    return cli_usage_error(cmd, "unknown option '%s'", arg);
 }
 
 bool cli_parse_i64(const char *cmd, const char *flag, const char *s, int64_t lo, int64_t hi, int64_t *out)
@@ -138,6 +154,15 @@ int main(int argc, char **argv)
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (strcmp(commands[i].name, cmd) == 0) return commands[i].fn(argc - 1, argv + 1);
+    enum { NCOMMANDS = sizeof commands / sizeof commands[0] };
+    const char *names[NCOMMANDS];
+    for (size_t i = 0; i < NCOMMANDS; i++) names[i] = commands[i].name;
+    const char *near = cmd[0] == '-' ? NULL : suggest_nearest(cmd, names, NCOMMANDS);
+    if (near) return cli_usage_error(NULL, "unknown command '%s'; did you mean '%s'?", cmd, near);
+    if (cmd[0] == '-') {   /* an option before any command: one of graphc's own, mistyped? */
+        static const struct option top[] = { { "help", 0, 0, 'h' }, { "version", 0, 0, 'V' }, { 0, 0, 0, 0 } };
+        return cli_unknown_option(NULL, top, cmd);
+    }
     fprintf(stderr, "graphc: unknown command '%s'\n\n%s", cmd, usage);
     return EXIT_USAGE;
 }

@@ -151,7 +151,7 @@ static int parse_opts(const char *cmd, int argc, char **argv, RunOptions *o, con
             break;
         case O_WEIGHTS: *weights = optarg; break;
         case ':': return cli_usage_error(cmd, "option '%s' needs a value", argv[optind - 1]);
-        default: return cli_usage_error(cmd, "unknown option '%s'", argv[optind - 1]);
+        default: return cli_unknown_option(cmd, run_opts, argv[optind - 1]);
         }
     }
     if (optind != argc - 1) return cli_usage_error(cmd, optind == argc ? "missing FILE" : "expected one FILE");

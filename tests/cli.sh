@@ -1,0 +1,42 @@
+#!/bin/sh
+# What a newcomer meets on the command line (issue 17), one check per behaviour:
+#   - a mistyped command or option gets "did you mean" (the suggestion of a mistyped op);
+set -u
+LC_ALL=C
+export LC_ALL
+top_srcdir=${top_srcdir:-.}
+top_builddir=${top_builddir:-.}
+src=$(cd "$top_srcdir" && pwd) || exit 99
+g=$(cd "$top_builddir" && pwd)/graphc
+[ -x "$g" ] || { echo "cli.sh: $g is not built" >&2; exit 99; }
+t=$(mktemp -d "${TMPDIR:-/tmp}/graphc-cli.XXXXXX") || exit 99
+trap 'rm -rf "$t"' EXIT
+pass=0 fail=0
+ok() { pass=$((pass + 1)); echo "PASS: $1"; }
+bad() { fail=$((fail + 1)); echo "FAIL: $1"; }
+# expect RC TEXT WHAT ARGS...: graphc ARGS (in $t) exits with RC and prints TEXT (on
+# stdout or stderr, fixed string)
+expect() {
+    want_rc=$1 text=$2 what=$3
+    shift 3
+    rc=0
+    (cd "$t" && exec "$g" "$@") >"$t/out" 2>"$t/err" </dev/null || rc=$?
+    if [ "$rc" -eq "$want_rc" ] && cat "$t/out" "$t/err" | grep -Fq -- "$text"; then ok "$what"
+    else bad "$what: exit $rc (want $want_rc), '$text' not in:"; sed -n '1,12p' "$t/out" "$t/err"; fi
+}
+
+# ---- did you mean ------------------------------------------------------------------------
+expect 2 "unknown command 'chek'; did you mean 'check'?" "graphc chek" chek "$src/models/mnist.net"
+expect 2 "unknown option '--epcohs'; did you mean '--epochs'?" "run --epcohs" run --epcohs 3 "$src/models/mnist.net"
+expect 2 "unknown option '--epcohs=3'; did you mean '--epochs'?" "run --epcohs=3" run --epcohs=3 "$src/models/mnist.net"
+expect 2 "unknown option '--stgae'; did you mean '--stage'?" "dump --stgae" dump --stgae graph "$src/models/mnist.net"
+expect 2 "unknown option '--verison'; did you mean '--version'?" "graphc --verison" --verison
+expect 2 "unknown option '--wieghts'; did you mean '--weights'?" "predict --wieghts" predict --wieghts w.ckpt "$src/models/mnist.net" a.pgm
+# far from every name: no guess, the list of commands
+expect 2 "unknown command 'frobnicate'" "graphc frobnicate" frobnicate
+if grep -q "did you mean" "$t/err"; then bad "frobnicate: a guess far from every command"; else ok "frobnicate: no guess"; fi
+expect 2 "unknown option '--frobnicate'" "check --frobnicate" check --frobnicate x.net
+if grep -q "did you mean" "$t/err"; then bad "--frobnicate: a guess far from every option"; else ok "--frobnicate: no guess"; fi
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
