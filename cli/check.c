@@ -11,6 +11,7 @@ static const char check_usage[] =
     "\n"
     "Parses, lowers and shape-checks a model.  Prints a summary (inputs, outputs,\n"
     "parameters, FLOPs per example, the train block) or every error in the file.\n"
+    "FILE - reads the model from standard input (\"<stdin>\" in messages).\n"
     "Exit status: 0 the model is good, 1 it has errors, 2 bad usage.\n";
 
 static void print_commas(int64_t v, FILE *out)
@@ -210,7 +211,7 @@ int cmd_dump(int argc, char **argv)
         /* The tree alone: no lowering, so a file with semantic errors can still be seen. */
         memset(&m, 0, sizeof m);
         diag_init(&m.diag, NULL);
-        if (source_load(&m.src, argv[optind], &m.diag) != 0) { diag_flush(&m.diag, stderr); cli_free_model(&m); return EXIT_BAD_INPUT; }
+        if (cli_source_load(&m.src, argv[optind], &m.diag) != 0) { diag_flush(&m.diag, stderr); cli_free_model(&m); return EXIT_BAD_INPUT; }
         m.diag.src = &m.src;
         m.prog = parse_program(&m.src, &m.diag);
         if (!m.prog || m.diag.nerrors) {

@@ -17,7 +17,11 @@ typedef struct Model {
     Graph *graph;
 } Model;
 
-/* Loads `path`; on failure prints every diagnostic to stderr and returns -1. */
+/* Reads the model file a command was given: "-" is standard input ("<stdin>" in
+ * messages).  0, or -1 with the reason in d. */
+int cli_source_load(Source *src, const char *path, DiagSink *d);
+/* Loads `path` (as cli_source_load reads it); on failure prints every diagnostic to
+ * stderr and returns -1. */
 int cli_load_model(Model *m, const char *path);
 /* The same without printing: the messages stay in m->diag.  0, -1 (the file could not
  * be read) or -2 (it has errors); cli_report_model prints them as cli_load_model does. */

@@ -90,11 +90,17 @@ bool cli_parse_f64(const char *cmd, const char *flag, const char *s, double lo, 
     return true;
 }
 
+int cli_source_load(Source *src, const char *path, DiagSink *d)
+{
+    if (strcmp(path, "-") == 0) return source_read(src, stdin, "<stdin>", d);
+    return source_load(src, path, d);
+}
+
 int cli_load_model_quiet(Model *m, const char *path)
 {
     memset(m, 0, sizeof *m);
     diag_init(&m->diag, NULL);
-    if (source_load(&m->src, path, &m->diag) != 0) return -1;
+    if (cli_source_load(&m->src, path, &m->diag) != 0) return -1;
     m->diag.src = &m->src;
     int rc = compile_source(&m->src, &m->diag, &m->prog, &m->graph);
     return rc != 0 || m->diag.nerrors ? -2 : 0;

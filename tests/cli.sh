@@ -1,6 +1,7 @@
 #!/bin/sh
 # What a newcomer meets on the command line (issue 17), one check per behaviour:
 #   - a mistyped command or option gets "did you mean" (the suggestion of a mistyped op);
+#   - `graphc check -` reads the model from standard input, "<stdin>" in its messages;
 set -u
 LC_ALL=C
 export LC_ALL
@@ -37,6 +38,26 @@ expect 2 "unknown command 'frobnicate'" "graphc frobnicate" frobnicate
 if grep -q "did you mean" "$t/err"; then bad "frobnicate: a guess far from every command"; else ok "frobnicate: no guess"; fi
 expect 2 "unknown option '--frobnicate'" "check --frobnicate" check --frobnicate x.net
 if grep -q "did you mean" "$t/err"; then bad "--frobnicate: a guess far from every option"; else ok "--frobnicate: no guess"; fi
+
+# ---- standard input ----------------------------------------------------------------------
+# expect_in FILE RC TEXT WHAT ARGS...: as expect, with FILE on standard input
+expect_in() {
+    in=$1
+    shift
+    want_rc=$1 text=$2 what=$3
+    shift 3
+    rc=0
+    (cd "$t" && exec "$g" "$@") >"$t/out" 2>"$t/err" <"$in" || rc=$?
+    if [ "$rc" -eq "$want_rc" ] && cat "$t/out" "$t/err" | grep -Fq -- "$text"; then ok "$what"
+    else bad "$what: exit $rc (want $want_rc), '$text' not in:"; sed -n '1,12p' "$t/out" "$t/err"; fi
+}
+expect_in "$src/models/mnist.net" 0 "<stdin>: ok" "check - reads standard input" check -
+(cd "$src/models" && "$g" check mnist.net) | sed 1d >"$t/want"
+sed 1d "$t/out" | cmp -s - "$t/want" && ok "check - prints the summary of check FILE" || bad "check - and check FILE differ"
+printf 'input x: f32[B, 4]\noutput y = relux(x)\n' >"$t/bad.net"
+expect_in "$t/bad.net" 1 "<stdin>:2:12: error: unknown function 'relux'" "check -: errors name <stdin>" check -
+expect_in "$t/bad.net" 1 "<stdin>: 1 error" "check -: the count names <stdin>" check -
+expect_in "$src/models/mlp.net" 0 "ast mlp" "dump - --stage ast" dump - --stage ast
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
