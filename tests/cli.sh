@@ -2,6 +2,8 @@
 # What a newcomer meets on the command line (issue 17), one check per behaviour:
 #   - a mistyped command or option gets "did you mean" (the suggestion of a mistyped op);
 #   - `graphc check -` reads the model from standard input, "<stdin>" in its messages;
+#   - paths in a .net file are relative to its folder, wherever graphc runs from, and
+#     the error of a missing data folder names where it looked;
 set -u
 LC_ALL=C
 export LC_ALL
@@ -58,6 +60,26 @@ printf 'input x: f32[B, 4]\noutput y = relux(x)\n' >"$t/bad.net"
 expect_in "$t/bad.net" 1 "<stdin>:2:12: error: unknown function 'relux'" "check -: errors name <stdin>" check -
 expect_in "$t/bad.net" 1 "<stdin>: 1 error" "check -: the count names <stdin>" check -
 expect_in "$src/models/mlp.net" 0 "ast mlp" "dump - --stage ast" dump - --stage ast
+
+# ---- paths in a model are relative to its folder ----------------------------------------
+# models/mlp.net's mnist("../data/mnist") from another folder than the checkout's
+expect 0 "test_acc" "run models/mlp.net from another folder finds data/mnist" \
+    run "$src/models/mlp.net" --epochs 1 --steps 1 --batch 8 --test-limit 16 --log quiet
+# a copy of it elsewhere: the error names the folder it looked in
+mkdir -p "$t/m"
+cp "$src/models/mlp.net" "$t/m/mlp.net"
+expect 1 "m/../data/mnist/train-images-idx3-ubyte.gz: cannot open" "a missing data folder: the error names where it looked" \
+    run m/mlp.net --epochs 1 --steps 1
+# the train block's checkpoint is written beside the model, not in the working folder
+cat > "$t/m/ck.net" <<'NET'
+input x: f32[B, 4]
+input l: i32[B]
+loss = cross_entropy(dense(x, units=3), l)
+train { data = synthetic(count=16); batch = 8; checkpoint = "w.ckpt"; minimize = loss }
+NET
+expect 0 "test_acc" "run with checkpoint = \"w.ckpt\"" run m/ck.net --log quiet
+[ -f "$t/m/w.ckpt" ] && [ ! -e "$t/w.ckpt" ] && ok "the checkpoint is written beside the model" \
+    || bad "the checkpoint is not in m/: $(ls "$t" "$t/m" | tr '\n' ' ')"
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
