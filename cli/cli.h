@@ -18,8 +18,13 @@ typedef struct Model {
 } Model;
 
 /* Reads the model file a command was given: "-" is standard input ("<stdin>" in
- * messages).  0, or -1 with the reason in d. */
+ * messages); a name without a folder that is no file here is NAME.net here, else the
+ * installed model of that name ($(pkgdatadir)/models: `graphc run mnist`).  0, or -1
+ * with the reason (where it looked) in d. */
 int cli_source_load(Source *src, const char *path, DiagSink *d);
+/* An install path configure chose (GRAPHC_PKGDATADIR, GRAPHC_DOCDIR) for the prefix
+ * this binary runs from (cli/find.c): into buf, or `compiled` itself. */
+const char *cli_install_path(const char *compiled, char *buf, size_t n);
 /* Loads `path` (as cli_source_load reads it); on failure prints every diagnostic to
  * stderr and returns -1. */
 int cli_load_model(Model *m, const char *path);

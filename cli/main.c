@@ -35,8 +35,20 @@ static const char usage[] =
     "  -V, --version         show the version\n"
     "\n"
     "exit status: 0 success, 1 bad model or input file, 2 bad usage,\n"
-    "130 a run interrupted by Ctrl-C (its checkpoint saved).\n"
-    "docs: docs/language.md (the .net language), docs/architecture.md, man graphc.\n";
+    "130 a run interrupted by Ctrl-C (its checkpoint saved).\n";
+
+/* The usage, then where the installed models and docs are (those of the prefix graphc
+ * runs from: cli/find.c). */
+static void print_usage(FILE *out)
+{
+    char models[4096], docs[4096];
+    fputs(usage, out);
+    fprintf(out, "\nFILE may be - (standard input), or a model's name: NAME.net here, else the installed\n"
+                 "%s/NAME.net (graphc run mnist).\n"
+                 "docs: %s/language.md (the .net language), man graphc.\n",
+            cli_install_path(GRAPHC_PKGDATADIR "/models", models, sizeof models),
+            cli_install_path(GRAPHC_DOCDIR, docs, sizeof docs));
+}
 
 int cli_usage_error(const char *cmd, const char *fmt, ...)
 {
@@ -90,12 +102,6 @@ bool cli_parse_f64(const char *cmd, const char *flag, const char *s, double lo, 
     return true;
 }
 
-int cli_source_load(Source *src, const char *path, DiagSink *d)
-{
-    if (strcmp(path, "-") == 0) return source_read(src, stdin, "<stdin>", d);
-    return source_load(src, path, d);
-}
-
 int cli_load_model_quiet(Model *m, const char *path)
 {
     memset(m, 0, sizeof *m);
@@ -145,12 +151,12 @@ static const struct {
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        fputs(usage, stderr);
+        print_usage(stderr);
         return EXIT_USAGE;
     }
     const char *cmd = argv[1];
     if (strcmp(cmd, "-h") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "help") == 0) {
-        fputs(usage, stdout);
+        print_usage(stdout);
         return EXIT_OK;
     }
     if (strcmp(cmd, "-V") == 0 || strcmp(cmd, "--version") == 0) {
@@ -169,6 +175,7 @@ int main(int argc, char **argv)
         static const struct option top[] = { { "help", 0, 0, 'h' }, { "version", 0, 0, 'V' }, { 0, 0, 0, 0 } };
         return cli_unknown_option(NULL, top, cmd);
     }
-    fprintf(stderr, "graphc: unknown command '%s'\n\n%s", cmd, usage);
+    fprintf(stderr, "graphc: unknown command '%s'\n\n", cmd);
+    print_usage(stderr);
     return EXIT_USAGE;
 }
