@@ -7,27 +7,35 @@
 #include "util/outfile.h"
 
 static const char check_usage[] =
-    "usage: graphc check FILE.net\n"
+    "usage: graphc check FILE.net [--summary]\n"
     "\n"
     "Parses, lowers and shape-checks a model.  Prints a summary (inputs, outputs,\n"
     "parameters, FLOPs per example, the train block) or every error in the file.\n"
     "FILE - reads the model from standard input (\"<stdin>\" in messages).\n"
+    "--summary: then the table of graphc summary (a row per layer, the totals).\n"
     "Exit status: 0 the model is good, 1 it has errors, 2 bad usage.\n";
 
-static void print_commas(int64_t v, FILE *out)
+const char *cli_format_commas(int64_t v, char *res, size_t n)
 {
-    char buf[32], res[48];
+    char buf[32], tmp[48];
     snprintf(buf, sizeof buf, "%lld", (long long)v);
-    size_t n = strlen(buf), j = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (i && (n - i) % 3 == 0) res[j++] = ',';
-        res[j++] = buf[i];
+    size_t len = strlen(buf), j = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (i && (len - i) % 3 == 0 && buf[i - 1] != '-') tmp[j++] = ',';
+        tmp[j++] = buf[i];
     }
-    res[j] = 0;
-    fputs(res, out);
+    tmp[j] = 0;
+    snprintf(res, n, "%s", tmp);
+    return res;
 }
 
-static void print_flops(double f, FILE *out)
+void cli_print_commas(int64_t v, FILE *out)
+{
+    char buf[48];
+    fputs(cli_format_commas(v, buf, sizeof buf), out);
+}
+
+void cli_print_flops(double f, FILE *out)
 {
     if (f >= 1e9) fprintf(out, "%.2f GFLOP", f / 1e9);
     else if (f >= 1e6) fprintf(out, "%.2f MFLOP", f / 1e6);
@@ -55,16 +63,16 @@ static void summary(const Model *m, FILE *out)
     int nparams = 0;
     for (int i = 0; i < g->nvars; i++) nparams += g->vars[i].role == VAR_PARAM;
     fputs("\nparams   ", out);
-    print_commas(graph_param_count(g), out);
+    cli_print_commas(graph_param_count(g), out);
     fprintf(out, " in %d tensor%s\n", nparams, nparams == 1 ? "" : "s");
     for (int i = 0; i < g->nvars; i++) {
         const Var *v = &g->vars[i];
         fprintf(out, "           %-24s f32%-20s ", v->name, shape_str(g, &v->shape, b, sizeof b));
-        print_commas(shape_numel(&v->shape), out);
+        cli_print_commas(shape_numel(&v->shape), out);
         fputc('\n', out);
     }
     fputs("flops    ", out);
-    print_flops(graph_flops(g), out);
+    cli_print_flops(graph_flops(g), out);
     fputs(" per example (forward)\n", out);
     const TrainSpec *t = &g->train;
     if (t->present) {
@@ -87,20 +95,29 @@ static void summary(const Model *m, FILE *out)
 
 int cmd_check(int argc, char **argv)
 {
-    static const struct option opts[] = { { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 } };
+    static const struct option opts[] = { { "help", no_argument, 0, 'h' }, { "summary", no_argument, 0, 's' },
+                                          { 0, 0, 0, 0 } };
+    bool table = false;
     int c;
     optind = 1;
     opterr = 0;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         if (c == 'h') { fputs(check_usage, stdout); return EXIT_OK; }
+        if (c == 's') { table = true; continue; }
         return cli_unknown_option("check", opts, argv[optind - 1]);
     }
     if (optind != argc - 1) return cli_usage_error("check", optind == argc ? "missing FILE" : "expected one FILE");
     Model m;
     if (cli_load_model(&m, argv[optind]) != 0) { cli_free_model(&m); return EXIT_BAD_INPUT; }
     summary(&m, stdout);
+    int rc = EXIT_OK;
+    if (table) {
+        fputc('\n', stdout);
+        if (cli_print_summary(&m, 0, pool_cores(), stdout, &m.diag) != 0) rc = EXIT_BAD_INPUT;
+        diag_flush(&m.diag, stderr);
+    }
     cli_free_model(&m);
-    return EXIT_OK;
+    return rc;
 }
 
 static const char dump_usage[] =

@@ -41,7 +41,17 @@ int cli_unknown_option(const char *cmd, const struct option *opts, const char *a
 bool cli_parse_i64(const char *cmd, const char *flag, const char *s, int64_t lo, int64_t hi, int64_t *out);
 bool cli_parse_f64(const char *cmd, const char *flag, const char *s, double lo, double hi, double *out);
 
+/* 1234567 as "1,234,567" into res; res. */
+const char *cli_format_commas(int64_t v, char *res, size_t n);
+void cli_print_commas(int64_t v, FILE *out);
+/* FLOPs with a unit: "27.88 MFLOP". */
+void cli_print_flops(double f, FILE *out);
+/* graphc summary's table of m (cli/summary.c), planned at `batch` (0: the train
+ * block's) for `threads`.  0, or -1 after reporting to d. */
+int cli_print_summary(const Model *m, int64_t batch, int threads, FILE *out, DiagSink *d);
+
 int cmd_check(int argc, char **argv);
+int cmd_summary(int argc, char **argv);
 int cmd_dump(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_eval(int argc, char **argv);

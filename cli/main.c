@@ -21,6 +21,7 @@ static const char usage[] =
     "\n"
     "commands:\n"
     "  check FILE            parse, lower and shape-check a model; print a summary\n"
+    "  summary FILE          a row per layer: op, output shape, parameters, FLOPs\n"
     "  dump FILE --stage S   print the model at a stage: ast, graph, train, cse, folded,\n"
     "                        fused, planned (text, dot, json; svg for planned)\n"
     "  run FILE              train the model as its train block says, then evaluate\n"
@@ -139,6 +140,7 @@ static const struct {
     int (*fn)(int, char **);
 } commands[] = {
     { "check", cmd_check },
+    { "summary", cmd_summary },
     { "dump", cmd_dump },
     { "run", cmd_run },
     { "eval", cmd_eval },

@@ -4,6 +4,10 @@
 #   - `graphc check -` reads the model from standard input, "<stdin>" in its messages;
 #   - paths in a .net file are relative to its folder, wherever graphc runs from, and
 #     the error of a missing data folder names where it looked;
+#   - graphc summary (and check --summary): its parameters add up to check's, its FLOP
+#     shares to 100%, its activation memory is the memory plans' (graphc dump --stage
+#     planned), a parameter the loss does not reach is not trainable (golden.sh pins
+#     each model's table);
 set -u
 LC_ALL=C
 export LC_ALL
@@ -23,7 +27,7 @@ expect() {
     want_rc=$1 text=$2 what=$3
     shift 3
     rc=0
-    (cd "$t" && exec "$g" "$@") >"$t/out" 2>"$t/err" </dev/null || rc=$?
+    (cd "$t" && exec "$g" "$@") >"$t/out" 2>"$t/err" <"${stdin:-/dev/null}" || rc=$?
     if [ "$rc" -eq "$want_rc" ] && cat "$t/out" "$t/err" | grep -Fq -- "$text"; then ok "$what"
     else bad "$what: exit $rc (want $want_rc), '$text' not in:"; sed -n '1,12p' "$t/out" "$t/err"; fi
 }
@@ -44,14 +48,10 @@ if grep -q "did you mean" "$t/err"; then bad "--frobnicate: a guess far from eve
 # ---- standard input ----------------------------------------------------------------------
 # expect_in FILE RC TEXT WHAT ARGS...: as expect, with FILE on standard input
 expect_in() {
-    in=$1
+    stdin=$1
     shift
-    want_rc=$1 text=$2 what=$3
-    shift 3
-    rc=0
-    (cd "$t" && exec "$g" "$@") >"$t/out" 2>"$t/err" <"$in" || rc=$?
-    if [ "$rc" -eq "$want_rc" ] && cat "$t/out" "$t/err" | grep -Fq -- "$text"; then ok "$what"
-    else bad "$what: exit $rc (want $want_rc), '$text' not in:"; sed -n '1,12p' "$t/out" "$t/err"; fi
+    expect "$@"
+    stdin=
 }
 expect_in "$src/models/mnist.net" 0 "<stdin>: ok" "check - reads standard input" check -
 (cd "$src/models" && "$g" check mnist.net) | sed 1d >"$t/want"
@@ -80,6 +80,44 @@ NET
 expect 0 "test_acc" "run with checkpoint = \"w.ckpt\"" run m/ck.net --log quiet
 [ -f "$t/m/w.ckpt" ] && [ ! -e "$t/w.ckpt" ] && ok "the checkpoint is written beside the model" \
     || bad "the checkpoint is not in m/: $(ls "$t" "$t/m" | tr '\n' ' ')"
+
+# ---- graphc summary ------------------------------------------------------------------------
+m="$src/models/mnist.net"
+"$g" summary "$m" --batch 64 --threads 1 >"$t/sum" 2>"$t/err" && ok "summary mnist.net" || { bad "summary mnist.net"; cat "$t/err"; }
+total=$("$g" check "$m" | sed -n 's/^params *\([0-9,]*\) in.*/\1/p' | tr -d ,)
+rows=$(awk '/^====/ { n++; next } n == 1 { gsub(",", "", $(NF - 2)); s += $(NF - 2) } END { print s }' "$t/sum")
+[ -n "$total" ] && [ "$rows" = "$total" ] && grep -Eq "^Total params: +[0-9,]+ " "$t/sum" \
+    && [ "$(sed -n 's/^Total params: *\([0-9,]*\) .*/\1/p' "$t/sum" | tr -d ,)" = "$total" ] \
+    && ok "the layers' parameters add up to check's total ($total)" || bad "parameters: rows $rows, check $total"
+shares=$(awk '/^====/ { n++; next } n == 1 && $(NF - 1) ~ /%$/ { sub("%", "", $(NF - 1)); s += $(NF - 1) } END { print s }' "$t/sum")
+awk -v s="$shares" 'BEGIN { exit !(s > 99.5 && s < 100.5) }' && ok "the FLOP shares add up to 100% ($shares)" || bad "FLOP shares add up to $shares"
+# the activation memory is the memory plans' arena, training and inference
+arena() { "$g" dump "$m" --stage planned --batch 64 --threads 1 "$@" | sed -n 's/.* arena \([0-9]*\) .*/\1/p'; }
+want_train=$(awk -v b="$(arena)" 'BEGIN { printf "%.2f MB a training step at batch 64", b / 1e6 }')
+want_infer=$(awk -v b="$(arena --infer)" 'BEGIN { printf "%.2f MB inference at batch 64", b / 1e6 }')
+grep -Fq "Activation memory:    $want_train" "$t/sum" && ok "training memory: the plan's arena ($want_train)" \
+    || { bad "training memory, want '$want_train'"; grep -A1 "^Activation" "$t/sum"; }
+grep -Fq "$want_infer" "$t/sum" && ok "inference memory: the plan's arena ($want_infer)" \
+    || { bad "inference memory, want '$want_infer'"; grep -A1 "^Activation" "$t/sum"; }
+grep -q "^conv2d_1 (conv2d) *\[B, 14, 14, 64\] *51,264 " "$t/sum" && ok "a layer's row: name, op, shape with B, parameters" \
+    || { bad "conv2d_1's row"; cat "$t/sum"; }
+# a parameter the loss does not reach is counted, but not trainable
+cat > "$t/side.net" <<'NET'
+input x: f32[B, 4]
+input l: i32[B]
+param W: f32[4, 3] = glorot_uniform()
+param V: f32[4, 5] = glorot_uniform()
+output side = matmul(x, V)
+loss = cross_entropy(matmul(x, W), l)
+train { data = synthetic(count=16); batch = 8; minimize = loss }
+NET
+expect 0 "Trainable params:     12 (48 bytes)" "summary: only what the loss reaches is trainable" summary side.net
+expect 0 "Non-trainable params: 20" "summary: the rest is not" summary side.net
+expect 0 "mnist.net: ok" "check --summary: check's summary first" check --summary "$m"
+expect 0 "conv2d_1 (conv2d)" "check --summary: then the table" check --summary "$m"
+expect 1 "unknown function 'relux'" "summary of a bad model: its errors" summary bad.net
+expect 2 "missing FILE" "summary without a file" summary
+expect 2 "unknown command 'sumary'; did you mean 'summary'?" "graphc sumary" sumary x.net
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

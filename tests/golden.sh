@@ -5,6 +5,9 @@
 #   tests/golden/NAME.graph.txt  = graphc dump NAME.net --stage graph --format text
 #   tests/golden/NAME.ast.txt    = graphc dump NAME.net --stage ast
 #   tests/golden/NAME.check.txt  = graphc check NAME.net (the summary)
+#   tests/golden/NAME.summary.txt = graphc summary NAME.net, but its activation memory
+#                                (the memory plans' figures, which tests/cli.sh checks
+#                                against graphc dump --stage planned)
 #   --format dot is accepted by Graphviz's dot -Tsvg (skipped if dot is not installed),
 #   --format json (graph and ast) is valid JSON (skipped if python3 is not installed).
 # For every tests/errors/NAME.net:
@@ -122,6 +125,11 @@ for model in "$MODELS"/*.net; do
     run "$MODELS" "$tmp/out" "$tmp/err" check "$file"
     expect_rc 0 "check $file"
     compare "$tmp/out" "$GOLDEN/$name.check.txt" "check $file"
+
+    run "$MODELS" "$tmp/out" "$tmp/err" summary "$file" --threads 1
+    expect_rc 0 "summary $file"
+    sed '/^Activation memory:/,$d' "$tmp/out" >"$tmp/summary"
+    compare "$tmp/summary" "$GOLDEN/$name.summary.txt" "summary $file"
 
     run "$MODELS" "$tmp/out" "$tmp/err" dump "$file" --format dot
     expect_rc 0 "dump $file --format dot"
