@@ -37,6 +37,10 @@ int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format
 /* The usage error for an option getopt_long did not know (`arg`: argv[optind - 1]),
  * with the nearest of `opts` when it looks like a typo ("did you mean '--epochs'?"). */
 int cli_unknown_option(const char *cmd, const struct option *opts, const char *arg);
+/* Whether `path` may be given to --plot: a name ending in .svg (what the plots are);
+ * else a usage error saying so, and false.  Refused before anything runs, so a long
+ * run does not end with a picture in a file whose name says it is something else. */
+bool cli_plot_path(const char *cmd, const char *path);
 /* Parses a non-negative integer flag value; prints a usage error and returns false if bad. */
 bool cli_parse_i64(const char *cmd, const char *flag, const char *s, int64_t lo, int64_t hi, int64_t *out);
 bool cli_parse_f64(const char *cmd, const char *flag, const char *s, double lo, double hi, double *out);

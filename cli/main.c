@@ -4,6 +4,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include "cli/cli.h"
 #include "exec/comm.h"
 #include "util/suggest.h"
@@ -75,6 +76,18 @@ int cli_unknown_option(const char *cmd, const struct option *opts, const char *a
         if (near) return cli_usage_error(cmd, "unknown option '%s'; did you mean '--%s'?", arg, near);
     }
     return cli_usage_error(cmd, "unknown option '%s'", arg);
+}
+
+bool cli_plot_path(const char *cmd, const char *path)
+{
+    const char *dot = strrchr(path, '.'), *slash = strrchr(path, '/');
+    if (dot && (!slash || dot > slash) && strcasecmp(dot, ".svg") == 0) return true;
+    if (dot && (!slash || dot > slash) && dot[1])
+        cli_usage_error(cmd, "--plot %s: the plots are SVG, not %s: give a name ending in .svg (a converter such "
+                        "as rsvg-convert makes a %s of it)", path, dot + 1, dot + 1);
+    else
+        cli_usage_error(cmd, "--plot %s: graphc draws its plots as SVG: give a name ending in .svg", path);
+    return false;
 }
 
 bool cli_parse_i64(const char *cmd, const char *flag, const char *s, int64_t lo, int64_t hi, int64_t *out)

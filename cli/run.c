@@ -33,6 +33,7 @@ static const char run_usage[] =
     "  --reset-optimizer with --resume: start the optimizer's state (momentum's\n"
     "                    velocity, Adam's moments) from zero instead\n"
     "  --plot FILE.svg   draw loss and accuracy per step and test accuracy per epoch\n"
+    "                    (an SVG: another extension, .png included, is refused)\n"
     "  --log FORMAT      bar (default), json (a line per epoch), quiet (results only)\n"
     "  --check-numerics  stop at the first NaN or Inf, naming the op, its line, the step\n"
     "  --max-memory N    refuse to train if the step needs more than N bytes (K, M, G ok)\n"
@@ -142,7 +143,10 @@ static int parse_opts(const char *cmd, int argc, char **argv, RunOptions *o, con
         case O_MAX_MEMORY: if (!parse_bytes(cmd, "--max-memory", optarg, &o->max_memory)) return EXIT_USAGE; break;
         case O_BUCKET_SIZE: if (!parse_bytes(cmd, "--bucket-size", optarg, &o->bucket_bytes)) return EXIT_USAGE; break;
         case O_COMM_TIMEOUT: if (!cli_parse_f64(cmd, "--comm-timeout", optarg, 0.001, 1e7, &comm_timeout)) return EXIT_USAGE; break;
-        case O_PLOT: o->plot_path = optarg; break;
+        case O_PLOT:
+            if (!cli_plot_path(cmd, optarg)) return EXIT_USAGE;
+            o->plot_path = optarg;
+            break;
         case O_LOG:
             if (strcmp(optarg, "bar") == 0) o->log = LOG_BAR;
             else if (strcmp(optarg, "json") == 0) o->log = LOG_JSON;

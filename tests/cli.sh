@@ -8,6 +8,8 @@
 #     shares to 100%, its activation memory is the memory plans' (graphc dump --stage
 #     planned), a parameter the loss does not reach is not trainable (golden.sh pins
 #     each model's table);
+#   - --plot takes a name ending in .svg (what it draws) and refuses another, .png
+#     included, before anything runs;
 set -u
 LC_ALL=C
 export LC_ALL
@@ -118,6 +120,20 @@ expect 0 "conv2d_1 (conv2d)" "check --summary: then the table" check --summary "
 expect 1 "unknown function 'relux'" "summary of a bad model: its errors" summary bad.net
 expect 2 "missing FILE" "summary without a file" summary
 expect 2 "unknown command 'sumary'; did you mean 'summary'?" "graphc sumary" sumary x.net
+
+# ---- --plot: SVG, by name -------------------------------------------------------------------
+expect 2 "--plot $t/p.png: the plots are SVG, not png: give a name ending in .svg" "run --plot FILE.png is refused" \
+    run "$src/models/mlp.net" --epochs 1 --steps 1 --plot "$t/p.png"
+grep -q Training "$t/out" && bad "run --plot FILE.png: training ran" || ok "run --plot FILE.png: nothing ran"
+[ ! -e "$t/p.png" ] && ok "run --plot FILE.png: no file written" || bad "run --plot FILE.png wrote $t/p.png"
+expect 2 "give a name ending in .svg" "run --plot without an extension is refused" run "$src/models/mlp.net" --plot "$t/plot"
+expect 2 "the plots are SVG, not PNG" "bench --ablate --plot FILE.PNG is refused" bench "$src/models/mlp.net" --ablate --plot "$t/w.PNG"
+expect 0 "" "run --plot FILE.svg draws the plot" \
+    run "$src/models/mlp.net" --epochs 1 --steps 2 --batch 8 --test-limit 16 --plot "$t/p.svg"
+head -c 200 "$t/p.svg" | grep -q "<svg" && ok "the .svg is an SVG" || bad "$t/p.svg is no SVG"
+expect 0 "" "--plot FILE.SVG: the extension in capitals" \
+    run "$src/models/mlp.net" --epochs 1 --steps 1 --batch 8 --test-limit 8 --plot "$t/Q.SVG"
+[ -s "$t/Q.SVG" ] && ok "FILE.SVG written" || bad "no $t/Q.SVG"
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
