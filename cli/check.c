@@ -143,7 +143,8 @@ static const char dump_usage[] =
     "  fused   after every pass: the graph the compiled plan runs\n"
     "  planned the memory plan of the fused step, bound to --batch N (default: the\n"
     "          train block's) and planned for --threads N (default: all cores, as run):\n"
-    "          buffers, offsets, lifetimes, parallel stages; formats text and svg\n"
+    "          buffers, offsets, lifetimes, parallel stages; formats text, dot and json\n"
+    "          (the fused graph with each node's buffer), and svg (a chart)\n"
     "--ranks N (N > 1): the stages from train on are one rank's step of a data-parallel\n"
     "job of N ranks, with the gradients' allreduce ops (docs/distributed.md).\n"
     "--infer: the stages from train on are the inference graph instead (what graphc\n"
@@ -217,7 +218,6 @@ int cmd_dump(int argc, char **argv)
         return cli_usage_error("dump", "unknown stage '%s' (stages: %s, planned)", stage, list);
     }
     if (fi < 0) return cli_usage_error("dump", "unknown format '%s' (formats: text, dot, json, svg)", format);
-    if (planned && fi != F_TEXT && fi != F_SVG) return cli_usage_error("dump", "the planned stage has text and svg forms");
     if (!planned && fi == F_SVG) return cli_usage_error("dump", "svg is the form of the planned stage");
     if (ast && fi == F_DOT) return cli_usage_error("dump", "the ast stage has no dot form (use text or json)");
     if (infer && ranks > 1) return cli_usage_error("dump", "--infer and --ranks: ranks split a training step, not inference");
@@ -264,6 +264,8 @@ int cmd_dump(int argc, char **argv)
         else ast_dump_json(m.prog, &m.src, out);
     } else if (planned) {
         if (fi == F_TEXT) memplan_dump_text(g, &step.plan, out);
+        else if (fi == F_DOT) memplan_dump_dot(g, &step.plan, out);
+        else if (fi == F_JSON) memplan_dump_json(g, &step.plan, out);
         else memplan_dump_svg(g, &step.plan, out);
     } else if (fi == F_TEXT) graph_dump_text(g, out);
     else if (fi == F_DOT) graph_dump_dot(g, out);
