@@ -55,9 +55,10 @@ tests_test_ablate_LDADD = $(TEST_LIBS)
 
 TESTS += tests/golden.sh tests/resume.sh tests/valgrind.sh tests/install.sh tests/mpi.sh tests/layers.sh \
 	tests/predict.sh tests/ablate_cli.sh
-# cli.sh: what a newcomer meets on the command line (issue 17), a check per behaviour
-TESTS += tests/cli.sh
-EXTRA_DIST += tests/cli.sh
+# cli.sh: what a newcomer meets on the command line (issue 17), a check per behaviour;
+# readme.sh: the README's synopsis is --help, its sample run what run prints
+TESTS += tests/cli.sh tests/readme.sh
+EXTRA_DIST += tests/cli.sh tests/readme.sh
 EXTRA_DIST += tests/golden.sh tests/golden tests/errors tests/resume.sh tests/valgrind.sh tests/valgrind.net \
 	tests/install.sh tests/mpi.sh tests/layers.sh tests/predict.sh tests/ablate_cli.sh
 
