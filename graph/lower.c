@@ -80,7 +80,7 @@ typedef struct Lower {
     int nbinds, bind_cap;
     int cur_stmt;
     const char *cur_target;   /* name the current statement defines */
-    int layer_count[4];       /* dense, conv2d: for Keras-style names */
+    int layer_count[4];       /* dense, conv2d, batch_norm: for Keras-style names */
     int dropout_count;
     bool in_param_init;       /* evaluating `param NAME: T = <init>` */
     bool in_train;            /* evaluating a train block entry */
@@ -458,6 +458,7 @@ static const OpKind activation_ops[] = {
 /* Layer name: name= if given, else Keras' scheme: dense, dense_1, dense_2, ... */
 static const char *layer_name(Lower *L, Call *c, int kind, const char *base)
 {
+    static const char *const first_var[] = { "kernel", "kernel", "gamma" };   /* by kind: names taken */
     Kw *k = kw_find(c, "name");
     const char *given = kw_string(L, c, "name", NULL);
     if (k && !given) return NULL;
@@ -469,12 +470,12 @@ static const char *layer_name(Lower *L, Call *c, int kind, const char *base)
         return given;
     }
     /* Keras' scheme, skipping names already taken (by name= or an explicit param) */
-    char buf[64], kernel[80];
+    char buf[64], kernel[96];
     for (;;) {
         int n = L->layer_count[kind]++;
         if (n == 0) snprintf(buf, sizeof buf, "%s", base);
         else snprintf(buf, sizeof buf, "%s_%d", base, n);
-        snprintf(kernel, sizeof kernel, "%s/kernel", buf);
+        snprintf(kernel, sizeof kernel, "%s/%s", buf, first_var[kind]);
         if (find_var(L->g, kernel) < 0) break;
     }
     return arena_strdup(&L->g->arena, buf);
@@ -673,6 +674,51 @@ static Val b_loss(Lower *L, Call *c)
     return vtensor(id, loc);
 }
 
+/* batch_norm(x, momentum=0.99, eps=0.001): Keras' BatchNormalization over the last axis
+ * (the channels of NHWC images, the features of [B, F]), with its names and defaults:
+ * gamma (ones) and beta (zeros) trained, moving_mean (zeros) and moving_variance (ones)
+ * buffers.  Two nodes, the batch's statistics and the normalization; graph/bnorm.c
+ * says how training and inference use them. */
+static Val b_batch_norm(Lower *L, Call *c)
+{
+    static const char *const vars[4] = { "gamma", "beta", "moving_mean", "moving_variance" };
+    static const InitKind inits[4] = { INIT_ONES, INIT_ZEROS, INIT_ZEROS, INIT_ONES };
+    int32_t x, in[6];
+    NodeAttr a = { .bn = { .act = -1 } };
+    Loc loc = c->ast->loc;
+    if (!pos_tensor(L, c, 0, "x", &x) || !no_more_pos(L, c, 1)) return verr(loc);
+    if (!kw_float(L, c, "momentum", false, 0.99, 0, 1, &a.bn.momentum) || !kw_float(L, c, "eps", false, 0.001, 1e-30, 1, &a.bn.eps))
+        return verr(loc);
+    const Shape *xs = &node(L, x)->shape;
+    char b1[128];
+    if (node(L, x)->dtype != DT_F32)
+        return error_at(L, loc, "batch_norm: the input must be f32, got %s%s", dtype_name(node(L, x)->dtype),
+                        shape_str(L->g, xs, b1, sizeof b1));
+    if (xs->rank < 2)
+        return error_at(L, loc, "batch_norm: the input must be [batch, ..., channels], got %s", shape_str(L->g, xs, b1, sizeof b1));
+    Dim ch = xs->d[xs->rank - 1];
+    if (ch.sym >= 0)
+        return error_at(L, loc, "batch_norm: the number of channels (the last axis) must be known, got %s",
+                        shape_str(L->g, xs, b1, sizeof b1));
+    const char *lname = layer_name(L, c, 2, "batch_normalization");
+    if (!lname) return verr(loc);
+    char pname[256];
+    snprintf(pname, sizeof pname, "%s/gamma", lname);
+    if (find_var(L->g, pname) >= 0)
+        return error_at(L, loc, "batch_norm: a layer named '%s' already exists; a batch norm is not shared (each keeps "
+                        "its own running statistics)", lname);
+    in[0] = x;
+    in[1] = mk1(L, OP_BATCH_NORM_STATS, x, loc);
+    for (int k = 0; k < 4 && in[1] >= 0; k++) {
+        snprintf(pname, sizeof pname, "%s/%s", lname, vars[k]);
+        in[2 + k] = param_node(L, pname, shape_make(1, &ch.v), inits[k], loc);
+        if (in[2 + k] < 0) return verr(loc);
+        if (k >= 2) L->g->vars[L->g->nodes[in[2 + k]].a.param.var].role = VAR_BUFFER;
+    }
+    if (in[1] < 0) return verr(loc);
+    return vtensor(mk(L, OP_BATCH_NORM, in, 6, loc, &a), loc);
+}
+
 /* ---- initializers (only after `param NAME: TYPE =`) ---------------------------------------- */
 
 static Val b_init(Lower *L, Call *c)
@@ -781,6 +827,8 @@ static const Builtin builtins[] = {
     { "synthetic", b_data, DATA_SYNTHETIC, { "count" }, "synthetic(count=N)" },
     { "sgd", b_optim, OPTIM_SGD, { "lr", "momentum", "nesterov" }, "sgd(lr=0.01, momentum=0, nesterov=false)" },
     { "adam", b_optim, OPTIM_ADAM, { "lr", "beta1", "beta2", "eps" }, "adam(lr=0.001)" },
+    /* batch norm (graph/bnorm.c) */
+    { "batch_norm", b_batch_norm, 0, { "momentum", "eps", "name" }, "batch_norm(x, momentum=0.99, eps=0.001)" },
 };
 enum { NBUILTINS = sizeof builtins / sizeof builtins[0] };
 

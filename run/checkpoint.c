@@ -206,8 +206,10 @@ int checkpoint_load(const char *path, const Graph *g, Weights *wt, DiagSink *d)
         diag_plain(d, "%s: %s after the last tensor", path, r.pos > r.len - 4 ? "missing end marker" : "unexpected bytes");
         goto out;
     }
+    /* optimizer state may be missing (evaluation); a buffer (batch norm's running
+     * statistics) is the model's as a parameter is */
     for (int k = 0; k < g->nvars; k++)
-        if (!staged[k] && g->vars[k].role == VAR_PARAM) {
+        if (!staged[k] && g->vars[k].role != VAR_STATE) {
             diag_plain(d, "%s: the checkpoint has no tensor '%s' that the model needs", path, g->vars[k].name);
             goto out;
         }
