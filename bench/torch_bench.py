@@ -107,7 +107,67 @@ class Large(nn.Module):
         return out
 
 
-MODELS = {"mnist": Mnist, "large": Large}
+class FashionResNet(nn.Module):
+    """models/fashion-resnet.net.  Its batch norm is Keras': momentum 0.99 (PyTorch's
+    0.01: the weight of the batch), eps 0.001; both keep the running variance with
+    Bessel's correction.  Modules are named as graphc names the layers, so
+    conv2d_3.weight is conv2d_3/kernel (OIHW here, HWIO there); tests/bnorm_torch.py
+    maps them so, and gives self.dropout graphc's mask."""
+
+    input_hw = (28, 28)
+    input_c = 1
+    # (in, out, kernel) of conv2d_i, each followed by batch_normalization_i
+    CONVS = [(1, 32, 3), (32, 32, 3), (32, 32, 3), (32, 64, 3), (64, 64, 3), (32, 64, 1), (64, 128, 3),
+             (128, 128, 3), (64, 128, 1)]
+
+    def __init__(self):
+        super().__init__()
+        for i, (cin, cout, k) in enumerate(self.CONVS):
+            self.add_module(layer_name("conv2d", i), nn.Conv2d(cin, cout, k, padding=k // 2, bias=False))
+            self.add_module(layer_name("batch_normalization", i), nn.BatchNorm2d(cout, eps=1e-3, momentum=0.01))
+        self.dropout = nn.Dropout(0.3)
+        self.dense = nn.Linear(128, 10)
+
+    def forward(self, x):
+        x = F.relu(self.batch_normalization(self.conv2d(x)))
+        r = self.batch_normalization_2(self.conv2d_2(F.relu(self.batch_normalization_1(self.conv2d_1(x)))))
+        x = F.max_pool2d(F.relu(x + r), 2, 2)
+        r = self.batch_normalization_4(self.conv2d_4(F.relu(self.batch_normalization_3(self.conv2d_3(x)))))
+        x = F.max_pool2d(F.relu(self.batch_normalization_5(self.conv2d_5(x)) + r), 2, 2)
+        r = self.batch_normalization_7(self.conv2d_7(F.relu(self.batch_normalization_6(self.conv2d_6(x)))))
+        x = F.relu(self.batch_normalization_8(self.conv2d_8(x)) + r)
+        return self.dense(self.dropout(torch.mean(x, dim=(2, 3))))
+
+    def shapes(self, x):
+        """forward's conv2d, maxpool and matmul outputs, in graphc's order of lines"""
+        out = []
+
+        def cbn(i, h):
+            conv = getattr(self, layer_name("conv2d", i))
+            y = conv(h)
+            out.append(("conv2d", y, conv_win(conv)))
+            return getattr(self, layer_name("batch_normalization", i))(y)
+
+        def pool(h):
+            y = F.max_pool2d(h, 2, 2)
+            out.append(("maxpool", y, (2, 2, 2, 2, 0, 0, 0, 0)))
+            return y
+        x = F.relu(cbn(0, x))
+        x = pool(F.relu(x + cbn(2, F.relu(cbn(1, x)))))
+        r = cbn(4, F.relu(cbn(3, x)))
+        x = pool(F.relu(cbn(5, x) + r))
+        r = cbn(7, F.relu(cbn(6, x)))
+        x = F.relu(cbn(8, x) + r)
+        out.append(("matmul", self.dense(torch.mean(x, dim=(2, 3))), None))
+        return out
+
+
+def layer_name(base, i):
+    """Keras' (and graphc's) names: conv2d, conv2d_1, ..."""
+    return base if i == 0 else f"{base}_{i}"
+
+
+MODELS = {"mnist": Mnist, "large": Large, "fashion-resnet": FashionResNet}
 
 
 def conv_win(conv, extra=(0, 0, 0, 0)):
