@@ -2267,6 +2267,36 @@ START_TEST(test_bn_threads)
 }
 END_TEST
 
+/* A channel's values do not depend on where it falls in a vector of the kernels (or
+ * past the last whole one): each of 11 columns alone as [rows, 1] gives the bits it
+ * gets among the others. */
+START_TEST(test_bn_lanes)
+{
+    size_t rows = 37, C = 11, n = rows * C;
+    float *x = bn_input(rows, C, 11), *dy = tu_alloc_uniform(n, -1, 1, 12), *gamma = tu_alloc_uniform(C, 0.5f, 2, 13);
+    float *st = tu_alloc(2 * C), *d = tu_alloc(2 * C), *y = tu_alloc(n), *dx = tu_alloc(n);
+    float *xc = tu_alloc(rows), *dyc = tu_alloc(rows), *yc = tu_alloc(rows), *dxc = tu_alloc(rows), stc[2], dc[2];
+    double *scratch = bn_scratch(C);
+    kern_bn_stats(NULL, x, rows, C, st, scratch);
+    kern_bn_apply(NULL, x, rows, C, st, gamma, dy, EW_NO_ACT, y);
+    kern_bn_grad_params(NULL, x, dy, rows, C, st, 1e-3f, d, scratch);
+    kern_bn_grad_input(NULL, dy, x, rows, C, st, gamma, d, 1e-3f, dx, (float *)scratch);
+    for (size_t c = 0; c < C; c++) {
+        for (size_t r = 0; r < rows; r++) xc[r] = x[r * C + c], dyc[r] = dy[r * C + c];
+        kern_bn_stats(NULL, xc, rows, 1, stc, scratch);
+        kern_bn_apply(NULL, xc, rows, 1, stc, &gamma[c], &dy[c], EW_NO_ACT, yc);
+        kern_bn_grad_params(NULL, xc, dyc, rows, 1, stc, 1e-3f, dc, scratch);
+        kern_bn_grad_input(NULL, dyc, xc, rows, 1, stc, &gamma[c], dc, 1e-3f, dxc, (float *)scratch);
+        ck_assert_msg(stc[0] == st[c] && stc[1] == st[C + c] && dc[0] == d[c] && dc[1] == d[C + c],
+                      "channel %zu: the statistics or dgamma, dbeta differ alone", c);
+        for (size_t r = 0; r < rows; r++)
+            ck_assert_msg(yc[r] == y[r * C + c] && dxc[r] == dx[r * C + c], "channel %zu, row %zu differs alone", c, r);
+    }
+    free(x), free(dy), free(gamma), free(st), free(d), free(y), free(dx), free(xc), free(dyc), free(yc), free(dxc);
+    free(scratch);
+}
+END_TEST
+
 START_TEST(test_bn_update)
 {
     float mean[2] = { 1, -2 }, var[2] = { 0.5f, 2 }, st[4] = { 3, 4, 0.25f, 1 };
@@ -2363,6 +2393,7 @@ static Suite *make_kernels_suite(void)
     tcase_add_loop_test(tc, test_bn_forward, 0, N_BN_CASES);
     tcase_add_loop_test(tc, test_bn_grad_fd, 0, 2);
     tcase_add_test(tc, test_bn_threads);
+    tcase_add_test(tc, test_bn_lanes);
     tcase_add_test(tc, test_bn_update);
     suite_add_tcase(s, tc);
 
