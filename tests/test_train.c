@@ -338,7 +338,7 @@ END_TEST
 
 static const char *const model_files[] = {
     "models/mnist.net", "models/mnist-adam.net", "models/mlp.net", "models/lenet5.net",
-    "models/resnet.net", "models/siamese.net", "models/large.net",
+    "models/resnet.net", "models/siamese.net", "models/large.net", "models/fashion-resnet.net",
 };
 
 /* Three training steps of `ex` on random feeds (labels in [0, classes)), every
@@ -557,8 +557,8 @@ END_TEST
 START_TEST(gemm_update_curve)
 {
     enum { STEPS = 100 };
-    static const int fused_in[] = { 1, 1, 1, 1, 0, 0, 1 };   /* matmul_update nodes, per model_files */
-    static const int dense_in[] = { 0, 0, 2, 0, 0, 0, 1 };   /* matmul_grad_update nodes */
+    static const int fused_in[] = { 1, 1, 1, 1, 0, 0, 1, 0 };   /* matmul_update nodes, per model_files */
+    static const int dense_in[] = { 0, 0, 2, 0, 0, 0, 1, 0 };   /* matmul_grad_update nodes */
     static_assert(sizeof fused_in / sizeof *fused_in == sizeof model_files / sizeof *model_files, "one per model");
     static_assert(sizeof dense_in / sizeof *dense_in == sizeof model_files / sizeof *model_files, "one per model");
     Compiled c;
@@ -861,6 +861,7 @@ START_TEST(memory_targets)
         { "models/mnist.net", { 16, 256 }, { 2.0, 2.0 } },   { "models/mnist-adam.net", { 16, 128 }, { 2.0, 2.0 } },
         { "models/mlp.net", { 16, 128 }, { 2.0, 2.0 } },     { "models/lenet5.net", { 16, 64 }, { 2.0, 2.0 } },
         { "models/resnet.net", { 16, 64 }, { 2.0, 2.0 } },   { "models/large.net", { 1, 4 }, { 2.0, 2.0 } },
+        { "models/fashion-resnet.net", { 16, 128 }, { 2.0, 2.0 } },
     };
     int saved = tu_nthreads();
     tu_threads(2);
@@ -2123,7 +2124,7 @@ static Suite *make_exec_suite(void)
     tcase_add_loop_test(tc, gemm_update_curve, 0, (int)(sizeof model_files / sizeof *model_files));
     tcase_add_loop_test(tc, matmul_update_adam, 0, (int)(sizeof adam_cases / sizeof *adam_cases));
     tcase_add_loop_test(tc, allreduce_pass, 0, (int)(sizeof model_files / sizeof *model_files));
-    tcase_add_loop_test(tc, memory_targets, 0, 6);
+    tcase_add_loop_test(tc, memory_targets, 0, 7);
     tcase_add_test(tc, fused_elementwise_chains);
     tcase_add_test(tc, memplan_no_overlap);
     tcase_add_loop_test(tc, dense_backward_kernel, 0, 2 * (int)(sizeof dense_back_sizes / sizeof *dense_back_sizes));
