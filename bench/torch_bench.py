@@ -1,6 +1,6 @@
 #!/usr/bin/python3
-"""PyTorch side of bench/compare.sh: the same networks as models/mnist.net and
-models/large.net, timed step by step like `graphc bench`.
+"""PyTorch side of bench/compare.sh: the same networks as models/mnist.net,
+models/large.net and models/fashion-resnet.net, timed step by step like `graphc bench`.
 
 Run it with Debian's /usr/bin/python3 (python3-torch 1.13), not a pyenv python.
 
@@ -17,8 +17,10 @@ Run it with Debian's /usr/bin/python3 (python3-torch 1.13), not a pyenv python.
       ort_bench.js.
 
 The step timed is what graphc's training step does: forward, cross-entropy loss,
-backward, SGD update (and the accuracy metric); inference is eval mode under
-torch.no_grad(), the output being softmax(logits) as in graphc's inference graph.
+backward, the model's optimizer's update (SGD; Adam for fashion-resnet) and the
+accuracy metric; inference is eval mode under torch.no_grad(), the output being
+softmax(logits) as in graphc's inference graph (batch norm with its running
+statistics; optimize_for_inference folds it into the convolutions).
 """
 import argparse
 import json
@@ -116,6 +118,7 @@ class FashionResNet(nn.Module):
 
     input_hw = (28, 28)
     input_c = 1
+    adam = True   # the train block's optimizer
     # (in, out, kernel) of conv2d_i, each followed by batch_normalization_i
     CONVS = [(1, 32, 3), (32, 32, 3), (32, 32, 3), (32, 64, 3), (64, 64, 3), (32, 64, 1), (64, 128, 3),
              (128, 128, 3), (64, 128, 1)]
@@ -222,7 +225,8 @@ def verify(args):
     theirs = {v["name"]: v["shape"] for v in g["vars"] if v.get("role") == "param"}
     for name, p in net.named_parameters():
         layer, kind = name.split(".")
-        key = f"{layer}/{'kernel' if kind == 'weight' else 'bias'}"
+        bn = isinstance(getattr(net, layer), nn.modules.batchnorm._BatchNorm)
+        key = f"{layer}/{('gamma' if bn else 'kernel') if kind == 'weight' else ('beta' if bn else 'bias')}"
         s = list(p.shape)
         if len(s) == 4:
             s = [s[2], s[3], s[1], s[0]]  # OIHW -> HWIO
@@ -299,7 +303,8 @@ def make_step(args, config):
     if args.step == "training":
         net.train()
         model = torch.jit.script(net) if config == "script" else net
-        opt = torch.optim.SGD(net.parameters(), lr=0.001)
+        opt = (torch.optim.Adam(net.parameters(), lr=0.001, eps=1e-7) if getattr(net, "adam", False)
+               else torch.optim.SGD(net.parameters(), lr=0.001))
 
         def step():
             opt.zero_grad(set_to_none=True)
