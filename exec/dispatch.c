@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "exec/comm.h"
+#include "exec/dispatch_bnorm.h"
 #include "exec/exec.h"
 #include "kernels/kern.h"
 #include "kernels/split.h"
@@ -253,6 +254,7 @@ size_t dispatch_scratch_bytes(const Graph *g, const Node *n, int threads)
     if (n->op == OP_MATMUL_UPDATE || n->op == OP_MATMUL_GRAD_UPDATE) return update_scratch(g, n, threads);
     if (n->op == OP_CONV2D_MAXPOOL) return convpool_scratch(g, n, threads);
     if (n->op == OP_LAYER_NORM_GRAD_SCALE) return layer_norm_scale_scratch(n);
+    if (dispatch_bn_scratch(g, n)) return dispatch_bn_scratch(g, n);
     KConvOp op;
     switch (n->op) {
     case OP_CONV2D: case OP_CONV2D_BIAS_ACT: op = KCONV_FORWARD; break;

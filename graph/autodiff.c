@@ -355,6 +355,37 @@ static void g_bce(AD *ad, int32_t id, int32_t dy)
         }
 }
 
+/* Batch norm in training (graph/bnorm.c): its backward in two passes over the data,
+ * the [2, C] rows of dgamma and dbeta from x, the batch's statistics and dy, then dx,
+ * which takes in the path through the statistics (so they get no gradient of their
+ * own).  The update of the running statistics is part of the training step as the
+ * backward is, so it is emitted here, once per layer, from the batch's statistics. */
+static void g_batch_norm(AD *ad, int32_t id, int32_t dy)
+{
+    const Node *n = N(ad, id);
+    int32_t x = n->in[0], st = n->in[1], gamma = n->in[2], beta = n->in[3], mm = n->in[4], mv = n->in[5];
+    NodeAttr a = { .bn = n->a.bn };
+    Shape xs = N(ad, x)->shape, cs = N(ad, gamma)->shape;
+    assert(N(ad, mm)->op == OP_PARAM && N(ad, mv)->op == OP_PARAM);
+    NodeAttr u = { .update = { .var = N(ad, mm)->a.param.var, .state = { N(ad, mv)->a.param.var, -1 },
+                               .kind = OP_BATCH_NORM_UPDATE, .momentum = a.bn.momentum } };
+    int32_t in_p[3] = { x, st, dy };
+    int32_t p = emit(ad, OP_BATCH_NORM_GRAD_PARAMS, in_p, 3, &a, NULL);
+    if (ad->needs[x]) {
+        int32_t in[5] = { dy, x, st, gamma, p };
+        accum(ad, x, emit(ad, OP_BATCH_NORM_GRAD, in, 5, &a, NULL));
+    }
+    for (int k = 0; k < 2; k++) {   /* row 0 is gamma's gradient, row 1 beta's */
+        int32_t v = k == 0 ? gamma : beta;
+        if (!ad->needs[v]) continue;
+        NodeAttr sa = { .slice = { 0, k, 1 } };
+        int32_t row = emit(ad, OP_SLICE, &p, 1, &sa, NULL);
+        accum(ad, v, row < 0 ? -1 : emit(ad, OP_RESHAPE, &row, 1, NULL, &cs));
+    }
+    int32_t in_u[2] = { mm, st };
+    emit(ad, OP_BATCH_NORM_UPDATE, in_u, 2, &u, &xs);
+}
+
 /* Subtraction's rule is addition's (it negates the second operand's gradient). */
 #define g_sub g_add
 /* Ops made by passes after autodiff (gradients, updates, fused ops): no rule, no

@@ -699,7 +699,7 @@ Graph *pass_fuse_update_all(const Graph *g, DiagSink *d)
     for (int i = 0; i < c->nnodes; i++) {
         const Node *n = &c->nodes[i];
         if (n->op == OP_UPDATE_ALL || !op_has(n->op, OPT_UPDATE) || n->op == OP_MATMUL_UPDATE ||
-            n->op == OP_MATMUL_GRAD_UPDATE || runs_early(c, n))
+            n->op == OP_MATMUL_GRAD_UPDATE || n->op == OP_BATCH_NORM_UPDATE || runs_early(c, n))
             continue;
         if (kind != OP_COUNT && n->op != kind) { nup = 0; break; }   /* mixed kinds: leave them */
         kind = n->op;

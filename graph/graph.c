@@ -327,6 +327,12 @@ double node_flops(const Graph *g, const Node *n)
         return 2.0 * numel_d(g, y) * dimv(g, w->d[1]) + numel_d(g, y) +
                (2.0 * b + update_flops((OpKind)n->a.update.kind)) * numel_d(g, w);
     }
+    /* batch norm: per element, the statistics' shifted sum and square (3), x * scale +
+     * shift (2), the backward's two sums (4) and dx = a dy - k (x - mean) - b (4) */
+    case OP_BATCH_NORM_STATS: return 3.0 * numel_d(g, &g->nodes[n->in[0]].shape);
+    case OP_BATCH_NORM: case OP_BATCH_NORM_INFER: return 2.0 * numel_d(g, y);
+    case OP_BATCH_NORM_GRAD_PARAMS: case OP_BATCH_NORM_GRAD: return 4.0 * numel_d(g, &g->nodes[n->in[0]].shape);
+    case OP_BATCH_NORM_UPDATE: return 6.0 * numel_d(g, &g->nodes[n->in[0]].shape);
     case OP_INPUT: case OP_PARAM: case OP_CONST: case OP_RESHAPE: case OP_CONCAT: case OP_SLICE:
         return 0;
     /* the transformer ops (issue 14): layout, embeddings and slices' gradients move data */

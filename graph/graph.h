@@ -44,9 +44,16 @@ typedef enum InitKind {
 } InitKind;
 const char *init_name(InitKind k);
 
-typedef enum VarRole { VAR_PARAM, VAR_STATE, VAR_ROLE_COUNT } VarRole;
+/* The order is stored in checkpoints (docs/checkpoint.md): append only. */
+typedef enum VarRole {
+    VAR_PARAM,            /* trained */
+    VAR_STATE,            /* optimizer state of a parameter (a moment) */
+    VAR_BUFFER,           /* not trained, not optimizer state, but kept with the model: batch
+                           * norm's running mean and variance, updated by the training step */
+    VAR_ROLE_COUNT
+} VarRole;
 
-/* A persistent tensor: a parameter, or optimizer state (a moment of a parameter). */
+/* A persistent tensor: a parameter, optimizer state, or a buffer (see VarRole). */
 typedef struct Var {
     const char *name;     /* stable and readable: "conv2d/kernel", "dense_1/bias:m" */
     Shape shape;          /* always concrete */
@@ -110,6 +117,8 @@ typedef union NodeAttr {
         int state[2];                         /* its optimizer state vars, or -1 */
         int kind;                             /* the fused ops: the update they replace (SGD, MOMENTUM or ADAM_UPDATE) */
         bool ta, tb;                          /* MATMUL_UPDATE: the gradient matmul's transpose flags */
+        float momentum;                       /* BATCH_NORM_UPDATE: the layer's momentum (var: the running mean, state[0]: the variance) */
+        int64_t count;                        /* BATCH_NORM_UPDATE: values per channel in the batch (Bessel's correction), set by shape inference */
     } update;
     /* ---- the transformer ops (issue 14) ---- */
     struct { int8_t perm[MAX_RANK]; } transpose;  /* TRANSPOSE: output axis i is input axis perm[i] */
@@ -132,6 +141,12 @@ typedef union NodeAttr {
         float smoothing;                      /* CROSS_ENTROPY: label smoothing, in [0, 1) */
         bool wrt_target;                      /* BCE_LOGITS_GRAD: the targets' gradient (not the logits') */
     } loss;
+    struct {                                  /* BATCH_NORM and its forms (graph/bnorm.c) */
+        float eps;                            /* added to the variance */
+        float momentum;                       /* the running statistics': new = momentum * old + (1 - momentum) * batch (Keras') */
+        int act;                              /* fused: the unary op applied last (an OpKind), or -1 */
+        float act_p;                          /* its parameter */
+    } bn;
 } NodeAttr;
 
 typedef struct Node {

@@ -87,7 +87,7 @@ typedef struct Lower {
     int nbinds, bind_cap;
     int cur_stmt;
     const char *cur_target;   /* name the current statement defines */
-    int layer_count[8];       /* dense, conv2d, ..., embedding, layer_normalization,
+    int layer_count[8];       /* dense, conv2d, batch_normalization, -, embedding, layer_normalization,
                                * multi_head_attention (LAYER_*): for Keras-style names */
     int dropout_count;
     bool in_param_init;       /* evaluating `param NAME: T = <init>` */
@@ -475,6 +475,7 @@ static const OpKind activation_ops[] = {
 /* Layer name: name= if given, else Keras' scheme: dense, dense_1, dense_2, ... */
 static const char *layer_name(Lower *L, Call *c, int kind, const char *base)
 {
+    static const char *const first_var[] = { "kernel", "kernel", "gamma" };   /* by kind: names taken */
     Kw *k = kw_find(c, "name");
     const char *given = kw_string(L, c, "name", NULL);
     if (k && !given) return NULL;
@@ -486,12 +487,12 @@ static const char *layer_name(Lower *L, Call *c, int kind, const char *base)
         return given;
     }
     /* Keras' scheme, skipping names already taken (by name= or an explicit param) */
-    char buf[64], kernel[80];
+    char buf[64], kernel[96];
     for (;;) {
         int n = L->layer_count[kind]++;
         if (n == 0) snprintf(buf, sizeof buf, "%s", base);
         else snprintf(buf, sizeof buf, "%s_%d", base, n);
-        snprintf(kernel, sizeof kernel, "%s/kernel", buf);
+        snprintf(kernel, sizeof kernel, "%s/%s", buf, first_var[kind]);
         if (find_var(L->g, kernel) < 0) break;
     }
     return arena_strdup(&L->g->arena, buf);
@@ -691,6 +692,51 @@ static Val b_loss(Lower *L, Call *c)
         if (node(L, b)->op == OP_INPUT) L->g->label_input = b;
     }
     return vtensor(id, loc);
+}
+
+/* batch_norm(x, momentum=0.99, eps=0.001): Keras' BatchNormalization over the last axis
+ * (the channels of NHWC images, the features of [B, F]), with its names and defaults:
+ * gamma (ones) and beta (zeros) trained, moving_mean (zeros) and moving_variance (ones)
+ * buffers.  Two nodes, the batch's statistics and the normalization; graph/bnorm.c
+ * says how training and inference use them. */
+static Val b_batch_norm(Lower *L, Call *c)
+{
+    static const char *const vars[4] = { "gamma", "beta", "moving_mean", "moving_variance" };
+    static const InitKind inits[4] = { INIT_ONES, INIT_ZEROS, INIT_ZEROS, INIT_ONES };
+    int32_t x, in[6];
+    NodeAttr a = { .bn = { .act = -1 } };
+    Loc loc = c->ast->loc;
+    if (!pos_tensor(L, c, 0, "x", &x) || !no_more_pos(L, c, 1)) return verr(loc);
+    if (!kw_float(L, c, "momentum", false, 0.99, 0, 1, &a.bn.momentum) || !kw_float(L, c, "eps", false, 0.001, 1e-30, 1, &a.bn.eps))
+        return verr(loc);
+    const Shape *xs = &node(L, x)->shape;
+    char b1[128];
+    if (node(L, x)->dtype != DT_F32)
+        return error_at(L, loc, "batch_norm: the input must be f32, got %s%s", dtype_name(node(L, x)->dtype),
+                        shape_str(L->g, xs, b1, sizeof b1));
+    if (xs->rank < 2)
+        return error_at(L, loc, "batch_norm: the input must be [batch, ..., channels], got %s", shape_str(L->g, xs, b1, sizeof b1));
+    Dim ch = xs->d[xs->rank - 1];
+    if (ch.sym >= 0)
+        return error_at(L, loc, "batch_norm: the number of channels (the last axis) must be known, got %s",
+                        shape_str(L->g, xs, b1, sizeof b1));
+    const char *lname = layer_name(L, c, 2, "batch_normalization");
+    if (!lname) return verr(loc);
+    char pname[256];
+    snprintf(pname, sizeof pname, "%s/gamma", lname);
+    if (find_var(L->g, pname) >= 0)
+        return error_at(L, loc, "batch_norm: a layer named '%s' already exists; a batch norm is not shared (each keeps "
+                        "its own running statistics)", lname);
+    in[0] = x;
+    in[1] = mk1(L, OP_BATCH_NORM_STATS, x, loc);
+    for (int k = 0; k < 4 && in[1] >= 0; k++) {
+        snprintf(pname, sizeof pname, "%s/%s", lname, vars[k]);
+        in[2 + k] = param_node(L, pname, shape_make(1, &ch.v), inits[k], loc);
+        if (in[2 + k] < 0) return verr(loc);
+        if (k >= 2) L->g->vars[L->g->nodes[in[2 + k]].a.param.var].role = VAR_BUFFER;
+    }
+    if (in[1] < 0) return verr(loc);
+    return vtensor(mk(L, OP_BATCH_NORM, in, 6, loc, &a), loc);
 }
 
 /* ---- initializers (only after `param NAME: TYPE =`) ---------------------------------------- */
@@ -1385,6 +1431,8 @@ static const Builtin builtins[] = {
     { "layer_norm", b_layer_norm, 0, { "axis", "eps", "name" }, "layer_norm(x)" },
     { "multi_head_attention", b_mha, 0, { "heads", "dim", "causal", "name" }, "multi_head_attention(x, heads=H)" },
     { "binary_cross_entropy", b_loss, OP_BCE_LOGITS, { 0 }, "binary_cross_entropy(logits, targets)" },
+    /* batch norm (graph/bnorm.c) */
+    { "batch_norm", b_batch_norm, 0, { "momentum", "eps", "name" }, "batch_norm(x, momentum=0.99, eps=0.001)" },
 };
 enum { NBUILTINS = sizeof builtins / sizeof builtins[0] };
 

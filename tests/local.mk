@@ -109,3 +109,13 @@ tests_torch_run_CFLAGS = $(AM_CFLAGS)
 tests_torch_run_LDADD = $(GRAPHC_LIBS)
 TESTS += tests/torch_ops.sh
 EXTRA_DIST += tests/torch_ops.sh tests/torch_ops.py
+# batch norm against PyTorch 1.13 (tests/bnorm_torch.py, Debian's python3-torch; skipped
+# with a message without it): the forms of batch_norm and models/fashion-resnet.net, the
+# loss, every parameter's gradient and the running statistics after a step, and the
+# inference outputs, on the same weights and batch (tests/torch_step runs graphc's side)
+check_PROGRAMS += tests/torch_step
+tests_torch_step_SOURCES = tests/torch_step.c
+tests_torch_step_CFLAGS = $(AM_CFLAGS)
+tests_torch_step_LDADD = $(GRAPHC_LIBS)
+TESTS += tests/bnorm_torch.sh
+EXTRA_DIST += tests/bnorm_torch.sh tests/bnorm_torch.py
