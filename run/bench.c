@@ -178,9 +178,10 @@ static int bench_setup(Bench *b, Pool *pool, DiagSink *d)
             return -1;
         }
         const Graph *g = b->step[m].graph;
-        b->env[m] = (StepEnv){ .w = &b->w[m], .seed = 1, .lr = 1e-4f, .momentum = g->train.momentum, .beta1 = 0.9f,
-                               .beta2 = 0.999f, .eps = 1e-7f, .nesterov = g->train.nesterov, .training = !o->infer,
-                               .d = d };
+        /* the model's optimizer, at a small learning rate so the weights stay sane */
+        b->env[m] = (StepEnv){ .w = &b->w[m], .seed = 1, .training = !o->infer, .d = d };
+        step_env_train(&b->env[m], &g->train, 0);
+        b->env[m].lr = 1e-4f;
     }
     b->threads = pool_threads(pool);
     b->bytes = exec_step_bytes(executor_graph(b->step[1].ex), b->threads);
