@@ -6,6 +6,7 @@
 #   test_bench     what the benchmark report stands on: bytes per step, small-batch paths
 #   test_data      data sources;  test_image  image files;  test_plot  SVG plots
 #   test_api       the public C API alone (two models on two threads)
+#   test_optim     the train block's optimizers, schedules and clipping (issue 14)
 #   test_onnx      ONNX export and import: round trips, damaged files (when built with ONNX)
 #   test_checkpoint  checkpoints (crafted fields, streams, resuming) and output files
 # Scripts: golden.sh (dumps of every model against tests/golden/, the stderr of
@@ -20,7 +21,7 @@ TEST_LIBS = $(GRAPHC_LIBS) $(CHECK_LIBS)
 AM_TESTS_ENVIRONMENT = top_srcdir='$(top_srcdir)'; top_builddir='$(top_builddir)'; SAN_CFLAGS='$(SAN_CFLAGS)'; export top_srcdir top_builddir SAN_CFLAGS; CK_DEFAULT_TIMEOUT=600; export CK_DEFAULT_TIMEOUT;
 
 CHECK_SUITES = tests/test_frontend tests/test_kernels tests/test_train tests/test_bench tests/test_data tests/test_image \
-	tests/test_plot tests/test_api
+	tests/test_plot tests/test_api tests/test_optim
 check_PROGRAMS += $(CHECK_SUITES)
 TESTS += $(CHECK_SUITES)
 tests_test_frontend_SOURCES = tests/test_frontend.c
@@ -47,6 +48,9 @@ tests_test_plot_LDADD = $(TEST_LIBS)
 tests_test_api_SOURCES = tests/test_api.c
 tests_test_api_CFLAGS = $(TEST_CFLAGS)
 tests_test_api_LDADD = $(TEST_LIBS)
+tests_test_optim_SOURCES = tests/test_optim.c tests/testutil.h tests/testgraph.h
+tests_test_optim_CFLAGS = $(TEST_CFLAGS)
+tests_test_optim_LDADD = $(TEST_LIBS)
 
 TESTS += tests/golden.sh tests/resume.sh tests/valgrind.sh tests/install.sh tests/mpi.sh tests/layers.sh \
 	tests/predict.sh
@@ -94,3 +98,12 @@ TESTS += tests/test_checkpoint
 tests_test_checkpoint_SOURCES = tests/test_checkpoint.c
 tests_test_checkpoint_CFLAGS = $(TEST_CFLAGS)
 tests_test_checkpoint_LDADD = $(TEST_LIBS)
+
+# The train block's optimizers, clipping and schedules against PyTorch (tests/optim_torch.py,
+# Debian's python3-torch; skipped with a message without it); tests/optim_run is graphc's side.
+check_PROGRAMS += tests/optim_run
+tests_optim_run_SOURCES = tests/optim_run.c
+tests_optim_run_CFLAGS = $(AM_CFLAGS)
+tests_optim_run_LDADD = $(GRAPHC_LIBS)
+TESTS += tests/optim_torch.sh
+EXTRA_DIST += tests/optim_torch.sh tests/optim_torch.py
