@@ -729,8 +729,9 @@ static int k_clip_scale(const KCall *c)
 
 /* The optimizer updates fused into their gradient's GEMM (kernels/update.c): the
  * gradient op(a) op(b) of matmul_update(w, a, b) is made inside the update, so it never
- * exists whole (SGD: one GEMM into w, alpha -lr, beta 1; momentum and Adam: their
- * kernels); matmul_grad_update(x, dy, w) is a dense layer's backward with w's update. */
+ * exists whole (SGD: one GEMM into w, alpha -lr, beta 1 - lr weight_decay; momentum,
+ * and Adam, AdamW, RMSprop by panels: their kernels); matmul_grad_update(x, dy, w) is a
+ * dense layer's backward with w's update.  Neither is ever clipped (graph/fuse.c). */
 static size_t update_scratch(const Graph *g, const Node *n, int threads)
 {
     const Shape *w = &g->nodes[n->in[n->op == OP_MATMUL_UPDATE ? 0 : 2]].shape;

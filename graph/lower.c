@@ -734,7 +734,22 @@ static Val b_data(Lower *L, Call *c)
 
 /* The optimizers, each with PyTorch's hyperparameters and defaults (adam's eps is Keras'
  * 1e-7, as it always was here).  weight_decay is L2 added to the gradient, as in
- * PyTorch's SGD, Adam and RMSprop; AdamW's is decoupled. */
+ * PyTorch's SGD, Adam and RMSprop; AdamW's is decoupled.  A decay rate is held in float:
+ * 0.99999999 would round to 1 (no average at all, and Adam's bias correction 1 - 1^t
+ * a division by zero), so the largest is the float below 1. */
+#define BELOW_ONE 0.99999994
+
+/* A decay rate in [0, BELOW_ONE], its bound written out (%g would print "1"). */
+static bool kw_rate(Lower *L, Call *c, const char *name, double def, float *out)
+{
+    Kw *k = kw_find(c, name);
+    if (k && k->val.kind == V_NUM && !(k->val.num >= 0 && k->val.num <= BELOW_ONE)) {
+        error_at(L, k->val.loc, "%s: '%s' must be from 0 to %.8g (the float below 1), got %.9g", c->fn, name, BELOW_ONE,
+                 k->val.num);
+        return false;
+    }
+    return kw_float(L, c, name, false, def, 0, BELOW_ONE, out);
+}
 static Val b_optim(Lower *L, Call *c)
 {
     Val v;
@@ -759,14 +774,14 @@ static Val b_optim(Lower *L, Call *c)
         if (v.nesterov && v.momentum == 0) return error_at(L, v.loc, "sgd: nesterov=true needs a momentum above 0");
         return v;
     case OPTIM_RMSPROP:
-        if (!kw_float(L, c, "rho", false, 0.99, 0, 0.999999999, &v.rho) || !kw_float(L, c, "eps", false, 1e-8, 1e-30, 1, &v.eps) ||
+        if (!kw_rate(L, c, "rho", 0.99, &v.rho) || !kw_float(L, c, "eps", false, 1e-8, 1e-30, 1, &v.eps) ||
             !kw_float(L, c, "momentum", false, 0, 0, 1, &v.momentum) || !kw_bool(L, c, "centered", false, &v.centered) ||
             !kw_float(L, c, "weight_decay", false, 0, 0, 1e6, &v.weight_decay))
             return verr(v.loc);
         return v;
     default:
         if (!kw_float(L, c, "beta1", false, 0.9, 0, 0.999999, &v.beta1) ||
-            !kw_float(L, c, "beta2", false, 0.999, 0, 0.999999999, &v.beta2) ||
+            !kw_rate(L, c, "beta2", 0.999, &v.beta2) ||
             !kw_float(L, c, "eps", false, v.optim == OPTIM_ADAMW ? 1e-8 : 1e-7, 1e-30, 1, &v.eps) ||
             !kw_float(L, c, "weight_decay", false, v.optim == OPTIM_ADAMW ? 0.01 : 0, 0, 1e6, &v.weight_decay))
             return verr(v.loc);
@@ -1231,31 +1246,39 @@ static bool entry_int(Lower *L, const TrainEntry *e, Val v, int64_t lo, int64_t 
     return true;
 }
 
-/* The train block's lr (a number or a schedule), warmup and clip_norm. */
-static void train_optim_entry(Lower *L, const TrainEntry *e, int k, Val v)
+/* The train block's lr (a number or a schedule), warmup and clip_norm.  false when the
+ * value is not taken (an error reported, now or before). */
+static bool train_optim_entry(Lower *L, const TrainEntry *e, int k, Val v)
 {
     TrainSpec *t = &L->g->train;
     int64_t iv;
-    if (v.kind == V_ERROR) return;
+    if (v.kind == V_ERROR) return false;
     if (k == TRAIN_KEY_LR) {
         if (v.kind == V_SCHED) {
             int64_t warmup = t->sched.warmup;
             t->lr = v.lr;
             t->sched = v.sched;
             t->sched.warmup = warmup;
-        } else if (v.kind == V_NUM && v.num > 0 && v.num <= 1e6) {
-            t->lr = (float)v.num;
-        } else {
-            error_at(L, v.loc, "train: 'lr' must be a number above 0 (at most 1e6) or a schedule: step_decay(...), "
-                     "cosine(...)");
+            return true;
         }
-    } else if (k == TRAIN_KEY_WARMUP) {
-        if (entry_int(L, e, v, 0, 1 << 30, &iv)) t->sched.warmup = iv;
-    } else if (v.kind == V_NUM && v.num > 0 && v.num <= 1e30) {
-        t->clip_norm = (float)v.num;
-    } else {
-        error_at(L, v.loc, "train: 'clip_norm' must be a number above 0 (the largest global norm of the gradients)");
+        if (v.kind == V_NUM && v.num > 0 && v.num <= 1e6) {
+            t->lr = (float)v.num;
+            return true;
+        }
+        error_at(L, v.loc, "train: 'lr' must be a number above 0 (at most 1e6) or a schedule: step_decay(...), cosine(...)");
+        return false;
     }
+    if (k == TRAIN_KEY_WARMUP) {
+        if (!entry_int(L, e, v, 0, 1 << 30, &iv)) return false;
+        t->sched.warmup = iv;
+        return true;
+    }
+    if (v.kind == V_NUM && v.num > 0 && v.num <= 1e30) {
+        t->clip_norm = (float)v.num;
+        return true;
+    }
+    error_at(L, v.loc, "train: 'clip_norm' must be a number above 0 (the largest global norm of the gradients)");
+    return false;
 }
 
 static void lower_train(Lower *L, const Stmt *s)
@@ -1335,8 +1358,7 @@ static void lower_train(Lower *L, const Stmt *s)
             else if (v.kind != V_ERROR) error_at(L, v.loc, "train: 'shuffle' must be true or false");
             break;
         default:
-            if (k == TRAIN_KEY_LR) lr = v;
-            train_optim_entry(L, e, k, v);
+            if (train_optim_entry(L, e, k, v) && k == TRAIN_KEY_LR) lr = v;
             break;
         }
     }

@@ -326,6 +326,14 @@ static const struct {
     { "  optimizer = adamw(weight_decay=-0.1)\n",
       "t.net:8:34: error: adamw: 'weight_decay' must be between 0 and 1e+06, got -0.1" },
     { "  lr = 0.1\n  lr = 0.2\n", "t.net:9:3: error: train: 'lr' is set twice" },
+    /* one mistake, one message: a bad lr is not also "set twice" */
+    { "  optimizer = sgd(lr=0.1)\n  lr = 0\n", "t.net:9:8: error: train: 'lr' must be a number above 0 (at most 1e6) or "
+      "a schedule: step_decay(...), cosine(...)" },
+    /* 0.99999999 would be 1 in float */
+    { "  optimizer = adamw(beta2=0.99999999)\n", "t.net:8:27: error: adamw: 'beta2' must be from 0 to 0.99999994 (the float "
+      "below 1), got 0.99999999" },
+    { "  optimizer = rmsprop(rho=1)\n", "t.net:8:27: error: rmsprop: 'rho' must be from 0 to 0.99999994 (the float below "
+      "1), got 1" },
 };
 
 static const char *first_line(const DiagSink *d, char *buf, size_t n)
