@@ -112,6 +112,8 @@ def warmup(w, then=None):
 CASES = [
     ("sgd weight_decay", "  optimizer = sgd(lr=0.05, weight_decay=0.01)",
      sgd(lr=0.05, weight_decay=0.01), None, None),
+    ("sgd momentum weight_decay", "  optimizer = sgd(lr=0.05, momentum=0.9, weight_decay=0.01)",
+     sgd(lr=0.05, momentum=0.9, weight_decay=0.01), None, None),
     ("sgd momentum weight_decay clip", "  optimizer = sgd(lr=0.05, momentum=0.9, weight_decay=0.01)\n  clip_norm = 0.5",
      sgd(lr=0.05, momentum=0.9, weight_decay=0.01), None, 0.5),
     ("sgd nesterov weight_decay step_decay",

@@ -392,6 +392,7 @@ static const char *const configs[] = {
     "  optimizer = rmsprop(lr=0.001)",
     "  optimizer = rmsprop(lr=0.001, momentum=0.9, centered=true, weight_decay=0.01)\n  clip_norm = 0.2",
     "  optimizer = rmsprop(centered=true)\n  lr = step_decay(0.002, every=3)\n  warmup = 2",
+    "  optimizer = sgd(lr=0.05, momentum=0.9, weight_decay=0.01)",   /* the GEMM forms' weight decay */
 };
 enum { NCONFIGS = sizeof configs / sizeof configs[0] };
 
