@@ -598,27 +598,7 @@ END_TEST
 
 /* ---- checkpoints and resuming --------------------------------------------------------- */
 
-static FILE *devnull(void)
-{
-    FILE *f = fopen("/dev/null", "w");
-    ck_assert_ptr_nonnull(f);
-    return f;
-}
-
 static char tmpdir[64];
-
-static void make_tmpdir(void)
-{
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/graphc-optim.XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
-}
-
-static void remove_tmpdir(void)
-{
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    ck_assert_int_eq(system(cmd), 0);
-}
 
 /* A run of the config's model: `epochs` of 4 steps, from `resume` if not NULL, saved to
  * `save`.  0 or -1 (the error in c->d). */
@@ -629,7 +609,7 @@ static int run_model(Compiled *c, int64_t epochs, const char *resume, const char
     o.epochs = epochs;
     o.steps = 4;
     o.log = LOG_QUIET;
-    o.out = devnull();
+    o.out = tu_devnull();
     o.threads = 2;
     o.mode = mode;
     o.resume_path = resume;
@@ -666,7 +646,7 @@ START_TEST(resume_mid_schedule)
     Compiled c;
     compile_config(&c, cfg[_i / 2]);
     ExecMode mode = _i % 2 ? MODE_INTERP : MODE_COMPILED;
-    make_tmpdir();
+    tu_mkdtemp(tmpdir, sizeof tmpdir, "graphc-optim");
     char whole[128], half[128], rest[128];
     snprintf(whole, sizeof whole, "%s/whole.ckpt", tmpdir);
     snprintf(half, sizeof half, "%s/half.ckpt", tmpdir);
@@ -676,7 +656,7 @@ START_TEST(resume_mid_schedule)
     ck_assert_msg(run_model(&c, 2, half, rest, mode) == 0, "%s", c.d.buf ? c.d.buf : "");
     ck_assert_msg(same_file(whole, rest), "%s: the resumed run ends elsewhere", configs[cfg[_i / 2]]);
     ck_assert_msg(!same_file(whole, half), "the checkpoints do not change with the steps");
-    remove_tmpdir();
+    tu_rmtree(tmpdir);
     compiled_free_all(&c);
 }
 END_TEST
@@ -688,7 +668,7 @@ START_TEST(rmsprop_checkpoints)
 {
     Compiled c, other;
     compile_config(&c, 8);
-    make_tmpdir();
+    tu_mkdtemp(tmpdir, sizeof tmpdir, "graphc-optim");
     char path[128];
     snprintf(path, sizeof path, "%s/r.ckpt", tmpdir);
     Weights w, back, ev;
@@ -723,7 +703,7 @@ START_TEST(rmsprop_checkpoints)
     ck_assert_int_ne(run_model(&c, 2, path, NULL, MODE_COMPILED), 0);
     ck_assert_msg(strstr(c.d.buf, "only part of the optimizer state") && strstr(c.d.buf, "momentum_buffer") &&
                   strstr(c.d.buf, "rmsprop without momentum= or centered="), "%s", c.d.buf);
-    remove_tmpdir();
+    tu_rmtree(tmpdir);
     compiled_free_all(&other);
     compiled_free_all(&c);
 }
