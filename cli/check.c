@@ -84,12 +84,8 @@ static void summary(const Model *m, FILE *out)
         fputs("train    ", out);
         if (t->data == DATA_MNIST) fprintf(out, "mnist(\"%s\")", t->data_path);
         else fprintf(out, "synthetic(count=%lld)", (long long)t->synth_count);
-        if (t->optim == OPTIM_SGD) {
-            fprintf(out, ", sgd(lr=%g", t->lr);
-            if (t->momentum > 0) fprintf(out, ", momentum=%g%s", t->momentum, t->nesterov ? ", nesterov" : "");
-            fputc(')', out);
-        } else
-            fprintf(out, ", adam(lr=%g, beta1=%g, beta2=%g, eps=%g)", t->lr, t->beta1, t->beta2, t->eps);
+        char od[320];
+        fprintf(out, ", %s", optim_describe(t, od, sizeof od));
         fprintf(out, ", batch %lld, %lld epoch%s", (long long)t->batch, (long long)t->epochs, t->epochs == 1 ? "" : "s");
         if (t->steps) fprintf(out, " x %lld steps", (long long)t->steps);
         else fputs(" x one pass", out);

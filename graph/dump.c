@@ -109,9 +109,10 @@ static void attrs_str(const Graph *g, const Node *n, char *buf, size_t len)
     case OP_UNARY_GRAD:
         snprintf(buf, len, "of=%s", fn_name(n->a.unary.op, n->a.unary.p, fb, sizeof fb));
         break;
-    case OP_SGD_UPDATE: case OP_MOMENTUM_UPDATE: case OP_ADAM_UPDATE:
-        snprintf(buf, len, "param=%s", g->vars[n->a.update.var].name);
+    case OP_SGD_UPDATE: case OP_MOMENTUM_UPDATE: case OP_ADAM_UPDATE: case OP_ADAMW_UPDATE: case OP_RMSPROP_UPDATE:
+        snprintf(buf, len, "param=%s%s", g->vars[n->a.update.var].name, n->nin > 2 ? " clipped" : "");
         break;
+    case OP_CLIP_SCALE: snprintf(buf, len, "max_norm=%g gradients=%d", n->a.clip.max_norm, n->nin); break;
     case OP_FUSED_ELEMWISE: {
         size_t k = (size_t)snprintf(buf, len, "fuses=");
         for (int s = 0; s < n->a.ew.nstep && k < len; s++) {
@@ -129,7 +130,7 @@ static void attrs_str(const Graph *g, const Node *n, char *buf, size_t len)
         size_t k = (size_t)snprintf(buf, len, "param=%s fuses=matmul+%s%s%s", g->vars[n->a.update.var].name,
                                     (unsigned)n->a.update.kind < OP_COUNT ? op_name((OpKind)n->a.update.kind) : "?",
                                     n->a.update.ta ? " transpose=a" : "", n->a.update.tb ? " transpose=b" : "");
-        for (int s = 0; s < 2 && k < len; s++) {   /* the optimizer state it updates */
+        for (int s = 0; s < OPTIM_MAX_STATE && k < len; s++) {   /* the optimizer state it updates */
             int v = n->a.update.state[s];
             if (v >= 0) k += (size_t)snprintf(buf + k, len - k, "%s%s", s ? "," : " state=", g->vars[v].name);
         }
@@ -146,7 +147,7 @@ static void attrs_str(const Graph *g, const Node *n, char *buf, size_t len)
                  g->vars[n->a.update.state[0]].name, n->a.update.momentum);
         break;
     case OP_UPDATE_ALL:
-        snprintf(buf, len, "fuses=%d %s", n->nin / 2, op_name((OpKind)n->a.update.kind));
+        snprintf(buf, len, "fuses=%d %s%s", n->nin / 2, op_name((OpKind)n->a.update.kind), n->nin % 2 ? " clipped" : "");
         break;
     /* the transformer ops (issue 14) */
     case OP_TRANSPOSE: {

@@ -446,9 +446,32 @@ static bool r_slice(Ctx *c, Node *n)
     return true;
 }
 
+/* An update's inputs: (param, grad) pairs, one (update_all: any number), then the
+ * optional clip_scale, a scalar. */
 static bool r_update(Ctx *c, Node *n)
 {
-    (void)c;
+    int pairs = n->nin / 2;
+    if (n->nin < 2 || (n->op != OP_UPDATE_ALL && n->nin > 3))
+        return fail(c, n, "%s: takes a parameter, its gradient and optionally the clip scale, got %d inputs",
+                    op_name(n->op), n->nin);
+    if (n->nin % 2 && in_shape(c, n, n->nin - 1)->rank != 0)
+        return fail(c, n, "%s: input %d (the clip scale) must be a scalar", op_name(n->op), n->nin);
+    for (int k = 0; k < pairs; k++)
+        if (!shape_eq(in_shape(c, n, 2 * k), in_shape(c, n, 2 * k + 1))) {
+            char b1[128], b2[128];
+            return fail(c, n, "%s: the gradient %s does not have its parameter's shape %s", op_name(n->op),
+                        sname(c, in_shape(c, n, 2 * k + 1), b1, sizeof b1), sname(c, in_shape(c, n, 2 * k), b2, sizeof b2));
+        }
+    n->dtype = DT_F32;
+    n->shape.rank = 0;
+    return true;
+}
+
+/* clip_scale(g1, ..., gn): one factor for all of them, a scalar. */
+static bool r_clip_scale(Ctx *c, Node *n)
+{
+    for (int k = 0; k < n->nin; k++)
+        if (!need_f32(c, n, k, "every gradient")) return false;
     n->dtype = DT_F32;
     n->shape.rank = 0;
     return true;

@@ -36,9 +36,9 @@ enum {
     /* name_len, the longest name, role, rank, dims, crc: all of a record but its data */
     RECORD_MAX_OVERHEAD = 4 + (NAME_LIMIT - 1) + 4 + 4 + 8 * MAX_RANK + 4,
     /* the most optimizer state vars one parameter has in any optimizer graphc knows
-     * (Adam's m and v; graph_state_vars): a checkpoint read by a graph without them
-     * may hold that many per parameter */
-    MAX_STATE_PER_PARAM = 2,
+     * (RMSprop centered with momentum; graph_state_vars): a checkpoint read by a graph
+     * without them may hold that many per parameter */
+    MAX_STATE_PER_PARAM = OPTIM_MAX_STATE,
 };
 
 /* zlib's crc32 takes a 32-bit length: longer buffers go in pieces. */
@@ -536,7 +536,8 @@ static int check_complete(Load *L)
              missing > 3 ? "', ..." : missing > 2 ? "'" : "");
     if (present > 0)
         fail(&L->r, "the checkpoint holds only part of the optimizer state: %d of %d tensors missing (%s); the file is "
-             "damaged", missing, missing + present, list);
+             "damaged, or its optimizer kept other state (rmsprop without momentum= or centered=)", missing,
+             missing + present, list);
     else
         fail(&L->r, "the checkpoint has no optimizer state for this run: %d tensor%s missing (%s)%s%s%s; resuming would "
              "restart the optimizer from zero (graphc run --reset-optimizer does so on purpose)", missing,

@@ -2181,7 +2181,7 @@ static const struct LineCase {
       "  minimize = loss\n"
       "  qqqqqqq = 1\n"
       "}\n",
-      "t.net:9:3: error: train: unknown setting 'qqqqqqq' (settings: data, optimizer, batch, epochs, steps, seed, minimize, checkpoint, shuffle)", 1 },
+      "t.net:9:3: error: train: unknown setting 'qqqqqqq' (settings: data, optimizer, batch, epochs, steps, seed, minimize, checkpoint, shuffle, lr, warmup, clip_norm)", 1 },
     { "train_duplicate",
       "input x: f32[B, 4]\n"
       "input l: i32[B]\n"
@@ -2251,7 +2251,7 @@ static const struct LineCase {
       "loss = cross_entropy(y, l)\n"
       "output y\n"
       "train { data = synthetic(); minimize = loss; optimizer = \"sgd\" }\n",
-      "t.net:6:58: error: train: 'optimizer' must be sgd(...) or adam(...)", 1 },
+      "t.net:6:58: error: train: 'optimizer' must be sgd(...), adam(...), adamw(...) or rmsprop(...)", 1 },
     { "train_nesterov",
       "input x: f32[B, 4]\n"
       "input l: i32[B]\n"

@@ -756,7 +756,7 @@ END_TEST
  * only with exact operands. */
 static const struct {
     int64_t M, N, K;
-    int panel;   /* rows per panel (kern_gemm_adam_set_panel); 0: kern_gemm_panel_rows, as the kernel chooses */
+    int panel;   /* rows per panel (kern_gemm_optim_set_panel); 0: kern_gemm_panel_rows, as the kernel chooses */
 } adam_cases[] = {
     { 50, 24, 7, 16 },      /* 3 panels and 2 rows */
     { 10, 33, 5, 16 },      /* one panel, smaller than the panel size */
@@ -859,7 +859,7 @@ START_TEST(matmul_update_adam)
     for (int t = 0; t < 4; t++) {
         bool ta = t & 1, tb = t & 2;
         Graph *g[2] = { adam_graph(M, N, K, ta, tb, false, &d), adam_graph(M, N, K, ta, tb, true, &d) };
-        kern_gemm_adam_set_panel((size_t)adam_cases[_i].panel);
+        kern_gemm_optim_set_panel((size_t)adam_cases[_i].panel);
         for (int exact = 1; exact >= 0; exact--) {
             Weights w[4];   /* the ops apart, then the fused node at 1, 2, 3 threads */
             for (int i = 0; i < 4; i++) ck_assert_int_eq(weights_init(&w[i], g[i > 0], 1, &d), 0);
@@ -898,7 +898,7 @@ START_TEST(matmul_update_adam)
         graph_free(g[0]);
         graph_free(g[1]);
     }
-    kern_gemm_adam_set_panel(0);
+    kern_gemm_optim_set_panel(0);
     tu_threads(saved);
     diag_free(&d);
 }
