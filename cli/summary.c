@@ -28,7 +28,8 @@ static const char summary_usage[] =
 typedef struct Layer {
     int first, last;           /* its nodes: first..last */
     char name[96], op[48];
-    int64_t params;            /* the parameters it creates (a shared one counts once) */
+    int64_t params;            /* the parameters it creates, batch norm's statistics included
+                                * (non-trainable, as Keras counts them); a shared one once */
     double flops;
 } Layer;
 
@@ -67,7 +68,7 @@ static void describe(const Graph *g, Layer *l, bool *counted)
         if (n->op == OP_PARAM) {
             int v = n->a.param.var;
             if (!prefix) prefix = g->vars[v].name;
-            if (!counted[v] && g->vars[v].role == VAR_PARAM) l->params += shape_numel(&g->vars[v].shape);
+            if (!counted[v] && g->vars[v].role != VAR_STATE) l->params += shape_numel(&g->vars[v].shape);
             counted[v] = true;
         } else if (!main && !is_source(n->op) && n->op != OP_RESHAPE) {
             main = n;
