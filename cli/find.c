@@ -83,8 +83,9 @@ static void not_found(const char *name, const char *models, DiagSink *d)
 int cli_source_load(Source *src, const char *path, DiagSink *d)
 {
     if (strcmp(path, "-") == 0) return source_read(src, stdin, "<stdin>", d);
-    if (strchr(path, '/') || access(path, F_OK) == 0) return source_load(src, path, d);
-    /* A bare name that is no file here: NAME.net here, then the installed NAME(.net). */
+    if (strchr(path, '/') || is_file(path)) return source_load(src, path, d);
+    /* A bare name that is no file here (a folder `mnist` is none): NAME.net here, then
+     * the installed NAME(.net). */
     char dir[PATH_MAX], cand[PATH_MAX + 64];
     const char *models = cli_install_path(GRAPHC_PKGDATADIR "/models", dir, sizeof dir);
     size_t len = strlen(path);

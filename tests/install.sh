@@ -52,6 +52,12 @@ grep -Eq "^test_loss [0-9.]+ test_acc [0-9.]+" "$t/out" && ok "graphc run mnist 
 "$t/usr/bin/graphc" --help >"$t/out" 2>&1
 grep -q "$t/usr/share/graphc/models/NAME.net" "$t/out" && grep -q "$t/usr/share/doc/graphc/language.md" "$t/out" \
     && ok "graphc --help names the installed models and docs" || { bad "--help's paths"; tail -3 "$t/out"; }
+# a folder of that name here is no model: the installed one is found
+mkdir "$t/elsewhere/mnist"
+(cd "$t/elsewhere" && "$t/usr/bin/graphc" check mnist) >"$t/out" 2>"$t/err"
+grep -q "^$t/usr/share/graphc/models/mnist.net: ok" "$t/out" && ok "a folder named mnist here is no model" \
+    || { bad "check mnist beside a folder mnist"; cat "$t/out" "$t/err"; }
+rmdir "$t/elsewhere/mnist"
 # a model of that name here comes first, then NAME.net here
 printf 'input x: f32[B, 4]\noutput y = relu(x)\n' > "$t/elsewhere/mnist.net"
 (cd "$t/elsewhere" && "$t/usr/bin/graphc" check mnist) >"$t/out" 2>"$t/err"
