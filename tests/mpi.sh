@@ -5,7 +5,8 @@
 #    and the MNIST CNN with dropout); and a run with the wrong global batch does not;
 #  - only rank 0 prints; evaluation split over the ranks gives the single-process result;
 #  - a rank killed or stalled stops the job with a message, no hang; a setup error that
-#    every rank hits is reported once.
+#    every rank hits is reported once; ranks started with different settings are one
+#    message naming them; a rank that fails alone inside the step stops the job.
 # In a build without MPI: mpirun of graphc is refused with a message.  Skipped (77)
 # without mpirun.
 set -u
@@ -153,13 +154,60 @@ rc=$?
 n=$(grep -c "nowhere" "$t/err")
 [ $rc -ne 0 ] && [ "$n" -eq 1 ] && ok "missing data on every rank: status $rc, one message" \
     || { bad "missing data: status $rc, $n messages"; cat "$t/err"; }
-# ranks that would pair different buckets are stopped before the first step
-$MPIRUN -np 1 "$G" run "$MLP" --data "$DATA" --steps 2 --epochs 1 --test-limit 100 --log quiet : \
-    -np 1 "$G" run "$MLP" --data "$DATA" --steps 2 --epochs 1 --test-limit 100 --log quiet --bucket-size 1 >"$t/out" 2>"$t/err"
+# ranks started with different settings are stopped before the first step, with one
+# message from rank 0 naming each setting and the ranks' values (different --steps
+# used to end in a raw MPI error, different --batch to train silently)
+mismatch() {
+    what=$1 want=$2
+    shift 2
+    $MPIRUN -np 1 "$G" run "$MLP" --data "$DATA" --steps 2 --epochs 1 --test-limit 100 --log quiet --threads 1 : \
+        -np 1 "$G" run "$MLP" --data "$DATA" --steps 2 --epochs 1 --test-limit 100 --log quiet --threads 1 "$@" >"$t/out" 2>"$t/err"
+    rc=$?
+    n=$(grep -c "different settings" "$t/err")
+    if [ $rc -ne 0 ] && [ "$n" -eq 1 ] && grep -q -- "$want" "$t/err" && [ ! -s "$t/out" ]; then
+        ok "ranks with $what: status $rc, one message: $(grep -o -- "$want" "$t/err")"
+    else bad "ranks with $what: status $rc, $n messages"; cat "$t/err"; fi
+}
+mismatch "different --batch" "--batch is 128 on rank 0 but 64 on rank 1" --batch 64
+mismatch "different --steps" "steps per epoch (--steps) is 2 on rank 0 but 3 on rank 1" --steps 3
+mismatch "different --lr and --seed" "--lr is 0.1 on rank 0 but 0.05 on rank 1; --seed is 42 on rank 0 but 7 on rank 1" --lr 0.05 --seed 7
+mismatch "different buckets" "--bucket-size is 4194304 on rank 0 but 1 on rank 1" --bucket-size 1
+mismatch "different test sets" "test examples (--test-limit) is 100 on rank 0 but 50 on rank 1" --test-limit 50
+$MPIRUN -np 1 "$G" eval "$MLP" --data "$DATA" --weights "$t/one64.ckpt" : -np 1 "$G" eval "$MLP" --data "$DATA" \
+    --weights "$t/two32.ckpt" >"$t/out" 2>"$t/err"
 rc=$?
-n=$(grep -c "gradient buckets differ at the start" "$t/err")
-[ $rc -ne 0 ] && [ "$n" -eq 1 ] && ok "ranks with different buckets: status $rc, one message" \
-    || { bad "ranks with different buckets: status $rc, $n messages"; cat "$t/err"; }
+[ $rc -ne 0 ] && [ "$(grep -c "the weights (--weights) is hash" "$t/err")" -eq 1 ] && ok "eval with different weights on 2 ranks: status $rc, one message" \
+    || { bad "eval with different weights: status $rc"; cat "$t/err"; }
+
+# a rank that fails alone inside the step (its shard's label 7 is outside a 5-class
+# model's range; rank 0's is not) leaves rank 0 in the step's allreduce: train_run says
+# so, and graphc stops the whole job at once
+sed 's/units=10/units=5/' "$MLP" >"$t/five.net"
+$MPIRUN -np 2 "$G" run "$t/five.net" --data "$DATA" --steps 3 --epochs 1 --batch 1 --threads 1 --seed 3 --log quiet \
+    --comm-timeout 60 >"$t/out" 2>"$t/err" &
+mp=$!
+r1=""
+bounded_wait 30
+if [ "$rc" != hung ] && [ "$rc" -ne 0 ] && [ "$secs" -lt 30 ] && [ "$(grep -c "outside \[0, 5)" "$t/err")" -eq 1 ] &&
+    grep -q "rank 1 of 2: stopping all ranks after the error above" "$t/err"; then
+    ok "a rank failing alone stops the job (status $rc, ${secs}s, before the 60 s watchdog)"
+else bad "a rank failing alone: status $rc"; cat "$t/err"; fi
+
+# a loss that becomes NaN is the global batch's on every rank: all stop together at
+# the same step, one message, no job abort, the last --save-every checkpoint kept
+cat >"$t/div.net" <<'NET'
+input x: f32[B, 4]
+input y: i32[B]
+logits = dense(dense(dense(x, units=16), units=16), units=3)
+loss = cross_entropy(logits, y)
+train { data = synthetic(count=64); batch = 4; epochs = 5; optimizer = sgd(lr=100); minimize = loss; seed = 3 }
+NET
+$MPIRUN -np 2 "$G" run "$t/div.net" --threads 1 --log quiet --save "$t/div.ckpt" --save-every 1 >"$t/out" 2>"$t/err"
+rc=$?
+step=$(od -An -t u8 -j 16 -N 8 "$t/div.ckpt" 2>/dev/null | tr -d ' ')
+if [ $rc -eq 1 ] && [ "$(grep -c "the loss is NaN at step 4" "$t/err")" -eq 1 ] && ! grep -q "stopping all ranks" "$t/err" &&
+    [ "$step" = 4 ]; then ok "a NaN loss on 2 ranks: status 1, one message, the step-4 checkpoint kept"
+else bad "a NaN loss on 2 ranks: status $rc, checkpoint step '$step'"; cat "$t/err"; fi
 printf 'model m\ninput x: f32[B, 4]\nh = dense(x, units=3, activaton="relu")\n' >"$t/bad.net"
 $MPIRUN -np 2 "$G" run "$t/bad.net" >"$t/out" 2>"$t/err"
 rc=$?
