@@ -595,7 +595,8 @@ static int train_settings(const Run *run, Setting *set)
     set[n++] = (Setting){ "the training data", SET_HASH, dataset_hash(&run->f.train) };
     set[n++] = (Setting){ "the test data", SET_HASH, dataset_hash(&run->f.test) };
     set[n++] = (Setting){ "the step resumed from (--resume)", SET_INT, (uint64_t)run->first };
-    set[n++] = (Setting){ "--bucket-size", SET_INT, (uint64_t)(o->bucket_bytes > 0 ? o->bucket_bytes : ALLREDUCE_DEFAULT_BUCKET) };
+    int64_t bucket = o->bucket_bytes > 0 ? o->bucket_bytes : ALLREDUCE_DEFAULT_BUCKET;
+    set[n++] = (Setting){ "--bucket-size", SET_INT, (uint64_t)bucket };
     set[n++] = (Setting){ "a checkpoint (--save)", SET_YES_NO, run->save != NULL };
     set[n++] = (Setting){ "--save-every", SET_INT, (uint64_t)o->save_every };
     set[n++] = (Setting){ "evaluation after every epoch (--validate, --plot)", SET_YES_NO, o->validate || o->plot_path };
@@ -609,7 +610,8 @@ static Stop run_start(Run *run)
     DiagSink *d = run->d;
     int bad = comm_agree(run->comm, true);
     if (bad < run->R) {
-        if (run->rank == 0) diag_plain(d, "rank %d of %d could not start training (its message says why); stopping", bad, run->R);
+        if (run->rank == 0)
+            diag_plain(d, "rank %d of %d could not start training (its message says why); stopping", bad, run->R);
         return STOP_TOGETHER;   /* every rank knows: all stop here */
     }
     Setting set[MAX_SETTINGS];
@@ -757,14 +759,14 @@ static Stop train_epoch(Run *run, int64_t e)
         if (st != GO_ON) return st;
         lsum += lv;
         asum += av;
-        if (o->save_every > 0 && run->save && (gs + 1) % o->save_every == 0) {
-            st = save_checkpoint(run, gs + 1, SAVE_EVERY);
-            if (st != GO_ON) return st;
-        }
         int64_t done = s + 1 - s0;
         emit(run, (RunEvent){ .kind = RUN_STEP, .u.step = {
             .epoch = e + 1, .epochs = run->t.epochs, .step = s + 1, .steps = steps, .global_step = gs, .done = done,
             .seconds = now() - te, .loss = lsum / (double)done, .acc = asum / (double)done, .has_acc = run->ai >= 0 } });
+        if (o->save_every > 0 && run->save && (gs + 1) % o->save_every == 0) {
+            st = save_checkpoint(run, gs + 1, SAVE_EVERY);
+            if (st != GO_ON) return st;
+        }
     }
     double secs = now() - te;
     r->train_seconds += secs;

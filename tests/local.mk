@@ -3,17 +3,22 @@
 #   test_frontend  lexer/parser, lowering, shape inference, every diagnostic, robustness
 #   test_kernels   the compute kernels against reference loops
 #   test_train     executors, passes, fusions, memory plans, training runs
+#   test_runloop   the training loop's events (run/train.h): order, figures, NaN, saves
+#   test_progress  graphc run's progress bar and JSON lines (cli/progress.c, built in)
 #   test_data      data sources;  test_image  image files;  test_plot  SVG plots
 # Scripts: golden.sh (dumps of every model against tests/golden/, the stderr of
 # `graphc check` on each tests/errors/*.net against its .err, exit codes; regenerate
 # with GOLDEN_UPDATE=1 top_srcdir=. top_builddir=. tests/golden.sh), resume.sh
-# (checkpoints and resume through the CLI), valgrind.sh, install.sh, mpi.sh.
+# (checkpoints and resume through the CLI), cli_run.sh (graphc run and eval as a user
+# sees them: write errors, the bar on a pty and a pipe, JSON lines, a NaN loss),
+# valgrind.sh, install.sh, mpi.sh.
 # Run the tests that expose known bugs with: GRAPHC_KNOWN_BUGS=1 tests/test_frontend
 TEST_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 TEST_LIBS = $(GRAPHC_LIBS) $(CHECK_LIBS)
 AM_TESTS_ENVIRONMENT = top_srcdir='$(top_srcdir)'; top_builddir='$(top_builddir)'; SAN_CFLAGS='$(SAN_CFLAGS)'; export top_srcdir top_builddir SAN_CFLAGS; CK_DEFAULT_TIMEOUT=600; export CK_DEFAULT_TIMEOUT;
 
-CHECK_SUITES = tests/test_frontend tests/test_kernels tests/test_train tests/test_data tests/test_image tests/test_plot
+CHECK_SUITES = tests/test_frontend tests/test_kernels tests/test_train tests/test_runloop tests/test_progress tests/test_data \
+	tests/test_image tests/test_plot
 check_PROGRAMS += $(CHECK_SUITES)
 TESTS += $(CHECK_SUITES)
 tests_test_frontend_SOURCES = tests/test_frontend.c
@@ -25,6 +30,12 @@ tests_test_kernels_LDADD = $(TEST_LIBS)
 tests_test_train_SOURCES = tests/test_train.c tests/testutil.h
 tests_test_train_CFLAGS = $(TEST_CFLAGS)
 tests_test_train_LDADD = $(TEST_LIBS)
+tests_test_runloop_SOURCES = tests/test_runloop.c tests/testutil.h
+tests_test_runloop_CFLAGS = $(TEST_CFLAGS)
+tests_test_runloop_LDADD = $(TEST_LIBS)
+tests_test_progress_SOURCES = tests/test_progress.c cli/progress.c cli/progress.h
+tests_test_progress_CFLAGS = $(TEST_CFLAGS)
+tests_test_progress_LDADD = $(TEST_LIBS)
 tests_test_data_SOURCES = tests/test_data.c
 tests_test_data_CFLAGS = $(TEST_CFLAGS)
 tests_test_data_LDADD = $(TEST_LIBS)
@@ -35,9 +46,9 @@ tests_test_plot_SOURCES = tests/test_plot.c
 tests_test_plot_CFLAGS = $(TEST_CFLAGS)
 tests_test_plot_LDADD = $(TEST_LIBS)
 
-TESTS += tests/golden.sh tests/resume.sh tests/valgrind.sh tests/install.sh tests/mpi.sh
-EXTRA_DIST += tests/golden.sh tests/golden tests/errors tests/resume.sh tests/valgrind.sh tests/valgrind.net \
-	tests/install.sh tests/mpi.sh
+TESTS += tests/golden.sh tests/resume.sh tests/cli_run.sh tests/valgrind.sh tests/install.sh tests/mpi.sh
+EXTRA_DIST += tests/golden.sh tests/golden tests/errors tests/resume.sh tests/cli_run.sh tests/valgrind.sh \
+	tests/valgrind.net tests/install.sh tests/mpi.sh
 AM_TESTS_ENVIRONMENT += MAKE='$(MAKE)'; CC='$(CC)'; export MAKE CC;
 
 # tests/mpi.sh compares N ranks x batch B with one process x N*B, weight by weight
