@@ -12,6 +12,7 @@
 #include "graph/lower.h"
 #include "graph/passes.h"
 #include "run/train.h"
+#include "testmodel.h"
 #include "testutil.h"
 
 Suite *make_runloop_suite(void);
@@ -31,26 +32,6 @@ static const char diverging_net[] =
     "logits = dense(dense(dense(x, units=16), units=16), units=3)\n"
     "loss = cross_entropy(logits, y)\n"
     "train { data = synthetic(count=64)\nbatch = 8\nepochs = 5\noptimizer = sgd(lr=100)\nminimize = loss\nseed = 3 }\n";
-
-typedef struct Compiled {
-    Source src;
-    DiagSink d;
-    Graph *g;
-} Compiled;
-
-static void compile_str(Compiled *c, const char *text)
-{
-    ck_assert_int_eq(source_from_string(&c->src, "test.net", text), 0);
-    diag_init(&c->d, &c->src);
-    ck_assert_msg(compile_source(&c->src, &c->d, NULL, &c->g) == 0, "%s", c->d.buf ? c->d.buf : "");
-}
-
-static void compiled_free(Compiled *c)
-{
-    graph_free(c->g);
-    diag_free(&c->d);
-    source_free(&c->src);
-}
 
 /* ---- an event recorder ---------------------------------------------------------------------- */
 
@@ -120,6 +101,30 @@ static char *read_all(const char *path, size_t *len)
     return buf;
 }
 
+/* The model of `text`, and options that report to rec, on one thread, saving to
+ * tmpdir/name when name is given (ckpt receives the path). */
+static void run_setup(Compiled *c, const char *text, RunOptions *o, Rec *rec, char *ckpt, size_t n, const char *name)
+{
+    compile_str(c, text);
+    run_options_default(o);
+    o->threads = 1;
+    o->report = (RunReporter){ record, rec };
+    if (name) {
+        tmp_path(ckpt, n, name);
+        o->save_path = ckpt;
+    }
+}
+
+/* Asserts that path holds the len bytes of `before` (read_all's), and frees it. */
+static void assert_unchanged(const char *path, char *before, size_t len)
+{
+    size_t now;
+    char *after = read_all(path, &now);
+    ck_assert_msg(now == len && memcmp(before, after, len) == 0, "%s changed", path);
+    free(before);
+    free(after);
+}
+
 /* ---- the events of a run ------------------------------------------------------------------- */
 
 /* A run with --validate and --save-every 5: every event in its place, each figure the
@@ -127,17 +132,12 @@ static char *read_all(const char *path, size_t *len)
 START_TEST(events_in_order)
 {
     Compiled c;
-    compile_str(&c, small_net);
     char ckpt[128];
-    tmp_path(ckpt, sizeof ckpt, "run.ckpt");
     Rec rec = { 0 };
     RunOptions o;
-    run_options_default(&o);
+    run_setup(&c, small_net, &o, &rec, ckpt, sizeof ckpt, "run.ckpt");
     o.validate = true;
-    o.save_path = ckpt;
     o.save_every = 5;
-    o.threads = 1;
-    o.report = (RunReporter){ record, &rec };
     RunResult r;
     ck_assert_msg(train_run(c.g, &o, &r, NULL, &c.d) == RUN_OK, "%s", c.d.buf ? c.d.buf : "");
     ck_assert_int_eq(r.nsteps, 16);
@@ -216,7 +216,7 @@ START_TEST(events_in_order)
     ck_assert_int_eq(i, rec.n);   /* nothing after the end */
     ck_assert_int_eq(checkpoint_step(ckpt), 16);
     run_result_free(&r);
-    compiled_free(&c);
+    compiled_free_all(&c);
 }
 END_TEST
 
@@ -224,14 +224,12 @@ END_TEST
 START_TEST(eval_event)
 {
     Compiled c;
-    compile_str(&c, small_net);
-    Weights w;
-    ck_assert_int_eq(weights_init(&w, c.g, 1, &c.d), 0);
     Rec rec = { 0 };
     RunOptions o;
-    run_options_default(&o);
+    run_setup(&c, small_net, &o, &rec, NULL, 0, NULL);
     o.test_limit = 10;
-    o.report = (RunReporter){ record, &rec };
+    Weights w;
+    ck_assert_int_eq(weights_init(&w, c.g, 1, &c.d), 0);
     double loss, acc;
     ck_assert_int_eq(eval_run(c.g, &o, &w, &loss, &acc, &c.d), RUN_OK);
     ck_assert_int_eq(rec.n, 1);
@@ -241,7 +239,7 @@ START_TEST(eval_event)
     ck_assert_float_near_rel(rec.ev[0].u.eval.loss, loss, 0, 0);
     ck_assert_float_near_rel(rec.ev[0].u.eval.acc, acc, 0, 0);
     weights_free(&w);
-    compiled_free(&c);
+    compiled_free_all(&c);
 }
 END_TEST
 
@@ -249,16 +247,12 @@ END_TEST
 START_TEST(interrupted)
 {
     Compiled c;
-    compile_str(&c, small_net);
     char ckpt[128];
-    tmp_path(ckpt, sizeof ckpt, "stop.ckpt");
     volatile int stop = 0;
     Rec rec = { .stop = &stop, .stop_at = 2 };
     RunOptions o;
-    run_options_default(&o);
-    o.save_path = ckpt;
+    run_setup(&c, small_net, &o, &rec, ckpt, sizeof ckpt, "stop.ckpt");
     o.stop = &stop;
-    o.report = (RunReporter){ record, &rec };
     RunResult r;
     ck_assert_int_eq(train_run(c.g, &o, &r, NULL, &c.d), RUN_OK);
     ck_assert(r.interrupted);
@@ -272,7 +266,7 @@ START_TEST(interrupted)
     ck_assert_str_eq(rec.ev[rec.n - 1].u.interrupted.saved, ckpt);
     ck_assert_int_eq(checkpoint_step(ckpt), 3);
     run_result_free(&r);
-    compiled_free(&c);
+    compiled_free_all(&c);
 }
 END_TEST
 
@@ -284,16 +278,11 @@ END_TEST
 START_TEST(nan_loss_stops)
 {
     Compiled c;
-    compile_str(&c, diverging_net);
     char ckpt[128];
-    tmp_path(ckpt, sizeof ckpt, "div.ckpt");
     Rec rec = { 0 };
     RunOptions o;
-    run_options_default(&o);
-    o.save_path = ckpt;
+    run_setup(&c, diverging_net, &o, &rec, ckpt, sizeof ckpt, "div.ckpt");
     o.save_every = 1;
-    o.threads = 1;
-    o.report = (RunReporter){ record, &rec };
     RunResult r;
     DiagSink d;
     diag_init(&d, NULL);
@@ -320,18 +309,15 @@ START_TEST(nan_loss_stops)
     run_result_free(&r);
 
     /* without --save-every, the checkpoint that was there before the run is untouched */
-    size_t len0, len1;
-    char *before = read_all(ckpt, &len0);
+    size_t len;
+    char *before = read_all(ckpt, &len);
     o.save_every = 0;
     diag_init(&d, NULL);
     ck_assert_int_eq(train_run(c.g, &o, &r, NULL, &d), RUN_FAILED);
-    char *after = read_all(ckpt, &len1);
-    ck_assert(len0 == len1 && memcmp(before, after, len0) == 0);
-    free(before);
-    free(after);
+    assert_unchanged(ckpt, before, len);
     diag_free(&d);
     run_result_free(&r);
-    compiled_free(&c);
+    compiled_free_all(&c);
 }
 END_TEST
 
@@ -342,10 +328,13 @@ END_TEST
 START_TEST(nonfinite_weights_not_saved)
 {
     Compiled c;
-    compile_str(&c, small_net);
     char bad[128], ckpt[128];
+    Rec rec = { 0 };
+    RunOptions o;
+    run_setup(&c, small_net, &o, &rec, ckpt, sizeof ckpt, "out.ckpt");
     tmp_path(bad, sizeof bad, "inf-velocity.ckpt");
-    tmp_path(ckpt, sizeof ckpt, "out.ckpt");
+    o.resume_path = bad;
+    o.save_every = 1;
     Graph *tg = pass_autodiff(c.g, &c.d);
     ck_assert_ptr_nonnull(tg);
     Weights w;
@@ -359,18 +348,11 @@ START_TEST(nonfinite_weights_not_saved)
     ck_assert_int_gt(nvel, 0);
     ck_assert_int_eq(checkpoint_save(bad, tg, &w, 5, &c.d), 0);
     ck_assert_int_eq(checkpoint_save(ckpt, tg, &w, 5, &c.d), 0);   /* "the last good one" stands in */
-    size_t len0, len1;
-    char *before = read_all(ckpt, &len0);
+    size_t len;
+    char *before = read_all(ckpt, &len);
     weights_free(&w);
     graph_free(tg);
 
-    Rec rec = { 0 };
-    RunOptions o;
-    run_options_default(&o);
-    o.resume_path = bad;
-    o.save_path = ckpt;
-    o.save_every = 1;
-    o.report = (RunReporter){ record, &rec };
     RunResult r;
     DiagSink d;
     diag_init(&d, NULL);
@@ -380,13 +362,10 @@ START_TEST(nonfinite_weights_not_saved)
     ck_assert(isfinite(r.step_loss[0]));
     ck_assert_int_eq(count_kind(&rec, RUN_STEP), 1);
     ck_assert_int_eq(count_kind(&rec, RUN_SAVED), 0);
-    char *after = read_all(ckpt, &len1);
-    ck_assert(len0 == len1 && memcmp(before, after, len0) == 0);
-    free(before);
-    free(after);
+    assert_unchanged(ckpt, before, len);
     diag_free(&d);
     run_result_free(&r);
-    compiled_free(&c);
+    compiled_free_all(&c);
 }
 END_TEST
 
@@ -444,14 +423,14 @@ static void quiet_runs(void)
     ck_assert_int_eq(train_run(div.g, &o, &r, NULL, &div.d), RUN_FAILED);   /* the NaN loss */
     run_result_free(&r);
     o.data_dir = "/nonexistent";
-    compiled_free(&c);
+    compiled_free_all(&c);
     compile_str(&c, "input x: f32[B, 28, 28, 1]\ninput y: i32[B]\nloss = cross_entropy(dense(flatten(x), units=10), y)\n"
                     "train { data = mnist(\"nowhere\")\nminimize = loss }\n");
     ck_assert_int_eq(train_run(c.g, &o, &r, NULL, &c.d), RUN_FAILED);   /* a setup error */
     run_result_free(&r);
     ck_assert_int_gt(c.d.nerrors + div.d.nerrors, 0);
-    compiled_free(&c);
-    compiled_free(&div);
+    compiled_free_all(&c);
+    compiled_free_all(&div);
 }
 
 START_TEST(prints_nothing)

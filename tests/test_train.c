@@ -19,45 +19,9 @@
 #include "run/train.h"
 #include "graph/lower.h"
 #include "graph/passes.h"
+#include "tests/testmodel.h"
 #include "tests/testutil.h"
 #include "util/pool.h"
-
-static const char *srcdir(void)
-{
-    const char *s = getenv("top_srcdir");
-    return s && *s ? s : ".";
-}
-
-typedef struct Compiled {
-    Source src;
-    DiagSink d;
-    Graph *g;
-} Compiled;
-
-static void compile_str(Compiled *c, const char *text)
-{
-    ck_assert_int_eq(source_from_string(&c->src, "test.net", text), 0);
-    diag_init(&c->d, &c->src);
-    int rc = compile_source(&c->src, &c->d, NULL, &c->g);
-    ck_assert_msg(rc == 0, "compile failed:\n%s", c->d.buf ? c->d.buf : "");
-}
-
-static void compile_file(Compiled *c, const char *rel)
-{
-    char path[1024];
-    snprintf(path, sizeof path, "%s/%s", srcdir(), rel);
-    diag_init(&c->d, NULL);
-    ck_assert_msg(source_load(&c->src, path, &c->d) == 0, "%s", c->d.buf ? c->d.buf : "");
-    c->d.src = &c->src;
-    ck_assert_msg(compile_source(&c->src, &c->d, NULL, &c->g) == 0, "%s", c->d.buf ? c->d.buf : "");
-}
-
-static void compiled_free_all(Compiled *c)
-{
-    graph_free(c->g);
-    diag_free(&c->d);
-    source_free(&c->src);
-}
 
 /* Random feeds for every input of a bound graph: f32 in [0,1), labels in [0, classes). */
 static void **make_feeds(const Graph *g, int32_t classes, uint64_t seed)
