@@ -41,8 +41,10 @@ static const char run_usage[] =
     "  --resume PATH     continue from a checkpoint: weights, optimizer state, step\n"
     "                    (and the run's seed): the same result as a run not stopped\n"
     "  --plot FILE.svg   draw loss and accuracy per step and test accuracy per epoch\n"
-    "  --log FORMAT      bar (default), json (a line per epoch), quiet (results only)\n"
+    "  --log FORMAT      bar (default), json (a line per epoch; NaN and Inf as null with\n"
+    "                    KEY_nonfinite beside), quiet (results only)\n"
     "  --check-numerics  stop at the first NaN or Inf, naming the op, its line, the step\n"
+    "                    (without it a NaN or Inf loss stops the run, naming the step)\n"
     "  --max-memory N    refuse to train if the step needs more than N bytes (K, M, G ok)\n"
     "\n"
     "Under mpirun (a build configured --with-mpi) the ranks train data-parallel: each\n"
@@ -51,6 +53,8 @@ static const char run_usage[] =
     "  --bucket-size N   gradient bytes per allreduce bucket (default 4M)\n"
     "  --comm-timeout S  stop the job when a collective takes longer (default 300)\n"
     "\n"
+    "Every rank must be started with the same settings (a difference is an error).\n"
+    "\n"
     "The same seed and thread count give the same loss curve, bit for bit.  Ctrl-C\n"
     "stops after the current step and writes the checkpoint given by --save.\n";
 
@@ -58,7 +62,8 @@ static const char eval_usage[] =
     "usage: graphc eval FILE.net --weights PATH [--mode MODE] [--batch N] [--threads N] [--data DIR]\n"
     "                   [--test-limit N] [--comm-timeout S]\n"
     "\n"
-    "Evaluates saved weights on the test set of the model's data source.\n";
+    "Evaluates saved weights on the test set of the model's data source: prints the test\n"
+    "loss, the accuracy and the number of examples evaluated.\n";
 
 enum {
     O_MODE = 256, O_EPOCHS, O_STEPS, O_BATCH, O_LR, O_SEED, O_THREADS, O_DATA, O_TRAIN_LIMIT, O_TEST_LIMIT,
