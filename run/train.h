@@ -10,7 +10,8 @@
  * through RunOptions.report (the graphc command draws its progress bar, JSON lines or
  * quiet results from these events: cli/progress.c).  In a data-parallel job only rank
  * 0 reports.  A number that was not measured is flagged false (has_acc, tested), never
- * given as NaN: a NaN or Inf in an event is a value that was measured. */
+ * given as NaN: a NaN or Inf in an event is a value that was measured.  The strings an
+ * event points to live only during the call. */
 typedef enum RunEventKind {
     RUN_START,        /* setup done, every rank ready, before the first step: RunStartInfo */
     RUN_STEP,         /* a training step done: RunStepInfo */
