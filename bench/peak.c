@@ -325,11 +325,13 @@ static void json_str(FILE *f, const char *s)
     fputc('"', f);
 }
 
-/* "median": m, "median_range": [lo, hi], or nulls when not measured */
+/* "median": m, "median_range": [lo, hi] (four significant digits: a quick run under load
+ * can measure well under 1 GFLOP/s, which one decimal would print as 0), or nulls when
+ * not measured */
 static void json_stat(FILE *f, const char *name, const Stat *s)
 {
     if (s)
-        fprintf(f, ", \"%s\": %.1f, \"%s_range\": [%.1f, %.1f]", name, s->median, name, s->min, s->max);
+        fprintf(f, ", \"%s\": %.4g, \"%s_range\": [%.4g, %.4g]", name, s->median, name, s->min, s->max);
     else
         fprintf(f, ", \"%s\": null, \"%s_range\": null", name, name);
 }

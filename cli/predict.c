@@ -3,11 +3,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include "cli/cli.h"
-#include "exec/executor.h"
+#include "exec/pipeline.h"
 #include "run/image.h"
-#include "kernels/kern.h"
 #include "run/train.h"
-#include "graph/passes.h"
 
 static const char predict_usage[] =
     "usage: graphc predict FILE.net --weights PATH [--top K] [--mode MODE] IMAGE...\n"
@@ -66,13 +64,17 @@ int cmd_predict(int argc, char **argv)
     DiagSink d;
     diag_init(&d, NULL);
     int rc = EXIT_BAD_INPUT;
-    Graph *g = NULL;
+    const Graph *g = NULL;
+    Step step = { 0 };
     Weights w = { 0 };
-    Executor *ex = NULL;
     float *x = NULL, *probs = NULL;
     void *dummy = NULL;
     const void **feeds = NULL;
-    kern_blas_threads(0);
+    Pool *pool = pool_new(0);
+    if (!pool) {
+        diag_plain(&d, "out of memory");
+        goto out;
+    }
     /* the image input: the first f32 input, [B, H, W, C] */
     int xi = -1;
     for (int i = 0; i < m.graph->ninputs && xi < 0; i++)
@@ -89,9 +91,10 @@ int cmd_predict(int argc, char **argv)
         goto out;
     }
     int64_t H = xin->shape.d[1].v, W = xin->shape.d[2].v, C = xin->shape.d[3].v;
-    g = pass_inference(m.graph, false, &d);
-    if (!g || graph_bind(g, m.graph->syms[xin->shape.d[0].sym], nimg, &d) != 0) goto out;
     if (weights_init(&w, m.graph, 0, &d) != 0 || checkpoint_load(weights, m.graph, &w, &d) != 0) goto out;
+    CompileOptions co = { .mode = mode, .pool = pool };
+    if (prepare(m.graph, FOR_INFERENCE, nimg, &co, &w, &step, &d) != 0) goto out;
+    g = step.graph;
     const Node *on = &g->nodes[g->outputs[0].node];
     int64_t per = on->shape.rank >= 1 ? shape_numel(&on->shape) / nimg : 1;
     x = gc_calloc((size_t)(nimg * H * W * C), sizeof *x);
@@ -108,11 +111,9 @@ int cmd_predict(int argc, char **argv)
     }
     dummy = gc_calloc(most ? most : 1, 1);
     for (int i = 0; i < g->ninputs; i++) feeds[i] = i == xi ? x : dummy;
-    ex = executor_plan(mode, g, &w, &d);
-    if (!ex) goto out;
     float *outs[16] = { probs };
     StepEnv env = { .w = &w, .d = &d };
-    if (g->noutputs > 16 || executor_run(ex, feeds, outs, &env) != 0) goto out;
+    if (g->noutputs > 16 || executor_run(step.ex, feeds, outs, &env) != 0) goto out;
     Ranked *r = gc_calloc((size_t)per, sizeof *r);
     if (!r) goto out;
     for (int i = 0; i < nimg; i++) {
@@ -127,9 +128,9 @@ int cmd_predict(int argc, char **argv)
 out:
     diag_flush(&d, stderr);
     diag_free(&d);
-    executor_free(ex);
+    step_free(&step);
     weights_free(&w);
-    graph_free(g);
+    pool_free(pool);
     gc_free(x);
     gc_free(probs);
     gc_free(dummy);

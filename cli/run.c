@@ -8,16 +8,6 @@
 #include "cli/progress.h"
 #include "exec/comm.h"
 #include "run/train.h"
-#include "graph/passes.h"
-
-Graph *stage_train(const Graph *g, int ranks, DiagSink *d)
-{
-    Graph *t = pass_autodiff(g, d);
-    if (!t || ranks <= 1) return t;
-    Graph *dp = pass_allreduce(t, ALLREDUCE_DEFAULT_BUCKET, d);
-    graph_free(t);
-    return dp;
-}
 
 static const char run_usage[] =
     "usage: graphc run FILE.net [options]\n"

@@ -8,6 +8,7 @@
 #ifndef GRAPHC_EXEC_H
 #define GRAPHC_EXEC_H
 #include "graph/graph.h"
+#include "util/pool.h"
 
 typedef struct Weights {
     int n;               /* vars */
@@ -50,7 +51,8 @@ typedef struct KCall {
     const Node *n;
     const void *const *in;   /* data of each input */
     void *out;               /* data of the output */
-    float *scratch;          /* dispatch_scratch_bytes(g, n) bytes */
+    float *scratch;          /* dispatch_scratch_bytes(g, n, pool_threads(pool)) bytes */
+    Pool *pool;              /* the threads the kernel may split its work over */
     const StepEnv *env;
 } KCall;
 
@@ -60,7 +62,7 @@ int dispatch_run(const KCall *c);
  * check when the step asks for it.  0, or -1 after reporting to c->env->d. */
 int dispatch_kernel(const KCall *c);
 int dispatch_check(const KCall *c);
-size_t dispatch_scratch_bytes(const Graph *g, const Node *n);
+size_t dispatch_scratch_bytes(const Graph *g, const Node *n, int threads);
 bool dispatch_has_kernel(OpKind op);
 /* Bytes of a node's output (f32 or i32, 4 bytes each); 0 for rank-0 update results. */
 size_t node_bytes(const Node *n);
@@ -83,7 +85,9 @@ typedef struct InterpStats {
 } InterpStats;
 
 /* feeds[i]: data of input i (g->inputs order).  outs[i] receives output i (numel of its
- * shape, copied).  0 or -1 with the error in env->d. */
-int interp_run(const Graph *g, const void *const *feeds, float *const *outs, const StepEnv *env, InterpStats *st);
+ * shape, copied).  Kernels split their work over pool.  0 or -1 with the error in
+ * env->d. */
+int interp_run(const Graph *g, const void *const *feeds, float *const *outs, const StepEnv *env, Pool *pool,
+               InterpStats *st);
 
 #endif

@@ -7,7 +7,7 @@
 #include <unistd.h>
 #include "run/train.h"
 #include "graph/lower.h"
-#include "graph/passes.h"
+#include "exec/pipeline.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerInitialize(int *argc, char ***argv);
@@ -28,7 +28,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
                        "train { data = synthetic(count=8)\noptimizer = adam()\nminimize = loss }\n");
     diag_init(&d, &src);
     if (compile_source(&src, &d, NULL, &g) != 0) abort();
-    train = pass_autodiff(g, &d);
+    train = pipeline_base(g, FOR_TRAINING, 1, 0, &d);
     if (!train || weights_init(&w, train, 1, &d) != 0 || weights_init(&before, train, 1, &d) != 0) abort();
     graph_free(g);
     diag_free(&d);

@@ -4,8 +4,9 @@
  * a bug.  Seeds: models/ and tests/errors/. */
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
+#include "exec/pipeline.h"
 #include "graph/lower.h"
-#include "graph/passes.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -18,18 +19,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     diag_init(&d, &src);
     if (compile_source(&src, &d, NULL, &g) == 0) {
         if (graph_verify(g, &d) != 0) abort();
-        Graph *t = g->train.minimize >= 0 ? pass_autodiff(g, &d) : pass_inference(g, false, &d);
-        if (t) {
-            if (graph_verify(t, &d) != 0) abort();
-            /* binding every symbol may fail (a size that overflows): that is an error, not a crash */
-            bool bound = true;
-            for (int i = 0; i < t->nsyms && bound; i++) bound = graph_bind(t, t->syms[i], 2, &d) == 0;
-            Graph *o = pass_optimize(t, NULL, &d);
-            if (o && graph_verify(o, &d) != 0) abort();
-            (void)bound;
-            graph_free(o);
-            graph_free(t);
-        }
+        /* the whole pipeline at batch 2, verified after every pass, up to the memory
+         * plan: a failure must be an error (a size that overflows), never a verifier's */
+        CompileOptions co = { .mode = MODE_COMPILED, .threads = 2, .verify = true };
+        Step s;
+        if (prepare(g, g->train.minimize >= 0 ? FOR_TRAINING : FOR_INFERENCE, 2, &co, NULL, &s, &d) != 0 &&
+            d.buf && strstr(d.buf, "verifier:"))
+            abort();
+        step_free(&s);
         graph_free(g);
     }
     diag_free(&d);

@@ -3,8 +3,18 @@
 #include "util/pool.h"
 
 #include <cblas.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+
+/* BLAS runs single-threaded: the caller's pool supplies the threads (OpenBLAS's own
+ * busy-wait, and split small-M products badly).  Set once, before the first call. */
+static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
+static void blas_single(void)
+{
+    if (openblas_get_num_threads() != 1)
+        openblas_set_num_threads(1);
+}
 
 /* A panel: an [rows, N] block of a product made into scratch for its consumer (see
  * kern_gemm_panel_rows).  Half of a Zen core's 512 KiB L2, so the panel is still in
@@ -22,6 +32,7 @@ enum { GEMM_PANEL_BYTES = 256 << 10 };
 static void sgemm_block(bool ta, bool tb, size_t M, size_t N, size_t K, float alpha, const float *A, size_t lda,
                         const float *B, size_t ldb, float beta, float *C, size_t ldc)
 {
+    pthread_once(&blas_once, blas_single);
     if (M == 1) {
         /* C[1, N] = A[1, K] op(B): y = op(B)^T x, x = op(A)'s one row (A's first
          * column, stride lda, when A is stored transposed).  beta = 0 must overwrite
@@ -99,7 +110,7 @@ static void gemm_part(void *arg, int part, int worker)
     }
 }
 
-void kern_gemm(bool ta, bool tb, size_t M, size_t N, size_t K, float alpha,
+void kern_gemm(Pool *pool, bool ta, bool tb, size_t M, size_t N, size_t K, float alpha,
                const float *A, const float *B, float beta, float *C)
 {
     if (M == 0 || N == 0)
@@ -117,14 +128,14 @@ void kern_gemm(bool ta, bool tb, size_t M, size_t N, size_t K, float alpha,
      * of rows, and the two parts on two threads took 1.4x the time of one call on one
      * (3136 x 1024, B warm in the cache: 0.33-0.36 against 0.24-0.25 ms). */
     GemmJob j = { ta, tb, M >= N, M, N, K, 1, alpha, beta, A, B, C };
-    size_t T = (size_t)pool_threads(), longer = M >= N ? M : N;
+    size_t T = (size_t)pool_threads(pool), longer = M >= N ? M : N;
     if (T > 1 && M > 1 && 2.0 * (double)M * (double)N * (double)K >= 4e6 && longer >= 32 * T)
         j.parts = T;
     if (j.parts == 1) {
         sgemm_block(ta, tb, M, N, K, alpha, A, ta ? M : K, B, tb ? K : N, beta, C, N);
         return;
     }
-    pool_run((int)j.parts, gemm_part, &j);
+    pool_run(pool, (int)j.parts, gemm_part, &j);
 }
 
 size_t kern_gemm_panel_rows(size_t M, size_t N)
@@ -137,28 +148,11 @@ size_t kern_gemm_panel_rows(size_t M, size_t N)
     return rows < M ? rows : M ? M : 1;
 }
 
-static int blas_default_threads = -1;   /* OpenBLAS's own count, saved before the first change */
-
-void kern_blas_threads(int n)
-{
-    if (blas_default_threads < 0)
-        blas_default_threads = openblas_get_num_threads();
-    if (n <= 0)
-        n = blas_default_threads;
-    if (n < 1)
-        n = 1;
-    /* BLAS single-threaded; our pool supplies the threads */
-    if (openblas_get_num_threads() != 1)
-        openblas_set_num_threads(1);
-    pool_set_threads(n);
-}
-
 const char *kern_blas_info(void)
 {
     static char buf[256];
     const char *config = openblas_get_config();
     const char *core = openblas_get_corename();
-    int threads = pool_threads();
     char version[64] = "OpenBLAS";
     if (config) {
         /* The config string starts "OpenBLAS 0.3.21 DYNAMIC_ARCH ...": keep two words. */
@@ -172,7 +166,6 @@ const char *kern_blas_info(void)
         memcpy(version, config, len);
         version[len] = '\0';
     }
-    snprintf(buf, sizeof buf, "%s, core %s, %d thread%s", version, core ? core : "unknown",
-             threads, threads == 1 ? "" : "s");
+    snprintf(buf, sizeof buf, "%s, core %s", version, core ? core : "unknown");
     return buf;
 }

@@ -3,11 +3,11 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include "exec/pipeline.h"
+#include "graph/passes.h"
 #include "kernels/kern.h"
-#include "exec/compiled.h"
 #include "run/plot.h"
 #include "run/train.h"
-#include "graph/passes.h"
 
 void run_options_default(RunOptions *o)
 {
@@ -126,8 +126,7 @@ static int output_index(const Graph *g, const char *name)
 /* ---- evaluation ------------------------------------------------------------------------------ */
 
 typedef struct Evaluator {
-    Graph *full, *rest;        /* bound to the batch, and to the last partial batch */
-    Executor *ex_full, *ex_rest;
+    Step full, rest;           /* at the batch, and at the last partial batch */
     int64_t batch, rest_n;
     int64_t first, count;      /* the test examples this rank evaluates */
     Comm *comm;
@@ -137,10 +136,8 @@ typedef struct Evaluator {
 
 static void evaluator_free(Evaluator *e)
 {
-    executor_free(e->ex_full);
-    executor_free(e->ex_rest);
-    graph_free(e->full);
-    graph_free(e->rest);
+    step_free(&e->full);
+    step_free(&e->rest);
     gc_free(e->x);
     gc_free(e->y);
     memset(e, 0, sizeof *e);
@@ -148,8 +145,8 @@ static void evaluator_free(Evaluator *e)
 
 /* With several ranks, rank r evaluates its share [r n / N, (r+1) n / N) of the n test
  * examples and the sums are gathered. */
-static int evaluator_init(Evaluator *e, const Graph *fwd, const Feed *f, int64_t batch, ExecMode mode, Weights *w,
-                          Comm *comm, DiagSink *d)
+static int evaluator_init(Evaluator *e, const Graph *fwd, const Feed *f, int64_t batch, const CompileOptions *co,
+                          Weights *w, Comm *comm, DiagSink *d)
 {
     memset(e, 0, sizeof *e);
     int R = comm_size(comm), r = comm_rank(comm);
@@ -160,17 +157,9 @@ static int evaluator_init(Evaluator *e, const Graph *fwd, const Feed *f, int64_t
     if (n == 0) return 0;   /* more ranks than test examples: nothing here */
     e->batch = batch < n ? batch : n;
     e->rest_n = n % e->batch;
-    const char *sym = fwd->syms[f->batch_sym];
-    e->full = pass_inference(fwd, true, d);
-    if (!e->full || graph_bind(e->full, sym, e->batch, d)) goto fail;
-    e->ex_full = executor_plan(mode, e->full, w, d);
-    if (!e->ex_full) goto fail;
-    if (e->rest_n) {
-        e->rest = pass_inference(fwd, true, d);
-        if (!e->rest || graph_bind(e->rest, sym, e->rest_n, d)) goto fail;
-        e->ex_rest = executor_plan(mode, e->rest, w, d);
-        if (!e->ex_rest) goto fail;
-    }
+    if (prepare(fwd, FOR_EVALUATION, e->batch, co, w, &e->full, d) != 0 ||
+        (e->rest_n && prepare(fwd, FOR_EVALUATION, e->rest_n, co, w, &e->rest, d) != 0))
+        goto fail;
     e->x = gc_calloc((size_t)(e->batch * f->sample_size), sizeof *e->x);
     e->y = gc_calloc((size_t)e->batch, sizeof *e->y);
     if (!e->x || !e->y) { diag_plain(d, "out of memory"); goto fail; }
@@ -184,13 +173,13 @@ fail:
  * a cross-entropy loss). */
 static bool ev_has_acc(const Evaluator *e)
 {
-    const Graph *g = e->full ? e->full : e->rest;
+    const Graph *g = e->full.graph ? e->full.graph : e->rest.graph;
     return g && output_index(g, "accuracy") >= 0;
 }
 
 static int evaluate(Evaluator *e, const Feed *f, StepEnv env, double *loss, double *acc)
 {
-    const Graph *g = e->full ? e->full : e->rest;
+    const Graph *g = e->full.graph ? e->full.graph : e->rest.graph;
     int li = g ? output_index(g, "loss") : -1, ai = g ? output_index(g, "accuracy") : -1;
     double lsum = 0, asum = 0;
     env.training = false;
@@ -208,7 +197,7 @@ static int evaluate(Evaluator *e, const Feed *f, StepEnv env, double *loss, doub
         /* the model's own outputs (probabilities) are not needed here */
         for (int i = 0; i < g->noutputs; i++)
             if (i != li && i != ai) outs[i] = NULL;
-        if (executor_run(n == e->batch ? e->ex_full : e->ex_rest, feeds, outs, &env) != 0) return -1;
+        if (executor_run(n == e->batch ? e->full.ex : e->rest.ex, feeds, outs, &env) != 0) return -1;
         if (li >= 0) lsum += (double)outv[li][0] * (double)n;
         if (ai >= 0) asum += (double)outv[ai][0] * (double)n;
     }
@@ -424,9 +413,11 @@ typedef struct Run {
     int64_t steps;          /* per epoch */
     int64_t first;          /* the step this run starts at: 0, or where the checkpoint left off */
     const char *save;       /* --save, else the train block's checkpoint, or NULL */
-    Graph *tg;              /* the training step's graph */
+    Pool *pool;             /* this run's threads */
+    Step step;              /* the training step */
+    const Graph *tg;        /* step.graph */
     Weights w;
-    Executor *ex;
+    Executor *ex;           /* step.ex */
     Evaluator ev;
     float *x;               /* a batch of this rank's rows */
     int32_t *y;
@@ -471,7 +462,11 @@ static int spec_setup(Run *run)
                    "train block", (long long)o->save_every);
         return -1;
     }
-    kern_blas_threads(default_threads(o, run->comm));
+    run->pool = pool_new(default_threads(o, run->comm));
+    if (!run->pool) {
+        diag_plain(run->d, "out of memory");
+        return -1;
+    }
     return 0;
 }
 
@@ -495,8 +490,8 @@ static int data_setup(Run *run)
     return 0;
 }
 
-/* The training step and the evaluation: the graphs, the weights (or the checkpoint's),
- * the memory limit and the plans. */
+/* The training step and the evaluation (the pipeline), and the weights, or the
+ * checkpoint's. */
 static int step_setup(Run *run)
 {
     const Graph *fwd = run->fwd;
@@ -504,19 +499,19 @@ static int step_setup(Run *run)
     const Feed *f = &run->f;
     TrainSpec t = run->t;
     DiagSink *d = run->d;
-    Graph *tg = run->tg = pass_autodiff(fwd, d);
-    if (!tg) return -1;
-    if (run->R > 1) {
-        Graph *dp = pass_allreduce(tg, o->bucket_bytes > 0 ? o->bucket_bytes : ALLREDUCE_DEFAULT_BUCKET, d);
-        graph_free(tg);
-        tg = run->tg = dp;
-        if (!tg) return -1;
-    }
-    tg->train = t;
-    if (graph_bind(tg, fwd->syms[f->batch_sym], t.batch, d) != 0) return -1;
-    if (weights_init(&run->w, tg, t.seed, d) != 0) return -1;
+    /* the step, its weights and its evaluation; --max-memory counts the weights, the
+     * plan and a batch of inputs before any of them is allocated */
+    CompileOptions co = {
+        .mode = o->mode, .pool = run->pool, .ranks = run->R, .bucket_bytes = o->bucket_bytes, .passes_off = o->passes_off,
+        .max_memory = o->max_memory, .extra_bytes = t.batch * f->sample_size * 4, .seed = t.seed,
+    };
+    if (prepare(fwd, FOR_TRAINING, t.batch, &co, &run->w, &run->step, d) != 0) return -1;
+    run->tg = run->step.graph;
+    run->ex = run->step.ex;
+    co.max_memory = 0;
+    if (evaluator_init(&run->ev, fwd, f, t.batch, &co, &run->w, run->comm, d) != 0) return -1;
     if (o->resume_path) {
-        if (checkpoint_load(o->resume_path, tg, &run->w, d) != 0) return -1;
+        if (checkpoint_load(o->resume_path, run->tg, &run->w, d) != 0) return -1;
         if (run->w.step > t.epochs * run->steps) {
             diag_plain(d, "%s: the checkpoint is at step %lld, past the %lld steps of this run", o->resume_path,
                        (long long)run->w.step, (long long)(t.epochs * run->steps));
@@ -524,25 +519,7 @@ static int step_setup(Run *run)
         }
     }
     run->first = run->w.step;
-    if (o->max_memory > 0) {
-        /* what the step needs: parameters and optimizer state, a batch of inputs, and the
-         * activations (the planned arena and scratch; the interpreter's peak is at least
-         * the same lower bound) */
-        MemPlan mp;
-        if (memplan_build(tg, &mp, d) != 0) return -1;
-        double need = (double)mp.arena + (double)t.batch * (double)f->sample_size * 4;
-        for (int v = 0; v < run->w.n; v++) need += (double)shape_numel(&run->w.shapes[v]) * 4;
-        memplan_free(&mp);
-        if (need > (double)o->max_memory) {
-            diag_plain(d, "the training step needs %.0f bytes (%.1f MB: parameters, optimizer state, a batch and the "
-                       "activations), more than --max-memory %lld",
-                       need, need / 1e6, (long long)o->max_memory);
-            return -1;
-        }
-    }
-    run->ex = executor_plan(o->mode, tg, &run->w, d);
-    if (!run->ex) return -1;
-    return evaluator_init(&run->ev, fwd, f, t.batch, o->mode, &run->w, run->comm, d);
+    return 0;
 }
 
 /* A batch's buffers, and the result's arrays (NaN for what this run does not measure). */
@@ -631,7 +608,8 @@ static Stop run_start(Run *run)
     char cd[160];
     emit(run, (RunEvent){ .kind = RUN_START, .u.start = {
         .model = run->fwd->model_name ? run->fwd->model_name : "model", .epochs = t->epochs, .steps = run->steps,
-        .batch = t->batch, .mode = exec_mode_name(run->o->mode), .blas = kern_blas_info(), .ranks = run->R,
+        .batch = t->batch, .mode = exec_mode_name(run->o->mode), .blas = kern_blas_info(),
+        .threads = pool_threads(run->pool), .ranks = run->R,
         .global_batch = run->gbatch, .comm = comm_describe(run->comm, cd, sizeof cd),
         .resume_path = run->first ? run->o->resume_path : NULL, .first_step = run->first,
         .train_examples = run->f.train.count, .test_examples = run->f.test.count } });
@@ -829,10 +807,10 @@ static Stop run_finish(Run *run)
 
 static void run_free(Run *run)
 {
-    weights_free(&run->w);
     evaluator_free(&run->ev);
-    executor_free(run->ex);
-    graph_free(run->tg);
+    step_free(&run->step);
+    weights_free(&run->w);
+    pool_free(run->pool);
     feed_free(&run->f);
     gc_free(run->x);
     gc_free(run->y);
@@ -868,11 +846,20 @@ int eval_run(const Graph *fwd, const RunOptions *o, Weights *w, double *loss, do
     Evaluator ev;
     TrainSpec t = fwd->train;
     if (o->batch > 0) t.batch = o->batch;
-    kern_blas_threads(default_threads(o, o->comm));
-    if (feed_setup(fwd, &t, o, false, &f, d) != 0) return setup_failed(o->comm, d);
+    Pool *pool = pool_new(default_threads(o, o->comm));
+    if (!pool) {
+        diag_plain(d, "out of memory");
+        return setup_failed(o->comm, d);
+    }
+    if (feed_setup(fwd, &t, o, false, &f, d) != 0) {
+        pool_free(pool);
+        return setup_failed(o->comm, d);
+    }
     int rc = RUN_FAILED;
-    if (evaluator_init(&ev, fwd, &f, t.batch, o->mode, w, o->comm, d) != 0) {
+    CompileOptions co = { .mode = o->mode, .pool = pool, .passes_off = o->passes_off };
+    if (evaluator_init(&ev, fwd, &f, t.batch, &co, w, o->comm, d) != 0) {
         feed_free(&f);
+        pool_free(pool);
         return setup_failed(o->comm, d);
     }
     int R = comm_size(o->comm), rank = comm_rank(o->comm), bad = comm_agree(o->comm, true);
@@ -900,5 +887,6 @@ int eval_run(const Graph *fwd, const RunOptions *o, Weights *w, double *loss, do
     }
     evaluator_free(&ev);
     feed_free(&f);
+    pool_free(pool);
     return rc;
 }

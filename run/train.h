@@ -28,6 +28,7 @@ typedef struct RunStartInfo {
     int64_t epochs, steps, batch;  /* steps per epoch; batch per rank */
     const char *mode;              /* "compiled" or "interp" */
     const char *blas;              /* kern_blas_info() */
+    int threads;                   /* of this rank's pool */
     int ranks;                     /* 1 without MPI */
     int64_t global_batch;          /* ranks x batch */
     const char *comm;              /* comm_describe() */
@@ -126,6 +127,7 @@ typedef struct RunOptions {
     volatile int *stop;             /* set (by a signal handler) to stop after the current step */
     bool check_numerics;            /* stop at the first NaN or Inf, naming the op and its line */
     int64_t max_memory;             /* refuse to train if the step needs more bytes (0: no limit) */
+    uint64_t passes_off;            /* compiler passes switched off (CompileOptions.passes_off) */
     const char *plot_path;          /* SVG of the run */
     const char *data_dir;           /* overrides mnist("...") */
     RunReporter report;             /* progress and results (rank 0 only) */

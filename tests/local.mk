@@ -6,19 +6,21 @@
 #   test_runloop   the training loop's events (run/train.h): order, figures, NaN, saves
 #   test_progress  graphc run's progress bar and JSON lines (cli/progress.c, built in)
 #   test_data      data sources;  test_image  image files;  test_plot  SVG plots
+#   test_api       the public C API alone (two models on two threads)
 # Scripts: golden.sh (dumps of every model against tests/golden/, the stderr of
 # `graphc check` on each tests/errors/*.net against its .err, exit codes; regenerate
 # with GOLDEN_UPDATE=1 top_srcdir=. top_builddir=. tests/golden.sh), resume.sh
 # (checkpoints and resume through the CLI), cli_run.sh (graphc run and eval as a user
 # sees them: write errors, the bar on a pty and a pipe, JSON lines, a NaN loss),
-# valgrind.sh, install.sh, mpi.sh.
+# valgrind.sh, install.sh, mpi.sh, layers.sh (no file includes a folder of a layer
+# above its own).
 # Run the tests that expose known bugs with: GRAPHC_KNOWN_BUGS=1 tests/test_frontend
 TEST_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 TEST_LIBS = $(GRAPHC_LIBS) $(CHECK_LIBS)
 AM_TESTS_ENVIRONMENT = top_srcdir='$(top_srcdir)'; top_builddir='$(top_builddir)'; SAN_CFLAGS='$(SAN_CFLAGS)'; export top_srcdir top_builddir SAN_CFLAGS; CK_DEFAULT_TIMEOUT=600; export CK_DEFAULT_TIMEOUT;
 
 CHECK_SUITES = tests/test_frontend tests/test_kernels tests/test_train tests/test_runloop tests/test_progress tests/test_data \
-	tests/test_image tests/test_plot
+	tests/test_image tests/test_plot tests/test_api
 check_PROGRAMS += $(CHECK_SUITES)
 TESTS += $(CHECK_SUITES)
 tests_test_frontend_SOURCES = tests/test_frontend.c
@@ -45,10 +47,13 @@ tests_test_image_LDADD = $(TEST_LIBS)
 tests_test_plot_SOURCES = tests/test_plot.c
 tests_test_plot_CFLAGS = $(TEST_CFLAGS)
 tests_test_plot_LDADD = $(TEST_LIBS)
+tests_test_api_SOURCES = tests/test_api.c
+tests_test_api_CFLAGS = $(TEST_CFLAGS)
+tests_test_api_LDADD = $(TEST_LIBS)
 
-TESTS += tests/golden.sh tests/resume.sh tests/cli_run.sh tests/valgrind.sh tests/install.sh tests/mpi.sh
+TESTS += tests/golden.sh tests/resume.sh tests/cli_run.sh tests/valgrind.sh tests/install.sh tests/mpi.sh tests/layers.sh
 EXTRA_DIST += tests/golden.sh tests/golden tests/errors tests/resume.sh tests/cli_run.sh tests/valgrind.sh \
-	tests/valgrind.net tests/install.sh tests/mpi.sh
+	tests/valgrind.net tests/install.sh tests/mpi.sh tests/layers.sh
 AM_TESTS_ENVIRONMENT += MAKE='$(MAKE)'; CC='$(CC)'; export MAKE CC;
 
 # tests/mpi.sh compares N ranks x batch B with one process x N*B, weight by weight
