@@ -7,6 +7,7 @@
 #   test_progress  graphc run's progress bar and JSON lines (cli/progress.c, built in)
 #   test_data      data sources;  test_image  image files;  test_plot  SVG plots
 #   test_api       the public C API alone (two models on two threads)
+#   test_onnx      ONNX export and import: round trips, damaged files (when built with ONNX)
 # Scripts: golden.sh (dumps of every model against tests/golden/, the stderr of
 # `graphc check` on each tests/errors/*.net against its .err, exit codes; regenerate
 # with GOLDEN_UPDATE=1 top_srcdir=. top_builddir=. tests/golden.sh), resume.sh
@@ -61,3 +62,24 @@ check_PROGRAMS += tests/ckpt_compare
 tests_ckpt_compare_SOURCES = tests/ckpt_compare.c
 tests_ckpt_compare_CFLAGS = $(AM_CFLAGS)
 tests_ckpt_compare_LDADD = $(GRAPHC_LIBS)
+
+# ONNX (docs/onnx.md): tests/onnx.sh exports every shipped model, runs it with ONNX
+# Runtime (tests/onnx_ort.js; onnxruntime-node from bench/) against graphc's inference
+# (tests/onnx_run) and imports it back; tests/onnx_torch.sh imports PyTorch's exports
+# of the same networks (tests/onnx_torch.py, Debian's python3-torch).  Each skips with
+# a message when its tool is missing.
+check_PROGRAMS += tests/onnx_run
+tests_onnx_run_SOURCES = tests/onnx_run.c
+tests_onnx_run_CFLAGS = $(AM_CFLAGS)
+tests_onnx_run_LDADD = $(GRAPHC_LIBS)
+TESTS += tests/onnx.sh tests/onnx_torch.sh
+EXTRA_DIST += tests/onnx.sh tests/onnx_ort.js tests/onnx_torch.sh tests/onnx_torch.py
+if HAVE_ONNX
+check_PROGRAMS += tests/test_onnx
+TESTS += tests/test_onnx
+tests_test_onnx_SOURCES = tests/test_onnx.c
+tests_test_onnx_CFLAGS = $(TEST_CFLAGS)
+tests_test_onnx_LDADD = $(TEST_LIBS)
+else
+EXTRA_DIST += tests/test_onnx.c
+endif
