@@ -67,6 +67,10 @@ full "graphc run --log quiet" "$G" run "$MLP" $SHORT --log quiet
 full "graphc eval" "$G" eval "$MLP" --data "$DATA" --test-limit 300 --weights "$t/mlp.ckpt"
 full "graphc predict" "$G" predict "$MLP" --weights "$t/mlp.ckpt" "$t/digit.pgm"
 full "graphc bench" "$G" bench "$MLP" --batch 2 --steps 1 --warmup 0 --threads 1
+if "$G" --version | grep -q "with ONNX"; then
+    full "graphc export" "$G" export "$MLP" --weights "$t/mlp.ckpt" -o "$t/mlp.onnx"
+    full "graphc import" "$G" import "$t/mlp.onnx" -o "$t/back.net"
+fi
 
 # ---- the bar through a pipe -------------------------------------------------------------------
 "$G" run "$MLP" $SHORT --validate | cat >"$t/pipe.out"
