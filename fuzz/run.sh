@@ -14,12 +14,14 @@ mkdir -p "$out"
 flags="-g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -std=c11 -D_GNU_SOURCE -DGRAPHC_NO_DIRECT_CONV"
 incs="-I$src -I$build -I$src/parser -I$build/parser $(pkg-config --cflags openblas zlib libpng)"
 libs="$(pkg-config --libs openblas zlib libpng) -lm -lpthread"
-# ONNX import (onnx/) when the build has it: its generated protobuf code is in the build
-targets="frontend idx checkpoint"
+# every target fuzz/fuzz_NAME.c; ONNX import's (onnx/) only when the build has it: its
+# generated protobuf code is in the build
+targets=$(cd "$src/fuzz" && ls fuzz_*.c | sed 's/^fuzz_//; s/\.c$//')
 if [ -f "$build/onnx/onnx.pb-c.c" ]; then
-    targets="$targets onnx"
     incs="$incs $(pkg-config --cflags libprotobuf-c)"
     libs="$libs $(pkg-config --libs libprotobuf-c)"
+else
+    targets=$(for t in $targets; do [ "$t" = onnx ] || echo "$t"; done)
 fi
 # the library's sources, as the build knows them (the parser and lexer are generated)
 lib=""
@@ -31,7 +33,7 @@ case $targets in *onnx*) for f in $(cd "$src" && ls onnx/*.c | grep -v pb-c) "$b
     case $f in /*) lib="$lib $f" ;; *) lib="$lib $src/$f" ;; esac
 done ;; esac
 # seeds
-mkdir -p "$out/seed-frontend" "$out/seed-idx" "$out/seed-checkpoint" "$out/seed-onnx"
+for t in $targets; do mkdir -p "$out/seed-$t"; done
 cp "$src"/models/*.net "$src"/tests/errors/*.net "$out/seed-frontend/"
 printf '\0\0\10\1\0\0\0\3\1\2\3' > "$out/seed-idx/labels.idx"
 printf '\0\0\10\3\0\0\0\1\0\0\0\2\0\0\0\2\1\2\3\4' > "$out/seed-idx/images.idx"
@@ -46,6 +48,12 @@ batch = 4
 epochs = 1
 minimize = loss }
 NET
+# recipes (fuzz_dataset.c, fuzz_image.c): sets that load and fit; a PGM, a PNG
+printf '\200\3\3\5\0\0\7\6\5\0\0\0\0\0\7\6\5\0\0\0\0\1\2\3\4' > "$out/seed-dataset/fit"
+printf '\1\1\0\0\0\0\0\0\0\1\2\3\4\5\6' > "$out/seed-dataset/gzip"
+printf '\0\4\5\7\0\0\0\0\0\0\0\0\0\0\1\2\3' > "$out/seed-image/pgm"
+printf '\1\4\5\7\0\0\0\0\0\0\0\0\0\0\1\2\3' > "$out/seed-image/text"
+printf '\2\4\5\7\0\0\3\3\0\0\0\0\0\0\1\2\3' > "$out/seed-image/png"
 "$build/graphc" run "$out/tiny.net" --log quiet --save "$out/seed-checkpoint/tiny.ckpt" >/dev/null
 case $targets in *onnx*)
     # the small shipped models exported (with their initial weights), and the tiny one

@@ -14,7 +14,8 @@
 # (checkpoints and resume through the CLI), cli_run.sh (graphc run and eval as a user
 # sees them: write errors, the bar on a pty and a pipe, JSON lines, a NaN loss),
 # valgrind.sh, install.sh, mpi.sh, layers.sh (no file includes a folder of a layer
-# above its own).
+# above its own), predict.sh (graphc predict's reports and exit status, and
+# examples/classify beside it).
 # Run the tests that expose known bugs with: GRAPHC_KNOWN_BUGS=1 tests/test_frontend
 TEST_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 TEST_LIBS = $(GRAPHC_LIBS) $(CHECK_LIBS)
@@ -52,9 +53,17 @@ tests_test_api_SOURCES = tests/test_api.c
 tests_test_api_CFLAGS = $(TEST_CFLAGS)
 tests_test_api_LDADD = $(TEST_LIBS)
 
-TESTS += tests/golden.sh tests/resume.sh tests/cli_run.sh tests/valgrind.sh tests/install.sh tests/mpi.sh tests/layers.sh
+TESTS += tests/golden.sh tests/resume.sh tests/cli_run.sh tests/valgrind.sh tests/install.sh tests/mpi.sh tests/layers.sh \
+	tests/predict.sh
 EXTRA_DIST += tests/golden.sh tests/golden tests/errors tests/resume.sh tests/cli_run.sh tests/valgrind.sh \
-	tests/valgrind.net tests/install.sh tests/mpi.sh tests/layers.sh
+	tests/valgrind.net tests/install.sh tests/mpi.sh tests/layers.sh tests/predict.sh
+
+# examples/classify.c as its README builds it, but against this build's library
+check_PROGRAMS += examples/classify
+examples_classify_SOURCES = examples/classify.c
+examples_classify_CFLAGS = $(AM_CFLAGS) -I$(top_srcdir)/include
+examples_classify_LDADD = $(GRAPHC_LIBS)
+EXTRA_DIST += examples/digit.pgm
 AM_TESTS_ENVIRONMENT += MAKE='$(MAKE)'; CC='$(CC)'; export MAKE CC;
 
 # tests/mpi.sh compares N ranks x batch B with one process x N*B, weight by weight
