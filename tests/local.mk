@@ -5,6 +5,7 @@
 #   test_train     executors, passes, fusions, memory plans, training runs
 #   test_runloop   the training loop's events (run/train.h): order, figures, NaN, saves
 #   test_progress  graphc run's progress bar and JSON lines (cli/progress.c, built in)
+#   test_bench     what the benchmark report stands on: bytes per step, small-batch paths
 #   test_data      data sources;  test_image  image files;  test_plot  SVG plots
 #   test_api       the public C API alone (two models on two threads)
 #   test_onnx      ONNX export and import: round trips, damaged files (when built with ONNX)
@@ -21,8 +22,8 @@ TEST_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 TEST_LIBS = $(GRAPHC_LIBS) $(CHECK_LIBS)
 AM_TESTS_ENVIRONMENT = top_srcdir='$(top_srcdir)'; top_builddir='$(top_builddir)'; SAN_CFLAGS='$(SAN_CFLAGS)'; export top_srcdir top_builddir SAN_CFLAGS; CK_DEFAULT_TIMEOUT=600; export CK_DEFAULT_TIMEOUT;
 
-CHECK_SUITES = tests/test_frontend tests/test_kernels tests/test_train tests/test_runloop tests/test_progress tests/test_data \
-	tests/test_image tests/test_plot tests/test_api
+CHECK_SUITES = tests/test_frontend tests/test_kernels tests/test_train tests/test_runloop tests/test_progress tests/test_bench \
+	tests/test_data tests/test_image tests/test_plot tests/test_api
 check_PROGRAMS += $(CHECK_SUITES)
 TESTS += $(CHECK_SUITES)
 tests_test_frontend_SOURCES = tests/test_frontend.c
@@ -31,15 +32,18 @@ tests_test_frontend_LDADD = $(TEST_LIBS)
 tests_test_kernels_SOURCES = tests/test_kernels.c tests/testutil.h
 tests_test_kernels_CFLAGS = $(TEST_CFLAGS)
 tests_test_kernels_LDADD = $(TEST_LIBS)
-tests_test_train_SOURCES = tests/test_train.c tests/testutil.h tests/testmodel.h
+tests_test_train_SOURCES = tests/test_train.c tests/testutil.h tests/testgraph.h
 tests_test_train_CFLAGS = $(TEST_CFLAGS)
 tests_test_train_LDADD = $(TEST_LIBS)
-tests_test_runloop_SOURCES = tests/test_runloop.c tests/testutil.h tests/testmodel.h
+tests_test_runloop_SOURCES = tests/test_runloop.c tests/testutil.h tests/testgraph.h
 tests_test_runloop_CFLAGS = $(TEST_CFLAGS)
 tests_test_runloop_LDADD = $(TEST_LIBS)
 tests_test_progress_SOURCES = tests/test_progress.c cli/progress.c cli/progress.h
 tests_test_progress_CFLAGS = $(TEST_CFLAGS)
 tests_test_progress_LDADD = $(TEST_LIBS)
+tests_test_bench_SOURCES = tests/test_bench.c tests/testutil.h tests/testgraph.h
+tests_test_bench_CFLAGS = $(TEST_CFLAGS)
+tests_test_bench_LDADD = $(TEST_LIBS)
 tests_test_data_SOURCES = tests/test_data.c
 tests_test_data_CFLAGS = $(TEST_CFLAGS)
 tests_test_data_LDADD = $(TEST_LIBS)

@@ -12,7 +12,7 @@
 #include "graph/lower.h"
 #include "graph/passes.h"
 #include "run/train.h"
-#include "testmodel.h"
+#include "testgraph.h"
 #include "testutil.h"
 
 Suite *make_runloop_suite(void);
