@@ -8,6 +8,7 @@
 #include "kernels/kern.h"
 #include "run/plot.h"
 #include "run/train.h"
+#include "util/outfile.h"
 
 void run_options_default(RunOptions *o)
 {
@@ -528,14 +529,17 @@ static int step_setup(Run *run)
     co.max_memory = 0;
     if (evaluator_init(&run->ev, fwd, f, t.batch, &co, &run->w, run->comm, d) != 0) return -1;
     if (o->resume_path) {
-        if (checkpoint_load(o->resume_path, run->tg, &run->w, d) != 0) return -1;
-        if (run->w.step > t.epochs * run->steps) {
+        if (checkpoint_resume(o->resume_path, run->tg, &run->w, o->reset_optimizer, d) != 0) return -1;
+        if (run->w.step < 0 || run->w.step > t.epochs * run->steps) {
             diag_plain(d, "%s: the checkpoint is at step %lld, past the %lld steps of this run", o->resume_path,
                        (long long)run->w.step, (long long)(t.epochs * run->steps));
             return -1;
         }
     }
     run->first = run->w.step;
+    /* before the first step: an output that cannot be written would lose the run */
+    if (run->rank == 0 && (outfile_check(run->save, "checkpoint", d) != 0 || outfile_check(o->plot_path, "plot", d) != 0))
+        return -1;
     return 0;
 }
 

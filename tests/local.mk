@@ -9,6 +9,7 @@
 #   test_data      data sources;  test_image  image files;  test_plot  SVG plots
 #   test_api       the public C API alone (two models on two threads)
 #   test_onnx      ONNX export and import: round trips, damaged files (when built with ONNX)
+#   test_checkpoint  checkpoints (crafted fields, streams, resuming) and output files
 # Scripts: golden.sh (dumps of every model against tests/golden/, the stderr of
 # `graphc check` on each tests/errors/*.net against its .err, exit codes; regenerate
 # with GOLDEN_UPDATE=1 top_srcdir=. top_builddir=. tests/golden.sh), resume.sh
@@ -96,3 +97,10 @@ tests_test_onnx_LDADD = $(TEST_LIBS)
 else
 EXTRA_DIST += tests/test_onnx.c
 endif
+
+# checkpoints (every field of a crafted file, streams, resuming) and output files
+check_PROGRAMS += tests/test_checkpoint
+TESTS += tests/test_checkpoint
+tests_test_checkpoint_SOURCES = tests/test_checkpoint.c
+tests_test_checkpoint_CFLAGS = $(TEST_CFLAGS)
+tests_test_checkpoint_LDADD = $(TEST_LIBS)
