@@ -184,7 +184,12 @@ static void merge_inplace(Planner *p)
         int cands = op_info[nd->op].traits & OPT_ELEMWISE ? nd->nin : 1;
         for (int k = 0; k < cands && r < 0; k++) {
             int32_t q = p->root[nd->in[k]];
-            if (!outside_arena(&g->nodes[q]) && mp->size[q] == mp->size[i] && mp->last[q] == i) r = q;
+            /* the same elements, not just the same aligned size: a broadcast operand
+             * smaller than the output may round up to its size, and is read again
+             * after the output's first row is written */
+            if (!outside_arena(&g->nodes[q]) && node_bytes(&g->nodes[q]) == node_bytes(nd) && mp->size[q] == mp->size[i] &&
+                mp->last[q] == i)
+                r = q;
         }
         if (r < 0) continue;
         p->root[i] = r;

@@ -83,7 +83,7 @@ tests_ckpt_compare_LDADD = $(GRAPHC_LIBS)
 # of the same networks (tests/onnx_torch.py, Debian's python3-torch).  Each skips with
 # a message when its tool is missing.
 check_PROGRAMS += tests/onnx_run
-tests_onnx_run_SOURCES = tests/onnx_run.c
+tests_onnx_run_SOURCES = tests/onnx_run.c tests/model_file.h
 tests_onnx_run_CFLAGS = $(AM_CFLAGS)
 tests_onnx_run_LDADD = $(GRAPHC_LIBS)
 TESTS += tests/onnx.sh tests/onnx_torch.sh
@@ -104,3 +104,13 @@ TESTS += tests/test_checkpoint
 tests_test_checkpoint_SOURCES = tests/test_checkpoint.c
 tests_test_checkpoint_CFLAGS = $(TEST_CFLAGS)
 tests_test_checkpoint_LDADD = $(TEST_LIBS)
+
+# The transformer ops and models/charlm.net against PyTorch (tests/torch_ops.sh and
+# tests/torch_ops.py; tests/torch_run makes graphc's side: weights, inputs, the loss
+# and every gradient as raw files).  Skipped with a message without python3-torch.
+check_PROGRAMS += tests/torch_run
+tests_torch_run_SOURCES = tests/torch_run.c tests/model_file.h
+tests_torch_run_CFLAGS = $(AM_CFLAGS)
+tests_torch_run_LDADD = $(GRAPHC_LIBS)
+TESTS += tests/torch_ops.sh
+EXTRA_DIST += tests/torch_ops.sh tests/torch_ops.py
