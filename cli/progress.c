@@ -33,9 +33,10 @@ static void fmt_duration(double s, char *buf, size_t n)
     else snprintf(buf, n, "%dh%02dm", (int)s / 3600, ((int)s % 3600) / 60);
 }
 
-static void fmt_value(double v, char *buf, size_t n)
+/* v with `decimals` decimals, or "nan", "inf", "-inf" (never printf's "-nan") */
+static void fmt_value(double v, int decimals, char *buf, size_t n)
 {
-    if (isfinite(v)) snprintf(buf, n, "%.4f", v);
+    if (isfinite(v)) snprintf(buf, n, "%.*f", decimals, v);
     else snprintf(buf, n, "%s", isnan(v) ? "nan" : v > 0 ? "inf" : "-inf");
 }
 
@@ -45,7 +46,7 @@ int progress_bar_line(char *buf, size_t n, const RunStepInfo *s, bool final, con
     int sw = snprintf(NULL, 0, "%lld", (long long)s->steps);
     int hl = snprintf(head, sizeof head, "Epoch %lld/%lld  %*lld/%lld", (long long)s->epoch, (long long)s->epochs, sw,
                       (long long)s->step, (long long)s->steps);
-    fmt_value(s->loss, l, sizeof l);
+    fmt_value(s->loss, 4, l, sizeof l);
     double per = s->done > 0 ? s->seconds / (double)s->done : 0;
     if (final) {
         fmt_duration(s->seconds, t, sizeof t);
@@ -55,7 +56,7 @@ int progress_bar_line(char *buf, size_t n, const RunStepInfo *s, bool final, con
         snprintf(rest, sizeof rest, " - ETA: %s - loss: %s", t, l);
     }
     if (s->has_acc) {
-        fmt_value(s->acc, a, sizeof a);
+        fmt_value(s->acc, 4, a, sizeof a);
         size_t rl = strlen(rest);
         snprintf(rest + rl, sizeof rest - rl, " - acc: %s", a);
     }
@@ -95,8 +96,8 @@ void progress_json_number(FILE *out, const char *key, double v, int decimals)
 void progress_eval_line(FILE *out, const RunEvalInfo *e)
 {
     char l[32], a[32];
-    fmt_value(e->loss, l, sizeof l);
-    fmt_value(e->acc, a, sizeof a);
+    fmt_value(e->loss, 4, l, sizeof l);
+    fmt_value(e->acc, 4, a, sizeof a);
     fprintf(out, "Test loss: %s", l);
     if (e->has_acc) fprintf(out, " - test acc: %s", a);
     fprintf(out, " (%lld examples)\n", (long long)e->examples);
@@ -161,8 +162,8 @@ static void bar_event(Progress *p, const RunEvent *ev)
         const RunEpochInfo *e = &ev->u.epoch;
         char tail[128] = "", tl[32], ta[32];
         if (e->tested) {
-            fmt_value(e->test_loss, tl, sizeof tl);
-            fmt_value(e->test_acc, ta, sizeof ta);
+            fmt_value(e->test_loss, 4, tl, sizeof tl);
+            fmt_value(e->test_acc, 4, ta, sizeof ta);
             if (e->has_acc) snprintf(tail, sizeof tail, " - test_loss: %s - test_acc: %s", tl, ta);
             else snprintf(tail, sizeof tail, " - test_loss: %s", tl);
         }
@@ -185,8 +186,8 @@ static void bar_event(Progress *p, const RunEvent *ev)
     case RUN_FINISHED: {
         const RunFinishInfo *f = &ev->u.finished;
         char tl[32], ta[32];
-        fmt_value(f->test_loss, tl, sizeof tl);
-        fmt_value(f->test_acc, ta, sizeof ta);
+        fmt_value(f->test_loss, 4, tl, sizeof tl);
+        fmt_value(f->test_acc, 4, ta, sizeof ta);
         fprintf(out, "Test loss: %s", tl);
         if (f->has_acc) fprintf(out, " - test acc: %s", ta);
         fprintf(out, " (%lld examples) - total time %.1fs (training %.1fs)\n", (long long)f->test_examples, f->seconds,
@@ -266,8 +267,11 @@ static void on_event(void *ctx, const RunEvent *ev)
         json_event(p, ev);
     } else if (ev->kind == RUN_FINISHED) {
         const RunFinishInfo *f = &ev->u.finished;
-        fprintf(p->out, "test_loss %.6f", f->test_loss);
-        if (f->has_acc) fprintf(p->out, " test_acc %.6f", f->test_acc);
+        char tl[32], ta[32];
+        fmt_value(f->test_loss, 6, tl, sizeof tl);
+        fmt_value(f->test_acc, 6, ta, sizeof ta);
+        fprintf(p->out, "test_loss %s", tl);
+        if (f->has_acc) fprintf(p->out, " test_acc %s", ta);
         fputc('\n', p->out);
     }
 }

@@ -6,7 +6,8 @@
  * it never wraps; elsewhere (a file, a pipe) one line per epoch when it ends, with no
  * carriage return.  JSON: one object per epoch and one at the end; a number that is
  * NaN or Inf is written as null with a "<key>_nonfinite" of "nan", "inf" or "-inf"
- * beside it, and a number that was not measured is left out. */
+ * beside it, and a number that was not measured is left out.  Quiet: the final test
+ * loss and accuracy on one line, "nan", "inf" or "-inf" when not finite. */
 #ifndef GRAPHC_PROGRESS_H
 #define GRAPHC_PROGRESS_H
 #include <stdio.h>

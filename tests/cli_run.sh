@@ -10,7 +10,9 @@
 #    JSON line too;
 #  - a loss that becomes NaN stops the run (status 1) naming the step and the epoch; the
 #    last --save-every checkpoint stays and loads; a checkpoint that was there before a
-#    run without --save-every is left byte for byte;
+#    run without --save-every is left byte for byte; mnist's MLP at --lr 1e6 does the
+#    same, and the checkpoint it keeps is byte for byte an N-step run's; --log quiet
+#    writes a NaN test loss as "nan";
 #  - graphc eval says how many examples it evaluated.
 # The pty and JSON checks need python3 (they are skipped, saying so, without it).
 set -u
@@ -215,6 +217,32 @@ cp "$t/div.ckpt" "$t/before.ckpt"
 rc=$?
 [ $rc -eq 1 ] && cmp -s "$t/div.ckpt" "$t/before.ckpt" && ok "a NaN loss without --save-every: status 1, the earlier checkpoint untouched" ||
     bad "a NaN loss without --save-every: status $rc, the checkpoint changed"
+
+# mnist's MLP at the highest learning rate graphc takes: the loss is NaN at a step N, and
+# the --save-every checkpoint left is byte for byte the one an N-step run saves
+"$G" run "$MLP" --lr 1e30 --data "$DATA" --steps 2 >/dev/null 2>"$t/err"
+rc=$?
+[ $rc -eq 2 ] && grep -q "\-\-lr: expected a number from 0 to 1e+06, got '1e30'" "$t/err" && ok "--lr 1e30 is refused (status 2)" ||
+    { bad "--lr 1e30: status $rc"; cat "$t/err"; }
+BIG="--data $DATA --epochs 2 --steps 5 --test-limit 100 --threads 1 --lr 1e6"
+"$G" run "$MLP" $BIG --save "$t/big.ckpt" --save-every 1 >"$t/out" 2>"$t/err"
+rc=$?
+n=$(sed -n 's/.*the loss is NaN at step \([0-9]*\) (epoch .*/\1/p' "$t/err")
+if [ $rc -eq 1 ] && [ -n "$n" ] && [ "$n" -gt 0 ]; then
+    "$G" run "$MLP" $BIG --epochs 1 --steps "$n" --save "$t/good.ckpt" --log quiet >"$t/good.out" 2>&1
+    if cmp -s "$t/big.ckpt" "$t/good.ckpt"; then
+        ok "mlp.net at --lr 1e6: status 1, the loss is NaN at step $n, the checkpoint kept = a $n-step run's, byte for byte"
+    else bad "mlp.net at --lr 1e6: the checkpoint kept differs from a $n-step run's"; cat "$t/good.out"; fi
+else bad "mlp.net at --lr 1e6: status $rc, NaN step '$n'"; cat "$t/err"; fi
+cp "$t/good.ckpt" "$t/before.ckpt"
+"$G" run "$MLP" $BIG --save "$t/good.ckpt" >"$t/out" 2>"$t/err"
+rc=$?
+[ $rc -eq 1 ] && cmp -s "$t/good.ckpt" "$t/before.ckpt" && ok "mlp.net at --lr 1e6 over an earlier --save: status 1, that file untouched" ||
+    { bad "mlp.net at --lr 1e6 over an earlier --save: status $rc"; cat "$t/err"; }
+# that N-step run's weights are finite but overflow the test set's forward pass: its
+# result is "nan", not printf's "-nan"
+grep -q "^test_loss nan test_acc [0-9.]*$" "$t/good.out" && ok "--log quiet with a NaN test loss: $(cat "$t/good.out")" ||
+    { bad "--log quiet with a NaN test loss"; cat "$t/good.out"; }
 
 # ---- eval's count ----------------------------------------------------------------------------
 "$G" eval "$MLP" --data "$DATA" --test-limit 300 --weights "$t/mlp.ckpt" >"$t/out" 2>&1
