@@ -34,6 +34,28 @@ static void print_flops(double f, FILE *out)
     else fprintf(out, "%.0f FLOP", f);
 }
 
+/* The vars of one role: "params   1,234 in 5 tensors" and a line each; buffers (batch
+ * norm's running statistics: kept with the model, not trained) only when there are. */
+static void print_vars(const Graph *g, VarRole role, FILE *out)
+{
+    char b[128];
+    int n = 0;
+    int64_t total = 0;
+    for (int i = 0; i < g->nvars; i++)
+        if (g->vars[i].role == role) n++, total += shape_numel(&g->vars[i].shape);
+    if (role != VAR_PARAM && n == 0) return;
+    fputs(role == VAR_PARAM ? "params   " : "buffers  ", out);
+    print_commas(total, out);
+    fprintf(out, " in %d tensor%s%s\n", n, n == 1 ? "" : "s", role == VAR_PARAM ? "" : " (not trained)");
+    for (int i = 0; i < g->nvars; i++) {
+        const Var *v = &g->vars[i];
+        if (v->role != role) continue;
+        fprintf(out, "           %-24s f32%-20s ", v->name, shape_str(g, &v->shape, b, sizeof b));
+        print_commas(shape_numel(&v->shape), out);
+        fputc('\n', out);
+    }
+}
+
 static void summary(const Model *m, FILE *out)
 {
     const Graph *g = m->graph;
@@ -51,17 +73,9 @@ static void summary(const Model *m, FILE *out)
         fprintf(out, "%s %s %s%s", i ? "," : "", g->outputs[i].name, dtype_name(n->dtype), shape_str(g, &n->shape, b, sizeof b));
     }
     if (g->noutputs == 0) fputs(" (none)", out);
-    int nparams = 0;
-    for (int i = 0; i < g->nvars; i++) nparams += g->vars[i].role == VAR_PARAM;
-    fputs("\nparams   ", out);
-    print_commas(graph_param_count(g), out);
-    fprintf(out, " in %d tensor%s\n", nparams, nparams == 1 ? "" : "s");
-    for (int i = 0; i < g->nvars; i++) {
-        const Var *v = &g->vars[i];
-        fprintf(out, "           %-24s f32%-20s ", v->name, shape_str(g, &v->shape, b, sizeof b));
-        print_commas(shape_numel(&v->shape), out);
-        fputc('\n', out);
-    }
+    fputc('\n', out);
+    print_vars(g, VAR_PARAM, out);
+    print_vars(g, VAR_BUFFER, out);
     fputs("flops    ", out);
     print_flops(graph_flops(g), out);
     fputs(" per example (forward)\n", out);
@@ -70,12 +84,8 @@ static void summary(const Model *m, FILE *out)
         fputs("train    ", out);
         if (t->data == DATA_MNIST) fprintf(out, "mnist(\"%s\")", t->data_path);
         else fprintf(out, "synthetic(count=%lld)", (long long)t->synth_count);
-        if (t->optim == OPTIM_SGD) {
-            fprintf(out, ", sgd(lr=%g", t->lr);
-            if (t->momentum > 0) fprintf(out, ", momentum=%g%s", t->momentum, t->nesterov ? ", nesterov" : "");
-            fputc(')', out);
-        } else
-            fprintf(out, ", adam(lr=%g, beta1=%g, beta2=%g, eps=%g)", t->lr, t->beta1, t->beta2, t->eps);
+        char od[320];
+        fprintf(out, ", %s", optim_describe(t, od, sizeof od));
         fprintf(out, ", batch %lld, %lld epoch%s", (long long)t->batch, (long long)t->epochs, t->epochs == 1 ? "" : "s");
         if (t->steps) fprintf(out, " x %lld steps", (long long)t->steps);
         else fputs(" x one pass", out);

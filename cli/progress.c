@@ -145,6 +145,7 @@ static void bar_event(Progress *p, const RunEvent *ev)
         if (s->ranks > 1)
             fprintf(out, "Data parallel: %d ranks x batch %lld = global batch %lld; %s\n", s->ranks, (long long)s->batch,
                     (long long)s->global_batch, s->comm);
+        fprintf(out, "Optimizer %s\n", s->optimizer);
         if (s->resume_path) fprintf(out, "Resuming from %s at step %lld\n", s->resume_path, (long long)s->first_step);
         fflush(out);
         break;

@@ -41,6 +41,16 @@ static void axes_str(const Graph *g, const Node *n, char *buf, size_t len)
     }
 }
 
+static const char *role_name(VarRole r) { return r == VAR_PARAM ? "param" : r == VAR_STATE ? "state" : "buffer"; }
+
+/* batch norm's: "eps=0.001 momentum=0.99[ act=relu]" */
+static void bn_attrs(const Node *n, char *buf, size_t len)
+{
+    char fb[64];
+    snprintf(buf, len, "eps=%g momentum=%g%s%s", n->a.bn.eps, n->a.bn.momentum, n->a.bn.act >= 0 ? " act=" : "",
+             n->a.bn.act >= 0 ? fn_name(n->a.bn.act, n->a.bn.act_p, fb, sizeof fb) : "");
+}
+
 /* Attributes as "key=value" words, the same in every format. */
 static void attrs_str(const Graph *g, const Node *n, char *buf, size_t len)
 {
@@ -99,9 +109,10 @@ static void attrs_str(const Graph *g, const Node *n, char *buf, size_t len)
     case OP_UNARY_GRAD:
         snprintf(buf, len, "of=%s", fn_name(n->a.unary.op, n->a.unary.p, fb, sizeof fb));
         break;
-    case OP_SGD_UPDATE: case OP_MOMENTUM_UPDATE: case OP_ADAM_UPDATE:
-        snprintf(buf, len, "param=%s", g->vars[n->a.update.var].name);
+    case OP_SGD_UPDATE: case OP_MOMENTUM_UPDATE: case OP_ADAM_UPDATE: case OP_ADAMW_UPDATE: case OP_RMSPROP_UPDATE:
+        snprintf(buf, len, "param=%s%s", g->vars[n->a.update.var].name, n->nin > 2 ? " clipped" : "");
         break;
+    case OP_CLIP_SCALE: snprintf(buf, len, "max_norm=%g gradients=%d", n->a.clip.max_norm, n->nin); break;
     case OP_FUSED_ELEMWISE: {
         size_t k = (size_t)snprintf(buf, len, "fuses=");
         for (int s = 0; s < n->a.ew.nstep && k < len; s++) {
@@ -119,7 +130,7 @@ static void attrs_str(const Graph *g, const Node *n, char *buf, size_t len)
         size_t k = (size_t)snprintf(buf, len, "param=%s fuses=matmul+%s%s%s", g->vars[n->a.update.var].name,
                                     (unsigned)n->a.update.kind < OP_COUNT ? op_name((OpKind)n->a.update.kind) : "?",
                                     n->a.update.ta ? " transpose=a" : "", n->a.update.tb ? " transpose=b" : "");
-        for (int s = 0; s < 2 && k < len; s++) {   /* the optimizer state it updates */
+        for (int s = 0; s < OPTIM_MAX_STATE && k < len; s++) {   /* the optimizer state it updates */
             int v = n->a.update.state[s];
             if (v >= 0) k += (size_t)snprintf(buf + k, len - k, "%s%s", s ? "," : " state=", g->vars[v].name);
         }
@@ -129,8 +140,14 @@ static void attrs_str(const Graph *g, const Node *n, char *buf, size_t len)
         snprintf(buf, len, "param=%s fuses=matmul+unary_grad[relu]+%s", g->vars[n->a.update.var].name,
                  (unsigned)n->a.update.kind < OP_COUNT ? op_name((OpKind)n->a.update.kind) : "?");
         break;
+    case OP_BATCH_NORM: case OP_BATCH_NORM_INFER: bn_attrs(n, buf, len); break;
+    case OP_BATCH_NORM_GRAD_PARAMS: case OP_BATCH_NORM_GRAD: snprintf(buf, len, "eps=%g", n->a.bn.eps); break;
+    case OP_BATCH_NORM_UPDATE:
+        snprintf(buf, len, "mean=%s variance=%s momentum=%g", g->vars[n->a.update.var].name,
+                 g->vars[n->a.update.state[0]].name, n->a.update.momentum);
+        break;
     case OP_UPDATE_ALL:
-        snprintf(buf, len, "fuses=%d %s", n->nin / 2, op_name((OpKind)n->a.update.kind));
+        snprintf(buf, len, "fuses=%d %s%s", n->nin / 2, op_name((OpKind)n->a.update.kind), n->nin % 2 ? " clipped" : "");
         break;
     /* the transformer ops (issue 14) */
     case OP_TRANSPOSE: {
@@ -174,8 +191,8 @@ void graph_dump_text(const Graph *g, FILE *out)
     fprintf(out, "graph %s (stage %s)\n", g->model_name ? g->model_name : "(unnamed)", g->stage ? g->stage : "graph");
     for (int i = 0; i < g->nvars; i++) {
         const Var *v = &g->vars[i];
-        fprintf(out, "var %-28s f32%-18s %s%s\n", v->name, shape_str(g, &v->shape, b1, sizeof b1),
-                v->role == VAR_PARAM ? "param " : "state ", init_name(v->init));
+        fprintf(out, "var %-28s f32%-18s %-5s %s\n", v->name, shape_str(g, &v->shape, b1, sizeof b1),
+                role_name(v->role), init_name(v->init));
     }
     for (int i = 0; i < g->nnodes; i++) {
         const Node *n = &g->nodes[i];
@@ -279,7 +296,7 @@ void graph_dump_json(const Graph *g, FILE *out)
         json_str(out, v->name);
         fputs(", \"shape\": ", out);
         json_shape(g, &v->shape, out);
-        fprintf(out, ", \"role\": \"%s\", \"init\": \"%s\"}", v->role == VAR_PARAM ? "param" : "state", init_name(v->init));
+        fprintf(out, ", \"role\": \"%s\", \"init\": \"%s\"}", role_name(v->role), init_name(v->init));
     }
     fputs("],\n \"nodes\": [", out);
     for (int i = 0; i < g->nnodes; i++) {

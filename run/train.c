@@ -622,16 +622,17 @@ static Stop run_start(Run *run)
     run->li = output_index(run->tg, "loss");
     run->ai = output_index(run->tg, "accuracy");
     run->env = (StepEnv){
-        .w = &run->w, .seed = t->seed, .lr = t->lr, .momentum = t->momentum, .beta1 = t->beta1, .beta2 = t->beta2,
-        .eps = t->eps, .nesterov = t->nesterov, .training = true, .d = d, .check_numerics = run->o->check_numerics,
+        .w = &run->w, .seed = t->seed, .training = true, .d = d, .check_numerics = run->o->check_numerics,
         .comm = run->comm, .shard = run->rank,
     };
-    char cd[160];
+    step_env_train(&run->env, t, run->first);
+    char cd[160], od[320];
     emit(run, (RunEvent){ .kind = RUN_START, .u.start = {
         .model = run->fwd->model_name ? run->fwd->model_name : "model", .epochs = t->epochs, .steps = run->steps,
         .batch = t->batch, .mode = exec_mode_name(run->o->mode), .blas = kern_blas_info(),
         .threads = pool_threads(run->pool), .ranks = run->R,
         .global_batch = run->gbatch, .comm = comm_describe(run->comm, cd, sizeof cd),
+        .optimizer = optim_describe(t, od, sizeof od),
         .resume_path = run->first ? run->o->resume_path : NULL, .first_step = run->first,
         .train_examples = run->f.train.count, .test_examples = run->f.test.count } });
     return GO_ON;
@@ -702,7 +703,7 @@ static Stop train_step(Run *run, int64_t e, int64_t s, int64_t gs, float *loss, 
     float *outs[2] = { NULL, NULL };
     outs[run->li] = &lv;
     if (run->ai >= 0) outs[run->ai] = &av;
-    run->env.step = gs;
+    step_env_train(&run->env, &run->t, gs);   /* the step's learning rate: a function of gs alone */
     run->w.step = gs;
     if (executor_run(run->ex, feeds, outs, &run->env) != 0) return STOP_ALONE;
     if (run->R > 1) {

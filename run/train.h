@@ -32,6 +32,7 @@ typedef struct RunStartInfo {
     int ranks;                     /* 1 without MPI */
     int64_t global_batch;          /* ranks x batch */
     const char *comm;              /* comm_describe() */
+    const char *optimizer;         /* optim_describe(): "sgd(lr=0.1, momentum=0.9)" */
     const char *resume_path;       /* NULL unless resuming */
     int64_t first_step;            /* 0, or where the checkpoint left off */
     int64_t train_examples, test_examples;

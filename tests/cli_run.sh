@@ -77,8 +77,8 @@ fi
 # ---- the bar through a pipe -------------------------------------------------------------------
 "$G" run "$MLP" $SHORT --validate | cat >"$t/pipe.out"
 if ! grep -q "$(printf '\r')" "$t/pipe.out" && [ "$(grep -c '^Epoch [12]/2 ' "$t/pipe.out")" -eq 2 ] &&
-    [ "$(wc -l <"$t/pipe.out")" -eq 4 ] && grep -q "^Test loss: .* (300 examples) - total time" "$t/pipe.out"; then
-    ok "through a pipe: no carriage return, one line per epoch: $(sed -n 2p "$t/pipe.out")"
+    [ "$(wc -l <"$t/pipe.out")" -eq 5 ] && grep -q "^Optimizer sgd(lr=0.1, momentum=0.9)$" "$t/pipe.out" && grep -q "^Test loss: .* (300 examples) - total time" "$t/pipe.out"; then
+    ok "through a pipe: no carriage return, one line per epoch: $(sed -n 3p "$t/pipe.out")"
 else bad "the bar through a pipe"; cat -A "$t/pipe.out"; fi
 
 # ---- the bar on a terminal --------------------------------------------------------------------

@@ -103,7 +103,8 @@ static void send(Progress *p, RunEvent ev)
 static void fake_run(Progress *p, double loss0)
 {
     send(p, (RunEvent){ .kind = RUN_START, .u.start = { .model = "m", .epochs = 2, .steps = 8, .batch = 4, .mode = "compiled",
-                                                        .blas = "BLAS", .ranks = 1, .global_batch = 4, .comm = "one" } });
+                                                        .blas = "BLAS", .ranks = 1, .global_batch = 4, .comm = "one",
+                                                        .optimizer = "sgd(lr=0.1)" } });
     for (int64_t e = 1; e <= 2; e++) {
         for (int64_t s = 1; s <= 8; s++) {
             RunStepInfo st = step_info(s, 8, s, 0.01 * (double)s, s == 1 ? loss0 : 0.5, 0.5);
@@ -150,7 +151,7 @@ START_TEST(not_a_terminal)
         epochs += strncmp(l, "Epoch ", 6) == 0;
         if (strncmp(l, "Epoch 2/2", 9) == 0) ck_assert_msg(strstr(l, "test_loss: 0.4000 - test_acc: 0.6000"), "%s", l);
     }
-    ck_assert_int_eq(lines, 4);   /* the header, two epochs, the test line */
+    ck_assert_int_eq(lines, 5);   /* the header, the optimizer, two epochs, the test line */
     ck_assert_int_eq(epochs, 2);
     free(out);
 }

@@ -42,6 +42,7 @@ typedef struct Rec {
     RunEvent ev[MAX_EVENTS];
     volatile int *stop;        /* set when the step of global step stop_at is reported */
     int64_t stop_at;
+    char optimizer[128];       /* RUN_START's (its strings live only during the call) */
 } Rec;
 
 static void record(void *ctx, const RunEvent *ev)
@@ -49,6 +50,7 @@ static void record(void *ctx, const RunEvent *ev)
     Rec *r = ctx;
     ck_assert_int_lt(r->n, MAX_EVENTS);
     r->ev[r->n++] = *ev;
+    if (ev->kind == RUN_START) snprintf(r->optimizer, sizeof r->optimizer, "%s", ev->u.start.optimizer);
     if (r->stop && ev->kind == RUN_STEP && ev->u.step.global_step == r->stop_at) *r->stop = 1;
 }
 
@@ -154,6 +156,7 @@ START_TEST(events_in_order)
     ck_assert_int_eq(ev->u.start.test_examples, 16);
     ck_assert_int_eq(ev->u.start.first_step, 0);
     ck_assert_ptr_null(ev->u.start.resume_path);
+    ck_assert_str_eq(rec.optimizer, "sgd(lr=0.1, momentum=0.9)");
     ck_assert_str_eq(ev->u.start.mode, "compiled");
     for (int64_t e = 0; e < 2; e++) {
         double lsum = 0, asum = 0;
