@@ -60,12 +60,14 @@ typedef struct Kw {
 
 enum { MAX_ARGS = 32 };
 
+/* A call's evaluated arguments.  On the heap, sized by the call: evaluation recurses
+ * once per level of nesting, so its frames must stay small. */
 typedef struct Call {
     const Ast *ast;
     const char *fn;
-    Val pos[MAX_ARGS];
+    Val *pos;           /* positional arguments, in order */
     int npos;
-    Kw kw[MAX_ARGS];
+    Kw *kw;             /* keyword arguments, in order */
     int nkw;
 } Call;
 
@@ -82,8 +84,6 @@ typedef struct Lower {
     bool in_param_init;       /* evaluating `param NAME: T = <init>` */
     bool in_train;            /* evaluating a train block entry */
     bool quiet_undefined;     /* the file had syntax errors: undefined names are expected */
-    int depth;                /* expression nesting being evaluated */
-    bool too_deep;            /* the nesting error was reported */
 } Lower;
 
 static Val verr(Loc loc) { Val v; memset(&v, 0, sizeof v); v.kind = V_ERROR; v.loc = loc; return v; }
@@ -369,7 +369,7 @@ static Val b_unary(Lower *L, Call *c)
     return verr(c->ast->loc);
 }
 
-static int32_t as_tensor(Lower *L, Val *v)
+static int32_t as_tensor(Lower *L, const Val *v)
 {
     if (v->kind == V_TENSOR) return v->node;
     if (v->kind == V_NUM) return mk(L, OP_CONST, NULL, 0, v->loc, &(NodeAttr){ .cnst = { (float)v->num } });
@@ -377,28 +377,32 @@ static int32_t as_tensor(Lower *L, Val *v)
     return -1;
 }
 
-static Val binary(Lower *L, OpKind op, Val a, Val b, Loc loc)
+/* Evaluation recurses once per level of nesting (eval, below): what it calls at each
+ * level is kept out of its frame, which GCC would otherwise grow by inlining them. */
+#define NOT_IN_EVAL __attribute__((noinline))
+
+NOT_IN_EVAL static Val binary(Lower *L, OpKind op, const Val *a, const Val *b, Loc loc)
 {
-    if (a.kind == V_NUM && b.kind == V_NUM) {
-        Val r = a;
+    if (a->kind == V_NUM && b->kind == V_NUM) {
+        Val r = *a;
         r.loc = loc;
         switch (op) {
-        case OP_ADD: r.num = a.num + b.num; break;
-        case OP_SUB: r.num = a.num - b.num; break;
-        case OP_MUL: r.num = a.num * b.num; break;
+        case OP_ADD: r.num = a->num + b->num; break;
+        case OP_SUB: r.num = a->num - b->num; break;
+        case OP_MUL: r.num = a->num * b->num; break;
         default:
-            if (b.num == 0) return error_at(L, loc, "division by zero");
-            r.num = a.num / b.num;
-            r.is_int = a.is_int && b.is_int && fmod(a.num, b.num) == 0 && fabs(r.num) < 9007199254740992.0;
+            if (b->num == 0) return error_at(L, loc, "division by zero");
+            r.num = a->num / b->num;
+            r.is_int = a->is_int && b->is_int && fmod(a->num, b->num) == 0 && fabs(r.num) < 9007199254740992.0;
             r.ival = r.is_int ? (int64_t)r.num : 0;
             return r;
         }
-        r.is_int = a.is_int && b.is_int && fabs(r.num) < 9007199254740992.0;   /* exact in a double */
+        r.is_int = a->is_int && b->is_int && fabs(r.num) < 9007199254740992.0;   /* exact in a double */
         r.ival = r.is_int ? (int64_t)r.num : 0;
         return r;
     }
-    if (a.kind == V_ERROR || b.kind == V_ERROR) return verr(loc);
-    int32_t x = as_tensor(L, &a), y = as_tensor(L, &b);
+    if (a->kind == V_ERROR || b->kind == V_ERROR) return verr(loc);
+    int32_t x = as_tensor(L, a), y = as_tensor(L, b);
     if (x < 0 || y < 0) return verr(loc);
     return vtensor(mk2(L, op, x, y, loc), loc);
 }
@@ -410,7 +414,7 @@ static Val b_binary(Lower *L, Call *c)
     };
     if (c->npos != 2) return error_at(L, c->ast->loc, "%s: takes 2 arguments, got %d", c->fn, c->npos);
     for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
-        if (strcmp(map[i].name, c->fn) == 0) return binary(L, map[i].op, c->pos[0], c->pos[1], c->ast->loc);
+        if (strcmp(map[i].name, c->fn) == 0) return binary(L, map[i].op, &c->pos[0], &c->pos[1], c->ast->loc);
     return verr(c->ast->loc);
 }
 
@@ -768,6 +772,7 @@ int lower_builtin_names(const char *const **names)
 /* ---- expressions ----------------------------------------------------------------------------- */
 
 static Val eval(Lower *L, const Ast *a);
+static void eval_into(Lower *L, const Ast *a, Val *out);
 
 /* Does expression `a` mention `name`? (for telling a cycle from a late definition) */
 static bool mentions(const Ast *a, const char *name)
@@ -786,7 +791,7 @@ static bool mentions(const Ast *a, const char *name)
     }
 }
 
-static Val eval_name(Lower *L, const Ast *a)
+NOT_IN_EVAL static Val eval_name(Lower *L, const Ast *a)
 {
     const char *name = a->u.str;
     Binding *b = lookup(L, name);
@@ -835,34 +840,71 @@ static Val eval_name(Lower *L, const Ast *a)
     return error_at(L, a->loc, "undefined name '%s'", name);
 }
 
-static Val eval_call(Lower *L, const Ast *a)
+NOT_IN_EVAL static void unknown_keyword(Lower *L, const Builtin *bi, const Ast *arg)
 {
-    const char *fn = a->u.call.fn;
-    const Builtin *bi = NULL;
-    for (int i = 0; i < NBUILTINS; i++)
-        if (strcmp(builtins[i].name, fn) == 0) { bi = &builtins[i]; break; }
-    if (!bi) {
-        const char *names[NBUILTINS];
-        for (int i = 0; i < NBUILTINS; i++) names[i] = builtins[i].name;
-        const char *near = suggest_nearest(fn, names, NBUILTINS);
-        if (near) return error_at(L, a->u.call.fn_loc, "unknown function '%s'; did you mean '%s'?", fn, near);
-        return error_at(L, a->u.call.fn_loc, "unknown function '%s' (see docs/language.md for the list)", fn);
+    const char *fn = bi->name, *k = arg->u.kw.name;
+    const char *near = suggest_nearest(k, bi->kwargs, 10);
+    if (near) error_at(L, arg->u.kw.name_loc, "%s: unknown keyword argument '%s'; did you mean '%s'?", fn, k, near);
+    else if (bi->kwargs[0]) {
+        char list[256] = "";
+        for (int j = 0; j < 10 && bi->kwargs[j]; j++) {
+            strncat(list, j ? ", " : "", sizeof list - strlen(list) - 1);
+            strncat(list, bi->kwargs[j], sizeof list - strlen(list) - 1);
+        }
+        error_at(L, arg->u.kw.name_loc, "%s: unknown keyword argument '%s' (it takes %s)", fn, k, list);
+    } else
+        error_at(L, arg->u.kw.name_loc, "%s: takes no keyword arguments, got '%s'", fn, k);
+}
+
+NOT_IN_EVAL static void unknown_function(Lower *L, const Ast *a)
+{
+    const char *names[NBUILTINS];
+    for (int i = 0; i < NBUILTINS; i++) names[i] = builtins[i].name;
+    const char *fn = a->u.call.fn, *near = suggest_nearest(fn, names, NBUILTINS);
+    if (near) diag_error(L->d, a->u.call.fn_loc, "unknown function '%s'; did you mean '%s'?", fn, near);
+    else diag_error(L->d, a->u.call.fn_loc, "unknown function '%s' (see docs/language.md for the list)", fn);
+}
+
+/* verr() into *out, without a temporary in the caller's frame. */
+static void set_error(Val *out, Loc loc)
+{
+    memset(out, 0, sizeof *out);
+    out->kind = V_ERROR;
+    out->loc = loc;
+}
+
+/* A Call for `a` and its argument arrays, in one block (gc_free it); NULL after
+ * reporting that memory ran out. */
+static Call *call_new(Lower *L, const Ast *a, const Builtin *bi)
+{
+    size_t n = (size_t)a->u.call.nargs;
+    Call *c = gc_calloc(1, sizeof *c + n * (sizeof(Val) + sizeof(Kw)));
+    if (!c) {
+        diag_plain(L->d, "out of memory");
+        return NULL;
     }
-    if (a->u.call.nargs > MAX_ARGS) return error_at(L, a->loc, "%s: too many arguments (at most %d)", fn, MAX_ARGS);
-    Call c;
-    memset(&c, 0, sizeof c);
-    c.ast = a;
-    c.fn = fn;
+    c->ast = a;
+    c->fn = bi->name;
+    c->pos = (Val *)(c + 1);
+    c->kw = (Kw *)(c->pos + n);
+    return c;
+}
+
+/* Evaluates the arguments of call c.  false when one is in error (reported). */
+static bool eval_args(Lower *L, const Builtin *bi, Call *c)
+{
+    const Ast *a = c->ast;
+    const char *fn = c->fn;
     bool bad = false;
     for (int i = 0; i < a->u.call.nargs; i++) {
         const Ast *arg = a->u.call.args[i];
         if (!arg) { bad = true; continue; }
         if (arg->kind != AST_KWARG) {
-            if (c.nkw) {
-                error_at(L, arg->loc, "%s: positional argument after keyword arguments", fn);
+            if (c->nkw) {
+                diag_error(L->d, arg->loc, "%s: positional argument after keyword arguments", fn);
                 bad = true;
             }
-            c.pos[c.npos++] = eval(L, arg);
+            eval_into(L, arg, &c->pos[c->npos++]);
             continue;
         }
         const char *k = arg->u.kw.name;
@@ -870,84 +912,118 @@ static Val eval_call(Lower *L, const Ast *a)
         for (int j = 0; j < 10 && bi->kwargs[j]; j++)
             if (strcmp(bi->kwargs[j], k) == 0) known = true;
         if (!known) {
-            const char *near = suggest_nearest(k, bi->kwargs, 10);
-            if (near) error_at(L, arg->u.kw.name_loc, "%s: unknown keyword argument '%s'; did you mean '%s'?", fn, k, near);
-            else if (bi->kwargs[0]) {
-                char list[256] = "";
-                for (int j = 0; j < 10 && bi->kwargs[j]; j++) {
-                    strncat(list, j ? ", " : "", sizeof list - strlen(list) - 1);
-                    strncat(list, bi->kwargs[j], sizeof list - strlen(list) - 1);
-                }
-                error_at(L, arg->u.kw.name_loc, "%s: unknown keyword argument '%s' (it takes %s)", fn, k, list);
-            } else
-                error_at(L, arg->u.kw.name_loc, "%s: takes no keyword arguments, got '%s'", fn, k);
+            unknown_keyword(L, bi, arg);
             bad = true;
             continue;
         }
-        for (int j = 0; j < c.nkw; j++)
-            if (strcmp(c.kw[j].name, k) == 0) {
-                error_at(L, arg->u.kw.name_loc, "%s: keyword argument '%s' given twice", fn, k);
+        for (int j = 0; j < c->nkw; j++)
+            if (strcmp(c->kw[j].name, k) == 0) {
+                diag_error(L->d, arg->u.kw.name_loc, "%s: keyword argument '%s' given twice", fn, k);
                 bad = true;
             }
-        c.kw[c.nkw].name = k;
-        c.kw[c.nkw].name_loc = arg->u.kw.name_loc;
-        c.kw[c.nkw].val = eval(L, arg->u.kw.value);
-        c.nkw++;
+        c->kw[c->nkw].name = k;
+        c->kw[c->nkw].name_loc = arg->u.kw.name_loc;
+        eval_into(L, arg->u.kw.value, &c->kw[c->nkw].val);
+        c->nkw++;
     }
-    if (bad) return verr(a->loc);
-    for (int i = 0; i < c.npos; i++)
-        if (c.pos[i].kind == V_ERROR) return verr(a->loc);
-    return bi->fn(L, &c);
+    for (int i = 0; i < c->npos; i++) bad |= c->pos[i].kind == V_ERROR;
+    return !bad;
 }
 
-/* Expressions nest at most this deep (a chain a + b + ... is as deep as it is long):
- * evaluation recurses, and the C stack is finite. */
-#define MAX_EXPR_DEPTH 2000
+NOT_IN_EVAL static void apply(Lower *L, const Builtin *bi, Call *c, Val *out) { *out = bi->fn(L, c); }
 
-static Val eval_inner(Lower *L, const Ast *a);
-
-static Val eval(Lower *L, const Ast *a)
+static void eval_call(Lower *L, const Ast *a, Val *out)
 {
-    if (!a) return verr((Loc){ 0, 0 });
-    if (L->depth >= MAX_EXPR_DEPTH) {
-        if (!L->too_deep) error_at(L, a->loc, "expression nested too deeply (more than %d levels)", MAX_EXPR_DEPTH);
-        L->too_deep = true;
-        return verr(a->loc);
+    const char *fn = a->u.call.fn;
+    const Builtin *bi = NULL;
+    for (int i = 0; i < NBUILTINS; i++)
+        if (strcmp(builtins[i].name, fn) == 0) { bi = &builtins[i]; break; }
+    if (!bi) {
+        unknown_function(L, a);
+    } else if (a->u.call.nargs > MAX_ARGS) {
+        diag_error(L->d, a->loc, "%s: too many arguments (at most %d)", fn, MAX_ARGS);
+    } else {
+        Call *c = call_new(L, a, bi);
+        bool ok = c && eval_args(L, bi, c);
+        if (ok) apply(L, bi, c, out);
+        gc_free(c);
+        if (ok) return;
     }
-    L->depth++;
-    Val v = eval_inner(L, a);
-    L->depth--;
-    return v;
+    set_error(out, a->loc);
 }
 
-static Val eval_inner(Lower *L, const Ast *a)
+NOT_IN_EVAL static void eval_leaf(Lower *L, const Ast *a, Val *out)
 {
     Val v;
     memset(&v, 0, sizeof v);
     v.loc = a->loc;
     switch (a->kind) {
-    case AST_INT: v.kind = V_NUM; v.num = (double)a->u.ival; v.ival = a->u.ival; v.is_int = true; return v;
-    case AST_FLOAT: v.kind = V_NUM; v.num = a->u.fval; return v;
-    case AST_STRING: v.kind = V_STR; v.str = a->u.str; return v;
-    case AST_NAME: return eval_name(L, a);
-    case AST_CALL: return eval_call(L, a);
-    case AST_BINARY: {
-        Val l = eval(L, a->u.bin.l), r = eval(L, a->u.bin.r);
-        OpKind op = a->u.bin.op == '+' ? OP_ADD : a->u.bin.op == '-' ? OP_SUB : a->u.bin.op == '*' ? OP_MUL : OP_DIV;
-        return binary(L, op, l, r, a->loc);
+    case AST_INT: v.kind = V_NUM; v.num = (double)a->u.ival; v.ival = a->u.ival; v.is_int = true; break;
+    case AST_FLOAT: v.kind = V_NUM; v.num = a->u.fval; break;
+    case AST_STRING: v.kind = V_STR; v.str = a->u.str; break;
+    case AST_NAME: v = eval_name(L, a); break;
+    case AST_KWARG: v = error_at(L, a->loc, "keyword argument '%s=' outside a call", a->u.kw.name); break;
+    default: v = verr(a->loc); break;
     }
-    case AST_NEG: {
-        Val x = eval(L, a->u.neg);
-        if (x.kind == V_NUM) { x.num = -x.num; x.ival = -x.ival; x.loc = a->loc; return x; }
-        if (x.kind == V_TENSOR) return vtensor(mk1(L, OP_NEG, x.node, a->loc), a->loc);
-        if (x.kind == V_ERROR) return verr(a->loc);
-        return error_at(L, a->loc, "cannot negate %s", val_kind_name(x.kind));
+    *out = v;
+}
+
+/* An operator applied to its operands' values. */
+NOT_IN_EVAL static void combine(Lower *L, const Ast *a, const Val *v, Val *out)
+{
+    Loc loc = a->loc;
+    if (a->kind == AST_BINARY) {
+        char o = a->u.bin.op;
+        *out = binary(L, o == '+' ? OP_ADD : o == '-' ? OP_SUB : o == '*' ? OP_MUL : OP_DIV, &v[0], &v[1], loc);
+    } else if (v->kind == V_NUM) {
+        *out = *v;
+        out->num = -v->num;
+        out->ival = -v->ival;
+        out->loc = loc;
+    } else if (v->kind == V_TENSOR) {
+        *out = vtensor(mk1(L, OP_NEG, v->node, loc), loc);
+    } else {
+        *out = v->kind == V_ERROR ? verr(loc) : error_at(L, loc, "cannot negate %s", val_kind_name(v->kind));
     }
-    case AST_KWARG:
-        return error_at(L, a->loc, "keyword argument '%s=' outside a call", a->u.kw.name);
-    case AST_KIND_COUNT: break;
+}
+
+/* The value of expression `a` into *out.  Recurses once per level of the tree, which
+ * the parser keeps within AST_MAX_DEPTH; so its frames hold only pointers: operands are
+ * evaluated into heap arrays, and combined by NOT_IN_EVAL functions, whose frames are
+ * on the stack only while they run (tests/deep.sh measures what that takes). */
+static void eval_into(Lower *L, const Ast *a, Val *out)
+{
+    if (!a) {
+        set_error(out, (Loc){ 0, 0 });
+        return;
     }
-    return verr(a->loc);
+    assert(a->height <= AST_MAX_DEPTH);
+    if (a->kind == AST_CALL) {
+        eval_call(L, a, out);
+        return;
+    }
+    if (a->kind != AST_BINARY && a->kind != AST_NEG) {
+        eval_leaf(L, a, out);
+        return;
+    }
+    bool bin = a->kind == AST_BINARY;
+    Val *v = gc_calloc(bin ? 2 : 1, sizeof *v);
+    if (!v) {
+        diag_plain(L->d, "out of memory");
+        set_error(out, a->loc);
+        return;
+    }
+    eval_into(L, bin ? a->u.bin.l : a->u.neg, &v[0]);
+    if (bin) eval_into(L, a->u.bin.r, &v[1]);
+    combine(L, a, v, out);
+    gc_free(v);
+}
+
+static Val eval(Lower *L, const Ast *a)
+{
+    Val v;
+    eval_into(L, a, &v);
+    return v;
 }
 
 /* ---- statements ------------------------------------------------------------------------------ */

@@ -2706,35 +2706,158 @@ START_TEST(robust_long_model)
 }
 END_TEST
 
-/* Nesting and chains as deep as a person might write, and deeper than the parser's
- * stack: an error, not a crash. */
-START_TEST(robust_deep_nesting)
+/* `y = ` then `open` n times, `leaf`, `close` n times (malloc'd). */
+static char *nested(const char *open, const char *leaf, const char *close, int n)
 {
     Buf b = { NULL, 0, 0 };
     const char *head = "input x: f32[B, 4]\ny = ";
     buf_insert(&b, 0, head, strlen(head));
-    for (int i = 0; i < 1000; i++) buf_insert(&b, b.len, "(", 1);
-    buf_insert(&b, b.len, "x", 1);
-    for (int i = 0; i < 1000; i++) buf_insert(&b, b.len, ")", 1);
-    for (int i = 0; i < 1000; i++) buf_insert(&b, b.len, " + x", 4);
-    for (int i = 0; i < 500; i++) buf_insert(&b, b.len, " * -relu(x)", 11);
+    for (int i = 0; i < n; i++) buf_insert(&b, b.len, open, strlen(open));
+    buf_insert(&b, b.len, leaf, strlen(leaf));
+    for (int i = 0; i < n; i++) buf_insert(&b, b.len, close, strlen(close));
     buf_insert(&b, b.len, "\noutput y\n", 10);
+    return b.p;
+}
+
+/* Each form of nesting, AST_MAX_DEPTH levels deep and one more (the innermost operand
+ * in brackets): the tree's height is exactly that (every call, operator, keyword
+ * argument and pair of brackets a level), and one level more is refused at the level
+ * that goes past, the outermost, with no second message.  (The
+ * command line's run of these under small stacks: tests/deep.sh.) */
+static const struct {
+    const char *open, *leaf, *close;
+    int per;              /* levels per repetition of open ... close */
+    int leaf_levels;
+} depth_forms[] = {
+    { "relu(", "x", ")", 1, 1 },
+    { "add(x, ", "x", ")", 1, 1 },
+    { "-", "x", "", 1, 1 },
+    { "(", "x", ")", 1, 1 },
+    { "x * -(", "x", ")", 3, 1 },
+    { "concat(x, axis=", "((-1))", ")", 2, 4 },  /* the call and its keyword: 2 levels; ((-1)): 4 */
+    { "", "x", " + x", 1, 1 },                  /* a chain: left operands nest */
+};
+
+START_TEST(robust_depth_limit)
+{
+    int per = depth_forms[_i].per, leaf = depth_forms[_i].leaf_levels;
+    int n = (AST_MAX_DEPTH - leaf) / per;
+    ck_assert_int_eq(n * per + leaf, AST_MAX_DEPTH);   /* the table's forms fit the limit exactly */
+    for (int more = 0; more <= 1; more++) {
+        char leafb[32];
+        snprintf(leafb, sizeof leafb, more ? "(%s)" : "%s", depth_forms[_i].leaf);
+        char *text = nested(depth_forms[_i].open, leafb, depth_forms[_i].close, n);
+        Parsed ps;
+        memset(&ps, 0, sizeof ps);
+        source_from_bytes(&ps.src, "t.net", text, strlen(text));
+        diag_init(&ps.d, &ps.src);
+        ps.p = parse_program(&ps.src, &ps.d);
+        ck_assert_ptr_nonnull(ps.p);
+        if (!more) {
+            ck_assert_msg(ps.d.nerrors == 0, "%d levels: %s", AST_MAX_DEPTH, ps.d.buf);
+            ck_assert_int_eq(ps.p->stmts[1]->expr->height, AST_MAX_DEPTH);
+        } else {
+            /* the outermost level is the one past the limit */
+            ck_assert_int_eq(ps.d.nerrors, 1);
+            char want[128];
+            snprintf(want, sizeof want, "t.net:2:5: error: expression nested too deeply (more than %d levels)\n", AST_MAX_DEPTH);
+            ck_assert_msg(strncmp(ps.d.buf, want, strlen(want)) == 0, "got %s", ps.d.buf);
+            ck_assert_ptr_null(ps.p->stmts[1]->expr);
+        }
+        parsed_free(&ps);
+        /* and through lowering: the error alone, or a graph (the concat form is not one) */
+        Comp c;
+        comp(&c, text);
+        if (more) ck_assert_int_eq(c.d.nerrors, 1);
+        else if (_i != 5) ck_assert_msg(c.rc == 0, "%s", msgs(&c));
+        comp_free(&c);
+        free(text);
+    }
+}
+END_TEST
+
+/* A deep expression is reported where it goes too deep and only there; the statements
+ * around it are still checked; deeper than the parser's own stack, one error. */
+START_TEST(robust_deep_nesting)
+{
+    /* past the limit inside a line: the relu at column 9 makes 1001 levels */
+    char *inner = nested("relu(", "x", ")", AST_MAX_DEPTH - 1);
+    Buf b = { NULL, 0, 0 };
+    buf_insert(&b, 0, inner, strlen(inner));
+    buf_insert(&b, 23, "x + relu(", 9);   /* after "input x: f32[B, 4]\ny = " */
+    buf_insert(&b, b.len - 10, ")", 1);
+    buf_insert(&b, b.len, "z = relux(x)\nw = (((x)))\noutput w\n", 33);
+    free(inner);
     Comp c;
-    comp_ok(&c, b.p);
-    ck_out_shape(c.g, "y", "[B, 4]");
+    comp(&c, b.p);
+    ck_assert_str_eq(first_line(&c), "t.net:2:9: error: expression nested too deeply (more than 1000 levels)");
+    ck_assert_msg(c.d.nerrors == 2 && strstr(msgs(&c), "t.net:4:5: error: unknown function 'relux'"), "%s", msgs(&c));
     comp_free(&c);
     free(b.p);
 
-    /* 20,000 open parentheses: more than the parser's stack holds */
+    /* deep but within the limit: 300 brackets, a chain of 300 terms, 100 more operators
+     * on its last operand */
+    b = (Buf){ NULL, 0, 0 };
+    const char *head = "input x: f32[B, 4]\ny = ";
+    buf_insert(&b, 0, head, strlen(head));
+    for (int i = 0; i < 300; i++) buf_insert(&b, b.len, "(", 1);
+    buf_insert(&b, b.len, "x", 1);
+    for (int i = 0; i < 300; i++) buf_insert(&b, b.len, ")", 1);
+    for (int i = 0; i < 300; i++) buf_insert(&b, b.len, " + x", 4);
+    for (int i = 0; i < 100; i++) buf_insert(&b, b.len, " * -relu(x)", 11);
+    buf_insert(&b, b.len, "\noutput y\n", 10);
+    comp_ok(&c, b.p);
+    ck_out_shape(c.g, "y", "[B, 4]");
+    ck_assert_int_eq(c.prog->stmts[1]->expr->height, 601);   /* x in 300 brackets, then 300 '+' */
+    comp_free(&c);
+    free(b.p);
+
+    /* 20,000 open brackets: the parser's stack is full long before the tree is built */
     b = (Buf){ NULL, 0, 0 };
     buf_insert(&b, 0, head, strlen(head));
     for (int i = 0; i < 20000; i++) buf_insert(&b, b.len, "(", 1);
     buf_insert(&b, b.len, "x\noutput y\n", 11);
     comp(&c, b.p);
     ck_assert_int_ne(c.rc, 0);
-    ck_assert_int_gt(c.d.nerrors, 0);
+    ck_assert_int_eq(c.d.nerrors, 1);
+    ck_assert_msg(strstr(msgs(&c), ": error: expression nested too deeply (more than 1000 levels)\n"), "%s", msgs(&c));
     comp_free(&c);
     free(b.p);
+}
+END_TEST
+
+/* The parser's stack grows on the heap past 200 symbols: when an allocation fails
+ * (that one or any other), the error says that memory ran out, not that the expression
+ * is too deep. */
+START_TEST(robust_parser_stack_oom)
+{
+    char *text = nested("(", "x", ")", 400);
+    long n = 0;
+    int oom_msgs = 0;
+    for (;; n++) {
+        ck_assert_int_lt(n, 100);
+        Comp c;
+        memset(&c, 0, sizeof c);
+        source_from_bytes(&c.src, "t.net", text, strlen(text));
+        diag_init(&c.d, &c.src);
+        c.d.cap = 1 << 16;   /* room for the messages, made before allocations fail */
+        c.d.buf = gc_malloc(c.d.cap);
+        ck_assert_ptr_nonnull(c.d.buf);
+        c.d.buf[0] = 0;
+        gc_mem_fail_after(n);
+        c.rc = compile_source(&c.src, &c.d, &c.prog, &c.g);
+        gc_mem_fail_after(-1);
+        bool done = c.rc == 0;
+        oom_msgs += strstr(msgs(&c), "out of memory while parsing") != NULL;
+        if (!done) {
+            ck_assert_msg(c.d.nerrors > 0, "allocation %ld failing: no error", n);
+            ck_assert_msg(!strstr(msgs(&c), "nested too deeply"), "allocation %ld failing: %s", n, msgs(&c));
+        }
+        comp_free(&c);
+        if (done) break;
+    }
+    ck_assert_int_gt(oom_msgs, 0);
+    free(text);
 }
 END_TEST
 
@@ -2818,7 +2941,9 @@ Suite *make_robust_suite(void)
     tcase_add_test(tc, robust_token_soup);
     tcase_add_test(tc, robust_ten_megabytes);
     tcase_add_test(tc, robust_long_model);
+    tcase_add_loop_test(tc, robust_depth_limit, 0, (int)(sizeof depth_forms / sizeof *depth_forms));
     tcase_add_test(tc, robust_deep_nesting);
+    tcase_add_test(tc, robust_parser_stack_oom);
     tcase_add_test(tc, robust_allocation_failure);
     tcase_add_test(tc, robust_allocation_failure_errors);
     suite_add_tcase(s, tc);
