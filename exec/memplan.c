@@ -100,14 +100,10 @@ static int plan_arena(const Graph *g, MemPlan *mp, StageMode stages, DiagSink *d
     mp->bin = gc_calloc(nz, sizeof *mp->bin);
     int32_t *span = gc_calloc(3 * nz, sizeof *span);   /* each stage's first and last call, and calls */
     bool *inplace = gc_calloc(nz, sizeof *inplace);
+    int rc = 0;
     if (!mp->offset || !mp->size || !mp->first || !mp->last || !root || !order || !placed || !cand || !best || !trial ||
-        !mp->stage || !mp->bin || !span || !inplace) {
-        diag_plain(d, "out of memory planning the arena");
-        gc_free(root); gc_free(order); gc_free(placed); gc_free(cand); gc_free(best); gc_free(trial);
-        gc_free(span); gc_free(inplace);
-        memplan_free(mp);
-        return -1;
-    }
+        !mp->stage || !mp->bin || !span || !inplace)
+        goto out_of_memory;
     for (int i = 0; i < n; i++) {
         const Node *nd = &g->nodes[i];
         root[i] = nd->op == OP_RESHAPE ? root[nd->in[0]] : i;   /* a view, of a fed input or a parameter too */
@@ -128,8 +124,15 @@ static int plan_arena(const Graph *g, MemPlan *mp, StageMode stages, DiagSink *d
             if (mp->last[r] < i) mp->last[r] = i;
         }
     for (int i = 0; i < g->noutputs; i++) mp->last[root[g->outputs[i].node]] = n;
-    /* the naive sum: every buffer its own memory, before any sharing */
-    for (int i = 0; i < 2 * n; i++) mp->naive += mp->size[i];
+    /* the naive sum: every buffer its own memory, before any sharing.  Every sum and
+     * offset below is at most this; a buffer is at most a few times 2^42 bytes
+     * (GRAPH_MAX_ELEMENTS), but there may be millions. */
+    for (int i = 0; i < 2 * n; i++)
+        if (__builtin_add_overflow(mp->naive, mp->size[i], &mp->naive)) {
+            diag_plain(d, "the step's buffers would need more than %s", bytes_str((double)INT64_MAX, (char[32]){ 0 }, 32));
+            rc = -1;
+            goto done;
+        }
     /* In place: an op marked safe for it (reading each element before writing it)
      * writes over its first input, or for an elementwise op any input, when that
      * input's buffer has no reader after it and has the output's size.  The two buffers
@@ -153,13 +156,7 @@ static int plan_arena(const Graph *g, MemPlan *mp, StageMode stages, DiagSink *d
     /* Parallel stages: a buffer used by any op of a stage is alive during all of it
      * (lifetimes widened to whole stages, still counted in nodes). */
     mp->nstages = stages_build(g, mp, inplace, pool_threads(), stages, mp->stage, mp->bin);
-    if (mp->nstages < 0) {
-        diag_plain(d, "out of memory planning the arena");
-        gc_free(root); gc_free(order); gc_free(placed); gc_free(cand); gc_free(best); gc_free(trial);
-        gc_free(span); gc_free(inplace);
-        memplan_free(mp);
-        return -1;
-    }
+    if (mp->nstages < 0) goto out_of_memory;
     for (int s = 0; s < mp->nstages; s++) span[3 * s] = n, span[3 * s + 1] = -1, span[3 * s + 2] = 0;
     for (int i = 0; i < n; i++) {
         int32_t *sp = &span[3 * mp->stage[i]];
@@ -200,7 +197,7 @@ static int plan_arena(const Graph *g, MemPlan *mp, StageMode stages, DiagSink *d
             switch (strategy) {
             case 0: c->key = size; c->key2 = life; break;
             case 1: c->key = life; c->key2 = size; break;
-            case 2: c->key = size * life; c->key2 = size; break;
+            case 2: c->key = __builtin_mul_overflow(size, life, &c->key) ? INT64_MAX : c->key; c->key2 = size; break;
             case 3: c->key = -(int64_t)mp->first[b]; c->key2 = size; break;
             case 4: c->key = scratch; c->key2 = size; break;      /* scratch first, at the bottom */
             default: c->key = !scratch; c->key2 = size; break;   /* scratch last, into the gaps */
@@ -235,6 +232,11 @@ static int plan_arena(const Graph *g, MemPlan *mp, StageMode stages, DiagSink *d
     for (int i = 0; i < n; i++)
         if (root[i] != i) mp->offset[i] = mp->offset[root[i]];
     mp->scratch_offset = mp->offset + n;
+    goto done;
+out_of_memory:
+    diag_plain(d, "out of memory planning the arena");
+    rc = -1;
+done:
     gc_free(root);
     gc_free(order);
     gc_free(placed);
@@ -243,7 +245,8 @@ static int plan_arena(const Graph *g, MemPlan *mp, StageMode stages, DiagSink *d
     gc_free(trial);
     gc_free(span);
     gc_free(inplace);
-    return 0;
+    if (rc) memplan_free(mp);
+    return rc;
 }
 
 int memplan_build(const Graph *g, MemPlan *mp, DiagSink *d)

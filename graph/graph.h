@@ -185,6 +185,23 @@ bool shape_eq(const Shape *a, const Shape *b);
 bool dim_eq(Dim a, Dim b);
 bool shape_concrete(const Shape *s);
 int64_t shape_numel(const Shape *s);        /* concrete shapes only; -1 on overflow */
+/* The largest tensor graphc describes: 2^40 elements (4.4 TB of f32), per example when
+ * its shape has unbound symbols.  Shape inference refuses a larger one (graph_size_ok),
+ * so every tensor of a bound graph has at most this many elements: its size in bytes,
+ * and a product of it with a few more such sizes (a kernel's scratch, a plan's sum),
+ * fit in 64 bits. */
+#define GRAPH_MAX_ELEMENTS ((int64_t)1 << 40)
+/* Elements of s, with bound symbols at their value and unbound ones at 1 (so per
+ * example); -1 when that overflows or a dimension is below 0. */
+int64_t shape_numel_bound(const Graph *g, const Shape *s);
+/* Whether a tensor of shape s and dtype dt can exist (at most GRAPH_MAX_ELEMENTS
+ * elements, per example); if not, an error at loc: "WHAT f32[...] would need 18.4 EB
+ * (per example); ...".  d may be NULL. */
+bool graph_size_ok(const Graph *g, const Shape *s, DType dt, const char *what, Loc loc, DiagSink *d);
+/* The same for node n's result, named by its parameter, input or op. */
+bool graph_node_size_ok(const Graph *g, const Node *n, DiagSink *d);
+/* "18.4 EB": a byte count in decimal units, for messages. */
+const char *bytes_str(double bytes, char *buf, size_t n);
 /* "[B, 28, 28, 1]" into buf (always NUL-terminated). */
 const char *shape_str(const Graph *g, const Shape *s, char *buf, size_t n);
 
@@ -209,7 +226,7 @@ int graph_bind(Graph *g, const char *sym, int64_t value, DiagSink *d);
 int graph_verify(const Graph *g, DiagSink *d);
 
 /* ---- analysis --------------------------------------------------------------------- */
-int64_t graph_param_count(const Graph *g);
+int64_t graph_param_count(const Graph *g);   /* INT64_MAX when the sum overflows */
 /* Multiply-adds counted as 2 FLOPs; with symbols bound to 1 this is per example. */
 double node_flops(const Graph *g, const Node *n);
 double graph_flops(const Graph *g);

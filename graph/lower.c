@@ -1028,9 +1028,6 @@ static Val eval(Lower *L, const Ast *a)
 
 /* ---- statements ------------------------------------------------------------------------------ */
 
-/* Largest tensor we agree to describe: 2^40 elements per example (4 TiB of f32). */
-#define MAX_ELEMENTS ((int64_t)1 << 40)
-
 static bool lower_type(Lower *L, const AstType *t, const char *what, Shape *shape, DType *dt, bool allow_sym)
 {
     if (strcmp(t->dtype, "f32") == 0) *dt = DT_F32;
@@ -1044,8 +1041,6 @@ static bool lower_type(Lower *L, const AstType *t, const char *what, Shape *shap
         return false;
     }
     shape->rank = t->rank;
-    int64_t total = 1;
-    int nsym = 0;
     for (int i = 0; i < t->rank; i++) {
         const AstDim *ad = &t->dims[i];
         if (ad->is_sym) {
@@ -1059,21 +1054,17 @@ static bool lower_type(Lower *L, const AstType *t, const char *what, Shape *shap
                 return false;
             }
             shape->d[i] = (Dim){ 1, (int16_t)s };
-            nsym++;
             continue;
         }
         if (ad->value < 1) {
             error_at(L, ad->loc, "%s: dimension %d is %lld; sizes must be at least 1", what, i, (long long)ad->value);
             return false;
         }
-        if (!gc_mul_i64(total, ad->value, &total) || total > MAX_ELEMENTS) {
-            error_at(L, ad->loc, "%s: the shape is too large (more than 2^40 elements%s)", what,
-                     nsym ? " per example" : "");
-            return false;
-        }
         shape->d[i] = (Dim){ ad->value, -1 };
     }
-    return true;
+    char whatc[300];
+    snprintf(whatc, sizeof whatc, "%s:", what);
+    return graph_size_ok(L->g, shape, *dt, whatc, t->loc, L->d);
 }
 
 static void lower_input(Lower *L, const Stmt *s)

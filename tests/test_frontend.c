@@ -1364,6 +1364,26 @@ START_TEST(shape_bind_mnist_values)
 }
 END_TEST
 
+/* A tensor of 2^40 elements per example is the largest there is: binding the batch to 1
+ * keeps it, to 2 makes it too large, and to 2^40 makes the product overflow: errors
+ * that name the tensor and the bytes it would need. */
+START_TEST(shape_bind_size_limit)
+{
+    Comp c;
+    comp_ok(&c, "input x: f32[B, 1048576]\nparam k: f32[1048576, 1, 1] = ones()\noutput y = k * x\n");
+    ck_out_shape(c.g, "y", "[1048576, B, 1048576]");
+    ck_assert_int_eq(graph_bind(c.g, "B", 1, &c.d), 0);
+    ck_assert_int_eq(shape_numel(&out(c.g, "y")->shape), GRAPH_MAX_ELEMENTS);
+    ck_assert_int_gt(graph_bind(c.g, "B", 2, &c.d), 0);
+    ck_assert_str_eq(first_line(&c), "t.net:3:12: error: mul: the result f32[1048576, 2, 1048576] would need 8.8 TB; "
+                                     "a tensor holds at most 2^40 elements (4.4 TB)");
+    diag_clear(&c.d);
+    ck_assert_int_gt(graph_bind(c.g, "B", (int64_t)1 << 40, &c.d), 0);
+    ck_assert_msg(strstr(msgs(&c), "input 'x': f32[1099511627776, 1048576] would need 4.6 EB") != NULL, "%s", msgs(&c));
+    comp_free(&c);
+}
+END_TEST
+
 START_TEST(shape_bind_unknown_symbol)
 {
     Comp c;
@@ -1389,6 +1409,7 @@ Suite *make_shape_suite(void)
     tcase_add_loop_test(tc, shape_bind_every_model, 0, NMODELS);
     tcase_add_test(tc, shape_bind_mnist_values);
     tcase_add_test(tc, shape_bind_unknown_symbol);
+    tcase_add_test(tc, shape_bind_size_limit);
     suite_add_tcase(s, tc);
     return s;
 }
@@ -1670,20 +1691,29 @@ static const struct LineCase {
     { "shape_too_large",
       "input x: f32[1000000, 1000000, 1000000]\n"
       "output x\n",
-      "t.net:1:32: error: input 'x': the shape is too large (more than 2^40 elements)", 1 },
+      "t.net:1:10: error: input 'x': f32[1000000, 1000000, 1000000] would need 4.0 EB; a tensor holds at most 2^40 elements (4.4 TB)", 1 },
     { "shape_too_large_per_example",
       "input x: f32[B, 1000000, 1000000, 1000000]\n"
       "output x\n",
-      "t.net:1:35: error: input 'x': the shape is too large (more than 2^40 elements per example)", 1 },
+      "t.net:1:10: error: input 'x': f32[B, 1000000, 1000000, 1000000] would need 4.0 EB per example; a tensor holds at most 2^40 elements (4.4 TB)", 1 },
     { "shape_overflow",
       "input x: f32[9223372036854775807, 9223372036854775807]\n"
       "output x\n",
-      "t.net:1:14: error: input 'x': the shape is too large (more than 2^40 elements)", 1 },
+      "t.net:1:10: error: input 'x': f32[9223372036854775807, 9223372036854775807] would need 3.4e+38 bytes; a tensor holds at most 2^40 elements (4.4 TB)", 1 },
     { "param_shape_too_large",
       "input x: f32[B, 4]\n"
       "param W: f32[2000000, 2000000] = zeros()\n"
       "output x\n",
-      "t.net:2:23: error: param 'W': the shape is too large (more than 2^40 elements)", 1 },
+      "t.net:2:10: error: param 'W': f32[2000000, 2000000] would need 16.0 TB; a tensor holds at most 2^40 elements (4.4 TB)", 1 },
+    { "layer_param_too_large",
+      "input x: f32[B, 2147483648]\n"
+      "output y = dense(x, units=2147483648 - 1)\n",
+      "t.net:2:12: error: dense/kernel f32[2147483648, 2147483647] would need 18.4 EB; a tensor holds at most 2^40 elements (4.4 TB)", 1 },
+    { "result_too_large",
+      "input x: f32[B, 1048576]\n"
+      "param c: f32[1048577, 1, 1] = ones()\n"
+      "output y = c * x\n",
+      "t.net:3:12: error: mul: the result f32[1048577, B, 1048576] would need 4.4 TB per example; a tensor holds at most 2^40 elements (4.4 TB)", 1 },
     { "int_literal_too_large",
       "input x: f32[B, 99999999999999999999]\n"
       "output x\n",
