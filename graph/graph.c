@@ -261,13 +261,19 @@ bool graph_node_size_ok(const Graph *g, const Node *n, DiagSink *d)
     return graph_size_ok(g, &n->shape, n->dtype, what, n->loc, d);
 }
 
-static size_t dim_str(const Graph *g, Dim d, char *buf, size_t n)
+static size_t dim_len(const Graph *g, Dim d, char *buf, size_t n)
 {
     int k;
-    if (d.sym < 0) k = snprintf(buf, n, "%lld", (long long)d.v);
+    if (d.sym < 0 || d.v == 0) k = snprintf(buf, n, "%lld", (long long)d.v);
     else if (d.v == 1) k = snprintf(buf, n, "%s", g->syms[d.sym]);
     else k = snprintf(buf, n, "%lld*%s", (long long)d.v, g->syms[d.sym]);
     return k < 0 ? 0 : (size_t)k;
+}
+
+const char *dim_str(const Graph *g, Dim d, char *buf, size_t n)
+{
+    if (n) dim_len(g, d, buf, n);
+    return buf;
 }
 
 const char *shape_str(const Graph *g, const Shape *s, char *buf, size_t n)
@@ -278,7 +284,7 @@ const char *shape_str(const Graph *g, const Shape *s, char *buf, size_t n)
     len += (size_t)snprintf(buf, n, "[");
     for (int i = 0; i < s->rank && len < n; i++) {
         if (i) len += (size_t)snprintf(buf + len, n - len, ", ");
-        if (len < n) len += dim_str(g, s->d[i], buf + len, n - len);
+        if (len < n) len += dim_len(g, s->d[i], buf + len, n - len);
     }
     if (len < n) snprintf(buf + len, n - len, "]");
     return buf;

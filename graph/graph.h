@@ -92,7 +92,13 @@ typedef union NodeAttr {
         WinAttr pool;                         /* the max pooling of its output */
     } convpool;
     struct { int axis; } concat;              /* CONCAT */
-    struct { int axis; int64_t off, len; } slice; /* SLICE: [off, off+len) along axis */
+    struct {                                  /* SLICE: [off, off+len) along axis */
+        int axis;
+        int64_t off, len;
+        Dim soff, slen;                       /* slen.v > 0: off and len are these with the
+                                               * symbols bound, set by shape inference (the
+                                               * gradient of a concat along the batch) */
+    } slice;
     struct { float rate; int stream; } dropout;   /* DROPOUT, DROPOUT_GRAD */
     struct { int kop; } unary;                /* UNARY_GRAD: the KUnary of the forward op */
     struct { int bucket; } allreduce;         /* ALLREDUCE, ALLREDUCE_WAIT: the bucket's tag */
@@ -204,6 +210,8 @@ bool graph_node_size_ok(const Graph *g, const Node *n, DiagSink *d);
 const char *bytes_str(double bytes, char *buf, size_t n);
 /* "[B, 28, 28, 1]" into buf (always NUL-terminated). */
 const char *shape_str(const Graph *g, const Shape *s, char *buf, size_t n);
+/* "2*B" into buf. */
+const char *dim_str(const Graph *g, Dim d, char *buf, size_t n);
 
 /* Infers shape and dtype of every node from its inputs and attributes, with the
  * bound symbols substituted.  Reports each problem at its node's .net line.

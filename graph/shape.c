@@ -399,7 +399,14 @@ static bool r_slice(Ctx *c, Node *n)
 {
     n->dtype = DT_F32;
     n->shape = *in_shape(c, n, 0);
-    n->shape.d[n->a.slice.axis].v = n->a.slice.len;
+    Dim len = { n->a.slice.len, -1 };
+    if (n->a.slice.slen.v > 0) {   /* multiples of a symbol: elements once it is bound */
+        Dim off = subst(c->g, n->a.slice.soff);
+        len = subst(c->g, n->a.slice.slen);
+        n->a.slice.off = off.sym < 0 ? off.v : 0;
+        n->a.slice.len = len.sym < 0 ? len.v : 0;
+    }
+    n->shape.d[n->a.slice.axis] = len;
     return true;
 }
 

@@ -2,7 +2,8 @@
  *
  * Gradients: the training graph's gradient of every parameter, read off an SGD step
  * with lr = 1 (w_before - w_after), against central finite differences of the loss
- * through the inference graph, on small models that use every differentiable op.
+ * through the inference graph, on small models that use every differentiable op, and
+ * on a table of one op and axis at a time (the batch among them) at batch 1 and 3.
  * Executors: the compiled plan against the interpreter on every model in models/.
  * Training: a tiny model to near-zero loss; one epoch of MNIST on a subset; the same
  * seed gives the same curve bit for bit; checkpoints round-trip and refuse damage. */
@@ -106,8 +107,9 @@ static double loss_of(const Graph *ig, Weights *w, void **feeds, DiagSink *d)
     return outv[li];
 }
 
-/* Checks every parameter's gradient in the model `text` with batch `batch`. */
-static void gradcheck(const char *text, int64_t batch, int32_t classes)
+/* Checks every parameter's gradient in the model `text` with batch `batch`; `what`
+ * names the case in a failure (or NULL). */
+static void gradcheck_case(const char *what, const char *text, int64_t batch, int32_t classes)
 {
     Compiled c;
     compile_str(&c, text);
@@ -155,8 +157,8 @@ static void gradcheck(const char *text, int64_t batch, int32_t classes)
             before.data[v][k] = keep;
             double numeric = (lp - lm) / (2.0 * eps);
             ck_assert_msg(tu_near(analytic, numeric, 5e-2, 2e-3),
-                          "d loss / d %s[%lld]: autodiff %.6g, finite differences %.6g", w.names[v], (long long)k,
-                          analytic, numeric);
+                          "%s%sbatch %lld: d loss / d %s[%lld]: autodiff %.6g, finite differences %.6g", what ? what : "",
+                          what ? ", " : "", (long long)batch, w.names[v], (long long)k, analytic, numeric);
             checked++;
         }
     }
@@ -168,6 +170,8 @@ static void gradcheck(const char *text, int64_t batch, int32_t classes)
     graph_free(ig);
     compiled_free_all(&c);
 }
+
+static void gradcheck(const char *text, int64_t batch, int32_t classes) { gradcheck_case(NULL, text, batch, classes); }
 
 START_TEST(grad_dense)
 {
@@ -246,6 +250,122 @@ START_TEST(grad_relu_reshape)
               "logits = dense(h, units=2)\n"
               "loss = cross_entropy(logits, y)\n"
               "train { data = synthetic(count=8)\nminimize = loss }\n", 3, 2);
+}
+END_TEST
+
+/* ---- every op's gradient, on every axis it takes, with a symbolic batch ----------------- */
+
+/* Each case routes parameters through one op on one axis (the batch B among them) to a
+ * loss; every one runs at batch 1 and at batch 3 (gradcheck: against finite
+ * differences).  The tail every case ends with: */
+#define GT_TRAIN "train { data = synthetic(count=8)\nminimize = loss }\n"
+static const struct GradCase {
+    const char *what, *text;
+} grad_cases[] = {
+    { "concat axis 0 (the batch)",
+      "input x: f32[B, 4]\ninput t: f32[B, 6]\n"
+      "h = concat(tanh(dense(x, units=3)), sigmoid(dense(x, units=3, name=\"b\")), axis=0)\n"
+      "loss = mse(reshape(h, B, 6), t)\n" GT_TRAIN },
+    { "concat axis 0 of B and 2*B (offsets in multiples of B)",
+      "input x: f32[B, 4]\ninput t: f32[B, 9]\n"
+      "a = tanh(dense(x, units=3))\nb = sigmoid(dense(x, units=3, name=\"b\"))\n"
+      "h = concat(b, concat(a, b, axis=0), axis=0)\n"
+      "loss = mse(reshape(h, B, 9), t)\n" GT_TRAIN },
+    { "concat axis 1 (-1)",
+      "input x: f32[B, 4]\ninput t: f32[B, 5]\n"
+      "h = concat(tanh(dense(x, units=3)), dense(x, units=2, name=\"b\"), axis=-1)\n"
+      "loss = mse(h, t)\n" GT_TRAIN },
+    { "concat rank 4, axis 0",
+      "input x: f32[B, 3, 2, 2]\ninput t: f32[B, 24]\nparam p: f32[3, 2, 2] = uniform(low=0.5, high=1.5)\n"
+      "h = concat(x * p, tanh(x * p + 1), axis=0)\n"
+      "loss = mse(reshape(h, B, 24), t)\n" GT_TRAIN },
+    { "concat rank 4, axis 1",
+      "input x: f32[B, 3, 2, 2]\ninput t: f32[B, 24]\nparam p: f32[3, 2, 2] = uniform(low=0.5, high=1.5)\n"
+      "h = concat(x * p, tanh(x * p + 1), axis=1)\n"
+      "loss = mse(flatten(h), t)\n" GT_TRAIN },
+    { "concat rank 4, axis 2",
+      "input x: f32[B, 3, 2, 2]\ninput t: f32[B, 24]\nparam p: f32[3, 2, 2] = uniform(low=0.5, high=1.5)\n"
+      "h = concat(x * p, tanh(x * p + 1), axis=2)\n"
+      "loss = mse(flatten(h), t)\n" GT_TRAIN },
+    { "concat rank 4, axis 3",
+      "input x: f32[B, 3, 2, 2]\ninput t: f32[B, 24]\nparam p: f32[3, 2, 2] = uniform(low=0.5, high=1.5)\n"
+      "h = concat(x * p, tanh(x * p + 1), axis=3)\n"
+      "loss = mse(flatten(h), t)\n" GT_TRAIN },
+    { "softmax and log_softmax over the last axis, rank 2",
+      "input x: f32[B, 4]\ninput y: i32[B]\n"
+      "h = softmax(dense(x, units=4)) * log_softmax(dense(x, units=4, name=\"b\"))\n"
+      "loss = cross_entropy(dense(h, units=3, name=\"c\"), y)\n" GT_TRAIN },
+    { "softmax and log_softmax over the last axis, rank 3",
+      "input x: f32[B, 2, 3]\ninput t: f32[B, 2, 3]\nparam p: f32[2, 3] = uniform(low=0.5, high=1.5)\n"
+      "loss = mse(softmax(x * p) + log_softmax(x * p * 2), t)\n" GT_TRAIN },
+    { "softmax and log_softmax over the batch (rank 1)",
+      "input x: f32[B, 4]\ninput t: f32[B]\n"
+      "h = reshape(dense(x, units=1), B)\n"
+      "loss = mse(softmax(h) + log_softmax(h * 2), t)\n" GT_TRAIN },
+    { "reshape merging the batch into one axis, and moving it",
+      "input x: f32[B, 4]\ninput t: f32[4, B]\nparam p: f32[4] = uniform(low=0.5, high=1.5)\n"
+      "h = reshape(reshape(x * p, -1) * 2, 2, B, 2)\n"
+      "loss = mse(reshape(tanh(h), 4, B), t)\n" GT_TRAIN },
+    { "broadcasting along the batch: add, sub, mul, div against [4], [1, 4] and [B, 1]",
+      "input x: f32[B, 4]\ninput t: f32[B, 4]\n"
+      "param p: f32[4] = uniform(low=0.5, high=1.5)\nparam q: f32[1, 4] = uniform(low=0.5, high=1.5)\n"
+      "c = dense(x, units=1)\n"
+      "h = (x + p) * q - c / (q + 1) + x / (p * q) - (c - p)\n"
+      "loss = mse(h, t)\n" GT_TRAIN },
+    { "matmul contracting the batch",
+      "input x: f32[B, 4]\ninput u: f32[3, B]\ninput t: f32[3, 5]\n"
+      "loss = mse(matmul(u, tanh(dense(x, units=5))), t)\n" GT_TRAIN },
+    { "matmul and dense, the batch in the rows",
+      "input x: f32[B, 4]\ninput y: i32[B]\nparam W: f32[4, 3] = glorot_uniform()\n"
+      "loss = cross_entropy(matmul(x, W) + dense(x, units=3), y)\n" GT_TRAIN },
+    { "elementwise: neg, relu, sigmoid, tanh, exp, log, sqrt",
+      "input x: f32[B, 4]\ninput t: f32[B, 4]\nparam p: f32[4] = uniform(low=0.5, high=1.5)\n"
+      "h = x * p - 0.5\n"
+      "loss = mse(-relu(h) + sigmoid(h) * tanh(h) + exp(h) / 4 + log(sigmoid(h) + 1) + sqrt(h * h + 1), t)\n" GT_TRAIN },
+    { "dropout at rate 0 (the identity: the inference graph drops it)",
+      "input x: f32[B, 4]\ninput t: f32[B, 3]\n"
+      "loss = mse(dropout(tanh(dense(x, units=3)), rate=0), t)\n" GT_TRAIN },
+    { "conv2d (layer, explicit filter, strides) over height and width",
+      "input x: f32[B, 5, 6, 2]\ninput t: f32[B, 3, 3, 2]\nparam w: f32[2, 2, 2, 2] = glorot_uniform()\n"
+      "h = conv2d(x, filters=2, kernel=3, padding=\"same\", stride=2) + conv2d(x, w, stride=2, padding=\"same\")\n"
+      "loss = mse(h, t)\n" GT_TRAIN },
+    { "maxpool and avgpool, valid and same",
+      "input x: f32[B, 5, 5, 2]\ninput t: f32[B, 2, 2, 2]\nparam p: f32[5, 5, 2] = uniform(low=0.5, high=1.5)\n"
+      "h = x * p\n"
+      "loss = mse(maxpool(h, size=2) + avgpool(h, size=3, stride=3, padding=\"same\"), t)\n" GT_TRAIN },
+    { "global_avgpool over height and width",
+      "input x: f32[B, 3, 4, 2]\ninput t: f32[B, 2]\nparam p: f32[3, 4, 2] = uniform(low=0.5, high=1.5)\n"
+      "loss = mse(global_avgpool(tanh(x * p)), t)\n" GT_TRAIN },
+    { "mse over rank 1 and rank 3",
+      "input x: f32[B, 2, 3]\ninput t: f32[B, 2, 3]\ninput s: f32[B]\nparam p: f32[2, 3] = uniform(low=0.5, high=1.5)\n"
+      "loss = mse(x * p, t) + mse(reshape(dense(flatten(x), units=1), B), s)\n" GT_TRAIN },
+};
+
+START_TEST(grad_table)
+{
+    const struct GradCase *gc = &grad_cases[_i / 2];
+    gradcheck_case(gc->what, gc->text, _i % 2 ? 3 : 1, 3);
+}
+END_TEST
+
+/* The table covers every op a .net file can differentiate, and concat on every axis. */
+START_TEST(grad_table_covers_every_op)
+{
+    bool seen[OP_COUNT] = { false }, concat_axis[4] = { false };
+    for (size_t k = 0; k < sizeof grad_cases / sizeof *grad_cases; k++) {
+        Compiled c;
+        compile_str(&c, grad_cases[k].text);
+        for (int i = 0; i < c.g->nnodes; i++) {
+            const Node *n = &c.g->nodes[i];
+            seen[n->op] = true;
+            if (n->op == OP_CONCAT && n->shape.rank == 4) concat_axis[n->a.concat.axis] = true;
+        }
+        compiled_free_all(&c);
+    }
+    for (int op = 0; op < OP_COUNT; op++)
+        if (autodiff_has_rule((OpKind)op) && op != OP_INPUT && op != OP_PARAM && op != OP_CONST && op != OP_ACCURACY)
+            ck_assert_msg(seen[op], "no gradient case uses %s", op_name((OpKind)op));
+    for (int a = 0; a < 4; a++) ck_assert_msg(concat_axis[a], "no gradient case concatenates rank 4 along axis %d", a);
 }
 END_TEST
 
@@ -1846,6 +1966,8 @@ static Suite *make_autodiff_suite(void)
     tcase_add_test(tc, grad_relu_reshape);
     tcase_add_test(tc, grad_conv_only);
     tcase_add_test(tc, grad_conv_valid);
+    tcase_add_loop_test(tc, grad_table, 0, 2 * (int)(sizeof grad_cases / sizeof *grad_cases));
+    tcase_add_test(tc, grad_table_covers_every_op);
     tcase_add_test(tc, unreachable_params);
     tcase_add_test(tc, op_tables_complete);
     suite_add_tcase(s, tc);
