@@ -339,6 +339,7 @@ int train_run(const Graph *fwd, const RunOptions *o, RunResult *r, Weights *w_ou
         tg = dp;
         if (!tg) goto out;
     }
+    t.minimize = tg->train.minimize;   /* the loss's id in tg, not in the model */
     tg->train = t;
     if (graph_bind(tg, fwd->syms[f.batch_sym], t.batch, d) != 0) goto out;
     if (weights_init(&w, tg, t.seed, d) != 0) goto out;

@@ -5,7 +5,8 @@
 #   test_train     executors, passes, fusions, memory plans, training runs
 #   test_data      data sources;  test_image  image files;  test_plot  SVG plots
 # Scripts: deep.sh (the deepest expressions the parser accepts under a 1 MB stack, and
-# one level more refused), golden.sh (dumps of every model against tests/golden/, the stderr of
+# one level more refused), regress.sh (models that once crashed past `graphc check`,
+# tests/regress/), golden.sh (dumps of every model against tests/golden/, the stderr of
 # `graphc check` on each tests/errors/*.net against its .err, exit codes; regenerate
 # with GOLDEN_UPDATE=1 top_srcdir=. top_builddir=. tests/golden.sh), resume.sh
 # (checkpoints and resume through the CLI), valgrind.sh, install.sh, mpi.sh.
@@ -36,8 +37,8 @@ tests_test_plot_SOURCES = tests/test_plot.c
 tests_test_plot_CFLAGS = $(TEST_CFLAGS)
 tests_test_plot_LDADD = $(TEST_LIBS)
 
-TESTS += tests/golden.sh tests/deep.sh tests/resume.sh tests/valgrind.sh tests/install.sh tests/mpi.sh
-EXTRA_DIST += tests/golden.sh tests/deep.sh tests/golden tests/errors tests/resume.sh tests/valgrind.sh tests/valgrind.net \
+TESTS += tests/golden.sh tests/deep.sh tests/regress.sh tests/resume.sh tests/valgrind.sh tests/install.sh tests/mpi.sh
+EXTRA_DIST += tests/golden.sh tests/deep.sh tests/regress.sh tests/regress tests/golden tests/errors tests/resume.sh tests/valgrind.sh tests/valgrind.net \
 	tests/install.sh tests/mpi.sh
 AM_TESTS_ENVIRONMENT += MAKE='$(MAKE)'; CC='$(CC)'; export MAKE CC;
 
