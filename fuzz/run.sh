@@ -1,6 +1,8 @@
 #!/bin/sh
 # Builds the libFuzzer targets with clang (ASan + UBSan + coverage on all of graphc's
-# library code) and runs each for a bounded time.  `make fuzz` calls this; FUZZ_SECONDS
+# library code) and runs each for a bounded time: frontend (model text, mutated),
+# modelgen (choice bytes that fuzz/modelgen.c turns into valid-looking models; both go
+# through fuzz/pipeline.c), idx and checkpoint.  `make fuzz` calls this; FUZZ_SECONDS
 # sets the time per target.  Crashes are written to fuzz-out/TARGET/ and fail the run;
 # each one found becomes a regression test (tests/test_frontend.c, tests/test_data.c).
 set -eu
@@ -20,8 +22,13 @@ for f in parser/parser.c parser/lexer.c; do
     if [ -f "$build/$f" ]; then lib="$lib $build/$f"; else lib="$lib $src/$f"; fi
 done
 # seeds
-mkdir -p "$out/seed-frontend" "$out/seed-idx" "$out/seed-checkpoint"
+mkdir -p "$out/seed-frontend" "$out/seed-modelgen" "$out/seed-idx" "$out/seed-checkpoint"
 cp "$src"/models/*.net "$src"/tests/errors/*.net "$out/seed-frontend/"
+# choice bytes: all zeros (the simplest model), and a few patterns
+head -c 64 /dev/zero > "$out/seed-modelgen/zeros"
+for k in 1 2 3 5 7 11; do
+    awk -v k=$k 'BEGIN { for (i = 0; i < 2048; i++) printf "%c", (i * k * 37 + k) % 251 + 1 }' > "$out/seed-modelgen/pattern$k"
+done
 printf '\0\0\10\1\0\0\0\3\1\2\3' > "$out/seed-idx/labels.idx"
 printf '\0\0\10\3\0\0\0\1\0\0\0\2\0\0\0\2\1\2\3\4' > "$out/seed-idx/images.idx"
 gzip -c "$out/seed-idx/images.idx" > "$out/seed-idx/images.idx.gz"
@@ -47,10 +54,12 @@ export CC objflags incs objdir
 printf '%s\n' $lib | xargs -P 2 -n 1 sh -c '$CC $objflags $incs -c "$1" -o "$objdir/$(echo "$1" | tr "/." "__").o"' sh
 objs=$(ls "$objdir"/*.o)
 status=0
-for t in frontend idx checkpoint; do
+for t in frontend modelgen idx checkpoint; do
     echo "fuzz: building $t"
+    extra=""
+    case $t in frontend | modelgen) extra="$src/fuzz/modelgen.c $src/fuzz/pipeline.c" ;; esac
     # shellcheck disable=SC2086
-    $CC $flags $incs "$src/fuzz/fuzz_$t.c" $objs $libs -o "$out/fuzz_$t"
+    $CC $flags $incs "$src/fuzz/fuzz_$t.c" $extra $objs $libs -o "$out/fuzz_$t"
     mkdir -p "$out/corpus-$t" "$out/$t"
     echo "fuzz: running $t for ${seconds}s"
     if ! "$out/fuzz_$t" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=4096 -max_len=65536 \

@@ -769,6 +769,13 @@ int lower_builtin_names(const char *const **names)
     return NBUILTINS;
 }
 
+const char *const *lower_builtin_keywords(const char *name)
+{
+    for (int i = 0; i < NBUILTINS; i++)
+        if (strcmp(builtins[i].name, name) == 0) return builtins[i].kwargs;
+    return NULL;
+}
+
 /* ---- expressions ----------------------------------------------------------------------------- */
 
 static Val eval(Lower *L, const Ast *a);
@@ -1187,6 +1194,8 @@ static void lower_output(Lower *L, const Stmt *s)
 static const char *const train_keys[] = {
     "data", "optimizer", "batch", "epochs", "steps", "seed", "minimize", "checkpoint", "shuffle", NULL,
 };
+
+const char *const *lower_train_keys(void) { return train_keys; }
 
 static bool entry_int(Lower *L, const TrainEntry *e, Val v, int64_t lo, int64_t hi, int64_t *out)
 {

@@ -1,6 +1,7 @@
 # Every test program and script of `make check`, declared here.  Check suites, one
 # binary per area, each linking the library:
 #   test_frontend  lexer/parser, lowering, shape inference, every diagnostic, robustness
+#                  (with fuzz/'s model generator and pipeline)
 #   test_kernels   the compute kernels against reference loops
 #   test_train     executors, passes, fusions, memory plans, training runs
 #   test_data      data sources;  test_image  image files;  test_plot  SVG plots
@@ -18,7 +19,7 @@ AM_TESTS_ENVIRONMENT = top_srcdir='$(top_srcdir)'; top_builddir='$(top_builddir)
 CHECK_SUITES = tests/test_frontend tests/test_kernels tests/test_train tests/test_data tests/test_image tests/test_plot
 check_PROGRAMS += $(CHECK_SUITES)
 TESTS += $(CHECK_SUITES)
-tests_test_frontend_SOURCES = tests/test_frontend.c
+tests_test_frontend_SOURCES = tests/test_frontend.c fuzz/modelgen.c fuzz/pipeline.c
 tests_test_frontend_CFLAGS = $(TEST_CFLAGS)
 tests_test_frontend_LDADD = $(TEST_LIBS)
 tests_test_kernels_SOURCES = tests/test_kernels.c tests/testutil.h

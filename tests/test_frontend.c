@@ -8,6 +8,8 @@
  * Tests that expose bugs in graphc are in the TCase "known_bugs", which is not part of
  * the suite: run them with GRAPHC_KNOWN_BUGS=1 tests/test_frontend.  Each says what
  * happens and what should. */
+#include "fuzz/modelgen.h"
+#include "fuzz/pipeline.h"
 #include "graph/graph.h"
 #include "graph/lower.h"
 #include "parser/ast.h"
@@ -2891,6 +2893,92 @@ START_TEST(robust_parser_stack_oom)
 }
 END_TEST
 
+/* ---- the model generator (fuzz/modelgen.c) -------------------------------------------- */
+
+static char *generated(uint64_t seed, uint64_t i, size_t *len)
+{
+    uint8_t b[4096];
+    for (size_t k = 0; k < sizeof b; k += 8) {
+        uint64_t r = rng_at(seed, i, k / 8);
+        memcpy(b + k, &r, 8);
+    }
+    char *text = modelgen(b, sizeof b, len);
+    ck_assert_ptr_nonnull(text);
+    return text;
+}
+
+/* The generator reaches what it promises: every builtin of lower.c's table and every
+ * train setting, tame models and wild ones, expressions past the nesting limit; and
+ * no choice bytes at all still make a model (the simplest). */
+START_TEST(robust_generator_covers_the_language)
+{
+    const char *const *names;
+    int nb = lower_builtin_names(&names);
+    const char *const *keys = lower_train_keys();
+    bool seen_fn[64] = { false }, seen_key[16] = { false };
+    int tame = 0, deep = 0;
+    for (uint64_t i = 0; i < 3000; i++) {
+        size_t len;
+        char *text = generated(31, i, &len);
+        ck_assert_uint_eq(strlen(text), len);
+        for (int k = 0; k < nb && k < 64; k++) {
+            char call[64];
+            snprintf(call, sizeof call, "%s(", names[k]);
+            seen_fn[k] |= strstr(text, call) != NULL;
+        }
+        for (int k = 0; keys[k] && k < 16; k++) {
+            char set[64];
+            snprintf(set, sizeof set, "  %s = ", keys[k]);
+            seen_key[k] |= strstr(text, set) != NULL;
+        }
+        tame += strncmp(text, "# modelgen: tame", 16) == 0;
+        deep += strstr(text, "relu(relu(relu(relu(relu(relu(relu(relu(") != NULL ||
+                strstr(text, " + h0 + h0 + h0 + h0 + h0 + h0 + h0 + h0") != NULL;
+        free(text);
+    }
+    for (int k = 0; k < nb && k < 64; k++) ck_assert_msg(seen_fn[k], "no generated model calls %s", names[k]);
+    for (int k = 0; keys[k] && k < 16; k++) ck_assert_msg(seen_key[k], "no generated model sets %s", keys[k]);
+    ck_assert_int_gt(tame, 1000);
+    ck_assert_int_lt(tame, 2000);
+    ck_assert_int_gt(deep, 5);
+    size_t len;
+    char *text = modelgen(NULL, 0, &len);
+    ck_assert_ptr_nonnull(text);
+    ck_assert_msg(fuzz_pipeline(text, len, true) == FUZZ_RAN, "the simplest model:\n%s", text);
+    free(text);
+}
+END_TEST
+
+/* Generated models and mutations of them through every stage (fuzz/pipeline.c: errors
+ * or a graph that verifies at each stage, and a step that both executors run bit for
+ * bit alike; a violation aborts).  Tame models compile. */
+START_TEST(robust_generated_models)
+{
+    int outcome[FUZZ_OUTCOME_COUNT] = { 0 }, tame = 0, tame_ok = 0;
+    for (uint64_t i = 0; i < 300; i++) {
+        size_t len;
+        char *text = generated(47, i, &len);
+        FuzzOutcome o = fuzz_pipeline(text, len, true);
+        outcome[o]++;
+        if (strncmp(text, "# modelgen: tame", 16) == 0) {
+            tame++;
+            tame_ok += o != FUZZ_REFUSED;
+        }
+        uint8_t b[64];
+        for (size_t k = 0; k < sizeof b; k++) b[k] = (uint8_t)rng_below(rng_at(48, i, k), 256);
+        size_t ml;
+        char *m = modelgen_mutate(text, len, b, sizeof b, &ml);
+        ck_assert_ptr_nonnull(m);
+        outcome[fuzz_pipeline(m, ml, true)]++;
+        free(m);
+        free(text);
+    }
+    ck_assert_int_ge(tame_ok * 100, tame * 95);
+    ck_assert_int_gt(outcome[FUZZ_RAN], 150);
+    ck_assert_int_gt(outcome[FUZZ_REFUSED], 150);
+}
+END_TEST
+
 /* ---- allocation failure ---------------------------------------------------------------- */
 
 /* Outcomes; the exit codes are unlike those of the sanitizers (1, 23) and abort(). */
@@ -2974,6 +3062,8 @@ Suite *make_robust_suite(void)
     tcase_add_loop_test(tc, robust_depth_limit, 0, (int)(sizeof depth_forms / sizeof *depth_forms));
     tcase_add_test(tc, robust_deep_nesting);
     tcase_add_test(tc, robust_parser_stack_oom);
+    tcase_add_test(tc, robust_generator_covers_the_language);
+    tcase_add_test(tc, robust_generated_models);
     tcase_add_test(tc, robust_allocation_failure);
     tcase_add_test(tc, robust_allocation_failure_errors);
     suite_add_tcase(s, tc);
