@@ -1,5 +1,6 @@
 /* The fuzz targets' pipeline.  See pipeline.h. */
 #include "fuzz/pipeline.h"
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -100,11 +101,9 @@ static void step_free(Step *s)
     for (int i = 0; i < 8; i++) free(s->out[i]);
 }
 
-/* A step in both executors, which must agree bit for bit (the one fusion that rounds
- * differently, a gradient GEMM inside its update, is off in the fuzz targets). */
-static bool run_both(const Graph *g)
+/* Random inputs for bound graph g: f32 in [-1, 1), labels below the logits' width. */
+static void **make_feeds(const Graph *g)
 {
-    if (!small_enough(g) || g->noutputs > 8) return false;
     void **feeds = calloc((size_t)g->ninputs + 1, sizeof *feeds);
     int32_t classes = 2;
     if (g->logits >= 0 && g->nodes[g->logits].shape.rank == 2) classes = (int32_t)g->nodes[g->logits].shape.d[1].v;
@@ -118,6 +117,32 @@ static bool run_both(const Graph *g)
             else ((float *)feeds[i])[k] = rng_unit(r) * 2 - 1;
         }
     }
+    return feeds;
+}
+
+static void free_feeds(const Graph *g, void **feeds)
+{
+    for (int i = 0; i < g->ninputs; i++) free(feeds[i]);
+    free(feeds);
+}
+
+/* Binds every symbol of g: the first to 2, the others to 3.  false after reporting. */
+static bool bind_all(Graph *g, DiagSink *d)
+{
+    for (int i = 0; i < g->nsyms; i++) {
+        int before = d->nerrors;
+        if (graph_bind(g, g->syms[i], i == 0 ? 2 : 3, d) != 0) {
+            refused(d, before, "binding");
+            return false;
+        }
+    }
+    return true;
+}
+
+/* A step in both executors, which must agree bit for bit (the one fusion that rounds
+ * differently, a gradient GEMM inside its update, is off in the fuzz targets). */
+static void run_both(const Graph *g, void **feeds)
+{
     Step a, b;
     run_step(g, MODE_INTERP, feeds, &a);
     run_step(g, MODE_COMPILED, feeds, &b);
@@ -136,9 +161,99 @@ static bool run_both(const Graph *g)
     }
     step_free(&a);
     step_free(&b);
-    for (int i = 0; i < g->ninputs; i++) free(feeds[i]);
-    free(feeds);
-    return true;
+}
+
+/* The loss of inference graph ig (an output "loss") for weights w; NaN if it fails. */
+static double loss_of(const Graph *ig, Weights *w, void **feeds)
+{
+    float out[8] = { 0 };
+    float *outs[8] = { 0 };
+    int li = -1;
+    for (int i = 0; i < ig->noutputs && i < 8; i++)
+        if (strcmp(ig->outputs[i].name, "loss") == 0) li = i;
+    if (li < 0) return NAN;
+    outs[li] = &out[li];
+    DiagSink d;
+    diag_init(&d, NULL);
+    StepEnv env = { .w = w, .training = false, .d = &d };
+    double l = interp_run(ig, (const void *const *)feeds, outs, &env, NULL) == 0 ? out[li] : NAN;
+    diag_free(&d);
+    return l;
+}
+
+static bool has_dropout(const Graph *g)
+{
+    for (int i = 0; i < g->nnodes; i++)
+        if (g->nodes[i].op == OP_DROPOUT && g->nodes[i].a.dropout.rate > 0) return true;
+    return false;
+}
+
+/* Every parameter's gradient, at a few elements, against central differences of the
+ * loss through the inference graph (tests/test_train.c's check, on any model): a step
+ * of plain SGD with lr 1 moves a parameter by minus its gradient.  For a model whose
+ * step is the same in training and inference (no dropout) and whose loss is finite
+ * and moderate; a kink (relu at 0, a tie in a max) within the difference's step could
+ * make a true gradient look wrong, so the tolerance is that of the tests. */
+static void check_gradients(const Graph *model, DiagSink *d)
+{
+    if (model->train.minimize < 0 || has_dropout(model)) return;
+    Graph *g = graph_clone(model);
+    if (!g) return;
+    g->train.optim = OPTIM_SGD;
+    g->train.momentum = 0;
+    g->train.nesterov = false;
+    Graph *tg = pass_autodiff(g, d), *ig = pass_inference(g, true, d);
+    Weights w = { 0 }, before = { 0 }, wi = { 0 };
+    void **feeds = NULL;
+    if (!tg || !ig || !bind_all(tg, d) || !bind_all(ig, d) || !small_enough(tg)) goto done;
+    if (weights_init(&w, tg, 7, d) || weights_init(&before, tg, 7, d) || weights_init(&wi, ig, 7, d)) goto done;
+    feeds = make_feeds(tg);
+    float out[8][1];
+    float *outs[8];
+    for (int i = 0; i < 8; i++) outs[i] = out[i];
+    StepEnv env = { .w = &w, .lr = 1, .training = true, .d = d };
+    if (tg->noutputs > 8 || interp_run(tg, (const void *const *)feeds, outs, &env, NULL) != 0) goto done;
+    weights_copy_matching(&wi, &before);
+    double base = loss_of(ig, &wi, feeds);
+    if (!(fabs(base) < 1e4)) goto done;
+    for (int v = 0; v < before.n; v++) {
+        if (before.roles[v] != VAR_PARAM) continue;
+        int64_t n = shape_numel(&before.shapes[v]);
+        int64_t at[3] = { 0, n / 2, n - 1 };
+        int vi = -1;
+        for (int k = 0; k < wi.n; k++)
+            if (strcmp(wi.names[k], before.names[v]) == 0) vi = k;
+        if (vi < 0) continue;
+        for (int j = 0; j < 3; j++) {
+            float *p = &wi.data[vi][at[j]], keep = *p;
+            const float eps = 1e-3f;
+            *p = keep + eps;
+            double lp = loss_of(ig, &wi, feeds);
+            *p = keep - eps;
+            double lm = loss_of(ig, &wi, feeds);
+            *p = keep;
+            double numeric = (lp - lm) / (2.0 * eps), analytic = (double)before.data[v][at[j]] - (double)w.data[v][at[j]];
+            if (!isfinite(numeric) || !isfinite(analytic) || fabs(lp - lm) > 1e3) continue;
+            /* at a kink the one-sided differences part, and any value between them is a
+             * gradient (a subgradient): only one outside both is wrong */
+            double right = (lp - base) / eps, left = (base - lm) / eps;
+            double tol = 5e-2 * fabs(numeric) + 2e-3 + 1e-4 * fabs(base);   /* + the loss's rounding */
+            double lo = (left < right ? left : right) - tol, hi = (left < right ? right : left) + tol;
+            if (fabs(analytic - numeric) > tol && !(analytic >= lo && analytic <= hi)) {
+                fprintf(stderr, "d loss / d %s[%lld]: autodiff %.6g, finite differences %.6g (loss %.6g)\n",
+                        before.names[v], (long long)at[j], analytic, numeric, base);
+                violated("a gradient disagrees with finite differences", NULL);
+            }
+        }
+    }
+done:
+    if (feeds) free_feeds(tg, feeds);
+    weights_free(&w);
+    weights_free(&before);
+    weights_free(&wi);
+    graph_free(tg);
+    graph_free(ig);
+    graph_free(g);
 }
 
 /* The graph after g (training or inference), bound, optimized and planned; true when
@@ -152,12 +267,7 @@ static bool later_stages(const Graph *g, DiagSink *d, bool run)
         return false;
     }
     verify(t, d, "train or infer");
-    bool bound = true;
-    for (int i = 0; i < t->nsyms && bound; i++) {
-        before = d->nerrors;
-        bound = graph_bind(t, t->syms[i], i == 0 ? 2 : 3, d) == 0;
-        if (!bound) refused(d, before, "binding");
-    }
+    bool bound = bind_all(t, d);
     if (bound) verify(t, d, "bound");
     before = d->nerrors;
     Graph *o = pass_optimize(t, NULL, d);
@@ -174,7 +284,13 @@ static bool later_stages(const Graph *g, DiagSink *d, bool run)
             refused(d, before, "memory planning");
         }
     }
-    bool ran = o && bound && run && run_both(t);
+    bool ran = o && bound && run && small_enough(t) && t->noutputs <= 8;
+    if (ran) {
+        void **feeds = make_feeds(t);
+        run_both(t, feeds);
+        free_feeds(t, feeds);
+        check_gradients(g, d);
+    }
     graph_free(o);
     graph_free(t);
     return ran;

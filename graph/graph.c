@@ -204,7 +204,9 @@ int64_t shape_numel(const Shape *s)
     return n;
 }
 
-int64_t shape_numel_bound(const Graph *g, const Shape *s)
+/* Elements of s, with bound symbols at their value and unbound ones at 1 (so per
+ * example); -1 when that overflows or a dimension is below 0. */
+static int64_t shape_numel_bound(const Graph *g, const Shape *s)
 {
     int64_t n = 1;
     for (int i = 0; i < s->rank; i++) {

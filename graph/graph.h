@@ -197,9 +197,6 @@ int64_t shape_numel(const Shape *s);        /* concrete shapes only; -1 on overf
  * and a product of it with a few more such sizes (a kernel's scratch, a plan's sum),
  * fit in 64 bits. */
 #define GRAPH_MAX_ELEMENTS ((int64_t)1 << 40)
-/* Elements of s, with bound symbols at their value and unbound ones at 1 (so per
- * example); -1 when that overflows or a dimension is below 0. */
-int64_t shape_numel_bound(const Graph *g, const Shape *s);
 /* Whether a tensor of shape s and dtype dt can exist (at most GRAPH_MAX_ELEMENTS
  * elements, per example); if not, an error at loc: "WHAT f32[...] would need 18.4 EB
  * (per example); ...".  d may be NULL. */

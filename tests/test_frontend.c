@@ -2950,8 +2950,9 @@ START_TEST(robust_generator_covers_the_language)
 END_TEST
 
 /* Generated models and mutations of them through every stage (fuzz/pipeline.c: errors
- * or a graph that verifies at each stage, and a step that both executors run bit for
- * bit alike; a violation aborts).  Tame models compile. */
+ * or a graph that verifies at each stage, a step that both executors run bit for bit
+ * alike, gradients that agree with finite differences; a violation aborts).  Tame
+ * models compile. */
 START_TEST(robust_generated_models)
 {
     int outcome[FUZZ_OUTCOME_COUNT] = { 0 }, tame = 0, tame_ok = 0;
