@@ -256,6 +256,8 @@ bool graph_size_ok(const Graph *g, const Shape *s, DType dt, const char *what, L
 
 bool graph_node_size_ok(const Graph *g, const Node *n, DiagSink *d)
 {
+    int64_t k = shape_numel_bound(g, &n->shape);
+    if (k >= 0 && k <= GRAPH_MAX_ELEMENTS) return true;   /* the common case, without naming it */
     char what[300];
     if (n->op == OP_PARAM) snprintf(what, sizeof what, "%s", g->vars[n->a.param.var].name);
     else if (n->op == OP_INPUT && n->name) snprintf(what, sizeof what, "input '%s':", n->name);
