@@ -1,23 +1,22 @@
 /* The public C API (include/graphc.h) over the library's modules. */
 #include <string.h>
 #include "config.h"
-#include "exec/executor.h"
-#include "kernels/kern.h"
+#include "exec/pipeline.h"
 #include "run/train.h"
 #include "graph/lower.h"
-#include "graph/passes.h"
 #include "include/graphc.h"
 
 struct graphc_model {
     Source src;
     DiagSink diag;
     Graph *fwd;                /* the model as lowered: symbols unbound */
-    Weights w;                 /* every var of the training graph (params first) */
+    Graph *layout;             /* the graph whose vars w holds: the training step's (with the
+                                * optimizer's state) when the model has a train block, else NULL (fwd's) */
+    Weights w;
+    Pool *pool;                /* the model's threads: two models never share one */
     int x_input;               /* the example input, in fwd->inputs */
-    /* inference and training graphs and their compiled plans, for the last batch size */
-    Graph *infer, *train;
-    Executor *infer_ex, *train_ex;
-    int64_t infer_batch, train_batch;
+    /* the inference and training steps, for the last batch size of each */
+    Step infer, train;
     int64_t steps;             /* training steps taken */
 };
 
@@ -28,18 +27,20 @@ const char *graphc_diagnostics(const graphc_model *m)
     return m && m->diag.buf ? m->diag.buf : "";
 }
 
+static const Graph *layout(const graphc_model *m) { return m->layout ? m->layout : m->fwd; }
+
 static graphc_status finish_compile(graphc_model *m)
 {
     if (compile_source(&m->src, &m->diag, NULL, &m->fwd) != 0) return GRAPHC_ERR_MODEL;
     m->x_input = -1;
     for (int i = 0; i < m->fwd->ninputs && m->x_input < 0; i++)
         if (m->fwd->nodes[m->fwd->inputs[i]].dtype == DT_F32) m->x_input = i;
-    /* the weights of the training graph when there is one, so optimizer state exists */
-    Graph *t = m->fwd->train.minimize >= 0 ? pass_autodiff(m->fwd, &m->diag) : NULL;
-    int rc = weights_init(&m->w, t ? t : m->fwd, m->fwd->train.seed, &m->diag);
-    graph_free(t);
-    kern_blas_threads(0);
-    return rc == 0 ? GRAPHC_OK : GRAPHC_ERR_MEMORY;
+    /* the weights of the training step when there is one, so optimizer state exists */
+    if (m->fwd->train.minimize >= 0 && !(m->layout = pipeline_base(m->fwd, FOR_TRAINING, 1, 0, &m->diag)))
+        return GRAPHC_ERR_MODEL;
+    m->pool = pool_new(0);
+    if (!m->pool) return GRAPHC_ERR_MEMORY;
+    return weights_init(&m->w, layout(m), m->fwd->train.seed, &m->diag) == 0 ? GRAPHC_OK : GRAPHC_ERR_MEMORY;
 }
 
 graphc_status graphc_compile_string(const char *name, const char *source, graphc_model **out)
@@ -75,11 +76,11 @@ graphc_status graphc_compile_file(const char *path, graphc_model **out)
 void graphc_free(graphc_model *m)
 {
     if (!m) return;
-    executor_free(m->infer_ex);
-    executor_free(m->train_ex);
-    graph_free(m->infer);
-    graph_free(m->train);
+    step_free(&m->infer);
+    step_free(&m->train);
     weights_free(&m->w);
+    pool_free(m->pool);
+    graph_free(m->layout);
     graph_free(m->fwd);
     diag_free(&m->diag);
     source_free(&m->src);
@@ -96,9 +97,7 @@ static bool ready(graphc_model *m)
 graphc_status graphc_load_weights(graphc_model *m, const char *path)
 {
     if (!ready(m)) return GRAPHC_ERR_ARG;
-    Graph *t = m->fwd->train.minimize >= 0 ? pass_autodiff(m->fwd, &m->diag) : NULL;
-    int rc = checkpoint_load(path, t ? t : m->fwd, &m->w, &m->diag);
-    graph_free(t);
+    int rc = checkpoint_load(path, layout(m), &m->w, &m->diag);
     if (rc == 0) m->steps = m->w.step;
     return rc == 0 ? GRAPHC_OK : GRAPHC_ERR_FILE;
 }
@@ -106,10 +105,8 @@ graphc_status graphc_load_weights(graphc_model *m, const char *path)
 graphc_status graphc_save_weights(graphc_model *m, const char *path)
 {
     if (!ready(m)) return GRAPHC_ERR_ARG;
-    Graph *t = m->fwd->train.minimize >= 0 ? pass_autodiff(m->fwd, &m->diag) : NULL;
     m->w.step = m->steps;
-    int rc = checkpoint_save(path, t ? t : m->fwd, &m->w, m->fwd->train.seed, &m->diag);
-    graph_free(t);
+    int rc = checkpoint_save(path, layout(m), &m->w, m->fwd->train.seed, &m->diag);
     return rc == 0 ? GRAPHC_OK : GRAPHC_ERR_FILE;
 }
 
@@ -133,31 +130,14 @@ int64_t graphc_output_size(const graphc_model *m)
     return n;
 }
 
-/* Builds (once per batch size) the graph and the compiled plan of a step. */
-static graphc_status prepare(graphc_model *m, bool training, int64_t batch)
+/* Compiles (once per batch size) the step of a purpose. */
+static graphc_status step_for(graphc_model *m, Purpose purpose, int64_t batch)
 {
-    Graph **g = training ? &m->train : &m->infer;
-    Executor **ex = training ? &m->train_ex : &m->infer_ex;
-    int64_t *have = training ? &m->train_batch : &m->infer_batch;
-    if (*g && *have == batch) return GRAPHC_OK;
-    executor_free(*ex);
-    graph_free(*g);
-    *ex = NULL;
-    *g = training ? pass_autodiff(m->fwd, &m->diag) : pass_inference(m->fwd, false, &m->diag);
-    if (!*g) return GRAPHC_ERR_MODEL;
-    const Shape *xs = &x_node(m)->shape;
-    if (xs->d[0].sym < 0) {
-        if (xs->d[0].v != batch) {
-            diag_plain(&m->diag, "the model's batch is fixed at %lld, not %lld", (long long)xs->d[0].v, (long long)batch);
-            return GRAPHC_ERR_ARG;
-        }
-    } else if (graph_bind(*g, m->fwd->syms[xs->d[0].sym], batch, &m->diag) != 0) {
-        return GRAPHC_ERR_ARG;
-    }
-    *ex = executor_plan(MODE_COMPILED, *g, &m->w, &m->diag);
-    if (!*ex) return GRAPHC_ERR_MEMORY;
-    *have = batch;
-    return GRAPHC_OK;
+    Step *s = purpose == FOR_TRAINING ? &m->train : &m->infer;
+    if (s->ex && s->batch == batch) return GRAPHC_OK;
+    step_free(s);
+    CompileOptions co = { .mode = MODE_COMPILED, .pool = m->pool };
+    return prepare(m->fwd, purpose, batch, &co, &m->w, s, &m->diag) == 0 ? GRAPHC_OK : GRAPHC_ERR_ARG;
 }
 
 graphc_status graphc_predict(graphc_model *m, int64_t batch, const float *input, float *output, size_t output_len)
@@ -172,15 +152,15 @@ graphc_status graphc_predict(graphc_model *m, int64_t batch, const float *input,
                    (long long)(batch * graphc_output_size(m)));
         return GRAPHC_ERR_ARG;
     }
-    graphc_status st = prepare(m, false, batch);
+    graphc_status st = step_for(m, FOR_INFERENCE, batch);
     if (st != GRAPHC_OK) return st;
     /* the labels input (if any) is not read at inference; give it the example buffer */
     const void *feeds[8];
-    if (m->infer->ninputs > 8) return GRAPHC_ERR_ARG;
-    for (int i = 0; i < m->infer->ninputs; i++) feeds[i] = input;
+    if (m->infer.graph->ninputs > 8) return GRAPHC_ERR_ARG;
+    for (int i = 0; i < m->infer.graph->ninputs; i++) feeds[i] = input;
     float *outs[16] = { output };
     StepEnv env = { .w = &m->w, .d = &m->diag };
-    return executor_run(m->infer_ex, feeds, outs, &env) == 0 ? GRAPHC_OK : GRAPHC_ERR_RUN;
+    return executor_run(m->infer.ex, feeds, outs, &env) == 0 ? GRAPHC_OK : GRAPHC_ERR_RUN;
 }
 
 graphc_status graphc_train_step(graphc_model *m, int64_t batch, const float *input, const int32_t *labels,
@@ -191,7 +171,7 @@ graphc_status graphc_train_step(graphc_model *m, int64_t batch, const float *inp
         diag_plain(&m->diag, "graphc_train_step: needs a train block, one input of examples, one of labels, and buffers");
         return GRAPHC_ERR_ARG;
     }
-    graphc_status st = prepare(m, true, batch);
+    graphc_status st = step_for(m, FOR_TRAINING, batch);
     if (st != GRAPHC_OK) return st;
     const void *feeds[2];
     for (int i = 0; i < 2; i++) feeds[i] = m->fwd->inputs[i] == m->fwd->label_input ? (const void *)labels : input;
@@ -201,7 +181,7 @@ graphc_status graphc_train_step(graphc_model *m, int64_t batch, const float *inp
     StepEnv env = { .w = &m->w, .step = m->steps, .seed = t->seed, .lr = t->lr, .momentum = t->momentum,
                     .beta1 = t->beta1, .beta2 = t->beta2, .eps = t->eps, .nesterov = t->nesterov,
                     .training = true, .d = &m->diag };
-    if (executor_run(m->train_ex, feeds, outs, &env) != 0) return GRAPHC_ERR_RUN;
+    if (executor_run(m->train.ex, feeds, outs, &env) != 0) return GRAPHC_ERR_RUN;
     m->steps++;
     if (loss) *loss = lv;
     if (accuracy) *accuracy = av;

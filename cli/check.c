@@ -2,9 +2,9 @@
 #include <getopt.h>
 #include <string.h>
 #include "cli/cli.h"
+#include "exec/pipeline.h"
 #include "graph/passes.h"
-#include "exec/compiled.h"
-#include "kernels/kern.h"
+#include "util/outfile.h"
 
 static const char check_usage[] =
     "usage: graphc check FILE.net\n"
@@ -110,9 +110,19 @@ static const char dump_usage[] =
     "  ast     the syntax tree, as parsed\n"
     "  graph   the dataflow graph of primitive ops, shapes inferred (default)\n"
     "  train   the training step: forward, backward and optimizer update in one graph\n"
-    "  cse     the training step after common subexpression elimination\n"
-    "  folded  ... then constant folding and dead code elimination\n"
-    "  fused   ... then fusion: the graph the compiled plan runs\n"
+    "  then, each after the one before, the compiler's passes:\n"
+    "  cse               common subexpressions merged\n"
+    "  folded            scalar constants folded, dead code removed\n"
+    "  bias_act          conv2d/matmul + bias + activation as one op\n"
+    "  maxpool_grad_relu a relu's gradient inside the max pool's gradient\n"
+    "  update_all        the updates at the end of the step as one op\n"
+    "  conv_maxpool      a convolution and its max pool as one op (no training step)\n"
+    "  elementwise       chains of elementwise ops as one loop\n"
+    "  pool_indices      max pooling through the index of each maximum\n"
+    "  early_updates     a large gradient's update right after its last input\n"
+    "  gemm_updates      a weight gradient's GEMM inside its update\n"
+    "  dense_backward    a dense layer's backward with its update as one op\n"
+    "  fused   after every pass: the graph the compiled plan runs\n"
     "  planned the memory plan of the fused step, bound to --batch N (default: the\n"
     "          train block's) and planned for --threads N (default: all cores, as run):\n"
     "          buffers, offsets, lifetimes, parallel stages; formats text and svg\n"
@@ -123,6 +133,27 @@ static const char dump_usage[] =
     "Formats: text (default; stable, readable), dot (Graphviz), json (for tools), svg (planned).\n"
     "-o OUT writes to a file instead of standard output.\n";
 
+
+/* The stage's graph: the lowered model, or the pipeline stopped at the stage (unbound,
+ * or bound and planned for "planned"); NULL after reporting. */
+static int dump_step(const Model *m, const char *stage, bool infer, int64_t ranks, int64_t batch, int64_t threads,
+                     Step *s, DiagSink *d)
+{
+    bool planned = strcmp(stage, "planned") == 0;
+    CompileOptions co = { .mode = MODE_COMPILED, .ranks = (int)ranks, .threads = threads ? (int)threads : pool_cores(),
+                          .stop_after = planned ? NULL : stage };
+    return prepare(m->graph, infer ? FOR_INFERENCE : FOR_TRAINING, planned ? (batch ? batch : m->graph->train.batch) : 0,
+                   &co, NULL, s, d);
+}
+
+/* Is `stage` one of the pipeline's (train, infer, a pass, fused, planned)? */
+static bool pipeline_stage_name(const char *stage)
+{
+    if (strcmp(stage, "infer") == 0 || strcmp(stage, "planned") == 0) return true;
+    for (int i = 0; pipeline_stage(i); i++)
+        if (strcmp(stage, pipeline_stage(i)) == 0) return true;
+    return false;
+}
 
 int cmd_dump(int argc, char **argv)
 {
@@ -153,23 +184,29 @@ int cmd_dump(int argc, char **argv)
         }
     }
     if (optind != argc - 1) return cli_usage_error("dump", optind == argc ? "missing FILE" : "expected one FILE");
-    static const char *const stages[] = { "ast", "graph", "train", "cse", "folded", "fused", "planned" };
     static const char *const formats[] = { "text", "dot", "json", "svg" };
-    int si = -1, fi = -1;
-    for (int i = 0; i < 7; i++)
-        if (strcmp(stage, stages[i]) == 0) si = i;
+    enum { F_TEXT, F_DOT, F_JSON, F_SVG };
+    bool ast = strcmp(stage, "ast") == 0, planned = strcmp(stage, "planned") == 0;
+    int fi = -1;
     for (int i = 0; i < 4; i++)
         if (strcmp(format, formats[i]) == 0) fi = i;
-    if (si < 0) return cli_usage_error("dump", "unknown stage '%s' (stages: ast, graph, train, cse, folded, fused, planned)", stage);
+    if (!ast && strcmp(stage, "graph") != 0 && !pipeline_stage_name(stage)) {
+        char list[512] = "ast, graph";
+        for (int i = 0; pipeline_stage(i); i++) {
+            strncat(list, ", ", sizeof list - strlen(list) - 1);
+            strncat(list, pipeline_stage(i), sizeof list - strlen(list) - 1);
+        }
+        return cli_usage_error("dump", "unknown stage '%s' (stages: %s, planned)", stage, list);
+    }
     if (fi < 0) return cli_usage_error("dump", "unknown format '%s' (formats: text, dot, json, svg)", format);
-    if (si == 6 && fi != 0 && fi != 3) return cli_usage_error("dump", "the planned stage has text and svg forms");
-    if (si != 6 && fi == 3) return cli_usage_error("dump", "svg is the form of the planned stage");
-    if (si == 0 && fi == 1) return cli_usage_error("dump", "the ast stage has no dot form (use text or json)");
+    if (planned && fi != F_TEXT && fi != F_SVG) return cli_usage_error("dump", "the planned stage has text and svg forms");
+    if (!planned && fi == F_SVG) return cli_usage_error("dump", "svg is the form of the planned stage");
+    if (ast && fi == F_DOT) return cli_usage_error("dump", "the ast stage has no dot form (use text or json)");
     if (infer && ranks > 1) return cli_usage_error("dump", "--infer and --ranks: ranks split a training step, not inference");
 
     Model m;
     int rc = EXIT_OK;
-    if (si == 0) {
+    if (ast) {
         /* The tree alone: no lowering, so a file with semantic errors can still be seen. */
         memset(&m, 0, sizeof m);
         diag_init(&m.diag, NULL);
@@ -186,73 +223,42 @@ int cmd_dump(int argc, char **argv)
         cli_free_model(&m);
         return EXIT_BAD_INPUT;
     }
-    Graph *g = m.graph, *owned = NULL;
-    if (si >= 2) {
-        Graph *t = infer ? pass_inference(m.graph, false, &m.diag) : stage_train(m.graph, (int)ranks, &m.diag);
-        if (t && si >= 3) {
-            owned = pass_optimize(t, si == 6 ? "fused" : stages[si], &m.diag);
-            graph_free(t);
-        } else {
-            owned = t;
-        }
-        g = owned;
-        if (!g) { diag_flush(&m.diag, stderr); cli_free_model(&m); return EXIT_BAD_INPUT; }
-    }
-    MemPlan mp;
-    memset(&mp, 0, sizeof mp);
-    if (si == 6) {
-        /* bind the batch and plan, as the compiled executor would, for as many threads */
-        kern_blas_threads((int)threads);
-        const char *sym = NULL;
-        for (int i = 0; i < g->ninputs && !sym; i++) {
-            const Node *in = &g->nodes[g->inputs[i]];
-            if (in->tshape.rank > 0 && in->tshape.d[0].sym >= 0) sym = g->syms[in->tshape.d[0].sym];
-        }
-        if ((sym && graph_bind(g, sym, batch ? batch : g->train.batch, &m.diag) != 0) || memplan_build(g, &mp, &m.diag) != 0) {
+    const Graph *g = m.graph;
+    Step step = { 0 };
+    if (!ast && strcmp(stage, "graph") != 0) {
+        if (dump_step(&m, stage, infer, ranks, batch, threads, &step, &m.diag) != 0) {
             diag_flush(&m.diag, stderr);
-            memplan_free(&mp);
-            graph_free(owned);
             cli_free_model(&m);
             return EXIT_BAD_INPUT;
         }
+        g = step.run;
     }
     FILE *out = stdout;
-    char *tmp = NULL;
-    if (outpath) {
-        /* Written beside the target and renamed over it: never a half-written file. */
-        size_t n = strlen(outpath) + 8;
-        tmp = gc_malloc(n);
-        snprintf(tmp, n, "%s.tmp", outpath);
-        out = fopen(tmp, "w");
-        if (!out) {
-            perror(outpath);
-            gc_free(tmp);
-            graph_free(owned);
-            cli_free_model(&m);
-            return EXIT_BAD_INPUT;
-        }
+    OutFile of;
+    if (outpath && !(out = outfile_open(&of, outpath, "dump", &m.diag))) {
+        diag_flush(&m.diag, stderr);
+        step_free(&step);
+        cli_free_model(&m);
+        return EXIT_BAD_INPUT;
     }
-    if (si == 0) {
-        if (fi == 0) ast_dump_text(m.prog, &m.src, out);
+    if (ast) {
+        if (fi == F_TEXT) ast_dump_text(m.prog, &m.src, out);
         else ast_dump_json(m.prog, &m.src, out);
-    } else if (si == 6) {
-        if (fi == 0) memplan_dump_text(g, &mp, out);
-        else memplan_dump_svg(g, &mp, out);
-    } else if (fi == 0) graph_dump_text(g, out);
-    else if (fi == 1) graph_dump_dot(g, out);
+    } else if (planned) {
+        if (fi == F_TEXT) memplan_dump_text(g, &step.plan, out);
+        else memplan_dump_svg(g, &step.plan, out);
+    } else if (fi == F_TEXT) graph_dump_text(g, out);
+    else if (fi == F_DOT) graph_dump_dot(g, out);
     else graph_dump_json(g, out);
     if (outpath) {
-        if (fclose(out) != 0 || rename(tmp, outpath) != 0) {
-            perror(outpath);
-            remove(tmp);
+        if (outfile_commit(&of, &m.diag) != 0) {
+            diag_flush(&m.diag, stderr);
             rc = EXIT_BAD_INPUT;
         }
-        gc_free(tmp);
     } else if (fflush(stdout) != 0) {
         rc = EXIT_BAD_INPUT;
     }
-    memplan_free(&mp);
-    graph_free(owned);
+    step_free(&step);
     cli_free_model(&m);
     return rc;
 }

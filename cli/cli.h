@@ -28,15 +28,13 @@ int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format
 bool cli_parse_i64(const char *cmd, const char *flag, const char *s, int64_t lo, int64_t hi, int64_t *out);
 bool cli_parse_f64(const char *cmd, const char *flag, const char *s, double lo, double hi, double *out);
 
-/* The training graph of a model (graphc dump --stage train), as one of `ranks` ranks
- * of a data-parallel job when ranks > 1 (with its allreduce ops). */
-Graph *stage_train(const Graph *g, int ranks, DiagSink *d);
-
 int cmd_check(int argc, char **argv);
 int cmd_dump(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_predict(int argc, char **argv);
+int cmd_export(int argc, char **argv);
+int cmd_import(int argc, char **argv);
 
 #endif

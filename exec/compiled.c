@@ -2,8 +2,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include "exec/compiled.h"
-#include "graph/passes.h"
-#include "util/pool.h"
 
 /* ---- the plan ------------------------------------------------------------------------- */
 
@@ -14,8 +12,8 @@ typedef struct FeedSlot {
 } FeedSlot;
 
 struct CompiledPlan {
-    const Graph *g;          /* the graph executed: the caller's, after the plan's passes */
-    Graph *owned;            /* that graph, owned by the plan */
+    const Graph *g;          /* the graph executed (the caller's, after the compiler's passes) */
+    Pool *pool;              /* its threads: the scratch is sized for them */
     MemPlan mp;
     unsigned char *arena;
     KCall *calls;
@@ -28,7 +26,6 @@ struct CompiledPlan {
     int nfeeds;
     void **out_ptr;          /* data of each graph output */
     size_t *out_bytes;
-    int threads;             /* the pool's threads when planned: the scratch is sized for them */
 };
 
 /* The node whose buffer a value is: itself, or what a chain of reshapes views. */
@@ -47,16 +44,23 @@ static void *node_data(CompiledPlan *p, Weights *w, int32_t id)
     return p->arena + p->mp.offset[id];
 }
 
-CompiledPlan *compiled_plan(const Graph *g, Weights *w, DiagSink *d)
+CompiledPlan *compiled_plan(const Graph *g, Weights *w, Pool *pool, MemPlan *mp, DiagSink *d)
 {
     CompiledPlan *p = gc_calloc(1, sizeof *p);
-    if (!p) { diag_plain(d, "out of memory"); return NULL; }
-    /* the compiler's passes, decided once here */
-    p->owned = pass_optimize(g, NULL, d);
-    if (!p->owned) { gc_free(p); return NULL; }
-    g = p->g = p->owned;
-    p->threads = pool_threads();
-    if (memplan_build(g, &p->mp, d) != 0) { graph_free(p->owned); gc_free(p); return NULL; }
+    if (!p) {
+        memplan_free(mp);
+        diag_plain(d, "out of memory");
+        return NULL;
+    }
+    p->g = g;
+    p->pool = pool;
+    p->mp = *mp;
+    memset(mp, 0, sizeof *mp);
+    if (p->mp.threads != pool_threads(pool)) {
+        diag_plain(d, "internal error: a memory plan for %d threads given a pool of %d", p->mp.threads, pool_threads(pool));
+        compiled_free(p);
+        return NULL;
+    }
     if (!exec_fits_memory((double)p->mp.arena, "the compiled plan's arena", d)) {
         compiled_free(p);
         return NULL;
@@ -88,6 +92,7 @@ CompiledPlan *compiled_plan(const Graph *g, Weights *w, DiagSink *d)
         KCall *c = &p->calls[p->ncalls];
         c->g = g;
         c->n = n;
+        c->pool = pool;
         c->in = &p->args[a];
         for (int k = 0; k < n->nin; k++) {
             int32_t src = base_of(g, n->in[k]);
@@ -127,12 +132,6 @@ static void stage_task(void *arg, int task, int worker)
 
 int compiled_run(CompiledPlan *p, const void *const *feeds, float *const *outs, const StepEnv *env)
 {
-    /* a convolution's scratch holds one region per thread that the plan was made for */
-    if (pool_threads() != p->threads) {
-        diag_plain(env->d, "the compiled plan was made for %d thread%s and the pool now has %d: plan again", p->threads,
-                   p->threads == 1 ? "" : "s", pool_threads());
-        return -1;
-    }
     for (int i = 0; i < p->nfeeds; i++) {
         const FeedSlot *f = &p->feeds[i];
         ((const void **)p->calls[f->call].in)[f->arg] = feeds[f->input];
@@ -145,8 +144,8 @@ int compiled_run(CompiledPlan *p, const void *const *feeds, float *const *outs, 
             continue;
         }
         StageJob j = { .p = p, .lo = lo, .hi = hi };
-        int T = pool_threads();
-        pool_run(T, stage_task, &j);
+        int T = pool_threads(p->pool);
+        pool_run(p->pool, T, stage_task, &j);
         for (int t = 0; t < T; t++)
             if (j.rc[t] != 0) return -1;
         /* numerics are checked after the stage, in call order, on this thread */
@@ -178,7 +177,6 @@ void compiled_free(CompiledPlan *p)
     gc_free(p->out_ptr);
     gc_free(p->out_bytes);
     memplan_free(&p->mp);
-    graph_free(p->owned);
     gc_free(p);
 }
 

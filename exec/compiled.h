@@ -8,12 +8,15 @@
 
 typedef struct CompiledPlan CompiledPlan;
 
-CompiledPlan *compiled_plan(const Graph *g, Weights *w, DiagSink *d);
+/* The plan of g (bound, after the compiler's passes; it must outlive the plan) over
+ * memory plan mp, which the plan takes over (*mp is zeroed, even on failure), made for
+ * pool's threads; w's storage is bound into the calls. */
+CompiledPlan *compiled_plan(const Graph *g, Weights *w, Pool *pool, MemPlan *mp, DiagSink *d);
 int compiled_run(CompiledPlan *p, const void *const *feeds, float *const *outs, const StepEnv *env);
 size_t compiled_arena_bytes(const CompiledPlan *p);
 const MemPlan *compiled_memplan(const CompiledPlan *p);
 void compiled_free(CompiledPlan *p);
-/* The graph the plan runs (after fusion); node ids of profiles refer to it. */
+/* The graph the plan runs; node ids of profiles refer to it. */
 const Graph *compiled_graph(const CompiledPlan *p);
 
 #endif

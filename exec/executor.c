@@ -7,24 +7,38 @@ const char *exec_mode_name(ExecMode m) { return (unsigned)m < EXEC_MODE_COUNT ? 
 struct Executor {
     ExecMode mode;
     const Graph *g;
+    Pool *pool;
     InterpStats stats;    /* interpreter */
     CompiledPlan *plan;   /* compiled */
 };
 
-Executor *executor_plan(ExecMode mode, const Graph *g, Weights *w, DiagSink *d)
+Executor *executor_new(ExecMode mode, const Graph *g, Weights *w, Pool *pool, MemPlan *mp, DiagSink *d)
 {
     for (int i = 0; i < g->nnodes; i++)
         if (!shape_concrete(&g->nodes[i].shape)) {
             diag_plain(d, "internal: executing a graph whose shapes are not all bound (node %d)", i);
+            if (mp) memplan_free(mp);
             return NULL;
         }
     Executor *e = gc_calloc(1, sizeof *e);
-    if (!e) { diag_plain(d, "out of memory"); return NULL; }
+    if (!e) {
+        if (mp) memplan_free(mp);
+        diag_plain(d, "out of memory");
+        return NULL;
+    }
     e->mode = mode;
     e->g = g;
+    e->pool = pool;
     if (mode == MODE_COMPILED) {
-        e->plan = compiled_plan(g, w, d);
+        if (!mp) {
+            diag_plain(d, "internal error: a compiled executor without a memory plan");
+            gc_free(e);
+            return NULL;
+        }
+        e->plan = compiled_plan(g, w, pool, mp, d);
         if (!e->plan) { gc_free(e); return NULL; }
+    } else if (mp) {
+        memplan_free(mp);
     }
     return e;
 }
@@ -32,7 +46,7 @@ Executor *executor_plan(ExecMode mode, const Graph *g, Weights *w, DiagSink *d)
 int executor_run(Executor *e, const void *const *feeds, float *const *outs, const StepEnv *env)
 {
     if (e->mode == MODE_COMPILED) return compiled_run(e->plan, feeds, outs, env);
-    return interp_run(e->g, feeds, outs, env, &e->stats);
+    return interp_run(e->g, feeds, outs, env, e->pool, &e->stats);
 }
 
 size_t executor_peak_bytes(const Executor *e)
@@ -40,7 +54,7 @@ size_t executor_peak_bytes(const Executor *e)
     return e->mode == MODE_COMPILED ? compiled_arena_bytes(e->plan) : e->stats.peak_bytes;
 }
 
-const Graph *executor_graph(const Executor *e) { return e->mode == MODE_COMPILED ? compiled_graph(e->plan) : e->g; }
+const Graph *executor_graph(const Executor *e) { return e->g; }
 
 const MemPlan *executor_memplan(const Executor *e) { return e->mode == MODE_COMPILED ? compiled_memplan(e->plan) : NULL; }
 

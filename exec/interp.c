@@ -7,7 +7,8 @@
 #include <string.h>
 #include "exec/exec.h"
 
-int interp_run(const Graph *g, const void *const *feeds, float *const *outs, const StepEnv *env, InterpStats *st)
+int interp_run(const Graph *g, const void *const *feeds, float *const *outs, const StepEnv *env, Pool *pool,
+               InterpStats *st)
 {
     int nn = g->nnodes, rc = 0;
     size_t nz = (size_t)(nn ? nn : 1);
@@ -50,7 +51,7 @@ int interp_run(const Graph *g, const void *const *feeds, float *const *outs, con
                 base[i] = base[n->in[0]];
             } else {
                 size_t bytes = (size_t)shape_numel(&rt[i]) * 4;
-                size_t scratch = dispatch_scratch_bytes(g, n);
+                size_t scratch = dispatch_scratch_bytes(g, n, pool_threads(pool));
                 data[i] = gc_malloc(bytes);
                 float *sc = scratch ? gc_malloc(scratch) : NULL;
                 if (!data[i] || (scratch && !sc)) {
@@ -65,7 +66,7 @@ int interp_run(const Graph *g, const void *const *feeds, float *const *outs, con
                     st->live_bytes += bytes;
                     if (st->live_bytes + scratch > st->peak_bytes) st->peak_bytes = st->live_bytes + scratch;
                 }
-                KCall c = { g, n, in, data[i], sc, env };
+                KCall c = { g, n, in, data[i], sc, pool, env };
                 rc = dispatch_run(&c);
                 gc_free(sc);
             }

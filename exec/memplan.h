@@ -26,22 +26,27 @@ typedef struct MemPlan {
     int32_t *bin;         /* within a stage of several ops: the thread that runs the node */
     int nstages;          /* stages in all */
     int parallel;         /* stages of more than one op */
+    int threads;          /* the pool's threads it was made for: the scratch is sized for them */
 } MemPlan;
 
 /* Whether the plan runs a kernel for a node (sources and reshape views run none). */
 static inline bool plan_runs(const Node *n) { return n->op != OP_INPUT && n->op != OP_PARAM && n->op != OP_RESHAPE; }
 
-/* How later plans group ops: STAGES_COST (the default) as the cost model says;
- * STAGES_OFF every op alone (benchmarks: what the stages buy); STAGES_ALL every group
- * that dependencies and memory allow, whatever the cost (tests). */
-typedef enum StageMode { STAGES_COST, STAGES_OFF, STAGES_ALL } StageMode;
-void stages_set_mode(StageMode m);
-StageMode stages_mode(void);
+/* How a plan groups ops: STAGES_COST (the default) as the cost model says; STAGES_OFF
+ * every op alone (benchmarks: what the stages buy); STAGES_ALL every group that
+ * dependencies and memory allow, whatever the cost (tests). */
+typedef enum StageMode { STAGES_COST, STAGES_OFF, STAGES_ALL, STAGE_MODE_COUNT } StageMode;
 
-/* Plans the arena for pool_threads() threads: stages (as stages_set_mode says),
- * lifetimes, offsets.  If the stages leave the arena above the lower bound and the
- * plan without them is smaller, that plan is kept. */
-int memplan_build(const Graph *g, MemPlan *mp, DiagSink *d);
+/* What a plan may do; zeroed: everything, on one thread. */
+typedef struct PlanOptions {
+    int threads;          /* of the pool the plan will run on (< 1: one) */
+    StageMode stages;
+    bool no_inplace;      /* every output a buffer of its own (what in-place reuse buys) */
+} PlanOptions;
+
+/* Plans the arena: stages, lifetimes, offsets.  If the stages leave the arena above
+ * the lower bound and the plan without them is smaller, that plan is kept. */
+int memplan_build(const Graph *g, const PlanOptions *o, MemPlan *mp, DiagSink *d);
 void memplan_free(MemPlan *mp);
 
 /* Parallel stages (exec/stages.c): groups consecutive calls that do not depend on one

@@ -1,7 +1,6 @@
 /* Pictures of the memory plan: `graphc dump --stage planned` in text and SVG. */
 #include <string.h>
 #include "exec/memplan.h"
-#include "util/pool.h"
 
 void memplan_dump_text(const Graph *g, const MemPlan *mp, FILE *out)
 {
@@ -13,7 +12,7 @@ void memplan_dump_text(const Graph *g, const MemPlan *mp, FILE *out)
             mp->arena ? (double)mp->naive / (double)mp->arena : 1.0, (long long)mp->scratch, mp->inplace,
             mp->inplace == 1 ? "" : "s");
     fprintf(out, "%d stages for %d threads, %d of them running several ops at once (\"stage S/T\": stage S, on thread T)\n",
-            mp->nstages, pool_threads(), mp->parallel);
+            mp->nstages, mp->threads, mp->parallel);
     fprintf(out, "%-6s %-20s %12s %12s %6s %6s\n", "node", "op", "offset", "bytes", "from", "to");
     for (int b = 0; b < mp->nbuf; b++) {
         int i = b < mp->n ? b : b - mp->n;

@@ -26,10 +26,6 @@
 #define STAGE_WAKE_NS 6000.0
 #define STAGE_MAX 32
 
-static StageMode mode = STAGES_COST;
-void stages_set_mode(StageMode m) { mode = m; }
-StageMode stages_mode(void) { return mode; }
-
 /* The node whose buffer a value is (through reshape views). */
 static int32_t base(const Graph *g, int32_t id)
 {

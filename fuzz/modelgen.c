@@ -201,7 +201,7 @@ static void keyword_value(Gen *g, const char *k)
     else if (!strcmp(k, "padding")) emit(g, "%s", pick(g, 2) ? "\"same\"" : "\"valid\"");
     else if (!strcmp(k, "activation")) emit(g, "%s", strings[2 + pick(g, 4)]);
     else if (!strcmp(k, "name")) emit(g, "\"l%u\"", pick(g, 4));
-    else if (!strcmp(k, "rate") || !strcmp(k, "momentum") || !strcmp(k, "beta1") || !strcmp(k, "beta2"))
+    else if (!strcmp(k, "rate") || !strcmp(k, "momentum") || !strcmp(k, "beta1") || !strcmp(k, "beta2") || !strcmp(k, "alpha"))
         emit(g, "0.%u", pick(g, 10));
     else {
         switch (pick(g, 4)) {
@@ -384,11 +384,19 @@ static void op_reshape(Gen *g, size_t mark, GVal *s)
 /* Wraps an op that fits s around the operand written from `mark` on. */
 static void apply_op(Gen *g, size_t mark, GVal *s)
 {
-    static const char *const unary[] = { "relu(", "sigmoid(", "tanh(", "exp(", "log(", "sqrt(", "softmax(", "log_softmax(" };
+    static const char *const unary[] = { "relu(", "sigmoid(", "tanh(", "exp(", "log(", "sqrt(", "softmax(", "log_softmax(",
+                                         "gelu(", "silu(" };
     int op = (int)pick(g, G_OPS);
     for (int k = 0; k < G_OPS && !fits(g, op, s); k++) op = (op + 1) % G_OPS;
     switch (op) {
-    case G_UNARY: wrap(g, mark, unary[pick(g, sizeof unary / sizeof *unary)], ")"); break;
+    case G_UNARY:
+        if (pick(g, 12) == 11) {
+            wrap(g, mark, "leaky_relu(", "");
+            emit(g, ", alpha=0.%u)", pick(g, 10));
+        } else {
+            wrap(g, mark, unary[pick(g, sizeof unary / sizeof *unary)], ")");
+        }
+        break;
     case G_NEG: wrap(g, mark, "-", ""); break;
     case G_BINARY: op_binary(g, mark, s); break;
     case G_DENSE: op_dense(g, mark, s); break;

@@ -1,14 +1,13 @@
-/* The fuzz targets' pipeline.  See pipeline.h. */
+/* The fuzz targets' pipeline.  See pipeline.h.  Everything after lowering goes through
+ * prepare() (exec/pipeline.h), as graphc's own commands do. */
 #include "fuzz/pipeline.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "exec/executor.h"
-#include "exec/memplan.h"
+#include "exec/pipeline.h"
 #include "graph/lower.h"
 #include "graph/passes.h"
-#include "util/pool.h"
 #include "util/rng.h"
 
 static void violated(const char *what, const DiagSink *d)
@@ -32,16 +31,6 @@ static void dump_graph(const Graph *g)
     graph_dump_json(g, null_out());
 }
 
-static void verify(const Graph *g, DiagSink *d, const char *stage)
-{
-    if (graph_verify(g, d) != 0) {
-        char what[96];
-        snprintf(what, sizeof what, "the %s graph does not verify", stage);
-        violated(what, d);
-    }
-    dump_graph(g);
-}
-
 /* A stage that returned nothing must have said why. */
 static void refused(const DiagSink *d, int errors_before, const char *stage)
 {
@@ -50,6 +39,16 @@ static void refused(const DiagSink *d, int errors_before, const char *stage)
         snprintf(what, sizeof what, "%s failed without an error", stage);
         violated(what, d);
     }
+}
+
+/* The passes that round otherwise than the ops apart: off, both executors give the
+ * same bits. */
+static uint64_t rounding_passes(void)
+{
+    uint64_t off = 0;
+    for (int i = 0; i < graph_npasses; i++)
+        if (graph_passes[i].rounds) off |= (uint64_t)1 << i;
+    return off;
 }
 
 /* Small enough to run a step of under the sanitizers in a fuzzer's time. */
@@ -62,43 +61,7 @@ static bool small_enough(const Graph *g)
         total += n;
     }
     for (int v = 0; v < g->nvars; v++) total += shape_numel(&g->vars[v].shape);
-    return total <= (1 << 22) && g->nnodes <= 4000;
-}
-
-typedef struct Step {
-    int rc;
-    int nerrors;
-    Weights w;
-    float *out[8];
-} Step;
-
-/* One step of g in `mode`: weights from seed 7, inputs from `feeds`. */
-static void run_step(const Graph *g, ExecMode mode, void **feeds, Step *s)
-{
-    DiagSink d;
-    diag_init(&d, g->src);
-    memset(s, 0, sizeof *s);
-    s->rc = -1;
-    if (weights_init(&s->w, g, 7, &d) == 0) {
-        for (int i = 0; i < g->noutputs && i < 8; i++)
-            s->out[i] = calloc((size_t)shape_numel(&g->nodes[g->outputs[i].node].shape) + 1, sizeof(float));
-        Executor *ex = executor_plan(mode, g, &s->w, &d);
-        const TrainSpec *t = &g->train;
-        StepEnv env = { .w = &s->w, .seed = t->seed, .lr = t->lr, .momentum = t->momentum, .beta1 = t->beta1,
-                        .beta2 = t->beta2, .eps = t->eps, .nesterov = t->nesterov, .training = t->minimize >= 0, .d = &d };
-        if (ex) s->rc = executor_run(ex, (const void *const *)feeds, s->out, &env);
-        executor_free(ex);
-    }
-    s->nerrors = d.nerrors;
-    if (s->rc != 0 && d.nerrors == 0) violated(mode == MODE_INTERP ? "the interpreter failed without an error"
-                                                                   : "the compiled plan failed without an error", &d);
-    diag_free(&d);
-}
-
-static void step_free(Step *s)
-{
-    weights_free(&s->w);
-    for (int i = 0; i < 8; i++) free(s->out[i]);
+    return total <= (1 << 22) && g->nnodes <= 4000 && g->noutputs <= 8;
 }
 
 /* Random inputs for bound graph g: f32 in [-1, 1), labels below the logits' width. */
@@ -126,31 +89,68 @@ static void free_feeds(const Graph *g, void **feeds)
     free(feeds);
 }
 
-/* Binds every symbol of g: the first to 2, the others to 3.  false after reporting. */
-static bool bind_all(Graph *g, DiagSink *d)
+typedef struct Run {
+    int rc;
+    Weights w;
+    int nout;
+    int64_t numel[8];   /* of each output */
+    float *out[8];
+} Run;
+
+/* One step of `model` prepared for `purpose` in `mode` at batch 2 (weights from seed
+ * 7, inputs from `feeds` made for the first mode's graph); its outputs and weights. */
+static void run_step(const Graph *model, Purpose purpose, ExecMode mode, uint64_t passes_off, void ***feeds, int *ninputs,
+                     Run *r)
 {
-    for (int i = 0; i < g->nsyms; i++) {
-        int before = d->nerrors;
-        if (graph_bind(g, g->syms[i], i == 0 ? 2 : 3, d) != 0) {
-            refused(d, before, "binding");
-            return false;
+    DiagSink d;
+    diag_init(&d, model->src);
+    memset(r, 0, sizeof *r);
+    r->rc = -1;
+    CompileOptions co = { .mode = mode, .passes_off = passes_off, .seed = 7 };
+    Step s;
+    if (prepare(model, purpose, 2, &co, &r->w, &s, &d) == 0) {
+        const Graph *g = s.graph;
+        if (!*feeds) {
+            *feeds = make_feeds(g);
+            *ninputs = g->ninputs;
         }
+        r->nout = g->noutputs < 8 ? g->noutputs : 8;
+        for (int i = 0; i < r->nout; i++) {
+            r->numel[i] = shape_numel(&g->nodes[g->outputs[i].node].shape);
+            r->out[i] = calloc((size_t)r->numel[i] + 1, sizeof(float));
+        }
+        const TrainSpec *t = &model->train;
+        StepEnv env = { .w = &r->w, .seed = t->seed, .lr = t->lr, .momentum = t->momentum, .beta1 = t->beta1,
+                        .beta2 = t->beta2, .eps = t->eps, .nesterov = t->nesterov,
+                        .training = purpose == FOR_TRAINING, .d = &d };
+        r->rc = executor_run(s.ex, (const void *const *)*feeds, r->out, &env);
+        step_free(&s);
     }
-    return true;
+    if (r->rc != 0 && d.nerrors == 0)
+        violated(mode == MODE_INTERP ? "the interpreter failed without an error" : "the compiled plan failed without an error", &d);
+    diag_free(&d);
 }
 
-/* A step in both executors, which must agree bit for bit (the one fusion that rounds
- * differently, a gradient GEMM inside its update, is off in the fuzz targets). */
-static void run_both(const Graph *g, void **feeds)
+static void run_free(Run *r)
 {
-    Step a, b;
-    run_step(g, MODE_INTERP, feeds, &a);
-    run_step(g, MODE_COMPILED, feeds, &b);
+    weights_free(&r->w);
+    for (int i = 0; i < 8; i++) free(r->out[i]);
+}
+
+/* A step in both executors, which must agree bit for bit (the passes that round
+ * otherwise, a gradient GEMM inside its update, are off here). */
+static void run_both(const Graph *model, Purpose purpose)
+{
+    void **feeds = NULL;
+    int ninputs = 0;
+    Run a, b;
+    run_step(model, purpose, MODE_INTERP, 0, &feeds, &ninputs, &a);
+    run_step(model, purpose, MODE_COMPILED, rounding_passes(), &feeds, &ninputs, &b);
     if ((a.rc == 0) != (b.rc == 0)) violated("one executor ran the step and the other did not", NULL);
     if (a.rc == 0) {
-        for (int i = 0; i < g->noutputs; i++)
-            if (memcmp(a.out[i], b.out[i], (size_t)shape_numel(&g->nodes[g->outputs[i].node].shape) * 4) != 0) {
-                fprintf(stderr, "output %s: interpreter %g, compiled %g\n", g->outputs[i].name, a.out[i][0], b.out[i][0]);
+        for (int i = 0; i < a.nout; i++)
+            if (a.numel[i] != b.numel[i] || memcmp(a.out[i], b.out[i], (size_t)a.numel[i] * 4) != 0) {
+                fprintf(stderr, "output %d: interpreter %g, compiled %g\n", i, a.out[i][0], b.out[i][0]);
                 violated("the executors' outputs differ", NULL);
             }
         for (int v = 0; v < a.w.n; v++)
@@ -159,24 +159,27 @@ static void run_both(const Graph *g, void **feeds)
                 violated("the executors' weights differ after a step", NULL);
             }
     }
-    step_free(&a);
-    step_free(&b);
+    run_free(&a);
+    run_free(&b);
+    for (int i = 0; i < ninputs; i++) free(feeds[i]);
+    free(feeds);
 }
 
-/* The loss of inference graph ig (an output "loss") for weights w; NaN if it fails. */
-static double loss_of(const Graph *ig, Weights *w, void **feeds)
+/* The loss of evaluation step s (an output "loss") for its weights; NaN if it fails. */
+static double loss_of(const Step *s, Weights *w, void **feeds)
 {
+    const Graph *g = s->graph;
     float out[8] = { 0 };
     float *outs[8] = { 0 };
     int li = -1;
-    for (int i = 0; i < ig->noutputs && i < 8; i++)
-        if (strcmp(ig->outputs[i].name, "loss") == 0) li = i;
+    for (int i = 0; i < g->noutputs && i < 8; i++)
+        if (strcmp(g->outputs[i].name, "loss") == 0) li = i;
     if (li < 0) return NAN;
     outs[li] = &out[li];
     DiagSink d;
     diag_init(&d, NULL);
     StepEnv env = { .w = w, .training = false, .d = &d };
-    double l = interp_run(ig, (const void *const *)feeds, outs, &env, NULL) == 0 ? out[li] : NAN;
+    double l = executor_run(s->ex, (const void *const *)feeds, outs, &env) == 0 ? out[li] : NAN;
     diag_free(&d);
     return l;
 }
@@ -189,11 +192,11 @@ static bool has_dropout(const Graph *g)
 }
 
 /* Every parameter's gradient, at a few elements, against central differences of the
- * loss through the inference graph (tests/test_train.c's check, on any model): a step
+ * loss through the evaluation graph (tests/test_train.c's check, on any model): a step
  * of plain SGD with lr 1 moves a parameter by minus its gradient.  For a model whose
- * step is the same in training and inference (no dropout) and whose loss is finite
- * and moderate; a kink (relu at 0, a tie in a max) within the difference's step could
- * make a true gradient look wrong, so the tolerance is that of the tests. */
+ * step is the same in training and evaluation (no dropout) and whose loss is finite and
+ * moderate.  At a kink (relu at 0, a tie in a max) the one-sided differences part, and
+ * any value between them is a gradient (a subgradient): only one outside both is wrong. */
 static void check_gradients(const Graph *model, DiagSink *d)
 {
     if (model->train.minimize < 0 || has_dropout(model)) return;
@@ -202,40 +205,37 @@ static void check_gradients(const Graph *model, DiagSink *d)
     g->train.optim = OPTIM_SGD;
     g->train.momentum = 0;
     g->train.nesterov = false;
-    Graph *tg = pass_autodiff(g, d), *ig = pass_inference(g, true, d);
-    Weights w = { 0 }, before = { 0 }, wi = { 0 };
+    CompileOptions co = { .mode = MODE_INTERP, .seed = 7 };
+    Weights w = { 0 }, before = { 0 }, we = { 0 };
+    Step ts = { 0 }, es = { 0 };
     void **feeds = NULL;
-    if (!tg || !ig || !bind_all(tg, d) || !bind_all(ig, d) || !small_enough(tg)) goto done;
-    if (weights_init(&w, tg, 7, d) || weights_init(&before, tg, 7, d) || weights_init(&wi, ig, 7, d)) goto done;
-    feeds = make_feeds(tg);
-    float out[8][1];
-    float *outs[8];
-    for (int i = 0; i < 8; i++) outs[i] = out[i];
-    StepEnv env = { .w = &w, .lr = 1, .training = true, .d = d };
-    if (tg->noutputs > 8 || interp_run(tg, (const void *const *)feeds, outs, &env, NULL) != 0) goto done;
-    weights_copy_matching(&wi, &before);
-    double base = loss_of(ig, &wi, feeds);
-    if (!(fabs(base) < 1e4)) goto done;
-    for (int v = 0; v < before.n; v++) {
-        if (before.roles[v] != VAR_PARAM) continue;
-        int64_t n = shape_numel(&before.shapes[v]);
-        int64_t at[3] = { 0, n / 2, n - 1 };
+    bool ready = prepare(g, FOR_TRAINING, 2, &co, &w, &ts, d) == 0 && prepare(g, FOR_EVALUATION, 2, &co, &we, &es, d) == 0 &&
+                 small_enough(ts.graph) && weights_init(&before, ts.graph, 7, d) == 0;
+    if (ready) {
+        feeds = make_feeds(ts.graph);
+        float out[8][1];
+        float *outs[8];
+        for (int i = 0; i < 8; i++) outs[i] = out[i];
+        StepEnv env = { .w = &w, .lr = 1, .training = true, .d = d };
+        ready = executor_run(ts.ex, (const void *const *)feeds, outs, &env) == 0;
+    }
+    double base = ready ? loss_of(&es, &we, feeds) : NAN;
+    for (int v = 0; fabs(base) < 1e4 && v < before.n; v++) {
         int vi = -1;
-        for (int k = 0; k < wi.n; k++)
-            if (strcmp(wi.names[k], before.names[v]) == 0) vi = k;
-        if (vi < 0) continue;
+        for (int k = 0; k < we.n; k++)
+            if (strcmp(we.names[k], before.names[v]) == 0) vi = k;
+        if (before.roles[v] != VAR_PARAM || vi < 0) continue;
+        int64_t n = shape_numel(&before.shapes[v]), at[3] = { 0, n / 2, n - 1 };
         for (int j = 0; j < 3; j++) {
-            float *p = &wi.data[vi][at[j]], keep = *p;
+            float *p = &we.data[vi][at[j]], keep = *p;
             const float eps = 1e-3f;
             *p = keep + eps;
-            double lp = loss_of(ig, &wi, feeds);
+            double lp = loss_of(&es, &we, feeds);
             *p = keep - eps;
-            double lm = loss_of(ig, &wi, feeds);
+            double lm = loss_of(&es, &we, feeds);
             *p = keep;
             double numeric = (lp - lm) / (2.0 * eps), analytic = (double)before.data[v][at[j]] - (double)w.data[v][at[j]];
             if (!isfinite(numeric) || !isfinite(analytic) || fabs(lp - lm) > 1e3) continue;
-            /* at a kink the one-sided differences part, and any value between them is a
-             * gradient (a subgradient): only one outside both is wrong */
             double right = (lp - base) / eps, left = (base - lm) / eps;
             double tol = 5e-2 * fabs(numeric) + 2e-3 + 1e-4 * fabs(base);   /* + the loss's rounding */
             double lo = (left < right ? left : right) - tol, hi = (left < right ? right : left) + tol;
@@ -246,64 +246,59 @@ static void check_gradients(const Graph *model, DiagSink *d)
             }
         }
     }
-done:
-    if (feeds) free_feeds(tg, feeds);
+    if (feeds) free_feeds(ts.graph, feeds);
+    step_free(&ts);
+    step_free(&es);
     weights_free(&w);
     weights_free(&before);
-    weights_free(&wi);
-    graph_free(tg);
-    graph_free(ig);
+    weights_free(&we);
     graph_free(g);
 }
 
-/* The graph after g (training or inference), bound, optimized and planned; true when
- * it also ran. */
-static bool later_stages(const Graph *g, DiagSink *d, bool run)
+/* prepare() for `purpose` without weights (so up to the memory plan), verified after
+ * every pass, each graph dumped; false when it refused (with an error). */
+static bool stages(const Graph *model, Purpose purpose, int ranks, DiagSink *d)
 {
+    CompileOptions co = { .mode = MODE_COMPILED, .threads = 2, .ranks = ranks, .verify = true };
+    Step s;
     int before = d->nerrors;
-    Graph *t = g->train.minimize >= 0 ? pass_autodiff(g, d) : pass_inference(g, false, d);
-    if (!t) {
-        refused(d, before, "autodiff or the inference pass");
+    if (prepare(model, purpose, 2, &co, NULL, &s, d) != 0) {
+        refused(d, before, "prepare");
+        if (d->buf && strstr(d->buf, "verifier")) violated("a pass's graph does not verify", d);
         return false;
     }
-    verify(t, d, "train or infer");
-    bool bound = bind_all(t, d);
-    if (bound) verify(t, d, "bound");
-    before = d->nerrors;
-    Graph *o = pass_optimize(t, NULL, d);
-    if (!o) refused(d, before, "the optimizer's passes");
-    if (o && bound) {
-        verify(o, d, "fused");
-        MemPlan mp;
-        before = d->nerrors;
-        if (memplan_build(o, &mp, d) == 0) {
-            memplan_dump_text(o, &mp, null_out());
-            memplan_dump_svg(o, &mp, null_out());
-            memplan_free(&mp);
-        } else {
-            refused(d, before, "memory planning");
-        }
+    dump_graph(s.graph);
+    dump_graph(s.run);
+    const MemPlan *mp = step_memplan(&s);
+    if (mp) {
+        memplan_dump_text(s.run, mp, null_out());
+        memplan_dump_svg(s.run, mp, null_out());
     }
-    bool ran = o && bound && run && small_enough(t) && t->noutputs <= 8;
-    if (ran) {
-        void **feeds = make_feeds(t);
-        run_both(t, feeds);
-        free_feeds(t, feeds);
-        check_gradients(g, d);
+    bool small = small_enough(s.graph);
+    step_free(&s);
+    return small;
+}
+
+/* Everything after the forward graph g; true when a step also ran. */
+static bool later_stages(const Graph *g, DiagSink *d, bool run)
+{
+    bool train = g->train.minimize >= 0;
+    Purpose purpose = train ? FOR_TRAINING : FOR_INFERENCE;
+    bool small = stages(g, purpose, 1, d);
+    if (train) {
+        stages(g, FOR_EVALUATION, 1, d);
+        stages(g, FOR_TRAINING, 2, d);   /* data-parallel: the allreduce pass */
+    } else {
+        stages(g, FOR_INFERENCE, 1, d);
     }
-    graph_free(o);
-    graph_free(t);
-    return ran;
+    if (!run || !small) return false;
+    run_both(g, purpose);
+    if (train) check_gradients(g, d);
+    return true;
 }
 
 FuzzOutcome fuzz_pipeline(const char *text, size_t len, bool run)
 {
-    static bool once;
-    if (!once) {
-        once = true;
-        pool_set_threads(1);
-        pass_fuse_set_gemm_update(false);
-    }
     Source src;
     DiagSink d;
     Graph *g = NULL;
@@ -320,7 +315,8 @@ FuzzOutcome fuzz_pipeline(const char *text, size_t len, bool run)
         if (d.nerrors == 0 || g) violated("compile_source failed without an error, or with a graph", &d);
     } else {
         if (d.nerrors != 0 || !g) violated("compile_source succeeded with errors, or without a graph", &d);
-        verify(g, &d, "forward");
+        if (graph_verify(g, &d) != 0) violated("the forward graph does not verify", &d);
+        dump_graph(g);
         if (later_stages(g, &d, run)) how = FUZZ_RAN;
     }
     graph_free(g);

@@ -9,7 +9,6 @@
  * read of a parameter (forward or backward) happens before it is written. */
 #include <assert.h>
 #include <string.h>
-#include "kernels/kern.h"
 #include "graph/passes.h"
 
 typedef struct AD {
@@ -87,23 +86,18 @@ static void g_div(AD *ad, int32_t id, int32_t dy)
     }
 }
 
-static void g_neg(AD *ad, int32_t id, int32_t dy) { accum(ad, N(ad, id)->in[0], emit1(ad, OP_NEG, dy)); }
-
+/* Any elementwise unary function: unary_grad(v, dy), v its input or its output as its
+ * gradient reads (util/elemwise.def).  Negation's gradient is a negation of dy: no
+ * value of the forward pass to keep. */
 static void g_unary(AD *ad, int32_t id, int32_t dy)
 {
     const Node *n = N(ad, id);
-    int kop;
-    int32_t v = id;   /* most rules need the output y */
-    switch (n->op) {
-    case OP_RELU: kop = KU_RELU; break;      /* y > 0 exactly where x > 0 */
-    case OP_SIGMOID: kop = KU_SIGMOID; break;
-    case OP_TANH: kop = KU_TANH; break;
-    case OP_EXP: kop = KU_EXP; break;
-    case OP_SQRT: kop = KU_SQRT; break;
-    default: kop = KU_LOG; v = n->in[0]; break; /* log needs x */
+    if (n->op == OP_NEG) {
+        accum(ad, n->in[0], emit1(ad, OP_NEG, dy));
+        return;
     }
-    NodeAttr a = { .unary = { kop } };
-    int32_t in[2] = { v, dy };
+    NodeAttr a = { .unary = { n->op, n->a.unary.p } };
+    int32_t in[2] = { op_info[n->op].reads == EW_READS_X ? n->in[0] : id, dy };
     accum(ad, n->in[0], emit(ad, OP_UNARY_GRAD, in, 2, &a, NULL));
 }
 
@@ -213,18 +207,17 @@ static void g_mse(AD *ad, int32_t id, int32_t dy)
     if (ad->needs[n->in[1]]) accum(ad, n->in[1], emit1(ad, OP_NEG, da));
 }
 
+/* Subtraction's rule is addition's (it negates the second operand's gradient). */
+#define g_sub g_add
+/* Ops made by passes after autodiff (gradients, updates, fused ops): no rule, no
+ * second order. */
+#define g_internal NULL
+
+/* One rule per op, named by its row of the op table. */
 static const GradRule rules[OP_COUNT] = {
-    [OP_INPUT] = g_none, [OP_PARAM] = g_none, [OP_CONST] = g_none,
-    [OP_MATMUL] = g_matmul, [OP_CONV2D] = g_conv2d,
-    [OP_ADD] = g_add, [OP_SUB] = g_add, [OP_MUL] = g_mul, [OP_DIV] = g_div,
-    [OP_NEG] = g_neg, [OP_RELU] = g_unary, [OP_SIGMOID] = g_unary, [OP_TANH] = g_unary,
-    [OP_EXP] = g_unary, [OP_LOG] = g_unary, [OP_SQRT] = g_unary,
-    [OP_SOFTMAX] = g_rows, [OP_LOG_SOFTMAX] = g_rows,
-    [OP_MAXPOOL] = g_pool, [OP_AVGPOOL] = g_pool, [OP_GLOBAL_AVGPOOL] = g_pool,
-    [OP_RESHAPE] = g_reshape, [OP_CONCAT] = g_concat, [OP_DROPOUT] = g_dropout,
-    [OP_CROSS_ENTROPY] = g_cross_entropy, [OP_MSE] = g_mse, [OP_ACCURACY] = g_none,
-    /* gradient, update and fused ops are not differentiated (no second order; fusion
-     * runs after autodiff): their slots stay NULL */
+#define OP(e, name, arity, traits, shape, grad, kernel) [OP_##e] = g_##grad,
+#include "graph/ops.def"
+#undef OP
 };
 
 bool autodiff_has_rule(OpKind op) { return rules[op] != NULL; }

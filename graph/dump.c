@@ -9,17 +9,20 @@ static void loc_lc(const Graph *g, Loc l, int *line, int *col)
     else *line = *col = 0;
 }
 
-static const char *act_name(int act)
+/* A unary function with its parameter when it takes one: "relu", "leaky_relu(0.2)". */
+static const char *fn_name(int op, float p, char *buf, size_t len)
 {
-    static const char *names[] = { "relu", "sigmoid", "tanh", "exp", "log", "neg", "sqrt" };
-    return act >= 0 && act < 7 ? names[act] : "none";
+    if ((unsigned)op >= OP_COUNT) return "?";
+    if (!op_info[op].param) return op_name((OpKind)op);
+    snprintf(buf, len, "%s(%g)", op_name((OpKind)op), p);
+    return buf;
 }
 
 /* Attributes as "key=value" words, the same in every format. */
 static void attrs_str(const Graph *g, const Node *n, char *buf, size_t len)
 {
     buf[0] = 0;
-    char b1[128];
+    char b1[128], fb[64];
     switch (n->op) {
     case OP_INPUT: snprintf(buf, len, "\"%s\"", n->name ? n->name : "?"); break;
     case OP_PARAM: snprintf(buf, len, "%s", g->vars[n->a.param.var].name); break;
@@ -30,12 +33,14 @@ static void attrs_str(const Graph *g, const Node *n, char *buf, size_t len)
         break;
     case OP_MATMUL_BIAS_ACT:
         snprintf(buf, len, "fuses=matmul+add%s%s%s%s", n->a.matmul.act >= 0 ? "+" : "",
-                 n->a.matmul.act >= 0 ? act_name(n->a.matmul.act) : "", n->a.matmul.ta ? " transpose=a" : "",
+                 n->a.matmul.act >= 0 ? fn_name(n->a.matmul.act, n->a.matmul.act_p, fb, sizeof fb) : "",
+                 n->a.matmul.ta ? " transpose=a" : "",
                  n->a.matmul.tb ? " transpose=b" : "");
         break;
     case OP_CONV2D_BIAS_ACT:
         snprintf(buf, len, "fuses=conv2d+add%s%s window=%dx%d stride=%dx%d padding=%s(%d,%d,%d,%d)",
-                 n->a.win.act >= 0 ? "+" : "", n->a.win.act >= 0 ? act_name(n->a.win.act) : "", n->a.win.kh,
+                 n->a.win.act >= 0 ? "+" : "", n->a.win.act >= 0 ? fn_name(n->a.win.act, n->a.win.act_p, fb, sizeof fb) : "",
+                 n->a.win.kh,
                  n->a.win.kw, n->a.win.sh, n->a.win.sw, n->a.win.padding == PAD_SAME ? "same" : "valid", n->a.win.pt,
                  n->a.win.pb, n->a.win.pl, n->a.win.pr);
         break;
@@ -44,7 +49,8 @@ static void attrs_str(const Graph *g, const Node *n, char *buf, size_t len)
         snprintf(buf, len,
                  "fuses=conv2d%s%s%s+maxpool window=%dx%d stride=%dx%d padding=%s(%d,%d,%d,%d) "
                  "pool=%dx%d pool_stride=%dx%d pool_padding=%s(%d,%d,%d,%d)",
-                 n->nin == 3 ? "+add" : "", cv->act >= 0 ? "+" : "", cv->act >= 0 ? act_name(cv->act) : "", cv->kh,
+                 n->nin == 3 ? "+add" : "", cv->act >= 0 ? "+" : "", cv->act >= 0 ? fn_name(cv->act, cv->act_p, fb, sizeof fb) : "",
+                 cv->kh,
                  cv->kw, cv->sh, cv->sw, cv->padding == PAD_SAME ? "same" : "valid", cv->pt, cv->pb, cv->pl, cv->pr,
                  pl->kh, pl->kw, pl->sh, pl->sw, pl->padding == PAD_SAME ? "same" : "valid", pl->pt, pl->pb, pl->pl,
                  pl->pr);
@@ -73,22 +79,20 @@ static void attrs_str(const Graph *g, const Node *n, char *buf, size_t len)
         break;
     }
     case OP_DROPOUT: case OP_DROPOUT_GRAD: snprintf(buf, len, "rate=%g stream=%d", n->a.dropout.rate, n->a.dropout.stream); break;
-    case OP_UNARY_GRAD: {
-        static const char *names[] = { "relu", "sigmoid", "tanh", "exp", "log", "neg", "sqrt" };
-        snprintf(buf, len, "of=%s", n->a.unary.kop >= 0 && n->a.unary.kop < 7 ? names[n->a.unary.kop] : "?");
+    case OP_UNARY_GRAD:
+        snprintf(buf, len, "of=%s", fn_name(n->a.unary.op, n->a.unary.p, fb, sizeof fb));
         break;
-    }
     case OP_SGD_UPDATE: case OP_MOMENTUM_UPDATE: case OP_ADAM_UPDATE:
         snprintf(buf, len, "param=%s", g->vars[n->a.update.var].name);
         break;
     case OP_FUSED_ELEMWISE: {
-        static const char *un[] = { "relu", "sigmoid", "tanh", "exp", "log", "neg", "sqrt" };
         size_t k = (size_t)snprintf(buf, len, "fuses=");
         for (int s = 0; s < n->a.ew.nstep && k < len; s++) {
             const EwStep *st = &n->a.ew.step[s];
-            k += (size_t)snprintf(buf + k, len - k, "%s%s", s ? "+" : "", op_name((OpKind)st->op));
+            const char *name = op_has((OpKind)st->op, OPT_UNARY) ? fn_name(st->op, st->p, fb, sizeof fb) : op_name((OpKind)st->op);
+            k += (size_t)snprintf(buf + k, len - k, "%s%s", s ? "+" : "", name);
             if (st->op == OP_UNARY_GRAD && k < len)
-                k += (size_t)snprintf(buf + k, len - k, "[%s]", st->kop >= 0 && st->kop < 7 ? un[st->kop] : "?");
+                k += (size_t)snprintf(buf + k, len - k, "[%s]", fn_name(st->of, st->p, fb, sizeof fb));
         }
         break;
     }
@@ -102,8 +106,6 @@ static void attrs_str(const Graph *g, const Node *n, char *buf, size_t len)
             int v = n->a.update.state[s];
             if (v >= 0) k += (size_t)snprintf(buf + k, len - k, "%s%s", s ? "," : " state=", g->vars[v].name);
         }
-        if (n->a.update.kind == OP_ADAM_UPDATE && k < len)
-            snprintf(buf + k, len - k, " panel=%d", n->a.update.panel);
         break;
     }
     case OP_MATMUL_GRAD_UPDATE:
@@ -111,9 +113,12 @@ static void attrs_str(const Graph *g, const Node *n, char *buf, size_t len)
                  (unsigned)n->a.update.kind < OP_COUNT ? op_name((OpKind)n->a.update.kind) : "?");
         break;
     case OP_UPDATE_ALL:
-        snprintf(buf, len, "fuses=%d %s", n->nin / 2, (unsigned)n->a.update.state[0] < OP_COUNT ? op_name((OpKind)n->a.update.state[0]) : "?");
+        snprintf(buf, len, "fuses=%d %s", n->nin / 2, op_name((OpKind)n->a.update.kind));
         break;
-    default: break;
+    default:
+        if (op_has(n->op, OPT_UNARY) && op_info[n->op].param)
+            snprintf(buf, len, "%s=%g", op_info[n->op].param, n->a.unary.p);
+        break;
     }
 }
 

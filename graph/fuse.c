@@ -1,20 +1,23 @@
-/* The fusion pass.  See passes.h.
- *
- * Patterns, matched on the node list in order:
- *   conv2d(x, w) -> add(., b) [-> act]      =>  conv2d_bias_act(x, w, b)
- *   matmul(a, w) -> add(., b) [-> act]      =>  matmul_bias_act(a, w, b)
- *   maxpool_grad(x, y, dy) -> unary_grad[relu](x, .)  =>  maxpool_grad_relu(x, y, dy)
- *   every sgd/momentum/adam update of the step     =>  update_all(p1, g1, p2, g2, ...)
- *   conv2d_bias_act(x, w, b) or conv2d(x, w) -> maxpool  =>  conv2d_maxpool(x, w[, b])
- *                                                   (graphs without a training step)
- *   matmul(a, b) -> sgd/momentum/adam_update(w, .)  =>  matmul_update(w, a, b)
- *   matmul(dy, w) -> unary_grad[relu](x, .), and w's sgd/momentum update from
- *   matmul(x, dy) (matmul_update, or its pair in update_all)  =>  matmul_grad_update(x, dy, w)   (last)
- * where b is a vector over the last axis and act is relu, sigmoid or tanh.  The fused
- * node takes the place of the last node of its pattern, so everything that read that
- * node reads the fused one; the other nodes of the pattern are dropped. */
+/* The fusion passes, each a pass of its own in the compiler's list (graph/passes.c),
+ * in this order:
+ *   bias_act           conv2d(x, w) -> add(., b) [-> act]  =>  conv2d_bias_act(x, w, b)
+ *                      matmul(a, w) -> add(., b) [-> act]  =>  matmul_bias_act(a, w, b)
+ *   maxpool_grad_relu  maxpool_grad(x, y, dy) -> unary_grad[relu](x, .)  =>  maxpool_grad_relu(x, y, dy)
+ *   update_all         the updates of the step that stay at its end  =>  update_all(p1, g1, ...)
+ *   conv_maxpool       conv2d_bias_act(x, w, b) or conv2d(x, w) -> maxpool  =>  conv2d_maxpool(x, w[, b])
+ *                      (graphs without a training step)
+ *   elementwise        a chain of elementwise ops  =>  fused_elemwise
+ *   pool_indices       maxpool and its gradient through an index of the maxima
+ *   early_updates      a large gradient's update moved to right after its last input
+ *   gemm_updates       matmul(a, b) -> sgd/momentum/adam_update(w, .)  =>  matmul_update(w, a, b)
+ *   dense_backward     matmul(dy, w) -> unary_grad[relu](x, .), and w's sgd/momentum update
+ *                      from matmul(x, dy)  =>  matmul_grad_update(x, dy, w)
+ * where b is a vector over the last axis and act any elementwise unary function.  The
+ * fused node takes the place of the last node of its pattern, so everything that read
+ * that node reads the fused one; the other nodes of the pattern are dropped.  Fusion is
+ * decided here, from the graph alone: which kernel runs a fused op is the executor's
+ * choice. */
 #include <string.h>
-#include "kernels/kern.h"
 #include "graph/passes.h"
 
 /* Uses of each node: inputs of other nodes, outputs, the loss. */
@@ -82,15 +85,9 @@ static Graph *rewrite_end(Rewrite *r, bool ok, const char *stage, DiagSink *d)
     return out;
 }
 
-static int act_of(OpKind op)
-{
-    switch (op) {
-    case OP_RELU: return KU_RELU;
-    case OP_SIGMOID: return KU_SIGMOID;
-    case OP_TANH: return KU_TANH;
-    default: return -1;
-    }
-}
+/* A GEMM's epilogue may be any elementwise unary function (the kernels apply it to each
+ * block of the output while it is in cache). */
+static bool is_act(OpKind op) { return op_has(op, OPT_UNARY); }
 
 /* Is node `add` = gemm_out + b with b a vector over gemm_out's last axis? Returns b. */
 static int32_t bias_of(const Graph *g, int32_t add, int32_t gemm_out)
@@ -105,11 +102,7 @@ static int32_t bias_of(const Graph *g, int32_t add, int32_t gemm_out)
     return b;
 }
 
-static bool gemm_update_on = true;   /* see pass_fuse_set_gemm_update */
-
-void pass_fuse_set_gemm_update(bool on) { gemm_update_on = on; }
-
-/* A large gradient's update runs as soon as it can (see early_updates) instead of in
+/* A large gradient's update runs as soon as it can (see pass_early_updates) instead of in
  * the one update_all at the end. */
 static bool runs_early(const Graph *g, const Node *update)
 {
@@ -125,7 +118,7 @@ static bool runs_early(const Graph *g, const Node *update)
  * its gradient, and every reader of its parameter (the update writes the parameter in
  * place).  Its gradient's buffer is then free for the rest of the backward pass.
  * Small gradients cost little to keep: their updates stay one update_all at the end. */
-static Graph *early_updates(const Graph *g, DiagSink *d)
+Graph *pass_early_updates(const Graph *g, DiagSink *d)
 {
     int n = g->nnodes;
     int32_t *after = gc_calloc((size_t)(n ? n : 1), sizeof *after);   /* update -> node it follows, or -1 */
@@ -172,23 +165,20 @@ done:
     return out;
 }
 
-/* Can n be a step of a fused elementwise loop?  Same-shape operands (or scalars), f32. */
+/* Can n be a step of a fused elementwise loop?  An elementwise function, a unary
+ * function's gradient or dropout, over same-shape operands (or scalars of a binary
+ * function), f32. */
 static bool ew_candidate(const Graph *g, const Node *n)
 {
-    switch (n->op) {
-    case OP_ADD: case OP_SUB: case OP_MUL: case OP_DIV:
-    case OP_NEG: case OP_RELU: case OP_SIGMOID: case OP_TANH: case OP_EXP: case OP_LOG: case OP_SQRT:
-    case OP_UNARY_GRAD: case OP_DROPOUT: case OP_DROPOUT_GRAD:
-        break;
-    default:
+    if (!op_has(n->op, OPT_UNARY | OPT_BINARY) && n->op != OP_UNARY_GRAD && n->op != OP_DROPOUT &&
+        n->op != OP_DROPOUT_GRAD)
         return false;
-    }
     if (n->dtype != DT_F32) return false;
     for (int k = 0; k < n->nin; k++) {
         const Node *in = &g->nodes[n->in[k]];
         bool scalar = true;
         for (int i = 0; i < in->shape.rank; i++) scalar &= in->shape.d[i].v == 1 && in->shape.d[i].sym < 0;
-        if (in->dtype != DT_F32 || !(shape_eq(&in->shape, &n->shape) || (scalar && n->op <= OP_DIV))) return false;
+        if (in->dtype != DT_F32 || !(shape_eq(&in->shape, &n->shape) || (scalar && op_has(n->op, OPT_BINARY)))) return false;
     }
     return true;
 }
@@ -198,7 +188,7 @@ static bool ew_candidate(const Graph *g, const Node *n)
  * become one fused_elemwise node that runs their kernels block by block, so the
  * intermediates stay in cache and are never written to memory.  Each step is the same
  * kernel on a slice, so the values are the same bit for bit. */
-static Graph *fuse_elementwise(const Graph *g, DiagSink *d)
+Graph *pass_fuse_elementwise(const Graph *g, DiagSink *d)
 {
     int n = g->nnodes;
     Graph *c = graph_clone(g);
@@ -248,10 +238,11 @@ static Graph *fuse_elementwise(const Graph *g, DiagSink *d)
         if (!st) { diag_plain(d, "out of memory"); goto done; }
         for (int s = 0; s < nm; s++) {
             const Node *m = &c->nodes[mem[s]];
-            st[s] = (EwStep){ .op = (int16_t)m->op, .arg = { 0, 0 }, .kop = -1 };
-            if (m->op == OP_UNARY_GRAD) st[s].kop = (int16_t)m->a.unary.kop;
+            st[s] = (EwStep){ .op = (int16_t)m->op, .arg = { 0, 0 }, .of = -1 };
+            if (m->op == OP_UNARY_GRAD) st[s].of = (int16_t)m->a.unary.op;
+            if (m->op == OP_UNARY_GRAD || op_has(m->op, OPT_UNARY)) st[s].p = m->a.unary.p;
             if (m->op == OP_DROPOUT || m->op == OP_DROPOUT_GRAD) {
-                st[s].rate = m->a.dropout.rate;
+                st[s].p = m->a.dropout.rate;
                 st[s].stream = m->a.dropout.stream;
             }
             for (int k = 0; k < m->nin; k++) {
@@ -296,27 +287,16 @@ done:
 
 /* Max pooling into the convolution before it, in a graph without a training step
  * (inference and evaluation): a conv2d or conv2d_bias_act read only by a maxpool
- * becomes one conv2d_maxpool in the maxpool's place, whose kernel makes the
- * convolution's rows band by band in scratch and pools them there (kernels/conv.c),
- * so the full-resolution output, a CNN's largest tensor, is never written and read
- * back.  Only where the convolution takes a direct kernel (convpool_exact).  A training step needs that output for the gradients (relu's, the pool's), so
- * there it has other readers anyway; updates mark a training step. */
-/* Does the convolution take a direct kernel (on this CPU), where the fused op gives
- * the bits of the two ops apart?  (On im2col + sgemm it does not: see conv.c.)
- * The kernel's choice does not depend on the batch. */
-static bool convpool_exact(const Graph *g, const Node *conv)
-{
-    const Shape *x = &g->nodes[conv->in[0]].shape, *w = &g->nodes[conv->in[1]].shape, *y = &conv->shape;
-    for (int k = 1; k < 4; k++)
-        if (x->d[k].sym >= 0 || w->d[k - 1].sym >= 0 || y->d[k].sym >= 0) return false;
-    if (w->d[3].sym >= 0) return false;
-    KConv p = { .n = 1, .h = x->d[1].v, .w = x->d[2].v, .c = x->d[3].v, .kh = w->d[0].v, .kw = w->d[1].v,
-                .f = w->d[3].v, .sh = conv->a.win.sh, .sw = conv->a.win.sw, .pt = conv->a.win.pt,
-                .pl = conv->a.win.pl, .oh = y->d[1].v, .ow = y->d[2].v };
-    return kern_conv2d_maxpool_exact(&p);
-}
+ * becomes one conv2d_maxpool in the maxpool's place, which the executor runs band by
+ * band (the convolution's rows made in scratch and pooled there), so the
+ * full-resolution output, a CNN's largest tensor, is never written and read back.
+ * Whether that gives the bits of the two ops apart depends on the kernel that takes
+ * the convolution; where it would not, the executor runs the two ops apart inside the
+ * fused node instead (exec/dispatch.c), so the fusion is decided here from the graph
+ * alone.  A training step needs that output for the gradients (relu's, the pool's),
+ * so there it has other readers anyway; updates mark a training step. */
 
-static Graph *fuse_conv_pool(const Graph *g, DiagSink *d)
+Graph *pass_fuse_conv_maxpool(const Graph *g, DiagSink *d)
 {
     for (int i = 0; i < g->nnodes; i++)
         if (op_info[g->nodes[i].op].traits & OPT_UPDATE) {
@@ -335,9 +315,7 @@ static Graph *fuse_conv_pool(const Graph *g, DiagSink *d)
         if (pool->op != OP_MAXPOOL || pool->dtype != DT_F32) continue;
         int32_t x = pool->in[0];
         const Node *conv = &c->nodes[x];
-        if ((conv->op != OP_CONV2D && conv->op != OP_CONV2D_BIAS_ACT) || uses[x] != 1 || x == c->logits ||
-            !convpool_exact(c, conv))
-            continue;
+        if ((conv->op != OP_CONV2D && conv->op != OP_CONV2D_BIAS_ACT) || uses[x] != 1 || x == c->logits) continue;
         int32_t *in = arena_alloc(&c->arena, (size_t)conv->nin * sizeof *in);
         if (!in) {
             diag_plain(d, "out of memory");
@@ -368,7 +346,7 @@ static Graph *fuse_conv_pool(const Graph *g, DiagSink *d)
  *   dx = maxpool_scatter(i, dy)  or  maxpool_scatter_relu(i, y, dy)
  * so x dies after the forward pass and an i32 index of y's size is kept instead.
  * The values are the same bit for bit (kernels/conv.c). */
-static Graph *pool_indices(const Graph *g, DiagSink *d)
+Graph *pass_pool_indices(const Graph *g, DiagSink *d)
 {
     Graph *c = graph_clone(g);
     int n0 = g->nnodes;
@@ -459,7 +437,7 @@ done:
  * from the two ops apart (the GEMM accumulates into w or v; Adam's panels cut the GEMM
  * into other BLAS calls), so this is the one fusion that does not agree with the
  * interpreter bit for bit. */
-static Graph *gemm_updates(const Graph *g, DiagSink *d)
+Graph *pass_gemm_updates(const Graph *g, DiagSink *d)
 {
     int n = g->nnodes;
     Rewrite r;
@@ -487,8 +465,6 @@ static Graph *gemm_updates(const Graph *g, DiagSink *d)
         a.update.kind = (int)up->op;
         a.update.ta = mm->a.matmul.ta;
         a.update.tb = mm->a.matmul.tb;
-        if (up->op == OP_ADAM_UPDATE)
-            a.update.panel = (int)kern_gemm_panel_rows((size_t)mm->shape.d[0].v, (size_t)mm->shape.d[1].v);
         up->op = OP_MATMUL_UPDATE;
         up->a = a;
         up->in = in;
@@ -513,7 +489,7 @@ static bool read_from(const Graph *c, int32_t v, int var, int32_t from, int32_t 
     return false;
 }
 
-/* W's update from the gradient x^T dy, as dense_backward can take it into its fused
+/* W's update from the gradient x^T dy, as pass_dense_backward can take it into its fused
  * node: matmul_update(w, x, dy) (transpose=a), or in update_all, a pair (w, g) with
  * g = matmul(x, dy) (transpose=a) read by nothing else.  SGD or plain momentum.  Sets
  * *u to the update node, *grad to the node that reads x and dy to make the gradient
@@ -534,7 +510,7 @@ static bool update_from(const Graph *c, const int32_t *uses, int var, int32_t x,
         for (int k = 0; k + 1 < up->nin; k += 2) {
             if (c->nodes[up->in[k]].a.param.var != var) continue;
             const Node *g = &c->nodes[up->in[k + 1]];
-            OpKind kind = (OpKind)up->a.update.state[0];
+            OpKind kind = (OpKind)up->a.update.kind;
             *u = j;
             *grad = up->in[k + 1];
             *pair = k / 2;
@@ -554,12 +530,12 @@ static bool update_from(const Graph *c, const int32_t *uses, int var, int32_t x,
  * the output takes x's, which would otherwise be alive beside dx (nor, from
  * update_all, is the gradient kept to the end of the step).  Only where w's update can
  * move to the fused node (no other reader of w after the earlier of the two:
- * matmul_update already follows every reader of its parameter, see early_updates, and
+ * matmul_update already follows every reader of its parameter, see pass_early_updates, and
  * update_all comes last) and nothing reads x after it, nor is x an output: then the
- * planner can put the output over x.  After gemm_updates, and off with it: SGD's
+ * planner can put the output over x.  After pass_gemm_updates, and off with it: SGD's
  * kernel rounds differently from the ops apart, and taking a gradient out of
  * update_all makes it inside the update as matmul_update does. */
-static Graph *dense_backward(const Graph *g, DiagSink *d)
+Graph *pass_dense_backward(const Graph *g, DiagSink *d)
 {
     Rewrite r;
     if (!rewrite_begin(&r, g, d)) return NULL;
@@ -567,7 +543,7 @@ static Graph *dense_backward(const Graph *g, DiagSink *d)
     bool ok = true;
     for (int32_t m = 0; m < c->nnodes && ok; m++) {
         Node *mask = &c->nodes[m];
-        if (mask->op != OP_UNARY_GRAD || mask->a.unary.kop != KU_RELU) continue;
+        if (mask->op != OP_UNARY_GRAD || mask->a.unary.op != OP_RELU) continue;
         int32_t x = mask->in[0], dx = mask->in[1];
         const Node *mm = &c->nodes[dx];
         if (mm->op != OP_MATMUL || mm->a.matmul.ta || !mm->a.matmul.tb || r.uses[dx] != 1 ||
@@ -593,7 +569,7 @@ static Graph *dense_backward(const Graph *g, DiagSink *d)
         NodeAttr a = up->a;
         if (pair >= 0) {   /* out of update_all: the attributes its own update would have had */
             a.update.var = var;
-            a.update.kind = up->a.update.state[0];
+            a.update.kind = up->a.update.kind;
             graph_state_vars(c, var, a.update.state);   /* SGD: none; momentum: the velocity */
             a.update.ta = true;
             a.update.tb = false;
@@ -617,74 +593,114 @@ static Graph *dense_backward(const Graph *g, DiagSink *d)
     return rewrite_end(&r, ok, g->stage, d);
 }
 
-Graph *pass_fuse(const Graph *g, DiagSink *d)
+/* GEMM epilogues: a conv2d or matmul whose sole reader adds a bias vector over its last
+ * axis, and optionally whose sum's sole reader is a unary function, becomes one
+ * conv2d_bias_act / matmul_bias_act in the last node's place. */
+Graph *pass_fuse_bias_act(const Graph *g, DiagSink *d)
 {
     Rewrite r;
     if (!rewrite_begin(&r, g, d)) return NULL;
     Graph *c = r.c;
     int32_t *uses = r.uses;
     bool *keep = r.keep;
-    for (int i = 0; i < c->nnodes; i++) {
+    bool ok = true;
+    for (int i = 0; i < c->nnodes && ok; i++) {
         Node *n = &c->nodes[i];
-        if (!keep[i]) continue;
-        if (n->op == OP_CONV2D || n->op == OP_MATMUL) {
-            int32_t add = sole_consumer(c, uses, i);
-            int32_t b = add >= 0 ? bias_of(c, add, i) : -1;
-            if (b < 0) continue;
-            int32_t last = add, act = -1;
-            int32_t next = sole_consumer(c, uses, add);
-            if (next >= 0 && act_of(c->nodes[next].op) >= 0) {
-                act = act_of(c->nodes[next].op);
-                last = next;
-            }
-            /* the fused node replaces `last`; the gemm and the add go */
-            Node *f = &c->nodes[last];
-            Shape y = f->shape;
-            const char *name = f->name;
-            int32_t ins[3] = { n->in[0], n->in[1], b };
-            int32_t *in = arena_alloc(&c->arena, sizeof ins);
-            if (!in) continue;
-            memcpy(in, ins, sizeof ins);
-            NodeAttr a = n->a;
-            if (n->op == OP_CONV2D) {
-                f->op = OP_CONV2D_BIAS_ACT;
-                a.win.act = act;
-            } else {
-                f->op = OP_MATMUL_BIAS_ACT;
-                a.matmul.act = act;
-            }
-            f->a = a;
-            f->in = in;
-            f->nin = 3;
-            f->shape = y;
-            f->name = name ? name : n->name;
-            f->loc = n->loc;
-            keep[i] = false;
-            if (last != add) keep[add] = false;
-        } else if (n->op == OP_UNARY_GRAD && n->a.unary.kop == KU_RELU) {
-            int32_t m = n->in[1];
-            const Node *mg = &c->nodes[m];
-            /* relu's output is maxpool's input: the mask is x > 0 on the same tensor */
-            if (mg->op != OP_MAXPOOL_GRAD || uses[m] != 1 || mg->in[0] != n->in[0]) continue;
-            NodeAttr a = mg->a;
-            int32_t *in = arena_alloc(&c->arena, 3 * sizeof *in);
-            if (!in) continue;
-            memcpy(in, mg->in, 3 * sizeof *in);
-            n->op = OP_MAXPOOL_GRAD_RELU;
-            n->a = a;
-            n->in = in;
-            n->nin = 3;
-            keep[m] = false;
+        if (!keep[i] || (n->op != OP_CONV2D && n->op != OP_MATMUL)) continue;
+        int32_t add = sole_consumer(c, uses, i);
+        int32_t b = add >= 0 ? bias_of(c, add, i) : -1;
+        if (b < 0) continue;
+        int32_t last = add, act = -1;
+        float act_p = 0;
+        int32_t next = sole_consumer(c, uses, add);
+        if (next >= 0 && is_act(c->nodes[next].op)) {
+            act = (int)c->nodes[next].op;
+            act_p = c->nodes[next].a.unary.p;
+            last = next;
         }
+        /* the fused node replaces `last`; the gemm and the add go */
+        Node *f = &c->nodes[last];
+        Shape y = f->shape;
+        const char *name = f->name;
+        int32_t ins[3] = { n->in[0], n->in[1], b };
+        int32_t *in = arena_alloc(&c->arena, sizeof ins);
+        if (!in) {
+            diag_plain(d, "out of memory");
+            ok = false;
+            break;
+        }
+        memcpy(in, ins, sizeof ins);
+        NodeAttr a = n->a;
+        if (n->op == OP_CONV2D) {
+            f->op = OP_CONV2D_BIAS_ACT;
+            a.win.act = act;
+            a.win.act_p = act_p;
+        } else {
+            f->op = OP_MATMUL_BIAS_ACT;
+            a.matmul.act = act;
+            a.matmul.act_p = act_p;
+        }
+        f->a = a;
+        f->in = in;
+        f->nin = 3;
+        f->shape = y;
+        f->name = name ? name : n->name;
+        f->loc = n->loc;
+        keep[i] = false;
+        if (last != add) keep[add] = false;
     }
-    /* All optimizer updates of the step (one kind per step) become one op, in place of
-     * the last of them: they run last anyway, and one op updates every parameter in one
-     * pass over the pool. */
+    return rewrite_end(&r, ok, g->stage, d);
+}
+
+/* A relu gradient whose incoming gradient is a maxpool gradient read by nothing else,
+ * on the same tensor (relu's output is the pool's input: the mask is x > 0 on it),
+ * becomes one maxpool_grad_relu. */
+Graph *pass_fuse_maxpool_grad_relu(const Graph *g, DiagSink *d)
+{
+    Rewrite r;
+    if (!rewrite_begin(&r, g, d)) return NULL;
+    Graph *c = r.c;
+    bool ok = true;
+    for (int i = 0; i < c->nnodes && ok; i++) {
+        Node *n = &c->nodes[i];
+        if (n->op != OP_UNARY_GRAD || n->a.unary.op != OP_RELU) continue;
+        int32_t m = n->in[1];
+        const Node *mg = &c->nodes[m];
+        if (mg->op != OP_MAXPOOL_GRAD || r.uses[m] != 1 || mg->in[0] != n->in[0]) continue;
+        NodeAttr a = mg->a;
+        int32_t *in = arena_alloc(&c->arena, 3 * sizeof *in);
+        if (!in) {
+            diag_plain(d, "out of memory");
+            ok = false;
+            break;
+        }
+        memcpy(in, mg->in, 3 * sizeof *in);
+        n->op = OP_MAXPOOL_GRAD_RELU;
+        n->a = a;
+        n->in = in;
+        n->nin = 3;
+        r.keep[m] = false;
+    }
+    return rewrite_end(&r, ok, g->stage, d);
+}
+
+/* All optimizer updates of the step that stay at the end (one kind per step; a large
+ * gradient's runs early, see pass_early_updates) become one update_all in place of the last
+ * of them: they run last anyway, and one op updates every parameter in one pass over
+ * the pool. */
+Graph *pass_fuse_update_all(const Graph *g, DiagSink *d)
+{
+    Rewrite r;
+    if (!rewrite_begin(&r, g, d)) return NULL;
+    Graph *c = r.c;
+    bool *keep = r.keep, ok = true;
     int nup = 0, last_up = -1;
     OpKind kind = OP_COUNT;
     for (int i = 0; i < c->nnodes; i++) {
         const Node *n = &c->nodes[i];
-        if (!keep[i] || n->op == OP_UPDATE_ALL || !(op_info[n->op].traits & OPT_UPDATE) || runs_early(c, n)) continue;
+        if (n->op == OP_UPDATE_ALL || !op_has(n->op, OPT_UPDATE) || n->op == OP_MATMUL_UPDATE ||
+            n->op == OP_MATMUL_GRAD_UPDATE || runs_early(c, n))
+            continue;
         if (kind != OP_COUNT && n->op != kind) { nup = 0; break; }   /* mixed kinds: leave them */
         kind = n->op;
         nup++;
@@ -692,11 +708,14 @@ Graph *pass_fuse(const Graph *g, DiagSink *d)
     }
     if (nup > 1) {
         int32_t *in = arena_alloc(&c->arena, (size_t)(2 * nup) * sizeof *in);
-        if (in) {
+        if (!in) {
+            diag_plain(d, "out of memory");
+            ok = false;
+        } else {
             int k = 0;
             for (int i = 0; i < c->nnodes; i++) {
                 const Node *n = &c->nodes[i];
-                if (!keep[i] || n->op != kind || runs_early(c, n)) continue;
+                if (n->op != kind || runs_early(c, n)) continue;
                 in[k++] = n->in[0];
                 in[k++] = n->in[1];
                 if (i != last_up) keep[i] = false;
@@ -707,47 +726,10 @@ Graph *pass_fuse(const Graph *g, DiagSink *d)
             f->nin = 2 * nup;
             memset(&f->a, 0, sizeof f->a);
             f->a.update.var = -1;
-            f->a.update.state[0] = (int)kind;
-            f->a.update.state[1] = -1;
+            f->a.update.state[0] = f->a.update.state[1] = -1;
+            f->a.update.kind = (int)kind;
         }
     }
-    Graph *out = rewrite_end(&r, true, "fused", d);
-    if (!out) return NULL;
-    Graph *cp = fuse_conv_pool(out, d);
-    graph_free(out);
-    if (!cp) return NULL;
-    Graph *ew = fuse_elementwise(cp, d);
-    graph_free(cp);
-    if (!ew) return NULL;
-    Graph *idx = pool_indices(ew, d);
-    graph_free(ew);
-    if (!idx) return NULL;
-    Graph *early = early_updates(idx, d);
-    graph_free(idx);
-    if (!early || !gemm_update_on) return early;
-    Graph *mu = gemm_updates(early, d);
-    graph_free(early);
-    if (!mu) return NULL;
-    Graph *db = dense_backward(mu, d);
-    graph_free(mu);
-    return db;
+    return rewrite_end(&r, ok, g->stage, d);
 }
 
-Graph *pass_optimize(const Graph *g, const char *upto, DiagSink *d)
-{
-    static const struct {
-        const char *stage;
-        Graph *(*pass)(const Graph *, DiagSink *);
-    } pipeline[] = { { "cse", pass_cse }, { "folded", pass_fold }, { "fused", pass_fuse } };
-    Graph *cur = graph_clone(g);
-    if (!cur) { diag_plain(d, "out of memory"); return NULL; }
-    for (size_t i = 0; i < sizeof pipeline / sizeof pipeline[0]; i++) {
-        Graph *next = pipeline[i].pass(cur, d);
-        graph_free(cur);
-        if (!next) return NULL;
-        next->stage = pipeline[i].stage;
-        cur = next;
-        if (upto && strcmp(upto, pipeline[i].stage) == 0) break;
-    }
-    return cur;
-}

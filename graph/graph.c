@@ -103,6 +103,15 @@ int graph_add_output(Graph *g, const char *name, int32_t node)
     return g->noutputs++;
 }
 
+int graph_batch_sym(const Graph *g)
+{
+    for (int i = 0; i < g->ninputs; i++) {
+        const Shape *s = &g->nodes[g->inputs[i]].shape;
+        if (s->rank > 0 && s->d[0].sym >= 0 && s->d[0].v == 1) return s->d[0].sym;
+    }
+    return -1;
+}
+
 int graph_sym(Graph *g, const char *name)
 {
     for (int i = 0; i < g->nsyms; i++)
@@ -363,7 +372,7 @@ double node_flops(const Graph *g, const Node *n)
     case OP_SGD_UPDATE: case OP_MOMENTUM_UPDATE: case OP_ADAM_UPDATE:
         return update_flops(n->op) * numel_d(g, &g->nodes[n->in[1]].shape);
     case OP_UPDATE_ALL: {
-        double per = update_flops((OpKind)n->a.update.state[0]), f = 0;
+        double per = update_flops((OpKind)n->a.update.kind), f = 0;
         for (int i = 1; i < n->nin; i += 2) f += per * numel_d(g, &g->nodes[n->in[i]].shape);
         return f;
     }

@@ -62,11 +62,11 @@ typedef struct Var {
  * each the node's input k (k >= 0) or the result of step s (-1 - s). */
 #define EW_MAX_STEPS 8
 typedef struct EwStep {
-    int16_t op;           /* an OpKind: ADD..SQRT, UNARY_GRAD, DROPOUT, DROPOUT_GRAD */
+    int16_t op;           /* an OpKind: an elementwise function, UNARY_GRAD, DROPOUT, DROPOUT_GRAD */
     int16_t arg[2];
-    int16_t kop;          /* UNARY_GRAD: the KUnary */
-    float rate;           /* DROPOUT(_GRAD) */
-    int stream;
+    int16_t of;           /* UNARY_GRAD: the forward op (an OpKind) */
+    float p;              /* a unary function's parameter; DROPOUT(_GRAD): the rate */
+    int stream;           /* DROPOUT(_GRAD) */
 } EwStep;
 
 /* A window op's attributes: convolutions (and their gradients) and pools. */
@@ -75,7 +75,8 @@ typedef struct WinAttr {
     int sh, sw;                               /* strides */
     Padding padding;
     int pt, pb, pl, pr;                       /* resolved padding, set by shape inference */
-    int act;                                  /* CONV2D_BIAS_ACT: KUnary applied last, or -1 */
+    int act;                                  /* CONV2D_BIAS_ACT: the unary op applied last (an OpKind), or -1 */
+    float act_p;                              /* its parameter */
 } WinAttr;
 
 typedef union NodeAttr {
@@ -84,7 +85,8 @@ typedef union NodeAttr {
     struct { float value; } cnst;             /* CONST: a scalar */
     struct {                                  /* MATMUL, MATMUL_BIAS_ACT */
         bool ta, tb;                          /* transpose a / b */
-        int act;                              /* MATMUL_BIAS_ACT: KUnary applied last, or -1 */
+        int act;                              /* MATMUL_BIAS_ACT: the unary op applied last (an OpKind), or -1 */
+        float act_p;                          /* its parameter */
     } matmul;
     WinAttr win;                              /* CONV2D and its gradients; pools */
     struct {                                  /* CONV2D_MAXPOOL */
@@ -100,15 +102,17 @@ typedef union NodeAttr {
                                                * gradient of a concat along the batch) */
     } slice;
     struct { float rate; int stream; } dropout;   /* DROPOUT, DROPOUT_GRAD */
-    struct { int kop; } unary;                /* UNARY_GRAD: the KUnary of the forward op */
+    struct {                                  /* elementwise unary ops and UNARY_GRAD */
+        int op;                               /* UNARY_GRAD: the forward op (an OpKind) */
+        float p;                              /* the function's parameter (util/elemwise.def) */
+    } unary;
     struct { int bucket; } allreduce;         /* ALLREDUCE, ALLREDUCE_WAIT: the bucket's tag */
     struct { const EwStep *step; int nstep; } ew; /* FUSED_ELEMWISE: the program (graph arena) */
-    struct {                                  /* *_UPDATE, UPDATE_ALL, MATMUL_UPDATE */
-        int var;                              /* the parameter */
+    struct {                                  /* *_UPDATE, UPDATE_ALL, MATMUL_(GRAD_)UPDATE */
+        int var;                              /* the parameter (UPDATE_ALL: -1) */
         int state[2];                         /* its optimizer state vars, or -1 */
-        int kind;                             /* MATMUL_UPDATE: the update it replaces (SGD, MOMENTUM or ADAM_UPDATE) */
+        int kind;                             /* the fused ops: the update they replace (SGD, MOMENTUM or ADAM_UPDATE) */
         bool ta, tb;                          /* MATMUL_UPDATE: the gradient matmul's transpose flags */
-        int panel;                            /* MATMUL_UPDATE of Adam: rows of the gradient made at a time */
     } update;
 } NodeAttr;
 
@@ -181,6 +185,9 @@ int graph_add_var(Graph *g, const char *name, Shape shape, InitKind init, Loc lo
 int graph_state_vars(const Graph *g, int var, int st[2]);
 int graph_add_output(Graph *g, const char *name, int32_t node);
 int graph_sym(Graph *g, const char *name);   /* index of a symbol, adding it; -1 if full */
+/* The batch symbol: the leading dimension (coefficient 1) of the model's first input
+ * that has a symbolic one; -1 if every input's batch is a number. */
+int graph_batch_sym(const Graph *g);
 int32_t graph_const(Graph *g, float v, Loc loc);
 /* A deep copy (same source, same vars) for passes that rebuild the graph. */
 Graph *graph_clone(const Graph *g);

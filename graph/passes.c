@@ -1,6 +1,58 @@
-/* Rebuilding passes: inference graph and dead code elimination. */
+/* The compiler's pass list; rebuilding passes: inference graph and dead code
+ * elimination. */
 #include <string.h>
 #include "graph/passes.h"
+
+const GraphPass graph_passes[] = {
+    { "cse", pass_cse, "nodes computing the same value merged", false },
+    { "folded", pass_fold, "scalar constants folded, dead code removed", false },
+    { "bias_act", pass_fuse_bias_act, "conv2d/matmul + bias + activation as one op", false },
+    { "maxpool_grad_relu", pass_fuse_maxpool_grad_relu, "a relu's gradient inside the max pool's gradient", false },
+    { "update_all", pass_fuse_update_all, "the updates at the end of the step as one op", false },
+    { "conv_maxpool", pass_fuse_conv_maxpool, "a convolution and its max pool as one op (no training step)", false },
+    { "elementwise", pass_fuse_elementwise, "chains of elementwise ops as one loop", false },
+    { "pool_indices", pass_pool_indices, "max pooling through the index of each maximum", false },
+    { "early_updates", pass_early_updates, "a large gradient's update right after its last input", false },
+    { "gemm_updates", pass_gemm_updates, "a weight gradient's GEMM inside its update", true },
+    { "dense_backward", pass_dense_backward, "a dense layer's backward with its update as one op", true },
+};
+const int graph_npasses = (int)(sizeof graph_passes / sizeof graph_passes[0]);
+
+int graph_pass_index(const char *name)
+{
+    for (int i = 0; i < graph_npasses; i++)
+        if (strcmp(graph_passes[i].name, name) == 0) return i;
+    return -1;
+}
+
+Graph *graph_run_passes(const Graph *g, uint64_t off, const char *stop_after, bool verify, bool *stopped, DiagSink *d)
+{
+    *stopped = false;
+    Graph *cur = graph_clone(g);
+    if (!cur) {
+        diag_plain(d, "out of memory");
+        return NULL;
+    }
+    for (int i = 0; i < graph_npasses; i++) {
+        if (off & ((uint64_t)1 << i)) continue;
+        Graph *next = graph_passes[i].run(cur, d);
+        graph_free(cur);
+        if (!next) return NULL;
+        cur = next;
+        cur->stage = graph_passes[i].name;
+        if (verify && graph_verify(cur, d) != 0) {
+            graph_free(cur);
+            return NULL;
+        }
+        if (stop_after && strcmp(stop_after, graph_passes[i].name) == 0) {
+            *stopped = true;
+            return cur;
+        }
+    }
+    cur->stage = "fused";
+    *stopped = stop_after && strcmp(stop_after, "fused") == 0;
+    return cur;
+}
 
 int32_t graph_add_inferred(Graph *g, OpKind op, const int32_t *in, int nin, Loc loc,
                            const NodeAttr *attr, const Shape *tshape, DiagSink *d)

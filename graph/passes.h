@@ -22,30 +22,42 @@ Graph *pass_dce(const Graph *g, DiagSink *d);
 Graph *pass_cse(const Graph *g, DiagSink *d);
 /* Constant folding of scalar elementwise ops, then dead code elimination ("folded"). */
 Graph *pass_fold(const Graph *g, DiagSink *d);
-/* The compiler's pipeline before planning: cse, fold (with dce), fuse.  NULL after
- * reporting.  `upto` stops after the named stage ("cse", "folded", "fused"). */
-Graph *pass_optimize(const Graph *g, const char *upto, DiagSink *d);
 
-/* Fusion, decided at compile time ("fused" stage): a GEMM (conv2d, matmul) followed by
- * a bias add and an activation becomes one op that applies them while the GEMM's
- * output is in cache; a relu gradient whose incoming gradient is made by a maxpool
- * gradient is folded into it.  Only where each intermediate has one consumer and is
- * not an output.  The arithmetic is unchanged (same operations, same order), except
- * for the gradient GEMMs fused into their updates (below). */
-Graph *pass_fuse(const Graph *g, DiagSink *d);
-/* Also, last: a large weight gradient made by a matmul and read only by its SGD,
- * (not Nesterov) momentum or Adam update is made inside the update (matmul_update):
- * one GEMM that adds into the parameter or the velocity, or for Adam a panel of rows at
- * a time into scratch, each panel's rows of w, m and v updated from it; so the gradient
- * is never stored.  That rounds differently from the two ops apart: the one fusion the
- * interpreter does not match bit for bit (within 1e-5 of the loss curve;
- * tests/test_train.c).  After it, a dense layer's backward whose input is a relu output
- * (its input gradient, relu's mask, and its weight's SGD or momentum update from such a
- * GEMM or a small gradient's in update_all) becomes one matmul_grad_update that writes
- * the masked gradient over the layer's input; with SGD it rounds differently too.
- * pass_fuse_set_gemm_update(false) turns both off (on by default), for the tests that
- * compare the plan with the interpreter bit for bit, and for benchmarks. */
-void pass_fuse_set_gemm_update(bool on);
+/* Fusion, decided at compile time (graph/fuse.c, which describes each pattern): only
+ * where each intermediate has one consumer and is not an output.  The arithmetic is
+ * unchanged (same operations, same order), except for the gradient GEMMs fused into
+ * their updates (gemm_updates, and dense_backward with SGD), which round otherwise
+ * than the ops apart. */
+Graph *pass_fuse_bias_act(const Graph *g, DiagSink *d);
+Graph *pass_fuse_maxpool_grad_relu(const Graph *g, DiagSink *d);
+Graph *pass_fuse_update_all(const Graph *g, DiagSink *d);
+Graph *pass_fuse_conv_maxpool(const Graph *g, DiagSink *d);
+Graph *pass_fuse_elementwise(const Graph *g, DiagSink *d);
+Graph *pass_pool_indices(const Graph *g, DiagSink *d);
+Graph *pass_early_updates(const Graph *g, DiagSink *d);
+Graph *pass_gemm_updates(const Graph *g, DiagSink *d);
+Graph *pass_dense_backward(const Graph *g, DiagSink *d);
+
+/* The compiler's passes after autodiff (or the inference graph), in the order the
+ * compiled plan runs them.  Each is a stage of its own (graphc dump --stage NAME, the
+ * graph's stage label), can be switched off by name, and is verified after it runs in
+ * the tests; exec/pipeline.c runs the list. */
+typedef struct GraphPass {
+    const char *name;
+    Graph *(*run)(const Graph *g, DiagSink *d);
+    const char *what;      /* one line for --help and the docs */
+    bool rounds;           /* may round otherwise than the ops apart (the interpreter) */
+} GraphPass;
+extern const GraphPass graph_passes[];
+extern const int graph_npasses;
+/* The index of the pass named `name` in graph_passes, or -1. */
+int graph_pass_index(const char *name);
+/* Runs graph_passes over g in order, but those whose bit is set in `off` (bit i for
+ * graph_passes[i]), verifying the graph after each when `verify`; stops after the one
+ * named stop_after (NULL: none; "fused": after them all), and then sets *stopped.  The
+ * result's stage is the last pass's name, or "fused" when the list ran to its end.  A
+ * new graph; NULL after reporting. */
+Graph *graph_run_passes(const Graph *g, uint64_t off, const char *stop_after, bool verify, bool *stopped, DiagSink *d);
 
 /* Gradients of at least this many bytes are not kept to the end of the step: their
  * update runs as soon as they are complete (graph/fuse.c, early_updates). */

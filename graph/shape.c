@@ -474,33 +474,12 @@ static bool r_allreduce(Ctx *c, Node *n)
     return true;
 }
 
-/* Sized by its entries, so the static_assert below fails if the last ops lack one;
- * graph_has_shape_rule() lets the tests check that none is missing in the middle. */
-static const ShapeRule rules[] = {
-    [OP_INPUT] = r_source, [OP_PARAM] = r_source, [OP_CONST] = r_source,
-    [OP_MATMUL] = r_matmul, [OP_CONV2D] = r_conv2d,
-    [OP_ADD] = r_binary, [OP_SUB] = r_binary, [OP_MUL] = r_binary, [OP_DIV] = r_binary,
-    [OP_NEG] = r_same, [OP_RELU] = r_same, [OP_SIGMOID] = r_same, [OP_TANH] = r_same,
-    [OP_EXP] = r_same, [OP_LOG] = r_same, [OP_SQRT] = r_same,
-    [OP_SOFTMAX] = r_rows, [OP_LOG_SOFTMAX] = r_rows,
-    [OP_MAXPOOL] = r_pool, [OP_AVGPOOL] = r_pool, [OP_GLOBAL_AVGPOOL] = r_gap,
-    [OP_RESHAPE] = r_reshape, [OP_CONCAT] = r_concat, [OP_DROPOUT] = r_dropout,
-    [OP_CROSS_ENTROPY] = r_class_loss, [OP_MSE] = r_mse, [OP_ACCURACY] = r_class_loss,
-    [OP_SUM_TO] = r_target, [OP_UNARY_GRAD] = r_like_last,
-    [OP_SOFTMAX_GRAD] = r_like_last, [OP_LOG_SOFTMAX_GRAD] = r_like_last,
-    [OP_MAXPOOL_GRAD] = r_like_first, [OP_AVGPOOL_GRAD] = r_target, [OP_GLOBAL_AVGPOOL_GRAD] = r_target,
-    [OP_CONV2D_GRAD_INPUT] = r_target, [OP_CONV2D_GRAD_FILTER] = r_target,
-    [OP_SLICE] = r_slice, [OP_DROPOUT_GRAD] = r_like_last,
-    [OP_CROSS_ENTROPY_GRAD] = r_like_first, [OP_MSE_GRAD] = r_like_first,
-    [OP_SGD_UPDATE] = r_update, [OP_MOMENTUM_UPDATE] = r_update, [OP_ADAM_UPDATE] = r_update,
-    [OP_CONV2D_BIAS_ACT] = r_conv2d, [OP_MATMUL_BIAS_ACT] = r_matmul, [OP_MAXPOOL_GRAD_RELU] = r_like_first,
-    [OP_UPDATE_ALL] = r_update,
-    [OP_ALLREDUCE] = r_allreduce, [OP_ALLREDUCE_WAIT] = r_same,
-    [OP_MAXPOOL_ARGMAX] = r_argmax, [OP_MAXPOOL_GATHER] = r_pool, [OP_MAXPOOL_SCATTER] = r_target,
-    [OP_MAXPOOL_SCATTER_RELU] = r_target, [OP_FUSED_ELEMWISE] = r_target, [OP_CONV2D_MAXPOOL] = r_conv2d_maxpool,
-    [OP_MATMUL_UPDATE] = r_matmul_update, [OP_MATMUL_GRAD_UPDATE] = r_matmul_grad_update,
+/* One rule per op, named by its row of the op table. */
+static const ShapeRule rules[OP_COUNT] = {
+#define OP(e, name, arity, traits, shape, grad, kernel) [OP_##e] = r_##shape,
+#include "graph/ops.def"
+#undef OP
 };
-static_assert(sizeof rules / sizeof rules[0] == OP_COUNT, "one shape rule per op");
 
 bool graph_has_shape_rule(OpKind op) { return rules[op] != NULL; }
 

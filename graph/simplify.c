@@ -5,11 +5,10 @@
  * updates (they write state) and dropout (each has its own mask stream, so its
  * attributes differ anyway) are never merged.
  *
- * Folding: an elementwise op whose inputs are all scalar constants becomes a constant,
- * computed with the same float operations as the kernels. */
+ * Folding: an elementwise function whose inputs are all scalar constants becomes a
+ * constant, computed with the kernels' own scalar math (util/elemwise.h). */
 #include <math.h>
 #include <string.h>
-#include "kernels/kern.h"
 #include "graph/passes.h"
 
 static bool same_node(const Node *a, const Node *b)
@@ -61,26 +60,14 @@ Graph *pass_cse(const Graph *g, DiagSink *d)
     return out;
 }
 
-/* The value of an elementwise op on scalars, as the kernels compute it. */
-static bool fold_value(OpKind op, const float *v, float *out)
+/* The value of an elementwise function on scalars: util/elemwise.h's, which the kernels
+ * run too, so the folded constant has the kernel's bits. */
+static bool fold_value(const Node *n, const float *v, float *out)
 {
-    float y;
-    switch (op) {
-    case OP_ADD: y = v[0] + v[1]; break;
-    case OP_SUB: y = v[0] - v[1]; break;
-    case OP_MUL: y = v[0] * v[1]; break;
-    case OP_DIV: y = v[0] / v[1]; break;
-    case OP_NEG: case OP_RELU: case OP_SIGMOID: case OP_TANH: case OP_EXP: case OP_LOG: case OP_SQRT: {
-        static const KUnary map[] = {
-            [OP_NEG] = KU_NEG, [OP_RELU] = KU_RELU, [OP_SIGMOID] = KU_SIGMOID, [OP_TANH] = KU_TANH,
-            [OP_EXP] = KU_EXP, [OP_LOG] = KU_LOG, [OP_SQRT] = KU_SQRT,
-        };
-        kern_unary(map[op], v, &y, 1);
-        break;
-    }
-    default: return false;
-    }
-    *out = y;
+    const OpInfo *info = &op_info[n->op];
+    if (info->ew < 0) return false;
+    *out = info->traits & OPT_BINARY ? ew_binary((EwBinary)info->ew, v[0], v[1])
+                                     : ew_unary((EwUnary)info->ew, v[0], n->a.unary.p);
     return true;
 }
 
@@ -90,7 +77,7 @@ Graph *pass_fold(const Graph *g, DiagSink *d)
     if (!c) { diag_plain(d, "out of memory"); return NULL; }
     for (int i = 0; i < c->nnodes; i++) {
         Node *n = &c->nodes[i];
-        if (!(op_info[n->op].traits & OPT_ELEMWISE) || n->shape.rank != 0 || n->nin > 2 || n->op == OP_UNARY_GRAD) continue;
+        if (op_info[n->op].ew < 0 || n->shape.rank != 0) continue;
         float v[2];
         bool all_const = true;
         for (int k = 0; k < n->nin; k++) {
@@ -99,7 +86,7 @@ Graph *pass_fold(const Graph *g, DiagSink *d)
             v[k] = in->a.cnst.value;
         }
         float y;
-        if (!all_const || !fold_value(n->op, v, &y)) continue;
+        if (!all_const || !fold_value(n, v, &y)) continue;
         /* the node becomes a constant; its inputs are left for DCE */
         n->op = OP_CONST;
         n->nin = 0;

@@ -102,6 +102,7 @@ typedef struct ConvPath {
     int64_t regions;
     size_t pack;        /* floats of the packed filter after the regions */
     KConv q;            /* wide grad input: the forward convolution it runs */
+    int threads;        /* of the pool the kernel runs on: regions are per thread */
 } ConvPath;
 
 /* Whole output rows (n, oy) of r in all, one equal share per thread. */
@@ -111,10 +112,9 @@ static void share_rows(ConvPath *c, int64_t r, int T)
     c->tasks = nchunks(r, c->rows);
 }
 
-static ConvPath conv_path(const KConv *p, KConvOp op)
+static ConvPath conv_path(const KConv *p, KConvOp op, int T)
 {
-    ConvPath c = { 0 };
-    const int T = pool_threads();
+    ConvPath c = { .threads = T };
     const int64_t M = conv_m(p), K = conv_k(p), F = p->f;
     if (M <= 0 || F <= 0)
         return c;   /* the kernels return at once (grad input: zeroes dx) */
@@ -166,17 +166,17 @@ static ConvPath conv_path(const KConv *p, KConvOp op)
 
 static size_t path_floats(const ConvPath *c) { return (size_t)c->regions * (c->col + c->acc) + c->pack; }
 
-size_t kern_conv_scratch(const KConv *p, KConvOp op)
+size_t kern_conv_scratch(const KConv *p, KConvOp op, int threads)
 {
-    ConvPath c = conv_path(p, op);
+    ConvPath c = conv_path(p, op, threads);
     return path_floats(&c) * sizeof(float);
 }
 
-size_t kern_conv2d_scratch(const KConv *p)
+size_t kern_conv2d_scratch(const KConv *p, int threads)
 {
     size_t most = 0;
     for (int op = 0; op < KCONV_OP_COUNT; op++) {
-        size_t b = kern_conv_scratch(p, (KConvOp)op);
+        size_t b = kern_conv_scratch(p, (KConvOp)op, threads);
         if (b > most)
             most = b;
     }
@@ -272,7 +272,8 @@ typedef struct ConvJob {
     const KConv *p;
     const ConvPath *path;
     const float *bias;  /* forward epilogue: bias per filter, or NULL */
-    int act;            /* forward epilogue: KUnary, or -1 */
+    EwAct act;          /* forward epilogue */
+    Pool *pool;
     const float *x, *w, *dy;
     float *y, *dx, *dw;
     float *scratch;
@@ -287,8 +288,8 @@ static float *worker_scratch(const ConvJob *j, int worker)
  * then the bias and activation: the few-channel direct kernel, or im2col (into col,
  * mc rows of K) and sgemm.  Every pixel's value is the same however the pixels are
  * cut into calls. */
-static void conv_pixels(const KConv *p, const float *x, const float *w, const float *bias, int act, bool direct,
-                        int64_t m0, int64_t mc, float *col, float *y)
+static void conv_pixels(Pool *pool, const KConv *p, const float *x, const float *w, const float *bias, EwAct act,
+                        bool direct, int64_t m0, int64_t mc, float *col, float *y)
 {
     if (direct) {
         conv_direct_forward(p, x, w, bias, act, y, m0, mc);
@@ -300,7 +301,7 @@ static void conv_pixels(const KConv *p, const float *x, const float *w, const fl
         im2col(p, x, m0, mc, col);
         a = col;
     }
-    kern_gemm(false, false, (size_t)mc, (size_t)F, (size_t)K, 1.0f, a, w, 0.0f, y);
+    kern_gemm(pool, false, false, (size_t)mc, (size_t)F, (size_t)K, 1.0f, a, w, 0.0f, y);
     if (bias)
         kern_bias_act(y, (size_t)mc, (size_t)F, bias, act);
 }
@@ -311,7 +312,7 @@ static void conv_task(void *arg, int task, int worker)
     const KConv *p = j->p;
     const int64_t M = conv_m(p), rows = j->path->rows;
     int64_t m0 = (int64_t)task * rows, mc = M - m0 < rows ? M - m0 : rows;
-    conv_pixels(p, j->x, j->w, j->bias, j->act, j->path->direct, m0, mc, j->path->col ? worker_scratch(j, worker) : NULL,
+    conv_pixels(j->pool, p, j->x, j->w, j->bias, j->act, j->path->direct, m0, mc, j->path->col ? worker_scratch(j, worker) : NULL,
                 j->y + m0 * p->f);
 }
 
@@ -326,32 +327,32 @@ static void conv_wide_task(void *arg, int task, int worker)
                       R - r0 < j->path->rows ? R - r0 : j->path->rows);
 }
 
-static void conv_forward(const KConv *p, const float *x, const float *w, const float *bias, int act, float *y,
-                         float *scratch)
+static void conv_forward(Pool *pool, const KConv *p, const float *x, const float *w, const float *bias, EwAct act,
+                         float *y, float *scratch)
 {
     if (conv_m(p) <= 0 || p->f <= 0)
         return;
-    const ConvPath path = conv_path(p, KCONV_FORWARD);
-    ConvJob j = { .p = p, .path = &path, .bias = bias, .act = act, .x = x, .w = w, .y = y, .scratch = scratch };
+    const ConvPath path = conv_path(p, KCONV_FORWARD, pool_threads(pool));
+    ConvJob j = { .p = p, .path = &path, .bias = bias, .act = act, .pool = pool, .x = x, .w = w, .y = y, .scratch = scratch };
     if (path.wide) {
         float *wp = pack_at(&path, scratch);
         conv_wide_pack(p, w, wp);
         j.w = wp;
-        pool_run((int)path.tasks, conv_wide_task, &j);
+        pool_run(pool, (int)path.tasks, conv_wide_task, &j);
         return;
     }
-    pool_run((int)path.tasks, conv_task, &j);
+    pool_run(pool, (int)path.tasks, conv_task, &j);
 }
 
-void kern_conv2d(const KConv *p, const float *x, const float *w, float *y, float *scratch)
+void kern_conv2d(Pool *pool, const KConv *p, const float *x, const float *w, float *y, float *scratch)
 {
-    conv_forward(p, x, w, NULL, -1, y, scratch);
+    conv_forward(pool, p, x, w, NULL, EW_NO_ACT, y, scratch);
 }
 
-void kern_conv2d_bias_act(const KConv *p, const float *x, const float *w, const float *bias, int act,
+void kern_conv2d_bias_act(Pool *pool, const KConv *p, const float *x, const float *w, const float *bias, EwAct act,
                           float *y, float *scratch)
 {
-    conv_forward(p, x, w, bias, act, y, scratch);
+    conv_forward(pool, p, x, w, bias, act, y, scratch);
 }
 
 /* Grad input scatters each chunk into overlapping patches of dx, so tasks are whole
@@ -370,28 +371,28 @@ static void conv_grad_input_task(void *arg, int task, int worker)
         int64_t mc = n1 * per_image - m0 < rows ? n1 * per_image - m0 : rows;
         /* dcol[mc, K] = dy[mc, F] W^T; the identity case writes it straight into dx. */
         float *dcol = ident ? j->dx + m0 * K : worker_scratch(j, worker);
-        kern_gemm(false, true, (size_t)mc, (size_t)K, (size_t)F, 1.0f, j->dy + m0 * F, j->w, 0.0f, dcol);
+        kern_gemm(j->pool, false, true, (size_t)mc, (size_t)K, (size_t)F, 1.0f, j->dy + m0 * F, j->w, 0.0f, dcol);
         if (!ident)
             col2im_add(p, dcol, m0, mc, j->dx);
     }
 }
 
-void kern_conv2d_grad_input(const KConv *p, const float *dy, const float *w, float *dx, float *scratch)
+void kern_conv2d_grad_input(Pool *pool, const KConv *p, const float *dy, const float *w, float *dx, float *scratch)
 {
     if (conv_m(p) <= 0 || p->f <= 0) {
         memset(dx, 0, (size_t)(p->n * p->h * p->w * p->c) * sizeof *dx);
         return;
     }
-    const ConvPath path = conv_path(p, KCONV_GRAD_INPUT);
+    const ConvPath path = conv_path(p, KCONV_GRAD_INPUT, pool_threads(pool));
     if (path.wide) {   /* dx = q(dy), the flipped filter packed first */
         float *wp = pack_at(&path, scratch);
         conv_wide_pack_flipped(p, w, wp);
-        ConvJob j = { .p = &path.q, .path = &path, .act = -1, .x = dy, .w = wp, .y = dx };
-        pool_run((int)path.tasks, conv_wide_task, &j);
+        ConvJob j = { .p = &path.q, .path = &path, .act = EW_NO_ACT, .pool = pool, .x = dy, .w = wp, .y = dx };
+        pool_run(pool, (int)path.tasks, conv_wide_task, &j);
         return;
     }
-    ConvJob j = { .p = p, .path = &path, .w = w, .dy = dy, .dx = dx, .scratch = scratch };
-    pool_run((int)path.tasks, conv_grad_input_task, &j);
+    ConvJob j = { .p = p, .path = &path, .pool = pool, .w = w, .dy = dy, .dx = dx, .scratch = scratch };
+    pool_run(pool, (int)path.tasks, conv_grad_input_task, &j);
 }
 
 /* Grad filter: task t sums its chunks into partial sum t mod T (the T threads' [K, F]
@@ -405,7 +406,7 @@ static void conv_grad_filter_task(void *arg, int task, int worker)
     const KConv *p = j->p;
     const ConvPath *path = j->path;
     const int64_t M = conv_m(p), K = conv_k(p), F = p->f, rows = path->rows;
-    const int T = pool_threads();
+    const int T = path->threads;
     int64_t m0 = (int64_t)task * rows, mc = M - m0 < rows ? M - m0 : rows;
     float *acc = path->single ? j->dw : worker_scratch(j, task % T) + path->col;
     /* the first task of each slot overwrites it */
@@ -427,10 +428,10 @@ static void conv_grad_filter_task(void *arg, int task, int worker)
         im2col(p, j->x, m0, mc, buf);
         col = buf;
     }
-    kern_gemm(true, false, (size_t)K, (size_t)F, (size_t)mc, 1.0f, col, j->dy + m0 * F, first ? 0.0f : 1.0f, acc);
+    kern_gemm(j->pool, true, false, (size_t)K, (size_t)F, (size_t)mc, 1.0f, col, j->dy + m0 * F, first ? 0.0f : 1.0f, acc);
 }
 
-void kern_conv2d_grad_filter(const KConv *p, const float *x, const float *dy, float *dw, float *scratch)
+void kern_conv2d_grad_filter(Pool *pool, const KConv *p, const float *x, const float *dy, float *dw, float *scratch)
 {
     const int64_t M = conv_m(p), K = conv_k(p), F = p->f;
     if (M <= 0 || F <= 0) {
@@ -438,14 +439,14 @@ void kern_conv2d_grad_filter(const KConv *p, const float *x, const float *dy, fl
             memset(dw, 0, (size_t)(K * F) * sizeof *dw);
         return;
     }
-    const ConvPath path = conv_path(p, KCONV_GRAD_FILTER);
-    ConvJob j = { .p = p, .path = &path, .x = x, .dy = dy, .dw = dw, .scratch = scratch };
+    const ConvPath path = conv_path(p, KCONV_GRAD_FILTER, pool_threads(pool));
+    ConvJob j = { .p = p, .path = &path, .pool = pool, .x = x, .dy = dy, .dw = dw, .scratch = scratch };
     if (path.single) {   /* one worker: accumulate straight into dw, chunk after chunk */
         for (int64_t t = 0; t < path.tasks; t++)
             conv_grad_filter_task(&j, (int)t, 0);
         return;
     }
-    pool_run((int)path.tasks, conv_grad_filter_task, &j);
+    pool_run(pool, (int)path.tasks, conv_grad_filter_task, &j);
     memcpy(dw, worker_scratch(&j, 0) + path.col, (size_t)(K * F) * sizeof *dw);
     for (int w = 1; w < path.regions; w++) {
         const float *acc = worker_scratch(&j, w) + path.col;
@@ -563,17 +564,18 @@ static size_t convpool_worker_floats(const KConv *p, const KPool *q)
 
 bool kern_conv2d_maxpool_exact(const KConv *p) { return conv_wide(p) || conv_direct_ok(p); }
 
-size_t kern_conv2d_maxpool_scratch(const KConv *p, const KPool *q)
+size_t kern_conv2d_maxpool_scratch(const KConv *p, const KPool *q, int threads)
 {
     size_t pack = conv_wide(p) ? conv_wide_pack_floats(p) : 0;
-    return ((size_t)pool_threads() * convpool_worker_floats(p, q) + pack) * sizeof(float);
+    return ((size_t)threads * convpool_worker_floats(p, q) + pack) * sizeof(float);
 }
 
 typedef struct ConvPoolJob {
     const KConv *p;
     const KPool *q;
     const float *x, *w, *bias;  /* w: the packed filter on the wide path */
-    int act;
+    EwAct act;
+    Pool *pool;
     bool wide, direct;
     float *y, *scratch;
     int64_t rows;               /* pooled rows (n, py) per task */
@@ -592,7 +594,7 @@ static void convpool_conv_rows(const ConvPoolJob *j, int64_t n, int64_t a, int64
     const int64_t chunk = j->direct ? m1 - m0 : conv_chunk_rows(p);
     for (int64_t m = m0; m < m1; m += chunk) {
         int64_t mc = m1 - m < chunk ? m1 - m : chunk;
-        conv_pixels(p, j->x, j->w, j->bias, j->act, j->direct, m, mc, col, dst + (m - m0) * p->f);
+        conv_pixels(j->pool, p, j->x, j->w, j->bias, j->act, j->direct, m, mc, col, dst + (m - m0) * p->f);
     }
 }
 
@@ -628,14 +630,14 @@ static void convpool_task(void *arg, int task, int worker)
     }
 }
 
-void kern_conv2d_maxpool(const KConv *p, const KPool *q, const float *x, const float *w, const float *bias, int act,
+void kern_conv2d_maxpool(Pool *pool, const KConv *p, const KPool *q, const float *x, const float *w, const float *bias, EwAct act,
                          float *y, float *scratch)
 {
     const int64_t R = p->n * q->oh;
     if (R <= 0 || q->ow <= 0 || p->f <= 0)
         return;
-    const int T = pool_threads();
-    ConvPoolJob j = { .p = p, .q = q, .x = x, .w = w, .bias = bias, .act = bias ? act : -1, .wide = conv_wide(p),
+    const int T = pool_threads(pool);
+    ConvPoolJob j = { .p = p, .q = q, .x = x, .w = w, .bias = bias, .act = bias ? act : EW_NO_ACT, .pool = pool, .wide = conv_wide(p),
                       .y = y, .scratch = scratch, .rows = (R + T - 1) / T, .band = convpool_band(p, q) };
     j.direct = !j.wide && conv_direct_ok(p);
     if (j.wide) {
@@ -643,7 +645,7 @@ void kern_conv2d_maxpool(const KConv *p, const KPool *q, const float *x, const f
         conv_wide_pack(p, w, wp);
         j.w = wp;
     }
-    pool_run((int)nchunks(R, j.rows), convpool_task, &j);
+    pool_run(pool, (int)nchunks(R, j.rows), convpool_task, &j);
 }
 
 /* dx += the max-pool gradient of one image (dx, x: [h, w, c]; y, dy: [oh, ow, c]):

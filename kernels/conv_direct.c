@@ -325,11 +325,11 @@ INLINE_AVX2 void fwd_tile_half(int P, bool full, __m256i m0, const float *xs, in
 
 /* Pixels [ox0, ox1) of an output row into y (pixel ox0 at y[0]). */
 AVX2 static void forward_row(const KConv *p, const float *strip, const int32_t *off, const float *w,
-                             const float *bias, int act, float *ypix, int64_t ox0, int64_t ox1)
+                             const float *bias, EwAct act, float *ypix, int64_t ox0, int64_t ox1)
 {
     const int K = (int)(p->kh * p->kw * p->c);
     const int64_t F = p->f, pstep = p->sw * p->c;
-    const bool relu = bias && act == KU_RELU;
+    const bool relu = bias && act.fn == EW_RELU;
     for (int64_t f0 = 0; f0 < F; f0 += FBLOCK) {
         const int nf = F - f0 < FBLOCK ? (int)(F - f0) : FBLOCK;
         __m256i m0, m1;
@@ -367,8 +367,8 @@ AVX2 static void forward_row(const KConv *p, const float *strip, const int32_t *
             }
         }
     }
-    if (bias && act >= 0 && act != KU_RELU)
-        kern_unary((KUnary)act, ypix, ypix, (size_t)((ox1 - ox0) * F));
+    if (bias && act.fn >= 0 && act.fn != EW_RELU)
+        kern_unary((EwUnary)act.fn, act.p, ypix, ypix, (size_t)((ox1 - ox0) * F));
 }
 
 /* The end of a two-vector filter-gradient tile: T taps' sums (a0, a1: filters 0-7 and
@@ -504,11 +504,11 @@ INLINE_AVX2 void wide_tile(int P, bool full, __m256i m0, __m256i m1, const float
 /* One output row (n, oy) of the many-channel kernel: the row's pixels in nearly equal
  * tiles of at most TILE (14 = 5 + 5 + 4: no short tile that would wait on FMA latency). */
 AVX2 static void wide_row(const KConv *p, const float *strip, int64_t oy, const float *wp, const float *bias,
-                          int act, float *yrow)
+                          EwAct act, float *yrow)
 {
     const int64_t K = p->kh * p->kw * p->c, F = p->f, pstep = p->sw * p->c, rowlen = strip_w(p) * p->c;
     const int kwc = (int)(p->kw * p->c);
-    const bool relu = bias && act == KU_RELU;
+    const bool relu = bias && act.fn == EW_RELU;
     int64_t iy0 = oy * p->sh - p->pt;
     const int ky0 = iy0 < 0 ? (int)(iy0 < -p->kh ? p->kh : -iy0) : 0;
     int ky1 = p->h - iy0 < p->kh ? (int)(p->h - iy0) : (int)p->kh;
@@ -536,8 +536,8 @@ AVX2 static void wide_row(const KConv *p, const float *strip, int64_t oy, const 
             ox += P;
         }
     }
-    if (bias && act >= 0 && act != KU_RELU)
-        kern_unary((KUnary)act, yrow, yrow, (size_t)(p->ow * F));
+    if (bias && act.fn >= 0 && act.fn != EW_RELU)
+        kern_unary((EwUnary)act.fn, act.p, yrow, yrow, (size_t)(p->ow * F));
 }
 
 /* Grad filter tile, many channels: taps xs[0..T) (consecutive in a band's row) x one
@@ -630,7 +630,7 @@ void conv_wide_grad_filter(const KConv *p, const float *x, const float *dy, floa
 #endif
 }
 
-void conv_wide_forward(const KConv *p, const float *x, const float *wp, const float *bias, int act, float *y,
+void conv_wide_forward(const KConv *p, const float *x, const float *wp, const float *bias, EwAct act, float *y,
                        int64_t r0, int64_t rc)
 {
 #ifdef CONV_DIRECT
@@ -682,7 +682,7 @@ static KConv column_tile(const KConv *p, int64_t c0, int64_t cols)
     } while (0)
 #endif
 
-void conv_direct_forward(const KConv *p, const float *x, const float *w, const float *bias, int act,
+void conv_direct_forward(const KConv *p, const float *x, const float *w, const float *bias, EwAct act,
                          float *y, int64_t m0, int64_t mc)
 {
 #ifdef CONV_DIRECT

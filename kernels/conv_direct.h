@@ -11,8 +11,8 @@ bool conv_direct_ok(const KConv *p);
 
 /* Output pixels [m0, m0 + mc) (rows of the output viewed as [n*oh*ow, f]) of the
  * convolution into y (pixel m0 at y[0]), then y = act(y + bias) when bias is not NULL
- * (act: a KUnary or -1). */
-void conv_direct_forward(const KConv *p, const float *x, const float *w, const float *bias, int act,
+ * (act: an epilogue, or act.fn < 0). */
+void conv_direct_forward(const KConv *p, const float *x, const float *w, const float *bias, EwAct act,
                          float *y, int64_t m0, int64_t mc);
 
 /* Many input channels (C > 4) and filters (F >= 8): a direct forward kernel on a filter packed once per
@@ -30,8 +30,8 @@ bool conv_wide_grad_input_ok(const KConv *p, KConv *q);
 void conv_wide_pack_flipped(const KConv *p, const float *w, float *wp);
 /* Output rows [r0, r0 + rc) (rows (n, oy) of the output viewed as [n*oh, ow*f]) into y
  * (row r0 at y[0]) from the packed filter wp, then y = act(y + bias) when bias is not
- * NULL (act: a KUnary or -1). */
-void conv_wide_forward(const KConv *p, const float *x, const float *wp, const float *bias, int act, float *y,
+ * NULL (act: an epilogue, or act.fn < 0). */
+void conv_wide_forward(const KConv *p, const float *x, const float *wp, const float *bias, EwAct act, float *y,
                        int64_t r0, int64_t rc);
 
 /* acc[K, F] += the filter gradient's share of output rows [r0, r0 + rc), for the sizes

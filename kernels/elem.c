@@ -40,11 +40,6 @@ static double sum_d(const float *x, size_t n)
 
 /* ---- broadcast binary ----------------------------------------------------------- */
 
-#define OP_ADD(u, v) ((u) + (v))
-#define OP_SUB(u, v) ((u) - (v))
-#define OP_MUL(u, v) ((u) * (v))
-#define OP_DIV(u, v) ((u) / (v))
-
 /* One 2-d block: y[r, j] (contiguous, rows x cols) = a[r*ars + j*acs] OP b[r*brs + j*bcs]
  * with the column strides acs, bcs each 0 (broadcast) or 1 (contiguous). */
 #define BIN2D(OP)                                                                  \
@@ -69,14 +64,15 @@ static double sum_d(const float *x, size_t n)
         }                                                                          \
     }
 
-static void bin2d(KBinary op, const float *a, size_t ars, bool acs, const float *b, size_t brs,
+static void bin2d(EwBinary op, const float *a, size_t ars, bool acs, const float *b, size_t brs,
                   bool bcs, float *y, size_t rows, size_t cols)
 {
     switch (op) {
-    case KB_ADD: BIN2D(OP_ADD) break;
-    case KB_SUB: BIN2D(OP_SUB) break;
-    case KB_MUL: BIN2D(OP_MUL) break;
-    case KB_DIV: BIN2D(OP_DIV) break;
+#define BINARY(E, name) case EW_##E: BIN2D(ew_##name) break;
+#define UNARY(E, name, reads, param, def)
+#include "util/elemwise.def"
+#undef BINARY
+#undef UNARY
     default: break;
     }
 }
@@ -128,7 +124,7 @@ static int collapse_dims(const int64_t *full, int rank, const int64_t *d1, int r
     return r;
 }
 
-void kern_binary(KBinary op, const float *a, const int64_t *ashape, int arank,
+void kern_binary(EwBinary op, const float *a, const int64_t *ashape, int arank,
                  const float *b, const int64_t *bshape, int brank,
                  float *y, const int64_t *yshape, int yrank)
 {
@@ -286,88 +282,49 @@ void kern_sum_to(const float *x, const int64_t *xshape, int xrank,
 
 /* ---- unary --------------------------------------------------------------------- */
 
-void kern_unary(KUnary op, const float *x, float *y, size_t n)
+void kern_unary(EwUnary op, float p, const float *x, float *y, size_t n)
 {
     switch (op) {
-    case KU_RELU:
-        for (size_t i = 0; i < n; i++)
-            y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+#define BINARY(E, name)
+#define UNARY(E, name, reads, param, def)                                                     \
+    case EW_##E:                                                                              \
+        for (size_t i = 0; i < n; i++)                                                        \
+            y[i] = ew_##name(x[i], p);                                                        \
         break;
-    case KU_SIGMOID:
-        for (size_t i = 0; i < n; i++)
-            y[i] = 1.0f / (1.0f + expf(-x[i]));
-        break;
-    case KU_TANH:
-        for (size_t i = 0; i < n; i++)
-            y[i] = tanhf(x[i]);
-        break;
-    case KU_EXP:
-        for (size_t i = 0; i < n; i++)
-            y[i] = expf(x[i]);
-        break;
-    case KU_LOG:
-        for (size_t i = 0; i < n; i++)
-            y[i] = logf(x[i]);
-        break;
-    case KU_NEG:
-        for (size_t i = 0; i < n; i++)
-            y[i] = -x[i];
-        break;
-    case KU_SQRT:
-        for (size_t i = 0; i < n; i++)
-            y[i] = sqrtf(x[i]);
-        break;
+#include "util/elemwise.def"
+#undef BINARY
+#undef UNARY
     default:
         break;
     }
 }
 
-void kern_unary_grad(KUnary op, const float *x, const float *y, const float *dy, float *dx, size_t n)
+/* dy is loaded whatever v is (relu: a select, not a branch). */
+void kern_unary_grad(EwUnary op, float p, const float *v, const float *dy, float *dx, size_t n)
 {
     switch (op) {
-    case KU_RELU:
-        for (size_t i = 0; i < n; i++) {
-            float g = dy[i];   /* loaded unconditionally: a select, not a branch */
-            dx[i] = x[i] > 0.0f ? g : 0.0f;
-        }
+#define BINARY(E, name)
+#define UNARY(E, name, reads, param, def)                                                     \
+    case EW_##E:                                                                              \
+        for (size_t i = 0; i < n; i++)                                                        \
+            dx[i] = ew_##name##_grad(v[i], dy[i], p);                                         \
         break;
-    case KU_SIGMOID:
-        for (size_t i = 0; i < n; i++)
-            dx[i] = dy[i] * y[i] * (1.0f - y[i]);
-        break;
-    case KU_TANH:
-        for (size_t i = 0; i < n; i++)
-            dx[i] = dy[i] * (1.0f - y[i] * y[i]);
-        break;
-    case KU_EXP:
-        for (size_t i = 0; i < n; i++)
-            dx[i] = dy[i] * y[i];
-        break;
-    case KU_LOG:
-        for (size_t i = 0; i < n; i++)
-            dx[i] = dy[i] / x[i];
-        break;
-    case KU_NEG:
-        for (size_t i = 0; i < n; i++)
-            dx[i] = -dy[i];
-        break;
-    case KU_SQRT:
-        for (size_t i = 0; i < n; i++)
-            dx[i] = 0.5f * dy[i] / y[i];
-        break;
+#include "util/elemwise.def"
+#undef BINARY
+#undef UNARY
     default:
         break;
     }
 }
 
-void kern_bias_act(float *y, size_t rows, size_t cols, const float *bias, int act)
+void kern_bias_act(float *y, size_t rows, size_t cols, const float *bias, EwAct act)
 {
     for (size_t r = 0; r < rows; r++) {
         float *yr = y + r * cols;
         for (size_t j = 0; j < cols; j++)
             yr[j] += bias[j];
-        if (act >= 0)
-            kern_unary((KUnary)act, yr, yr, cols);
+        if (act.fn >= 0)
+            kern_unary((EwUnary)act.fn, act.p, yr, yr, cols);
     }
 }
 

@@ -5,23 +5,28 @@
  * scheduling and memory, never from the math.  Every function here:
  *   - takes sizes explicitly, never allocates, never prints, never exits;
  *   - writes its whole output (no reliance on zeroed memory) unless it is named *_acc;
- *   - layouts: images NHWC, conv filters HWIO [KH, KW, Cin, Cout], matrices row-major.
+ *   - layouts: images NHWC, conv filters HWIO [KH, KW, Cin, Cout], matrices row-major;
+ *   - a kernel that splits its work takes the Pool to split it over (NULL: serial) and
+ *     gives the same bits for a given number of threads; scratch sizes depend on that
+ *     number, passed as `threads`.
  * BLAS calls live in blas.c only. */
 #ifndef GRAPHC_KERN_H
 #define GRAPHC_KERN_H
 #include <stddef.h>
 #include <stdint.h>
 #include <stdbool.h>
+#include "util/elemwise.h"
+#include "util/pool.h"
 
 #define KERN_MAX_RANK 6
 
 /* ---- elementwise, with NumPy broadcasting ------------------------------------ */
-typedef enum KBinary { KB_ADD, KB_SUB, KB_MUL, KB_DIV, KB_COUNT } KBinary;
+/* The functions are util/elemwise.def's (EwBinary, EwUnary). */
 
 /* y[yshape] = a[ashape] op b[bshape]; shapes right-aligned as in NumPy; yshape is the
  * broadcast shape (rank yrank >= arank, brank).  Fast paths for equal shapes, a scalar
  * side and a trailing-vector side (a bias). */
-void kern_binary(KBinary op, const float *a, const int64_t *ashape, int arank,
+void kern_binary(EwBinary op, const float *a, const int64_t *ashape, int arank,
                  const float *b, const int64_t *bshape, int brank,
                  float *y, const int64_t *yshape, int yrank);
 
@@ -35,15 +40,15 @@ void kern_sum_to(const float *x, const int64_t *xshape, int xrank,
  * the blocks' sums in a fixed order. */
 void kern_colsum_d(const float *x, size_t rows, size_t cols, double *acc);
 
-typedef enum KUnary { KU_RELU, KU_SIGMOID, KU_TANH, KU_EXP, KU_LOG, KU_NEG, KU_SQRT, KU_COUNT } KUnary;
-void kern_unary(KUnary op, const float *x, float *y, size_t n);
-/* dx = dy * f'(.) given the forward input x and output y (each kernel uses what it
- * needs: relu x>0, sigmoid y(1-y), tanh 1-y^2, exp y, log 1/x, neg -1, sqrt 0.5/y). */
-void kern_unary_grad(KUnary op, const float *x, const float *y, const float *dy, float *dx, size_t n);
+/* y = f(x) with f's parameter p. */
+void kern_unary(EwUnary op, float p, const float *x, float *y, size_t n);
+/* dx = f's gradient for dy, given v: the forward input x or output y, as
+ * util/elemwise.def says f reads.  dx may be v or dy (in place). */
+void kern_unary_grad(EwUnary op, float p, const float *v, const float *dy, float *dx, size_t n);
 
 void kern_scale(const float *x, float s, float *y, size_t n);          /* y = s*x */
-/* y[r, c] = act(y[r, c] + bias[c]) over rows x cols, in place (act: KUnary or -1). */
-void kern_bias_act(float *y, size_t rows, size_t cols, const float *bias, int act);
+/* y[r, c] = act(y[r, c] + bias[c]) over rows x cols, in place. */
+void kern_bias_act(float *y, size_t rows, size_t cols, const float *bias, EwAct act);
 /* dx[i] = x[i] > 0 ? dx[i] : 0 (a relu gradient applied in place). */
 void kern_relu_mask(const float *x, float *dx, size_t n);
 /* A relu's mask kept in a bit per element, for a kernel that overwrites x before it
@@ -80,7 +85,7 @@ void kern_sum_all(const float *x, size_t n, float *y);
 /* ---- matrix product (blas.c) ---------------------------------------------- */
 /* C[M,N] = alpha * op(A) op(B) + beta * C, op = transpose if ta/tb; A, B row-major
  * as stored ([M,K] or [K,M]; [K,N] or [N,K]). beta = 0 overwrites C. */
-void kern_gemm(bool ta, bool tb, size_t M, size_t N, size_t K, float alpha,
+void kern_gemm(Pool *pool, bool ta, bool tb, size_t M, size_t N, size_t K, float alpha,
                const float *A, const float *B, float beta, float *C);
 /* Rows [r0, r1) of kern_gemm's C, in one BLAS call on the calling thread (for a caller
  * that splits the work itself): C points at row r0 of C, [r1 - r0, N] contiguous. */
@@ -95,11 +100,15 @@ size_t kern_gemm_panel_rows(size_t M, size_t N);
  * or reads a block of columns in place.  M, N, K >= 1. */
 void kern_gemm_block(bool ta, bool tb, size_t M, size_t N, size_t K, float alpha, const float *A, size_t lda,
                      const float *B, size_t ldb, float beta, float *C, size_t ldc);
-/* How many threads the kernels use (the executors call this once; 0 = all cores): the
- * thread pool's size.  BLAS itself runs single-threaded; kern_gemm splits large products
- * across the pool. */
-void kern_blas_threads(int n);
-const char *kern_blas_info(void);   /* e.g. "OpenBLAS 0.3.21, core Haswell, 2 threads" */
+const char *kern_blas_info(void);   /* e.g. "OpenBLAS 0.3.21, core Haswell" */
+/* kern_gemm's paths for a dense layer at a small batch (blas.c): one row (M = 1) is an
+ * sgemv, cut along K over the pool from 1 MiB of B on (partials summed in block order:
+ * the bits depend on the thread count); 2 to 4 rows, no transposes, beta 0 and 1 MiB
+ * of B or more run graphc's own kernel (AVX-512 or AVX2 + FMA where the CPU has one),
+ * which reads B as stored where sgemm would pack it, each element of C one chain of
+ * FMAs over k: the same bits whatever the thread count.
+ * Test hook: mode < 0 turns the latter off (sgemm), 0 automatic. */
+void kern_gemm_set_small_m(int mode);
 
 /* ---- convolution, NHWC x HWIO -> NHWC ------------------------------------------- */
 typedef struct KConv {
@@ -112,13 +121,13 @@ typedef struct KConv {
 
 /* The three convolution kernels below, for the scratch each needs. */
 typedef enum KConvOp { KCONV_FORWARD, KCONV_GRAD_INPUT, KCONV_GRAD_FILTER, KCONV_OP_COUNT } KConvOp;
-/* Scratch bytes kernel `op` touches for these sizes at the pool's present thread count,
+/* Scratch bytes kernel `op` touches for these sizes on a pool of `threads`,
  * by the path it takes: im2col chunks (bounded, whatever the batch or image), a [K, F]
  * partial sum per thread for the filter gradient, the filter packed for the direct
  * many-channel kernels; 0 when it needs none (then NULL may be passed). */
-size_t kern_conv_scratch(const KConv *p, KConvOp op);
+size_t kern_conv_scratch(const KConv *p, KConvOp op, int threads);
 /* The most of the three: one buffer that serves them all. */
-size_t kern_conv2d_scratch(const KConv *p);
+size_t kern_conv2d_scratch(const KConv *p, int threads);
 /* Test hook: im2col chunk height in output pixels (0: automatic, about 1 MiB). */
 void kern_conv_set_chunk_rows(size_t rows);
 /* Convolutions with few input channels (C <= 4, KH*KW*C <= 80) run a direct AVX2 + FMA
@@ -131,13 +140,13 @@ void kern_conv_set_chunk_rows(size_t rows);
  * automatic). */
 bool kern_conv_direct_used(const KConv *p);
 void kern_conv_set_direct(int mode);
-void kern_conv2d(const KConv *p, const float *x, const float *w, float *y, float *scratch);
-/* conv2d, then y[., f] = act(y[., f] + bias[f]) on each chunk while it is in cache
- * (act: a KUnary, or -1 for none).  The same arithmetic as the three ops apart. */
-void kern_conv2d_bias_act(const KConv *p, const float *x, const float *w, const float *bias, int act,
+void kern_conv2d(Pool *pool, const KConv *p, const float *x, const float *w, float *y, float *scratch);
+/* conv2d, then y[., f] = act(y[., f] + bias[f]) on each chunk while it is in cache.
+ * The same arithmetic as the three ops apart. */
+void kern_conv2d_bias_act(Pool *pool, const KConv *p, const float *x, const float *w, const float *bias, EwAct act,
                           float *y, float *scratch);
-void kern_conv2d_grad_input(const KConv *p, const float *dy, const float *w, float *dx, float *scratch);
-void kern_conv2d_grad_filter(const KConv *p, const float *x, const float *dy, float *dw, float *scratch);
+void kern_conv2d_grad_input(Pool *pool, const KConv *p, const float *dy, const float *w, float *dx, float *scratch);
+void kern_conv2d_grad_filter(Pool *pool, const KConv *p, const float *x, const float *dy, float *dw, float *scratch);
 
 /* ---- pooling, NHWC ---------------------------------------------------------------- */
 typedef struct KPool {
@@ -170,8 +179,8 @@ void kern_maxpool_grad_relu(const KPool *p, const float *x, const float *y, cons
 bool kern_conv2d_maxpool_exact(const KConv *p);
 /* Test hook: pooled rows per band (0: automatic, the conv rows in about 96 KiB). */
 void kern_conv_set_pool_band(size_t rows);
-size_t kern_conv2d_maxpool_scratch(const KConv *p, const KPool *q);
-void kern_conv2d_maxpool(const KConv *p, const KPool *q, const float *x, const float *w, const float *bias, int act,
+size_t kern_conv2d_maxpool_scratch(const KConv *p, const KPool *q, int threads);
+void kern_conv2d_maxpool(Pool *pool, const KConv *p, const KPool *q, const float *x, const float *w, const float *bias, EwAct act,
                          float *y, float *scratch);
 void kern_avgpool(const KPool *p, const float *x, float *y);
 void kern_avgpool_grad(const KPool *p, const float *dy, float *dx);
@@ -200,6 +209,33 @@ void kern_momentum(float *w, float *v, const float *g, size_t n, float lr, float
 /* Adam (Kingma & Ba) with bias correction at step t (1-based). */
 void kern_adam(float *w, float *m, float *v, const float *g, size_t n, float lr,
                float beta1, float beta2, float eps, int64_t t);
+/* ---- optimizer updates inside the GEMM that makes their gradient (update.c) --------
+ * The gradient op(A) op(B) [M, N] of a weight w [M, N] is never stored whole.
+ * Momentum (not Nesterov): v = op(A) op(B) + mu v in one GEMM into the velocity, then
+ * w -= lr v over the pool.  (SGD needs no kernel of its own: kern_gemm with alpha -lr,
+ * beta 1 into w.) */
+void kern_gemm_momentum(Pool *pool, bool ta, bool tb, size_t M, size_t N, size_t K, const float *A, const float *B,
+                        float *w, float *v, float lr, float mu);
+/* Adam: the gradient a panel of rows at a time into scratch (kern_gemm_adam_scratch
+ * bytes), each panel's rows of w, m and v updated from it as kern_adam does; the panels
+ * are a fixed grid, so the bits do not depend on the thread count. */
+size_t kern_gemm_adam_scratch(size_t M, size_t N, int threads);
+/* Test hook: rows per panel (0: automatic, kern_gemm_panel_rows). */
+void kern_gemm_adam_set_panel(size_t rows);
+void kern_gemm_adam(Pool *pool, bool ta, bool tb, size_t M, size_t N, size_t K, const float *A, const float *B,
+                    float *w, float *m, float *v, float lr, float beta1, float beta2, float eps, int64_t t,
+                    float *scratch);
+/* A dense layer's backward whose input x [B, K] is a relu output, with the update of its
+ * weight w [K, N]: out = (x > 0 ? dy w^T : 0) and w's update from x^T dy, where out
+ * may be x itself (x is read whole before it is written).  Momentum gives the bits of
+ * the ops apart; SGD goes panel by panel of x's columns and rounds otherwise.  Scratch:
+ * kern_dense_backward_scratch bytes. */
+size_t kern_dense_backward_scratch(size_t B, size_t K, bool sgd, int threads);
+void kern_dense_backward_sgd(Pool *pool, const float *x, const float *dy, float *w, float *out, size_t B, size_t K,
+                             size_t N, float lr, float *scratch);
+void kern_dense_backward_momentum(Pool *pool, const float *x, const float *dy, float *w, float *v, float *out,
+                                  size_t B, size_t K, size_t N, float lr, float mu, float *scratch);
+
 /* Test hook: mode < 0 keeps kern_adam to its scalar loop (0: automatic, an AVX loop with
  * the same bits where the CPU has AVX). */
 void kern_adam_set_vector(int mode);

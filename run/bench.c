@@ -7,10 +7,8 @@
 #include <sys/resource.h>
 #include <unistd.h>
 #include "run/bench.h"
-#include "exec/compiled.h"
-#include "exec/executor.h"
+#include "exec/pipeline.h"
 #include "kernels/kern.h"
-#include "graph/passes.h"
 #include "util/rng.h"
 
 static int cmp_double(const void *a, const void *b)
@@ -30,7 +28,7 @@ typedef struct Row {
     int line;
     int calls;
     bool staged;   /* its ops ran in parallel stages */
-    double ns, flops, bytes;
+    double ns, flops, bytes, moved;   /* bytes: of the outputs; moved: read and written (exec_node_bytes) */
 } Row;
 
 static int by_time(const void *a, const void *b)
@@ -40,10 +38,10 @@ static int by_time(const void *a, const void *b)
 }
 
 /* mp: the compiled plan's memory plan (its parallel stages), NULL for the interpreter. */
-static void profile_table(FILE *out, const Graph *g, const MemPlan *mp, const double *ns, int steps, double step_ns,
-                          const char *mode)
+static void profile_table(FILE *out, const Graph *g, const MemPlan *mp, int threads, const double *ns, int steps,
+                          double step_ns, const char *mode)
 {
-    Row *rows = calloc((size_t)g->nnodes, sizeof *rows);
+    Row *rows = gc_calloc((size_t)g->nnodes, sizeof *rows);
     if (!rows) return;
     int nr = 0, staged = 0;
     double kernel_ns = 0;
@@ -61,18 +59,21 @@ static void profile_table(FILE *out, const Graph *g, const MemPlan *mp, const do
         rows[r].ns += ns[i] / steps;
         rows[r].flops += node_flops(g, n);
         rows[r].bytes += (double)node_bytes(n);
+        rows[r].moved += exec_node_bytes(g, n, threads);
         kernel_ns += ns[i] / steps;
     }
     qsort(rows, (size_t)nr, sizeof *rows, by_time);
     fprintf(out, "\n  profile, %s mode (per step; %d steps)\n", mode, steps);
-    fprintf(out, "  %-20s %5s %5s %9s %6s %9s %8s %9s\n", "op", "line", "calls", "ms", "share", "MFLOP", "GFLOP/s", "MB out");
+    fprintf(out, "  %-20s %5s %5s %9s %6s %9s %8s %9s %9s %7s\n", "op", "line", "calls", "ms", "share", "MFLOP", "GFLOP/s",
+            "MB out", "MB moved", "GB/s");
     for (int r = 0; r < nr; r++) {
         if (rows[r].ns < 1e3 && r > 20) continue;
         char name[32];
         snprintf(name, sizeof name, "%s%s", op_name(rows[r].op), rows[r].staged ? " *" : "");
-        fprintf(out, "  %-20s %5d %5d %9.3f %5.1f%% %9.1f %8.1f %9.2f\n", name, rows[r].line, rows[r].calls,
+        fprintf(out, "  %-20s %5d %5d %9.3f %5.1f%% %9.1f %8.1f %9.2f %9.2f %7.1f\n", name, rows[r].line, rows[r].calls,
                 rows[r].ns / 1e6, 100 * rows[r].ns / step_ns, rows[r].flops / 1e6,
-                rows[r].ns > 0 ? rows[r].flops / rows[r].ns : 0, rows[r].bytes / 1e6);
+                rows[r].ns > 0 ? rows[r].flops / rows[r].ns : 0, rows[r].bytes / 1e6, rows[r].moved / 1e6,
+                rows[r].ns > 0 ? rows[r].moved / rows[r].ns : 0);
     }
     double other = step_ns - kernel_ns;
     fprintf(out, "  %-20s %5s %5s %9.3f %5.1f%%   (allocation, shape checks, dispatch, copies of outputs)\n",
@@ -81,21 +82,21 @@ static void profile_table(FILE *out, const Graph *g, const MemPlan *mp, const do
         fprintf(out, "  * %d op%s ran in parallel stages, at the same time as another op: their times overlap, so the\n"
                      "    shares add up to more than the step and 'outside kernels' is less than the real overhead\n",
                 staged, staged == 1 ? "" : "s");
-    free(rows);
+    gc_free(rows);
 }
 
 static void free_feeds(const Graph *g, void **f)
 {
     if (!f) return;
-    for (int i = 0; i < g->ninputs; i++) free(f[i]);
-    free(f);
+    for (int i = 0; i < g->ninputs; i++) gc_free(f[i]);
+    gc_free(f);
 }
 
 /* Random inputs for every input of the bound graph; NULL (reported) if they do not fit
  * in memory. */
 static void **random_feeds(const Graph *g, int32_t classes, DiagSink *d)
 {
-    void **f = calloc((size_t)g->ninputs + 1, sizeof *f);
+    void **f = gc_calloc((size_t)g->ninputs + 1, sizeof *f);
     if (!f) { diag_plain(d, "out of memory"); return NULL; }
     for (int i = 0; i < g->ninputs; i++) {
         const Node *n = &g->nodes[g->inputs[i]];
@@ -107,7 +108,7 @@ static void **random_feeds(const Graph *g, int32_t classes, DiagSink *d)
             free_feeds(g, f);
             return NULL;
         }
-        f[i] = gc_mul_size((size_t)cnt, 4, &bytes) ? malloc(bytes) : NULL;
+        f[i] = gc_mul_size((size_t)cnt, 4, &bytes) ? gc_malloc(bytes) : NULL;
         if (!f[i]) {
             char b[128];
             diag_plain(d, "out of memory: input '%s' %s needs %.1f GB", n->name ? n->name : "?",
@@ -124,146 +125,190 @@ static void **random_feeds(const Graph *g, int32_t classes, DiagSink *d)
     return f;
 }
 
-static int bench_batch(const Graph *fwd, const BenchOptions *o, int64_t batch, DiagSink *d)
-{
-    FILE *out = o->out;
-    double tc0 = exec_now_ns();
-    Graph *g = o->infer ? pass_inference(fwd, false, d) : pass_autodiff(fwd, d);
-    if (!g) return -1;
-    const char *sym = NULL;
-    for (int i = 0; i < g->ninputs && !sym; i++) {
-        const Node *n = &g->nodes[g->inputs[i]];
-        if (n->tshape.rank > 0 && n->tshape.d[0].sym >= 0) sym = g->syms[n->tshape.d[0].sym];
-    }
-    if (!sym || graph_bind(g, sym, batch, d) != 0) {
-        if (!sym) diag_plain(d, "the model has no batch dimension to bind");
-        graph_free(g);
-        return -1;
-    }
-    int32_t classes = 2;
-    if (fwd->logits >= 0 && fwd->nodes[fwd->logits].shape.rank == 2) classes = (int32_t)fwd->nodes[fwd->logits].shape.d[1].v;
-    /* modes: the interpreter, the compiled plan, and with --compare-stages the
-     * compiled plan without parallel stages (each op alone, split over the pool) */
-    enum { NM_MAX = 3 };
-    const int NM = o->compare_stages ? 3 : 2;
-    static const char *const names[NM_MAX] = { "interp", "compiled", "one op at a time" };
+/* The modes measured side by side: the interpreter, the compiled plan, and with
+ * --compare-stages the compiled plan without parallel stages (each op alone, split
+ * over the pool).  Each has weights of its own, made alike. */
+enum { NM_MAX = 3 };
+static const char *const mode_names[NM_MAX] = { "interp", "compiled", "one op at a time" };
+
+typedef struct Bench {
+    const Graph *fwd;
+    const BenchOptions *o;
+    int64_t batch;
+    int nm;
+    Step step[NM_MAX];
     Weights w[NM_MAX];
-    Executor *ex[NM_MAX] = { NULL, NULL, NULL };
-    int rc = -1;
-    memset(w, 0, sizeof w);
-    /* compile time: the step's graph (autodiff or inference pass, binding) and the
-     * compiled plan (cse, fold, fuse, memory plan, call list); not the random inputs,
-     * not the weights */
-    double graph_ns = exec_now_ns() - tc0, plan_ns = 0;
-    void **feeds = random_feeds(g, classes, d);
-    int n = o->steps;
-    if (!feeds) {
-        graph_free(g);
-        return -1;
-    }
-    double *times[NM_MAX] = { NULL, NULL, NULL }, *prof[NM_MAX] = { NULL, NULL, NULL };
-    for (int m = 0; m < NM; m++) {
-        times[m] = calloc((size_t)n, sizeof(double));
-        if (!times[m] || weights_init(&w[m], g, 1, d) != 0) goto out;
-        double t0 = exec_now_ns();
-        stages_set_mode(m == 2 ? STAGES_OFF : STAGES_COST);
-        ex[m] = executor_plan(m == 0 ? MODE_INTERP : MODE_COMPILED, g, &w[m], d);
-        stages_set_mode(STAGES_COST);
-        if (m == 1) plan_ns = exec_now_ns() - t0;
-        if (!ex[m]) goto out;
-    }
-    float scratch_out[16][1];
-    float *outs[16] = { 0 };
-    for (int i = 0; i < g->noutputs && i < 16; i++)
-        outs[i] = shape_numel(&g->nodes[g->outputs[i].node].shape) == 1 ? scratch_out[i] : NULL;
     StepEnv env[NM_MAX];
-    for (int m = 0; m < NM; m++)
-        env[m] = (StepEnv){ .w = &w[m], .seed = 1, .lr = 1e-4f, .momentum = g->train.momentum, .beta1 = 0.9f,
-                            .beta2 = 0.999f, .eps = 1e-7f, .nesterov = g->train.nesterov, .training = !o->infer, .d = d };
-    for (int s = 0; s < o->warmup; s++)
-        for (int m = 0; m < NM; m++)
-            if (executor_run(ex[m], (const void *const *)feeds, outs, &env[m]) != 0) goto out;
-    for (int s = 0; s < n; s++)
-        for (int m = 0; m < NM; m++) {
-            /* rotate which mode goes first, so none always follows another */
-            int mm = (s % 2) ? (NM - 1 - (m + s / 2) % NM) : (m + s / 2) % NM;
-            env[mm].step = s;
-            double t0 = exec_now_ns();
-            if (executor_run(ex[mm], (const void *const *)feeds, outs, &env[mm]) != 0) goto out;
-            times[mm][s] = exec_now_ns() - t0;
-        }
-    double med[NM_MAX] = { 0 };
-    size_t mem[NM_MAX] = { 0 };
-    for (int m = 0; m < NM; m++) {
-        med[m] = median(times[m], n);
-        mem[m] = executor_peak_bytes(ex[m]);
+    double *times[NM_MAX];     /* per measured step */
+    double med[NM_MAX];
+    size_t mem[NM_MAX];
+    double compile_ns;         /* the compiled plan's prepare(): step graph, passes, plan, calls */
+    int threads;               /* the pool's */
+    double bytes;              /* the compiled plan's bytes per step (exec_step_bytes) */
+    void **feeds;
+    float *outs[16];
+    float scratch_out[16][1];
+} Bench;
+
+static void bench_free(Bench *b)
+{
+    free_feeds(b->step[0].graph, b->feeds);   /* made from the first step's graph */
+    for (int m = 0; m < NM_MAX; m++) {
+        step_free(&b->step[m]);
+        weights_free(&b->w[m]);
+        gc_free(b->times[m]);
     }
+}
+
+/* Every mode's step, weights and environment, and the random feeds. */
+static int bench_setup(Bench *b, Pool *pool, DiagSink *d)
+{
+    const BenchOptions *o = b->o;
+    b->nm = o->compare_stages ? 3 : 2;
+    for (int m = 0; m < b->nm; m++) {
+        CompileOptions co = { .mode = m == 0 ? MODE_INTERP : MODE_COMPILED, .pool = pool, .seed = 1,
+                              .stages = m == 2 ? STAGES_OFF : STAGES_COST };
+        double t0 = exec_now_ns();
+        if (prepare(b->fwd, o->infer ? FOR_INFERENCE : FOR_TRAINING, b->batch, &co, &b->w[m], &b->step[m], d) != 0)
+            return -1;
+        if (m == 1) b->compile_ns = exec_now_ns() - t0;
+        b->times[m] = gc_calloc((size_t)o->steps, sizeof(double));
+        if (!b->times[m]) {
+            diag_plain(d, "out of memory");
+            return -1;
+        }
+        const Graph *g = b->step[m].graph;
+        b->env[m] = (StepEnv){ .w = &b->w[m], .seed = 1, .lr = 1e-4f, .momentum = g->train.momentum, .beta1 = 0.9f,
+                               .beta2 = 0.999f, .eps = 1e-7f, .nesterov = g->train.nesterov, .training = !o->infer,
+                               .d = d };
+    }
+    b->threads = pool_threads(pool);
+    b->bytes = exec_step_bytes(executor_graph(b->step[1].ex), b->threads);
+    const Graph *g = b->step[0].graph;
+    int32_t classes = 2;
+    if (b->fwd->logits >= 0 && b->fwd->nodes[b->fwd->logits].shape.rank == 2)
+        classes = (int32_t)b->fwd->nodes[b->fwd->logits].shape.d[1].v;
+    b->feeds = random_feeds(g, classes, d);
+    if (!b->feeds) return -1;
+    for (int i = 0; i < g->noutputs && i < 16; i++)
+        b->outs[i] = shape_numel(&g->nodes[g->outputs[i].node].shape) == 1 ? b->scratch_out[i] : NULL;
+    return 0;
+}
+
+static int bench_step(Bench *b, int m) { return executor_run(b->step[m].ex, (const void *const *)b->feeds, b->outs, &b->env[m]); }
+
+/* The warm-up, then the measured steps, the modes alternating step by step (which
+ * goes first rotates, so none always follows another); medians. */
+static int bench_time(Bench *b)
+{
+    int n = b->o->steps, nm = b->nm;
+    for (int s = 0; s < b->o->warmup; s++)
+        for (int m = 0; m < nm; m++)
+            if (bench_step(b, m) != 0) return -1;
+    for (int s = 0; s < n; s++)
+        for (int m = 0; m < nm; m++) {
+            int mm = (s % 2) ? (nm - 1 - (m + s / 2) % nm) : (m + s / 2) % nm;
+            b->env[mm].step = s;
+            double t0 = exec_now_ns();
+            if (bench_step(b, mm) != 0) return -1;
+            b->times[mm][s] = exec_now_ns() - t0;
+        }
+    for (int m = 0; m < nm; m++) {
+        b->med[m] = median(b->times[m], n);
+        b->mem[m] = executor_peak_bytes(b->step[m].ex);
+    }
+    return 0;
+}
+
+static void bench_report(const Bench *b, int threads)
+{
+    const BenchOptions *o = b->o;
+    FILE *out = o->out;
+    const Graph *g = b->step[0].graph;
+    const double *med = b->med;
+    const size_t *mem = b->mem;
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
+    const char *model = b->fwd->model_name ? b->fwd->model_name : "model";
     if (o->json) {
         char serial[96] = "";
-        if (NM == 3) snprintf(serial, sizeof serial, "\"one_op_at_a_time_ms\": %.3f, ", med[2] / 1e6);
+        if (b->nm == 3) snprintf(serial, sizeof serial, "\"one_op_at_a_time_ms\": %.3f, ", med[2] / 1e6);
         fprintf(out, "{\"model\": \"%s\", \"step\": \"%s\", \"batch\": %lld, \"threads\": %d, \"blas\": \"%s\", "
                 "\"interp_ms\": %.3f, \"compiled_ms\": %.3f, %s\"ratio\": %.3f, \"interp_images_per_s\": %.1f, "
                 "\"compiled_images_per_s\": %.1f, \"interp_peak_bytes\": %zu, \"compiled_arena_bytes\": %zu, "
-                "\"max_rss_kb\": %ld, \"steps\": %d, \"gflop_per_step\": %.4f, \"compile_ms\": %.3f}\n",
-                fwd->model_name ? fwd->model_name : "model", o->infer ? "inference" : "training", (long long)batch,
-                o->threads, kern_blas_info(), med[0] / 1e6, med[1] / 1e6, serial, med[0] / med[1],
-                1e9 * (double)batch / med[0], 1e9 * (double)batch / med[1], mem[0], mem[1], ru.ru_maxrss, n,
-                graph_flops(g) / 1e9, (graph_ns + plan_ns) / 1e6);
-    } else {
-        fprintf(out, "%s, %s step, batch %lld: %.2f GFLOP/step, %d steps after %d warm-up, %s\n",
-                fwd->model_name ? fwd->model_name : "model", o->infer ? "inference" : "training", (long long)batch,
-                graph_flops(g) / 1e9, n, o->warmup, kern_blas_info());
-        fprintf(out, "  %-16s %12s %10s %9s %16s\n", "mode", "median ms", "images/s", "GFLOP/s", "activations MB");
-        for (int m = 0; m < NM; m++)
-            fprintf(out, "  %-16s %12.2f %10.1f %9.1f %16.1f  (%s)\n", names[m], med[m] / 1e6,
-                    1e9 * (double)batch / med[m], graph_flops(g) / med[m], (double)mem[m] / 1e6,
-                    m == 0 ? "peak live" : "arena, scratch in it");
-        fprintf(out, "  interp / compiled: %.2fx   (process peak resident memory %.1f MB)\n", med[0] / med[1],
-                (double)ru.ru_maxrss / 1024);
-        if (NM == 3) {
-            const MemPlan *mp = executor_memplan(ex[1]);
-            fprintf(out, "  one op at a time / compiled: %.2fx   (%d of %d stages run several ops at once)\n",
-                    med[2] / med[1], mp ? mp->parallel : 0, mp ? mp->nstages : 0);
-        }
-        fprintf(out, "  compile: %.2f ms (step graph and binding %.2f ms, plan %.2f ms)\n", (graph_ns + plan_ns) / 1e6,
-                graph_ns / 1e6, plan_ns / 1e6);
+                "\"max_rss_kb\": %ld, \"steps\": %d, \"gflop_per_step\": %.4f, \"bytes_per_step\": %.0f, "
+                "\"compile_ms\": %.3f}\n",
+                model, o->infer ? "inference" : "training", (long long)b->batch, threads, kern_blas_info(), med[0] / 1e6,
+                med[1] / 1e6, serial, med[0] / med[1], 1e9 * (double)b->batch / med[0], 1e9 * (double)b->batch / med[1],
+                mem[0], mem[1], ru.ru_maxrss, o->steps, graph_flops(g) / 1e9, b->bytes, b->compile_ns / 1e6);
+        return;
     }
-    if (o->profile) {
-        for (int m = 0; m < 2; m++) {
-            const Graph *eg = executor_graph(ex[m]);
-            prof[m] = calloc((size_t)eg->nnodes, sizeof(double));
-            if (!prof[m]) goto out;
-            env[m].prof_ns = prof[m];
-            double t0 = exec_now_ns();
-            for (int s = 0; s < n; s++)
-                if (executor_run(ex[m], (const void *const *)feeds, outs, &env[m]) != 0) goto out;
-            double step_ns = (exec_now_ns() - t0) / n;
-            env[m].prof_ns = NULL;
-            profile_table(out, eg, executor_memplan(ex[m]), prof[m], n, step_ns, names[m]);
-        }
+    fprintf(out, "%s, %s step, batch %lld: %.2f GFLOP/step, %.1f MB/step moved (compiled), %d steps after %d warm-up, %s, "
+            "%d thread%s\n",
+            model, o->infer ? "inference" : "training", (long long)b->batch, graph_flops(g) / 1e9, b->bytes / 1e6,
+            o->steps, o->warmup, kern_blas_info(), threads, threads == 1 ? "" : "s");
+    fprintf(out, "  %-16s %12s %10s %9s %16s\n", "mode", "median ms", "images/s", "GFLOP/s", "activations MB");
+    for (int m = 0; m < b->nm; m++)
+        fprintf(out, "  %-16s %12.2f %10.1f %9.1f %16.1f  (%s)\n", mode_names[m], med[m] / 1e6,
+                1e9 * (double)b->batch / med[m], graph_flops(g) / med[m], (double)mem[m] / 1e6,
+                m == 0 ? "peak live" : "arena, scratch in it");
+    fprintf(out, "  interp / compiled: %.2fx   (process peak resident memory %.1f MB)\n", med[0] / med[1],
+            (double)ru.ru_maxrss / 1024);
+    if (b->nm == 3) {
+        const MemPlan *mp = executor_memplan(b->step[1].ex);
+        fprintf(out, "  one op at a time / compiled: %.2fx   (%d of %d stages run several ops at once)\n",
+                med[2] / med[1], mp ? mp->parallel : 0, mp ? mp->nstages : 0);
     }
-    fflush(out);
-    rc = 0;
-out:
-    for (int m = 0; m < NM; m++) {
-        executor_free(ex[m]);
-        weights_free(&w[m]);
-        free(times[m]);
-        free(prof[m]);
+    fprintf(out, "  compile: %.2f ms (step graph, passes, memory plan and calls)\n", b->compile_ns / 1e6);
+}
+
+/* --profile: each op's time, the steps run again with the kernels timed. */
+static int bench_profile(Bench *b)
+{
+    int n = b->o->steps;
+    for (int m = 0; m < 2; m++) {
+        const Graph *eg = executor_graph(b->step[m].ex);
+        double *prof = gc_calloc((size_t)eg->nnodes, sizeof(double));
+        if (!prof) return -1;
+        b->env[m].prof_ns = prof;
+        double t0 = exec_now_ns();
+        int rc = 0;
+        for (int s = 0; s < n && rc == 0; s++) rc = bench_step(b, m);
+        double step_ns = (exec_now_ns() - t0) / n;
+        b->env[m].prof_ns = NULL;
+        if (rc == 0) profile_table(b->o->out, eg, executor_memplan(b->step[m].ex), b->threads, prof, n, step_ns,
+                                    mode_names[m]);
+        gc_free(prof);
+        if (rc != 0) return -1;
     }
-    free_feeds(g, feeds);
-    graph_free(g);
+    return 0;
+}
+
+static int bench_batch(const Graph *fwd, const BenchOptions *o, int64_t batch, Pool *pool, DiagSink *d)
+{
+    Bench b = { .fwd = fwd, .o = o, .batch = batch };
+    int rc = -1;
+    if (bench_setup(&b, pool, d) == 0 && bench_time(&b) == 0) {
+        bench_report(&b, pool_threads(pool));
+        rc = o->profile ? bench_profile(&b) : 0;
+        fflush(o->out);
+    }
+    bench_free(&b);
     return rc;
 }
 
 int bench_run(const Graph *fwd, const BenchOptions *o, DiagSink *d)
 {
-    kern_blas_threads(o->threads > 0 ? o->threads : (int)sysconf(_SC_NPROCESSORS_ONLN));
-    for (int i = 0; i < o->nbatches; i++) {
-        if (bench_batch(fwd, o, o->batches[i], d) != 0) return -1;
-        if (!o->json && i + 1 < o->nbatches) fputc('\n', o->out);
+    Pool *pool = pool_new(o->threads > 0 ? o->threads : 0);
+    if (!pool) {
+        diag_plain(d, "out of memory");
+        return -1;
     }
-    return 0;
+    int rc = 0;
+    for (int i = 0; i < o->nbatches && rc == 0; i++) {
+        rc = bench_batch(fwd, o, o->batches[i], pool, d);
+        if (rc == 0 && !o->json && i + 1 < o->nbatches) fputc('\n', o->out);
+    }
+    pool_free(pool);
+    return rc;
 }

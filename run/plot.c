@@ -1,7 +1,6 @@
 #include "run/plot.h"
 #include "util/mem.h"
-#include <errno.h>
-#include <fcntl.h>
+#include "util/outfile.h"
 #include <math.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -610,36 +609,6 @@ static void build_svg(Buf *b, const TrainLog *log, double *work)
     buf_str(b, "</svg>\n");
 }
 
-/* ---- atomic write -------------------------------------------------------------- */
-
-static int write_all(int fd, const char *p, size_t n)
-{
-    while (n > 0) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0) {
-            if (errno == EINTR) continue;
-            return -1;
-        }
-        p += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
-/* Makes the rename durable; best effort (some file systems refuse fsync on a folder). */
-static void sync_dir_of(const char *path)
-{
-    const char *slash = strrchr(path, '/');
-    char *dir = slash ? gc_strndup(path, slash == path ? 1 : (size_t)(slash - path)) : gc_strdup(".");
-    if (!dir) return;
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd >= 0) {
-        (void)fsync(fd);
-        close(fd);
-    }
-    gc_free(dir);
-}
-
 int plot_svg(const char *path, const TrainLog *log, DiagSink *d)
 {
     Buf b = {0};
@@ -653,49 +622,14 @@ int plot_svg(const char *path, const TrainLog *log, DiagSink *d)
         return -1;
     }
 
-    size_t plen = strlen(path);
-    char *tmp = gc_malloc(plen + 5);
-    if (!tmp) {
-        gc_free(b.p);
-        diag_plain(d, "cannot write plot '%s': out of memory", path);
-        return -1;
-    }
-    memcpy(tmp, path, plen);
-    memcpy(tmp + plen, ".tmp", 5);
-
-    const char *stage;
+    OutFile of;
+    FILE *f = outfile_open(&of, path, "plot", d);
     int rc = -1;
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
-    if (fd < 0) {
-        diag_plain(d, "cannot write plot '%s': cannot create '%s': %s", path, tmp, strerror(errno));
-        goto out;
+    if (f) {
+        /* a failed fwrite leaves the stream's error set: outfile_commit reports it */
+        (void)fwrite(b.p, 1, b.len, f);
+        rc = outfile_commit(&of, d);
     }
-    if (write_all(fd, b.p, b.len)) stage = "write to";
-    else if (fsync(fd)) stage = "fsync";
-    else stage = NULL;
-    if (stage) {
-        int e = errno;
-        close(fd);
-        unlink(tmp);
-        diag_plain(d, "cannot write plot '%s': %s '%s' failed: %s", path, stage, tmp, strerror(e));
-        goto out;
-    }
-    if (close(fd)) {
-        int e = errno;
-        unlink(tmp);
-        diag_plain(d, "cannot write plot '%s': closing '%s' failed: %s", path, tmp, strerror(e));
-        goto out;
-    }
-    if (rename(tmp, path)) {
-        int e = errno;
-        unlink(tmp);
-        diag_plain(d, "cannot write plot '%s': cannot rename '%s' over it: %s", path, tmp, strerror(e));
-        goto out;
-    }
-    sync_dir_of(path);
-    rc = 0;
-out:
-    gc_free(tmp);
     gc_free(b.p);
     return rc;
 }

@@ -24,10 +24,10 @@ typedef struct TrainLog {
     const char *title;             /* UTF-8; may be NULL */
 } TrainLog;
 
-/* Writes the SVG to `path` atomically: `path`.tmp in the same folder, flushed and
- * fsynced, then renamed over `path`.  On failure the temporary file is removed, any
- * file already at `path` is left as it was, and a message naming the path and the
- * system's reason goes to `d`.  Returns 0 or -1. */
+/* Writes the SVG to `path` as util/outfile.h writes every file: atomically, through a
+ * symlink to its target, never over anything but a regular file.  On failure any file
+ * already at `path` is left as it was, and a message naming the path and the system's
+ * reason goes to `d`.  Returns 0 or -1. */
 int plot_svg(const char *path, const TrainLog *log, DiagSink *d);
 
 #endif

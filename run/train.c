@@ -3,11 +3,11 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include "exec/pipeline.h"
 #include "kernels/kern.h"
-#include "exec/compiled.h"
 #include "run/plot.h"
 #include "run/train.h"
-#include "graph/passes.h"
+#include "util/outfile.h"
 
 void run_options_default(RunOptions *o)
 {
@@ -46,6 +46,21 @@ typedef struct Feed {
 } Feed;
 
 
+/* The model's classes: the logits' last dimension when it is a known size, else 0.
+ * Its description (what says so) goes into from[n]. */
+static int32_t model_classes(const Graph *g, char *from, size_t n)
+{
+    const Node *lg = g->logits >= 0 ? &g->nodes[g->logits] : NULL;
+    if (!lg || lg->shape.rank < 1 || lg->shape.d[lg->shape.rank - 1].sym >= 0 ||
+        lg->shape.d[lg->shape.rank - 1].v > INT32_MAX)
+        return 0;
+    char b[96];
+    shape_str(g, &lg->shape, b, sizeof b);
+    if (lg->name) snprintf(from, n, "logits '%s' %s%s", lg->name, dtype_name(lg->dtype), b);
+    else snprintf(from, n, "logits %s%s", dtype_name(lg->dtype), b);
+    return (int32_t)lg->shape.d[lg->shape.rank - 1].v;
+}
+
 static int feed_setup(const Graph *g, const TrainSpec *t, const RunOptions *o, bool need_train, Feed *f, DiagSink *d)
 {
     memset(f, 0, sizeof *f);
@@ -61,7 +76,7 @@ static int feed_setup(const Graph *g, const TrainSpec *t, const RunOptions *o, b
                    g->src ? g->src->name : "model", g->ninputs, g->ninputs == 1 ? "" : "s");
         return -1;
     }
-    const Node *x = &g->nodes[g->inputs[f->x_input]];
+    const Node *x = &g->nodes[g->inputs[f->x_input]], *y = &g->nodes[g->inputs[f->y_input]];
     char b[128];
     if (x->shape.rank < 2 || x->shape.d[0].sym < 0 || x->shape.d[0].v != 1) {
         diag_plain(d, "input '%s' %s: the first dimension must be the batch symbol, e.g. f32[B, 28, 28, 1]",
@@ -69,7 +84,13 @@ static int feed_setup(const Graph *g, const TrainSpec *t, const RunOptions *o, b
         return -1;
     }
     f->batch_sym = x->shape.d[0].sym;
-    int64_t shape[4];
+    /* what the data must fit: dataset_check compares every set with it */
+    char xtype[128], ytype[128], from[160];
+    DataWant want = { .x_name = x->name, .x_type = xtype, .x_rank = x->shape.rank - 1, .y_name = y->name,
+                      .y_type = ytype, .y_per_example = 1, .classes_from = from };
+    snprintf(xtype, sizeof xtype, "%s%s", dtype_name(x->dtype), shape_str(g, &x->shape, b, sizeof b));
+    snprintf(ytype, sizeof ytype, "%s%s", dtype_name(y->dtype), shape_str(g, &y->shape, b, sizeof b));
+    want.nclasses = model_classes(g, from, sizeof from);
     f->sample_size = 1;
     for (int i = 1; i < x->shape.rank; i++) {
         if (x->shape.d[i].sym >= 0 || i > 4) {
@@ -77,39 +98,35 @@ static int feed_setup(const Graph *g, const TrainSpec *t, const RunOptions *o, b
                        shape_str(g, &x->shape, b, sizeof b));
             return -1;
         }
-        shape[i - 1] = x->shape.d[i].v;
+        want.x_shape[i - 1] = x->shape.d[i].v;
         f->sample_size *= x->shape.d[i].v;
     }
+    for (int i = 0; i < y->shape.rank; i++)   /* a dim of another symbol: 0, refused */
+        if (y->shape.d[i].sym != f->batch_sym) want.y_per_example *= y->shape.d[i].sym >= 0 ? 0 : y->shape.d[i].v;
     if (t->data == DATA_MNIST) {
         const char *dir = o->data_dir ? o->data_dir : t->data_path;
         if ((need_train && dataset_load_mnist(dir, true, &f->train, d) != 0) ||
-            dataset_load_mnist(dir, false, &f->test, d) != 0) {
-            dataset_free(&f->train);
-            return -1;
-        }
-        if (f->sample_size != f->test.sample_size) {
-            diag_plain(d, "input '%s' %s holds %lld values per example, but MNIST images have %lld (28x28x1)", x->name,
-                       shape_str(g, &x->shape, b, sizeof b), (long long)f->sample_size, (long long)f->test.sample_size);
-            dataset_free(&f->train);
-            dataset_free(&f->test);
-            return -1;
-        }
+            dataset_load_mnist(dir, false, &f->test, d) != 0)
+            goto fail;
     } else if (t->data == DATA_SYNTHETIC) {
-        const Node *lg = g->logits >= 0 ? &g->nodes[g->logits] : NULL;
-        int32_t classes = lg && lg->shape.rank == 2 && lg->shape.d[1].sym < 0 ? (int32_t)lg->shape.d[1].v : 10;
+        int32_t classes = want.nclasses > 0 ? want.nclasses : 10;
         int64_t ntest = t->synth_count / 4 > 0 ? t->synth_count / 4 : 1;
-        if ((need_train && dataset_synthetic(&f->train, t->synth_count, shape, x->shape.rank - 1, classes, t->seed, d) != 0) ||
-            dataset_synthetic(&f->test, ntest, shape, x->shape.rank - 1, classes, t->seed + 1, d) != 0) {
-            dataset_free(&f->train);
-            return -1;
-        }
+        if ((need_train && dataset_synthetic(&f->train, t->synth_count, want.x_shape, want.x_rank, classes, t->seed,
+                                             true, d) != 0) ||
+            dataset_synthetic(&f->test, ntest, want.x_shape, want.x_rank, classes, t->seed, false, d) != 0)
+            goto fail;
     } else {
         diag_plain(d, "%s: the model has no data source (a train block with data = ...)", g->src ? g->src->name : "model");
         return -1;
     }
+    if ((need_train && dataset_check(&f->train, &want, d) != 0) || dataset_check(&f->test, &want, d) != 0) goto fail;
     if (o->train_limit > 0 && f->train.count > o->train_limit) f->train.count = o->train_limit;
     if (o->test_limit > 0 && f->test.count > o->test_limit) f->test.count = o->test_limit;
     return 0;
+fail:
+    dataset_free(&f->train);
+    dataset_free(&f->test);
+    return -1;
 }
 
 static void feed_free(Feed *f)
@@ -128,8 +145,7 @@ static int output_index(const Graph *g, const char *name)
 /* ---- evaluation ------------------------------------------------------------------------------ */
 
 typedef struct Evaluator {
-    Graph *full, *rest;        /* bound to the batch, and to the last partial batch */
-    Executor *ex_full, *ex_rest;
+    Step full, rest;           /* at the batch, and at the last partial batch */
     int64_t batch, rest_n;
     int64_t first, count;      /* the test examples this rank evaluates */
     Comm *comm;
@@ -139,10 +155,8 @@ typedef struct Evaluator {
 
 static void evaluator_free(Evaluator *e)
 {
-    executor_free(e->ex_full);
-    executor_free(e->ex_rest);
-    graph_free(e->full);
-    graph_free(e->rest);
+    step_free(&e->full);
+    step_free(&e->rest);
     gc_free(e->x);
     gc_free(e->y);
     memset(e, 0, sizeof *e);
@@ -150,8 +164,8 @@ static void evaluator_free(Evaluator *e)
 
 /* With several ranks, rank r evaluates its share [r n / N, (r+1) n / N) of the n test
  * examples and the sums are gathered. */
-static int evaluator_init(Evaluator *e, const Graph *fwd, const Feed *f, int64_t batch, ExecMode mode, Weights *w,
-                          Comm *comm, DiagSink *d)
+static int evaluator_init(Evaluator *e, const Graph *fwd, const Feed *f, int64_t batch, const CompileOptions *co,
+                          Weights *w, Comm *comm, DiagSink *d)
 {
     memset(e, 0, sizeof *e);
     int R = comm_size(comm), r = comm_rank(comm);
@@ -162,17 +176,9 @@ static int evaluator_init(Evaluator *e, const Graph *fwd, const Feed *f, int64_t
     if (n == 0) return 0;   /* more ranks than test examples: nothing here */
     e->batch = batch < n ? batch : n;
     e->rest_n = n % e->batch;
-    const char *sym = fwd->syms[f->batch_sym];
-    e->full = pass_inference(fwd, true, d);
-    if (!e->full || graph_bind(e->full, sym, e->batch, d)) goto fail;
-    e->ex_full = executor_plan(mode, e->full, w, d);
-    if (!e->ex_full) goto fail;
-    if (e->rest_n) {
-        e->rest = pass_inference(fwd, true, d);
-        if (!e->rest || graph_bind(e->rest, sym, e->rest_n, d)) goto fail;
-        e->ex_rest = executor_plan(mode, e->rest, w, d);
-        if (!e->ex_rest) goto fail;
-    }
+    if (prepare(fwd, FOR_EVALUATION, e->batch, co, w, &e->full, d) != 0 ||
+        (e->rest_n && prepare(fwd, FOR_EVALUATION, e->rest_n, co, w, &e->rest, d) != 0))
+        goto fail;
     e->x = gc_calloc((size_t)(e->batch * f->sample_size), sizeof *e->x);
     e->y = gc_calloc((size_t)e->batch, sizeof *e->y);
     if (!e->x || !e->y) { diag_plain(d, "out of memory"); goto fail; }
@@ -184,7 +190,7 @@ fail:
 
 static int evaluate(Evaluator *e, const Feed *f, StepEnv env, double *loss, double *acc)
 {
-    const Graph *g = e->full ? e->full : e->rest;
+    const Graph *g = e->full.graph ? e->full.graph : e->rest.graph;
     int li = g ? output_index(g, "loss") : -1, ai = g ? output_index(g, "accuracy") : -1;
     double lsum = 0, asum = 0;
     env.training = false;
@@ -202,7 +208,7 @@ static int evaluate(Evaluator *e, const Feed *f, StepEnv env, double *loss, doub
         /* the model's own outputs (probabilities) are not needed here */
         for (int i = 0; i < g->noutputs; i++)
             if (i != li && i != ai) outs[i] = NULL;
-        if (executor_run(n == e->batch ? e->ex_full : e->ex_rest, feeds, outs, &env) != 0) return -1;
+        if (executor_run(n == e->batch ? e->full.ex : e->rest.ex, feeds, outs, &env) != 0) return -1;
         if (li >= 0) lsum += (double)outv[li][0] * (double)n;
         if (ai >= 0) asum += (double)outv[ai][0] * (double)n;
     }
@@ -307,10 +313,15 @@ int train_run(const Graph *fwd, const RunOptions *o, RunResult *r, Weights *w_ou
     /* only rank 0 speaks; the others report only errors */
     LogMode log = rank == 0 ? o->log : LOG_QUIET;
     if (o->resume_path && !o->have_seed && checkpoint_seed(o->resume_path, &t.seed, d) != 0) return setup_failed(comm, d);
-    kern_blas_threads(default_threads(o, comm));
+    Pool *pool = pool_new(default_threads(o, comm));
+    if (!pool) {
+        diag_plain(d, "out of memory");
+        return setup_failed(comm, d);
+    }
 
     Feed f;
-    Graph *tg = NULL;
+    Step step = { 0 };
+    const Graph *tg = NULL;
     Weights w = { 0 };
     Executor *ex = NULL;
     Evaluator ev = { 0 };
@@ -318,7 +329,10 @@ int train_run(const Graph *fwd, const RunOptions *o, RunResult *r, Weights *w_ou
     int32_t *y = NULL;
     int64_t *perm = NULL, perm_pass = -1;
     int rc = -1;
-    if (feed_setup(fwd, &t, o, true, &f, d) != 0) return setup_failed(comm, d);
+    if (feed_setup(fwd, &t, o, true, &f, d) != 0) {
+        pool_free(pool);
+        return setup_failed(comm, d);
+    }
     /* the global batch: R ranks of t.batch rows each */
     int64_t gbatch = t.batch * R;
     if (gbatch > f.train.count) {
@@ -331,21 +345,21 @@ int train_run(const Graph *fwd, const RunOptions *o, RunResult *r, Weights *w_ou
     }
     int64_t per_pass = dataset_batches_per_pass(&f.train, gbatch);
     int64_t steps = t.steps ? t.steps : per_pass;
-    tg = pass_autodiff(fwd, d);
-    if (!tg) goto out;
-    if (R > 1) {
-        Graph *dp = pass_allreduce(tg, o->bucket_bytes > 0 ? o->bucket_bytes : ALLREDUCE_DEFAULT_BUCKET, d);
-        graph_free(tg);
-        tg = dp;
-        if (!tg) goto out;
-    }
-    t.minimize = tg->train.minimize;   /* the loss's id in tg, not in the model */
-    tg->train = t;
-    if (graph_bind(tg, fwd->syms[f.batch_sym], t.batch, d) != 0) goto out;
-    if (weights_init(&w, tg, t.seed, d) != 0) goto out;
+    /* the step, its weights and its evaluation; --max-memory counts the weights, the
+     * plan and a batch of inputs before any of them is allocated */
+    CompileOptions co = {
+        .mode = o->mode, .pool = pool, .ranks = R, .bucket_bytes = o->bucket_bytes, .passes_off = o->passes_off,
+        .max_memory = o->max_memory,
+        .extra_bytes = t.batch * f.sample_size * 4, .seed = t.seed,
+    };
+    if (prepare(fwd, FOR_TRAINING, t.batch, &co, &w, &step, d) != 0) goto out;
+    tg = step.graph;
+    ex = step.ex;
+    co.max_memory = 0;
+    if (evaluator_init(&ev, fwd, &f, t.batch, &co, &w, comm, d) != 0) goto out;
     if (o->resume_path) {
-        if (checkpoint_load(o->resume_path, tg, &w, d) != 0) goto out;
-        if (w.step > t.epochs * steps) {
+        if (checkpoint_resume(o->resume_path, tg, &w, o->reset_optimizer, d) != 0) goto out;
+        if (w.step < 0 || w.step > t.epochs * steps) {
             diag_plain(d, "%s: the checkpoint is at step %lld, past the %lld steps of this run", o->resume_path,
                        (long long)w.step, (long long)(t.epochs * steps));
             goto out;
@@ -358,25 +372,8 @@ int train_run(const Graph *fwd, const RunOptions *o, RunResult *r, Weights *w_ou
                    (long long)o->save_every);
         goto out;
     }
-    if (o->max_memory > 0) {
-        /* what the step needs: parameters and optimizer state, a batch of inputs, and the
-         * activations (the planned arena and scratch; the interpreter's peak is at least
-         * the same lower bound) */
-        MemPlan mp;
-        if (memplan_build(tg, &mp, d) != 0) goto out;
-        double need = (double)mp.arena + (double)t.batch * (double)f.sample_size * 4;
-        for (int v = 0; v < w.n; v++) need += (double)shape_numel(&w.shapes[v]) * 4;
-        memplan_free(&mp);
-        if (need > (double)o->max_memory) {
-            diag_plain(d, "the training step needs %.0f bytes (%.1f MB: parameters, optimizer state, a batch and the "
-                       "activations), more than --max-memory %lld",
-                       need, need / 1e6, (long long)o->max_memory);
-            goto out;
-        }
-    }
-    ex = executor_plan(o->mode, tg, &w, d);
-    if (!ex) goto out;
-    if (evaluator_init(&ev, fwd, &f, t.batch, o->mode, &w, comm, d) != 0) goto out;
+    /* before the first step: an output that cannot be written would lose the run */
+    if (rank == 0 && (outfile_check(save, "checkpoint", d) != 0 || outfile_check(o->plot_path, "plot", d) != 0)) goto out;
 
     if (!exec_fits_memory((double)t.batch * (double)f.sample_size * 4, "a batch of inputs", d)) goto out;
     x = gc_calloc((size_t)(t.batch * f.sample_size), sizeof *x);
@@ -414,9 +411,10 @@ int train_run(const Graph *fwd, const RunOptions *o, RunResult *r, Weights *w_ou
     FILE *out = o->out ? o->out : stdout;
     bool tty = log == LOG_BAR && isatty(fileno(out));
     if (log == LOG_BAR) {
-        fprintf(out, "Training %s: %lld epochs x %lld steps, batch %lld, %s mode, %s\n",
+        int nt = pool_threads(pool);
+        fprintf(out, "Training %s: %lld epochs x %lld steps, batch %lld, %s mode, %s, %d thread%s\n",
                 fwd->model_name ? fwd->model_name : "model", (long long)t.epochs, (long long)steps, (long long)t.batch,
-                exec_mode_name(o->mode), kern_blas_info());
+                exec_mode_name(o->mode), kern_blas_info(), nt, nt == 1 ? "" : "s");
         if (R > 1) {
             char cd[160];
             fprintf(out, "Data parallel: %d ranks x batch %lld = global batch %lld; %s\n", R, (long long)t.batch,
@@ -565,11 +563,11 @@ out:
             comm_abort(comm, 1, "stopping all ranks after the error above");
         }
     }
+    evaluator_free(&ev);
+    step_free(&step);
     if (rc == 0 && w_out) *w_out = w;
     else weights_free(&w);
-    evaluator_free(&ev);
-    executor_free(ex);
-    graph_free(tg);
+    pool_free(pool);
     feed_free(&f);
     gc_free(x);
     gc_free(y);
@@ -583,11 +581,20 @@ int eval_run(const Graph *fwd, const RunOptions *o, Weights *w, double *loss, do
     Evaluator ev;
     TrainSpec t = fwd->train;
     if (o->batch > 0) t.batch = o->batch;
-    kern_blas_threads(default_threads(o, o->comm));
-    if (feed_setup(fwd, &t, o, false, &f, d) != 0) return setup_failed(o->comm, d);
+    Pool *pool = pool_new(default_threads(o, o->comm));
+    if (!pool) {
+        diag_plain(d, "out of memory");
+        return setup_failed(o->comm, d);
+    }
+    if (feed_setup(fwd, &t, o, false, &f, d) != 0) {
+        pool_free(pool);
+        return setup_failed(o->comm, d);
+    }
     int rc = -1;
-    if (evaluator_init(&ev, fwd, &f, t.batch, o->mode, w, o->comm, d) != 0) {
+    CompileOptions co = { .mode = o->mode, .pool = pool, .passes_off = o->passes_off };
+    if (evaluator_init(&ev, fwd, &f, t.batch, &co, w, o->comm, d) != 0) {
         feed_free(&f);
+        pool_free(pool);
         return setup_failed(o->comm, d);
     }
     int R = comm_size(o->comm), bad = comm_agree(o->comm, true);
@@ -599,5 +606,6 @@ int eval_run(const Graph *fwd, const RunOptions *o, Weights *w, double *loss, do
     }
     evaluator_free(&ev);
     feed_free(&f);
+    pool_free(pool);
     return rc;
 }

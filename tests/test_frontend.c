@@ -1834,9 +1834,9 @@ static const struct LineCase {
       "t.net:2:32: error: dense: 'use_bias' must be true or false, got number", 1 },
     { "dense_bad_activation",
       "input x: f32[B, 4]\n"
-      "y = dense(x, units=3, activation=\"gelu\")\n"
+      "y = dense(x, units=3, activation=\"swish\")\n"
       "output y\n",
-      "t.net:2:34: error: dense: 'activation' must be one of \"linear\", \"relu\", \"sigmoid\", \"tanh\", \"softmax\", got \"gelu\"", 1 },
+      "t.net:2:34: error: dense: 'activation' must be one of \"linear\", \"neg\", \"relu\", \"sigmoid\", \"tanh\", \"exp\", \"log\", \"sqrt\", \"gelu\", \"silu\", \"leaky_relu\", \"softmax\", got \"swish\"", 1 },
     { "dense_name_not_string",
       "input x: f32[B, 4]\n"
       "y = dense(x, units=3, name=7)\n"

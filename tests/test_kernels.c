@@ -44,13 +44,13 @@ static Shape broadcast_shape(const Shape *a, const Shape *b)
     return y;
 }
 
-static float apply_op(KBinary op, float u, float v)
+static float apply_op(EwBinary op, float u, float v)
 {
     switch (op) {
-    case KB_ADD: return u + v;
-    case KB_SUB: return u - v;
-    case KB_MUL: return u * v;
-    case KB_DIV: return u / v;
+    case EW_ADD: return u + v;
+    case EW_SUB: return u - v;
+    case EW_MUL: return u * v;
+    case EW_DIV: return u / v;
     default: return NAN;
     }
 }
@@ -75,7 +75,7 @@ static size_t bcast_offset(const int64_t *idx, int yrank, const Shape *s)
     return off;
 }
 
-static void ref_binary(KBinary op, const float *a, const Shape *as, const float *b, const Shape *bs,
+static void ref_binary(EwBinary op, const float *a, const Shape *as, const float *b, const Shape *bs,
                        float *y, const Shape *ys)
 {
     size_t ny = numel(ys->d, ys->rank);
@@ -146,10 +146,10 @@ START_TEST(test_binary_forward)
     bin_inputs(c, &a, &b, &ys, 100 + (uint64_t)_i);
     size_t ny = numel(ys.d, ys.rank);
     float *y = tu_alloc(ny), *want = tu_alloc(ny);
-    for (int op = 0; op < KB_COUNT; op++) {
-        ref_binary((KBinary)op, a, &c->a, b, &c->b, want, &ys);
+    for (int op = 0; op < EW_BINARY_COUNT; op++) {
+        ref_binary((EwBinary)op, a, &c->a, b, &c->b, want, &ys);
         kern_fill(y, NAN, ny);
-        kern_binary((KBinary)op, a, c->a.d, c->a.rank, b, c->b.d, c->b.rank, y, ys.d, ys.rank);
+        kern_binary((EwBinary)op, a, c->a.d, c->a.rank, b, c->b.d, c->b.rank, y, ys.d, ys.rank);
         ck_assert_floats_near(y, want, ny, 1e-6, 0.0);
     }
     free(a);
@@ -175,11 +175,11 @@ START_TEST(test_binary_inplace)
         Shape ys;
         bin_inputs(c, &a, &b, &ys, 7 + k);
         float *want = tu_alloc(na);
-        for (int op = 0; op < KB_COUNT; op++) {
+        for (int op = 0; op < EW_BINARY_COUNT; op++) {
             float *y = tu_alloc(na);
             kern_copy(a, y, na);
-            ref_binary((KBinary)op, a, &c->a, b, &c->b, want, &ys);
-            kern_binary((KBinary)op, y, c->a.d, c->a.rank, b, c->b.d, c->b.rank, y, ys.d, ys.rank);
+            ref_binary((EwBinary)op, a, &c->a, b, &c->b, want, &ys);
+            kern_binary((EwBinary)op, y, c->a.d, c->a.rank, b, c->b.d, c->b.rank, y, ys.d, ys.rank);
             ck_assert_floats_near(y, want, na, 1e-6, 0.0);
             free(y);
         }
@@ -228,7 +228,7 @@ START_TEST(test_sum_to)
 END_TEST
 
 typedef struct BinCtx {
-    KBinary op;
+    EwBinary op;
     const Shape *as, *bs;
     Shape ys;
     const float *a, *b;
@@ -244,33 +244,33 @@ static void bin_fn(void *vc, const float *x, float *y)
 
 /* The vector-Jacobian products of y = a op b, composed from the kernels the way the
  * executors do it: an elementwise factor, then kern_sum_to back to each input's shape. */
-static void binary_vjp(KBinary op, const float *a, const Shape *as, const float *b, const Shape *bs,
+static void binary_vjp(EwBinary op, const float *a, const Shape *as, const float *b, const Shape *bs,
                        const float *y, const Shape *ys, const float *dy, float *da, float *db)
 {
     size_t ny = numel(ys->d, ys->rank);
     float *t = tu_alloc(ny), *t2 = tu_alloc(ny);
     switch (op) {
-    case KB_ADD:
+    case EW_ADD:
         kern_sum_to(dy, ys->d, ys->rank, da, as->d, as->rank);
         kern_sum_to(dy, ys->d, ys->rank, db, bs->d, bs->rank);
         break;
-    case KB_SUB:
+    case EW_SUB:
         kern_sum_to(dy, ys->d, ys->rank, da, as->d, as->rank);
-        kern_unary(KU_NEG, dy, t, ny);
+        kern_unary(EW_NEG, 0.0f, dy, t, ny);
         kern_sum_to(t, ys->d, ys->rank, db, bs->d, bs->rank);
         break;
-    case KB_MUL:
-        kern_binary(KB_MUL, dy, ys->d, ys->rank, b, bs->d, bs->rank, t, ys->d, ys->rank);
+    case EW_MUL:
+        kern_binary(EW_MUL, dy, ys->d, ys->rank, b, bs->d, bs->rank, t, ys->d, ys->rank);
         kern_sum_to(t, ys->d, ys->rank, da, as->d, as->rank);
-        kern_binary(KB_MUL, dy, ys->d, ys->rank, a, as->d, as->rank, t, ys->d, ys->rank);
+        kern_binary(EW_MUL, dy, ys->d, ys->rank, a, as->d, as->rank, t, ys->d, ys->rank);
         kern_sum_to(t, ys->d, ys->rank, db, bs->d, bs->rank);
         break;
-    case KB_DIV:   /* da = dy / b, db = -dy * y / b */
-        kern_binary(KB_DIV, dy, ys->d, ys->rank, b, bs->d, bs->rank, t, ys->d, ys->rank);
+    case EW_DIV:   /* da = dy / b, db = -dy * y / b */
+        kern_binary(EW_DIV, dy, ys->d, ys->rank, b, bs->d, bs->rank, t, ys->d, ys->rank);
         kern_sum_to(t, ys->d, ys->rank, da, as->d, as->rank);
-        kern_binary(KB_MUL, dy, ys->d, ys->rank, y, ys->d, ys->rank, t, ys->d, ys->rank);
-        kern_binary(KB_DIV, t, ys->d, ys->rank, b, bs->d, bs->rank, t2, ys->d, ys->rank);
-        kern_unary(KU_NEG, t2, t, ny);
+        kern_binary(EW_MUL, dy, ys->d, ys->rank, y, ys->d, ys->rank, t, ys->d, ys->rank);
+        kern_binary(EW_DIV, t, ys->d, ys->rank, b, bs->d, bs->rank, t2, ys->d, ys->rank);
+        kern_unary(EW_NEG, 0.0f, t2, t, ny);
         kern_sum_to(t, ys->d, ys->rank, db, bs->d, bs->rank);
         break;
     default:
@@ -292,10 +292,10 @@ START_TEST(test_binary_grad_fd)
     size_t na = numel(c->a.d, c->a.rank), nb = numel(c->b.d, c->b.rank), ny = numel(ys.d, ys.rank);
     float *y = tu_alloc(ny), *dy = tu_alloc_uniform(ny, -1.0f, 1.0f, 400 + (uint64_t)_i);
     float *da = tu_alloc(na), *db = tu_alloc(nb);
-    for (int op = 0; op < KB_COUNT; op++) {
-        BinCtx ctx = {(KBinary)op, &c->a, &c->b, ys, a, b, 0};
+    for (int op = 0; op < EW_BINARY_COUNT; op++) {
+        BinCtx ctx = {(EwBinary)op, &c->a, &c->b, ys, a, b, 0};
         bin_fn(&ctx, a, y);
-        binary_vjp((KBinary)op, a, &c->a, b, &c->b, y, &ys, dy, da, db);
+        binary_vjp((EwBinary)op, a, &c->a, b, &c->b, y, &ys, dy, da, db);
         ck_assert_grad_fd(bin_fn, &ctx, a, na, ny, dy, da, FD_EPS, FD_RTOL, FD_ATOL);
         ctx.wrt = 1;
         ck_assert_grad_fd(bin_fn, &ctx, b, nb, ny, dy, db, FD_EPS, FD_RTOL, FD_ATOL);
@@ -313,53 +313,70 @@ END_TEST
  * Unary, scale/fill/copy/axpy, sum_all
  * ================================================================================ */
 
-static double ref_unary(KUnary op, double x)
+/* Each unary function of util/elemwise.def in double, at its default parameter: the
+ * reference the kernels (in float) are held to.  A function added there without a
+ * reference here fails test_unary_forward. */
+static double ref_unary(EwUnary op, double x)
 {
+    double p = ew_unary_default(op);
+    (void)p;
     switch (op) {
-    case KU_RELU: return x > 0 ? x : 0;
-    case KU_SIGMOID: return 1.0 / (1.0 + exp(-x));
-    case KU_TANH: return tanh(x);
-    case KU_EXP: return exp(x);
-    case KU_LOG: return log(x);
-    case KU_NEG: return -x;
-    case KU_SQRT: return sqrt(x);
+    case EW_RELU: return x > 0 ? x : 0;
+    case EW_SIGMOID: return 1.0 / (1.0 + exp(-x));
+    case EW_TANH: return tanh(x);
+    case EW_EXP: return exp(x);
+    case EW_LOG: return log(x);
+    case EW_NEG: return -x;
+    case EW_SQRT: return sqrt(x);
+    case EW_GELU: return 0.5 * x * (1.0 + erf(x / sqrt(2.0)));
+    case EW_SILU: return x / (1.0 + exp(-x));
+    case EW_LEAKY_RELU: return x > 0 ? x : p * x;
     default: return NAN;
     }
 }
 
-/* Inputs in each op's domain, away from relu's kink by more than FD_EPS. */
-static float *unary_inputs(KUnary op, size_t n, uint64_t seed)
+/* Inputs in each op's domain, away from kinks at 0 by more than FD_EPS. */
+static float *unary_inputs(EwUnary op, size_t n, uint64_t seed)
 {
     float *x;
     switch (op) {
-    case KU_RELU:
-        x = tu_alloc_uniform(n, 0.1f, 2.0f, seed);
-        for (size_t i = 0; i < n; i += 2)
-            x[i] = -x[i];
-        break;
-    case KU_LOG:
-    case KU_SQRT:
+    case EW_LOG:
+    case EW_SQRT:
         x = tu_alloc_uniform(n, 0.5f, 3.0f, seed);
         break;
     default:
-        x = tu_alloc_uniform(n, -2.5f, 2.5f, seed);
+        x = tu_alloc_uniform(n, 0.1f, 2.5f, seed);
+        for (size_t i = 0; i < n; i += 2)
+            x[i] = -x[i];
         break;
     }
     return x;
 }
 
+/* The value a unary function's gradient reads: its input or its output. */
+static const float *unary_v(EwUnary op, const float *x, const float *y) { return ew_unary_reads(op) == EW_READS_X ? x : y; }
+
 START_TEST(test_unary_forward)
 {
-    KUnary op = (KUnary)_i;
+    EwUnary op = (EwUnary)_i;
     size_t n = 1001;
+    float p = ew_unary_default(op);
     float *x = unary_inputs(op, n, 500 + (uint64_t)_i), *y = tu_alloc(n), *want = tu_alloc(n);
     for (size_t i = 0; i < n; i++)
         want[i] = (float)ref_unary(op, x[i]);
-    kern_unary(op, x, y, n);
-    ck_assert_floats_near(y, want, n, 2e-6, 1e-30);
+    kern_unary(op, p, x, y, n);
+    ck_assert_msg(tu_first_mismatch(y, want, n, 2e-6, 1e-30) < 0, "%s: not its reference", ew_unary_name(op));
     /* In place. */
-    kern_unary(op, x, x, n);
+    kern_unary(op, p, x, x, n);
     ck_assert_floats_near(x, want, n, 2e-6, 1e-30);
+    /* constant folding's scalar math (ew_unary) gives the kernel's bits */
+    float *v = unary_inputs(op, n, 500 + (uint64_t)_i);
+    for (size_t i = 0; i < n; i++) {
+        float one = ew_unary(op, v[i], p);
+        ck_assert_msg(memcmp(&one, &x[i], sizeof one) == 0, "%s: folding's value %.9g, the kernel's %.9g",
+                      ew_unary_name(op), one, x[i]);
+    }
+    free(v);
     free(x);
     free(y);
     free(want);
@@ -371,37 +388,38 @@ START_TEST(test_unary_extremes)
     const float big[] = {-1000.0f, -100.0f, -20.0f, 20.0f, 100.0f, 1000.0f};
     const size_t n = sizeof big / sizeof big[0];
     float y[sizeof big / sizeof big[0]];
-    kern_unary(KU_SIGMOID, big, y, n);
+    kern_unary(EW_SIGMOID, 0.0f, big, y, n);
     ck_assert(tu_all_finite(y, n));
     for (size_t i = 0; i < n; i++)
-        ck_assert_float_near_rel(y[i], ref_unary(KU_SIGMOID, big[i]), 1e-6, 1e-30);
-    kern_unary(KU_TANH, big, y, n);
+        ck_assert_float_near_rel(y[i], ref_unary(EW_SIGMOID, big[i]), 1e-6, 1e-30);
+    kern_unary(EW_TANH, 0.0f, big, y, n);
     for (size_t i = 0; i < n; i++)
         ck_assert_float_near_rel(y[i], big[i] > 0 ? 1.0 : -1.0, 1e-7, 0.0);
-    kern_unary(KU_RELU, big, y, n);
+    kern_unary(EW_RELU, 0.0f, big, y, n);
     for (size_t i = 0; i < n; i++)
         ck_assert_float_near_rel(y[i], big[i] > 0 ? big[i] : 0.0, 0.0, 0.0);
 }
 END_TEST
 
 typedef struct UnaryCtx {
-    KUnary op;
+    EwUnary op;
 } UnaryCtx;
 
 static void unary_fn(void *vc, const float *x, float *y)
 {
     const UnaryCtx *c = vc;
-    kern_unary(c->op, x, y, 64);
+    kern_unary(c->op, ew_unary_default(c->op), x, y, 64);
 }
 
 START_TEST(test_unary_grad_fd)
 {
-    KUnary op = (KUnary)_i;
+    EwUnary op = (EwUnary)_i;
     size_t n = 64;
+    float p = ew_unary_default(op);
     float *x = unary_inputs(op, n, 600 + (uint64_t)_i), *y = tu_alloc(n);
     float *dy = tu_alloc_uniform(n, -1.0f, 1.0f, 700 + (uint64_t)_i), *dx = tu_alloc(n);
-    kern_unary(op, x, y, n);
-    kern_unary_grad(op, x, y, dy, dx, n);
+    kern_unary(op, p, x, y, n);
+    kern_unary_grad(op, p, unary_v(op, x, y), dy, dx, n);
     UnaryCtx ctx = {op};
     ck_assert_grad_fd(unary_fn, &ctx, x, n, n, dy, dx, FD_EPS, FD_RTOL, FD_ATOL);
     free(x);
@@ -412,20 +430,21 @@ START_TEST(test_unary_grad_fd)
 END_TEST
 
 /* unary_grad in place, as the compiled plan runs it (OPT_INPLACE): its output written
- * over its first input (the value the mask or derivative is read from, passed as x and
- * y as dispatch does) or over the incoming gradient gives the bits of a separate output. */
+ * over the value the derivative is read from or over the incoming gradient gives the
+ * bits of a separate output. */
 START_TEST(test_unary_grad_inplace)
 {
-    KUnary op = (KUnary)_i;
+    EwUnary op = (EwUnary)_i;
     size_t n = 1001;
+    float p = ew_unary_default(op);
     float *v = unary_inputs(op, n, 800 + (uint64_t)_i), *dy = tu_alloc_uniform(n, -1.0f, 1.0f, 900 + (uint64_t)_i);
     float *want = tu_alloc(n), *buf = tu_alloc(n);
-    kern_unary_grad(op, v, v, dy, want, n);
+    kern_unary_grad(op, p, v, dy, want, n);
     kern_copy(v, buf, n);
-    kern_unary_grad(op, buf, buf, dy, buf, n);
+    kern_unary_grad(op, p, buf, dy, buf, n);
     ck_assert_mem_eq(buf, want, n * sizeof *buf);
     kern_copy(dy, buf, n);
-    kern_unary_grad(op, v, v, buf, buf, n);
+    kern_unary_grad(op, p, v, buf, buf, n);
     ck_assert_mem_eq(buf, want, n * sizeof *buf);
     free(v);
     free(dy);
@@ -910,7 +929,7 @@ START_TEST(test_gemm)
         {301, 97, 150}, {70, 333, 91},
         {1, 37, 5}, {1, 1030, 2100},   /* one row: a matrix-vector product, split over columns at 2+ threads */
     };
-    kern_blas_threads(_i + 1);
+    tu_threads(_i + 1);
     for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
         size_t M = sizes[s][0], N = sizes[s][1], K = sizes[s][2];
         float *A = tu_alloc_uniform(M * K, -1.0f, 1.0f, 70 + s), *B = tu_alloc_uniform(K * N, -1.0f, 1.0f, 80 + s);
@@ -924,7 +943,7 @@ START_TEST(test_gemm)
                 else
                     kern_copy(C0, C, M * N);
                 ref_gemm(ta, tb, M, N, K, alpha, A, B, beta, C0, want);
-                kern_gemm(ta, tb, M, N, K, alpha, A, B, beta, C);
+                kern_gemm(tu_pool, ta, tb, M, N, K, alpha, A, B, beta, C);
                 ck_assert_floats_near_scaled(C, want, M * N, 1e-5);
                 ck_assert(tu_all_finite(C, M * N));
             }
@@ -935,24 +954,22 @@ START_TEST(test_gemm)
         free(C);
         free(want);
     }
-    kern_blas_threads(1);
+    tu_threads(1);
 }
 END_TEST
 
 START_TEST(test_blas_info)
 {
-    kern_blas_threads(1);
     const char *info = kern_blas_info();
     ck_assert_ptr_nonnull(info);
     ck_assert_msg(strncmp(info, "OpenBLAS", 8) == 0, "info: %s", info);
     ck_assert_msg(strstr(info, "core ") != NULL, "info: %s", info);
-    ck_assert_msg(strstr(info, ", 1 thread") != NULL, "info: %s", info);
-    kern_blas_threads(0);
-    info = kern_blas_info();
-    ck_assert_msg(strstr(info, "thread") != NULL, "info: %s", info);
-    /* gemm still right after the thread changes */
+    /* the threads are the caller's pool's, not BLAS's: the info names none */
+    ck_assert_msg(strstr(info, "thread") == NULL, "info: %s", info);
+    tu_threads(0);
+    /* gemm right on a pool of every core */
     float A[6] = {1, 2, 3, 4, 5, 6}, B[6] = {1, 0, 0, 1, 1, 1}, C[4];
-    kern_gemm(false, false, 2, 2, 3, 1.0f, A, B, 0.0f, C);
+    kern_gemm(tu_pool, false, false, 2, 2, 3, 1.0f, A, B, 0.0f, C);
     ck_assert_float_near_rel(C[0], 4.0, 0.0, 0.0);
     ck_assert_float_near_rel(C[1], 5.0, 0.0, 0.0);
     ck_assert_float_near_rel(C[2], 10.0, 0.0, 0.0);
@@ -1084,19 +1101,19 @@ static void check_conv_case(const KConv *p, size_t rows, uint64_t seed, double r
     float *y = tu_alloc(ny), *dx = tu_alloc(nx), *dw = tu_alloc(nw);
     float *wy = tu_alloc(ny), *wdx = tu_alloc(nx), *wdw = tu_alloc(nw);
     kern_conv_set_chunk_rows(rows);
-    size_t sbytes = kern_conv2d_scratch(p);
+    size_t sbytes = kern_conv2d_scratch(p, tu_nthreads());
     /* each kernel its own scratch of the exact size it asks for (NULL for none, as the
      * executors pass): ASan sees any access past it */
     float *scratch[KCONV_OP_COUNT];
     for (int op = 0; op < KCONV_OP_COUNT; op++) {
-        size_t b = kern_conv_scratch(p, (KConvOp)op);
+        size_t b = kern_conv_scratch(p, (KConvOp)op, tu_nthreads());
         ck_assert_uint_le(b, sbytes);
         scratch[op] = b ? malloc(b) : NULL;
         ck_assert(b == 0 || scratch[op] != NULL);
     }
     if (rows) {
         /* per thread: one chunk of im2col, and a [K, F] accumulator when threads > 1 */
-        size_t T = (size_t)pool_threads(), K = (size_t)(p->kh * p->kw * p->c);
+        size_t T = (size_t)tu_nthreads(), K = (size_t)(p->kh * p->kw * p->c);
         /* and the many-channel kernel's packed filter, [F rounded up to 16][K] or, flipped
          * for the input gradient, [C rounded up][KH*KW*F] */
         size_t pack = p->c > 4 && kern_conv_direct_used(p) ? (size_t)(p->kh * p->kw * (p->c + 15) * (p->f + 15)) : 0;
@@ -1105,9 +1122,9 @@ static void check_conv_case(const KConv *p, size_t rows, uint64_t seed, double r
     ref_conv(p, 0, x, w, dy, wy);
     ref_conv(p, 1, x, w, dy, wdx);
     ref_conv(p, 2, x, w, dy, wdw);
-    kern_conv2d(p, x, w, y, scratch[KCONV_FORWARD]);
-    kern_conv2d_grad_input(p, dy, w, dx, scratch[KCONV_GRAD_INPUT]);
-    kern_conv2d_grad_filter(p, x, dy, dw, scratch[KCONV_GRAD_FILTER]);
+    kern_conv2d(tu_pool, p, x, w, y, scratch[KCONV_FORWARD]);
+    kern_conv2d_grad_input(tu_pool, p, dy, w, dx, scratch[KCONV_GRAD_INPUT]);
+    kern_conv2d_grad_filter(tu_pool, p, x, dy, dw, scratch[KCONV_GRAD_FILTER]);
     kern_conv_set_chunk_rows(0);
     ck_assert_floats_near_scaled(y, wy, ny, rtol);
     ck_assert_floats_near_scaled(dx, wdx, nx, rtol);
@@ -1146,11 +1163,11 @@ END_TEST
 START_TEST(test_conv_threads)
 {
     KConv p = conv_params(&conv_cases[_i]);
-    kern_blas_threads(2);
+    tu_threads(2);
     check_conv_case(&p, 7, 5000 + 10 * (uint64_t)_i, 1e-5);
-    kern_blas_threads(3);
+    tu_threads(3);
     check_conv_case(&p, 7, 6000 + 10 * (uint64_t)_i, 1e-5);
-    kern_blas_threads(1);
+    tu_threads(1);
 }
 END_TEST
 
@@ -1163,9 +1180,9 @@ START_TEST(test_conv_im2col_only)
     ck_assert(!kern_conv_direct_used(&p));
     check_conv_case(&p, 0, 1100 + 10 * (uint64_t)_i, 1e-5);
     check_conv_case(&p, 7, 1200 + 10 * (uint64_t)_i, 1e-5);
-    kern_blas_threads(2);
+    tu_threads(2);
     check_conv_case(&p, 7, 1300 + 10 * (uint64_t)_i, 1e-5);
-    kern_blas_threads(1);
+    tu_threads(1);
     kern_conv_set_direct(0);
 }
 END_TEST
@@ -1180,12 +1197,12 @@ static void check_conv_direct_sweep(const KConv *p, uint64_t seed)
     check_conv_case(p, 0, seed, 1e-5);
     check_conv_case(p, 1, seed + 10, 1e-5);
     check_conv_case(p, 7, seed + 20, 1e-5);
-    kern_blas_threads(2);
+    tu_threads(2);
     check_conv_case(p, 0, seed + 30, 1e-5);
     check_conv_case(p, 7, seed + 40, 1e-5);
-    kern_blas_threads(3);
+    tu_threads(3);
     check_conv_case(p, 5, seed + 50, 1e-5);
-    kern_blas_threads(1);
+    tu_threads(1);
     kern_conv_set_direct(-1);
     ck_assert(!kern_conv_direct_used(p));
     check_conv_case(p, 0, seed + 60, 1e-5);
@@ -1233,9 +1250,9 @@ static void nested_conv_task(void *arg, int task, int worker)
     NestedConv *j = arg;
     if (task != 0)
         return;
-    kern_conv2d(j->p, j->x, j->w, j->y, j->scratch);
-    kern_conv2d_grad_input(j->p, j->dy, j->w, j->dx, j->scratch);
-    kern_conv2d_grad_filter(j->p, j->x, j->dy, j->dw, j->scratch);
+    kern_conv2d(tu_pool, j->p, j->x, j->w, j->y, j->scratch);
+    kern_conv2d_grad_input(tu_pool, j->p, j->dy, j->w, j->dx, j->scratch);
+    kern_conv2d_grad_filter(tu_pool, j->p, j->x, j->dy, j->dw, j->scratch);
 }
 
 START_TEST(test_conv_nested)
@@ -1245,17 +1262,17 @@ START_TEST(test_conv_nested)
     float *x = tu_alloc_uniform(nx, -1.0f, 1.0f, 40 + (uint64_t)_i), *w = tu_alloc_uniform(nw, -1.0f, 1.0f, 41);
     float *dy = tu_alloc_uniform(ny, -1.0f, 1.0f, 42);
     for (int threads = 2; threads <= 3; threads++) {
-        kern_blas_threads(threads);
+        tu_threads(threads);
         for (size_t rows = 0; rows <= 7; rows += 7) {   /* automatic chunks, and chunks of 7 */
             kern_conv_set_chunk_rows(rows);
-            size_t sbytes = kern_conv2d_scratch(&p);
+            size_t sbytes = kern_conv2d_scratch(&p, tu_nthreads());
             NestedConv a = { &p, x, w, dy, tu_alloc(ny), tu_alloc(nx), tu_alloc(nw), sbytes ? malloc(sbytes) : NULL };
             NestedConv b = { &p, x, w, dy, tu_alloc(ny), tu_alloc(nx), tu_alloc(nw), sbytes ? malloc(sbytes) : NULL };
             ck_assert(sbytes == 0 || (a.scratch && b.scratch));
-            kern_conv2d(&p, x, w, a.y, a.scratch);
-            kern_conv2d_grad_input(&p, dy, w, a.dx, a.scratch);
-            kern_conv2d_grad_filter(&p, x, dy, a.dw, a.scratch);
-            pool_run(threads, nested_conv_task, &b);
+            kern_conv2d(tu_pool, &p, x, w, a.y, a.scratch);
+            kern_conv2d_grad_input(tu_pool, &p, dy, w, a.dx, a.scratch);
+            kern_conv2d_grad_filter(tu_pool, &p, x, dy, a.dw, a.scratch);
+            pool_run(tu_pool, threads, nested_conv_task, &b);
             ck_assert_msg(memcmp(a.y, b.y, ny * sizeof(float)) == 0, "case %d, %d threads: forward differs", _i, threads);
             ck_assert_msg(memcmp(a.dx, b.dx, nx * sizeof(float)) == 0, "case %d, %d threads: input gradient differs", _i,
                           threads);
@@ -1271,7 +1288,7 @@ START_TEST(test_conv_nested)
         }
     }
     kern_conv_set_chunk_rows(0);
-    kern_blas_threads(1);
+    tu_threads(1);
     free(x);
     free(w);
     free(dy);
@@ -1289,24 +1306,24 @@ START_TEST(test_conv_bias_act)
     float *x = tu_alloc_uniform(nx, -1.0f, 1.0f, seed), *w = tu_alloc_uniform(nw, -1.0f, 1.0f, seed + 1);
     float *bias = tu_alloc_uniform((size_t)p.f, -1.0f, 1.0f, seed + 2);
     float *y = tu_alloc(ny), *want = tu_alloc(ny);
-    static const int acts[] = { KU_RELU, KU_SIGMOID, -1 };
+    static const int acts[] = { EW_RELU, EW_SIGMOID, -1 };
     for (int direct = 0; direct < 2; direct++)
         for (int threads = 1; threads <= 2; threads++)
             for (int a = 0; a < 3; a++) {
                 kern_conv_set_direct(direct ? 0 : -1);
-                kern_blas_threads(threads);
-                size_t sbytes = kern_conv2d_scratch(&p);
+                tu_threads(threads);
+                size_t sbytes = kern_conv2d_scratch(&p, tu_nthreads());
                 float *scratch = sbytes ? malloc(sbytes) : NULL;
                 ck_assert(sbytes == 0 || scratch != NULL);
-                kern_conv2d(&p, x, w, want, scratch);
-                kern_bias_act(want, ny / (size_t)p.f, (size_t)p.f, bias, acts[a]);
+                kern_conv2d(tu_pool, &p, x, w, want, scratch);
+                kern_bias_act(want, ny / (size_t)p.f, (size_t)p.f, bias, (EwAct){ acts[a], 0.0f });
                 kern_fill(y, NAN, ny);
-                kern_conv2d_bias_act(&p, x, w, bias, acts[a], y, scratch);
+                kern_conv2d_bias_act(tu_pool, &p, x, w, bias, (EwAct){ acts[a], 0.0f }, y, scratch);
                 ck_assert_mem_eq(y, want, ny * sizeof *y);
                 free(scratch);
             }
     kern_conv_set_direct(0);
-    kern_blas_threads(1);
+    tu_threads(1);
     free(x);
     free(w);
     free(bias);
@@ -1370,7 +1387,7 @@ START_TEST(test_conv_maxpool)
     float *x = tu_alloc_uniform(nx, -1.0f, 1.0f, seed), *w = tu_alloc_uniform(nw, -1.0f, 1.0f, seed + 1);
     float *bias = tu_alloc_uniform((size_t)p.f, -1.0f, 1.0f, seed + 2);
     float *conv = tu_alloc(ny);
-    static const int acts[] = { KU_RELU, KU_SIGMOID, -1, -2 };   /* -2: no bias (conv2d) */
+    static const int acts[] = { EW_RELU, EW_SIGMOID, -1, -2 };   /* -2: no bias (conv2d) */
     int tried = 0, exact = 0;
     for (int pw = 0; pw < N_CONVPOOL_WINDOWS; pw++) {
         KPool q;
@@ -1385,20 +1402,20 @@ START_TEST(test_conv_maxpool)
                     kern_conv_set_direct(mode < 3 ? 0 : -1);
                     kern_conv_set_pool_band(mode == 1 ? 1 : mode == 2 ? 2 : 0);
                     kern_conv_set_chunk_rows(mode == 4 ? 7 : 0);
-                    kern_blas_threads(threads);
+                    tu_threads(threads);
                     const float *b = acts[a] == -2 ? NULL : bias;
-                    int act = acts[a] == -2 ? -1 : acts[a];
-                    size_t cbytes = kern_conv2d_scratch(&p), fbytes = kern_conv2d_maxpool_scratch(&p, &q);
+                    EwAct act = { acts[a] == -2 ? -1 : acts[a], 0.0f };
+                    size_t cbytes = kern_conv2d_scratch(&p, tu_nthreads()), fbytes = kern_conv2d_maxpool_scratch(&p, &q, tu_nthreads());
                     float *cscratch = cbytes ? malloc(cbytes) : NULL;
                     float *fscratch = fbytes ? malloc(fbytes) : NULL;   /* exact size: ASan sees overruns */
                     ck_assert((cbytes == 0 || cscratch) && (fbytes == 0 || fscratch));
                     if (b)
-                        kern_conv2d_bias_act(&p, x, w, b, act, conv, cscratch);
+                        kern_conv2d_bias_act(tu_pool, &p, x, w, b, act, conv, cscratch);
                     else
-                        kern_conv2d(&p, x, w, conv, cscratch);
+                        kern_conv2d(tu_pool, &p, x, w, conv, cscratch);
                     kern_maxpool(&q, conv, want);
                     kern_fill(y, NAN, npool);
-                    kern_conv2d_maxpool(&p, &q, x, w, b, act, y, fscratch);
+                    kern_conv2d_maxpool(tu_pool, &p, &q, x, w, b, act, y, fscratch);
                     if (kern_conv2d_maxpool_exact(&p)) {
                         ck_assert_msg(memcmp(y, want, npool * sizeof *y) == 0,
                                       "conv case %d, pool %d, mode %d, %d threads, act %d: not the bits of the ops apart",
@@ -1419,7 +1436,7 @@ START_TEST(test_conv_maxpool)
     kern_conv_set_direct(0);
     kern_conv_set_chunk_rows(0);
     kern_conv_set_pool_band(0);
-    kern_blas_threads(1);
+    tu_threads(1);
     ck_assert_int_gt(tried, 0);
     /* the direct kernels' sizes are all exact on a CPU that has them */
     if (cpu_has_direct() && _i < N_DIRECT_CASES + N_WIDE_CASES && !(p.c > 4 && p.f < 8))
@@ -1440,11 +1457,11 @@ START_TEST(test_conv_maxpool_scratch)
     KConv p1 = p;
     KPool q1 = q;
     p1.n = q1.n = 1;
-    kern_blas_threads(2);
-    size_t s = kern_conv2d_maxpool_scratch(&p, &q);
-    ck_assert_uint_eq(s, kern_conv2d_maxpool_scratch(&p1, &q1));
+    tu_threads(2);
+    size_t s = kern_conv2d_maxpool_scratch(&p, &q, tu_nthreads());
+    ck_assert_uint_eq(s, kern_conv2d_maxpool_scratch(&p1, &q1, tu_nthreads()));
     ck_assert_uint_le(s, 2 * (size_t)(28 * 28 * 32) * sizeof(float));
-    kern_blas_threads(1);
+    tu_threads(1);
 }
 END_TEST
 
@@ -1454,7 +1471,7 @@ START_TEST(test_conv_big_m)
     ConvCase k = {2, 96, 96, 2, 3, 3, 3, 1, 1, 1, 1, 1, 1};
     KConv p = conv_params(&k);
     size_t K = (size_t)(p.kh * p.kw * p.c);
-    size_t bytes = kern_conv2d_scratch(&p);
+    size_t bytes = kern_conv2d_scratch(&p, tu_nthreads());
     ck_assert_uint_gt(bytes, 0);
     ck_assert_msg(bytes < (size_t)(p.n * p.oh * p.ow) * K * sizeof(float),
                   "scratch %zu holds the whole im2col matrix", bytes);
@@ -1468,18 +1485,18 @@ START_TEST(test_conv_scratch_bounded)
     KConv p1 = {1, 1080, 1920, 3, 3, 3, 16, 1, 1, 1, 1, 1080, 1920};
     KConv p64 = p1;
     p64.n = 64;
-    size_t s1 = kern_conv2d_scratch(&p1), s64 = kern_conv2d_scratch(&p64);
+    size_t s1 = kern_conv2d_scratch(&p1, tu_nthreads()), s64 = kern_conv2d_scratch(&p64, tu_nthreads());
     ck_assert_uint_eq(s1, s64);
     ck_assert_uint_le(s1, (size_t)16 << 20);
     KConv small = {1, 32, 32, 3, 3, 3, 16, 1, 1, 1, 1, 32, 32};
-    ck_assert_uint_le(kern_conv2d_scratch(&small), s1);
+    ck_assert_uint_le(kern_conv2d_scratch(&small, tu_nthreads()), s1);
     /* A large filter (3x3x512) still gets bounded scratch. */
     KConv deep = {256, 14, 14, 512, 3, 3, 512, 1, 1, 1, 1, 14, 14};
-    ck_assert_uint_le(kern_conv2d_scratch(&deep), (size_t)16 << 20);
-    ck_assert_uint_gt(kern_conv2d_scratch(&deep), 0);
+    ck_assert_uint_le(kern_conv2d_scratch(&deep, tu_nthreads()), (size_t)16 << 20);
+    ck_assert_uint_gt(kern_conv2d_scratch(&deep, tu_nthreads()), 0);
     /* Identity cases need none. */
     KConv one = {8, 56, 56, 64, 1, 1, 256, 1, 1, 0, 0, 56, 56};
-    ck_assert_uint_eq(kern_conv2d_scratch(&one), 0);
+    ck_assert_uint_eq(kern_conv2d_scratch(&one, tu_nthreads()), 0);
 }
 END_TEST
 
@@ -1507,24 +1524,24 @@ static void check_conv_scratch_guard(const KConv *p, uint64_t seed)
     }
     static const size_t chunk_rows[] = { 0, 1, 7 };
     for (int threads = 1; threads <= 3; threads++) {
-        kern_blas_threads(threads);
+        tu_threads(threads);
         for (int direct = 0; direct < 2; direct++)
             for (size_t r = 0; r < sizeof chunk_rows / sizeof chunk_rows[0]; r++)
                 for (int op = 0; op < KCONV_OP_COUNT; op++) {
                     kern_conv_set_direct(direct ? 0 : -1);
                     kern_conv_set_chunk_rows(chunk_rows[r]);
-                    size_t fl = kern_conv_scratch(p, (KConvOp)op) / sizeof(float), total = fl + SCRATCH_GUARD;
+                    size_t fl = kern_conv_scratch(p, (KConvOp)op, tu_nthreads()) / sizeof(float), total = fl + SCRATCH_GUARD;
                     uint32_t *buf = malloc(total * sizeof *buf);
                     ck_assert_ptr_nonnull(buf);
                     for (size_t i = 0; i < total; i++)
                         buf[i] = scratch_poison;
                     float *scratch = (float *)buf;
                     if (op == KCONV_FORWARD)
-                        kern_conv2d(p, x, w, got[op], scratch);
+                        kern_conv2d(tu_pool, p, x, w, got[op], scratch);
                     else if (op == KCONV_GRAD_INPUT)
-                        kern_conv2d_grad_input(p, dy, w, got[op], scratch);
+                        kern_conv2d_grad_input(tu_pool, p, dy, w, got[op], scratch);
                     else
-                        kern_conv2d_grad_filter(p, x, dy, got[op], scratch);
+                        kern_conv2d_grad_filter(tu_pool, p, x, dy, got[op], scratch);
                     size_t past = fl;   /* the first float past the scratch that was written */
                     while (past < total && buf[past] == scratch_poison)
                         past++;
@@ -1535,7 +1552,7 @@ static void check_conv_scratch_guard(const KConv *p, uint64_t seed)
                 }
     }
     kern_conv_set_direct(0);
-    kern_blas_threads(1);
+    tu_threads(1);
     kern_conv_set_chunk_rows(0);
     for (int op = 0; op < KCONV_OP_COUNT; op++) {
         free(want[op]);
@@ -1568,16 +1585,16 @@ START_TEST(test_conv_scratch_by_path)
     const size_t KF = 3 * 3 * 16 * 16 * sizeof(float);
     KConv block = conv_params(&(ConvCase){ 16, 28, 28, 16, 3, 3, 16, 1, 1, 1, 1, 1, 1 });
     KConv first = conv_params(&(ConvCase){ 16, 28, 28, 1, 3, 3, 16, 1, 1, 1, 1, 1, 1 });
-    kern_blas_threads(2);
-    ck_assert_uint_eq(kern_conv_scratch(&block, KCONV_FORWARD), KF);
-    ck_assert_uint_eq(kern_conv_scratch(&block, KCONV_GRAD_INPUT), KF);
-    ck_assert_uint_eq(kern_conv_scratch(&block, KCONV_GRAD_FILTER), 2 * KF);
-    ck_assert_uint_eq(kern_conv_scratch(&first, KCONV_FORWARD), 0);
+    tu_threads(2);
+    ck_assert_uint_eq(kern_conv_scratch(&block, KCONV_FORWARD, tu_nthreads()), KF);
+    ck_assert_uint_eq(kern_conv_scratch(&block, KCONV_GRAD_INPUT, tu_nthreads()), KF);
+    ck_assert_uint_eq(kern_conv_scratch(&block, KCONV_GRAD_FILTER, tu_nthreads()), 2 * KF);
+    ck_assert_uint_eq(kern_conv_scratch(&first, KCONV_FORWARD, tu_nthreads()), 0);
     kern_conv_set_direct(-1);   /* im2col: a chunk per thread */
-    ck_assert_uint_ge(kern_conv_scratch(&block, KCONV_GRAD_INPUT), 2 * 256 * (size_t)(3 * 3 * 16) * sizeof(float));
+    ck_assert_uint_ge(kern_conv_scratch(&block, KCONV_GRAD_INPUT, tu_nthreads()), 2 * 256 * (size_t)(3 * 3 * 16) * sizeof(float));
     kern_conv_set_direct(0);
-    kern_blas_threads(1);
-    ck_assert_uint_eq(kern_conv_scratch(&block, KCONV_GRAD_FILTER), 0);
+    tu_threads(1);
+    ck_assert_uint_eq(kern_conv_scratch(&block, KCONV_GRAD_FILTER, tu_nthreads()), 0);
 }
 END_TEST
 
@@ -1591,7 +1608,7 @@ typedef struct ConvCtx {
 static void conv_fn(void *vc, const float *v, float *y)
 {
     const ConvCtx *c = vc;
-    kern_conv2d(c->p, c->wrt == 0 ? v : c->x, c->wrt == 1 ? v : c->w, y, c->scratch);
+    kern_conv2d(tu_pool, c->p, c->wrt == 0 ? v : c->x, c->wrt == 1 ? v : c->w, y, c->scratch);
 }
 
 START_TEST(test_conv_grad_fd)
@@ -1602,10 +1619,10 @@ START_TEST(test_conv_grad_fd)
     float *x = tu_alloc_uniform(nx, -1.0f, 1.0f, seed), *w = tu_alloc_uniform(nw, -1.0f, 1.0f, seed + 1);
     float *dy = tu_alloc_uniform(ny, -1.0f, 1.0f, seed + 2), *dx = tu_alloc(nx), *dw = tu_alloc(nw);
     kern_conv_set_chunk_rows(5);   /* several chunks, so grad_filter accumulates */
-    size_t sbytes = kern_conv2d_scratch(&p);
+    size_t sbytes = kern_conv2d_scratch(&p, tu_nthreads());
     float *scratch = sbytes ? malloc(sbytes) : NULL;
-    kern_conv2d_grad_input(&p, dy, w, dx, scratch);
-    kern_conv2d_grad_filter(&p, x, dy, dw, scratch);
+    kern_conv2d_grad_input(tu_pool, &p, dy, w, dx, scratch);
+    kern_conv2d_grad_filter(tu_pool, &p, x, dy, dw, scratch);
     ConvCtx ctx = {&p, x, w, scratch, 0};
     ck_assert_grad_fd(conv_fn, &ctx, x, nx, ny, dy, dx, FD_EPS, FD_RTOL, FD_ATOL);
     ctx.wrt = 1;
@@ -2141,10 +2158,10 @@ static Suite *make_kernels_suite(void)
     suite_add_tcase(s, tc);
 
     tc = tcase_create("elementwise");
-    tcase_add_loop_test(tc, test_unary_forward, 0, KU_COUNT);
+    tcase_add_loop_test(tc, test_unary_forward, 0, EW_UNARY_COUNT);
     tcase_add_test(tc, test_unary_extremes);
-    tcase_add_loop_test(tc, test_unary_grad_fd, 0, KU_COUNT);
-    tcase_add_loop_test(tc, test_unary_grad_inplace, 0, KU_COUNT);
+    tcase_add_loop_test(tc, test_unary_grad_fd, 0, EW_UNARY_COUNT);
+    tcase_add_loop_test(tc, test_unary_grad_inplace, 0, EW_UNARY_COUNT);
     tcase_add_test(tc, test_sign_bits_mask);
     tcase_add_test(tc, test_scale_fill_copy_axpy);
     tcase_add_test(tc, test_sum_all);

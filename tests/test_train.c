@@ -15,11 +15,12 @@
 #include <string.h>
 #include <unistd.h>
 #include "exec/compiled.h"
-#include "exec/executor.h"
+#include "exec/pipeline.h"
 #include "kernels/kern.h"
 #include "run/train.h"
 #include "graph/lower.h"
 #include "graph/passes.h"
+#include "tests/testgraph.h"
 #include "tests/testutil.h"
 #include "util/pool.h"
 
@@ -27,20 +28,6 @@ static const char *srcdir(void)
 {
     const char *s = getenv("top_srcdir");
     return s && *s ? s : ".";
-}
-
-typedef struct Compiled {
-    Source src;
-    DiagSink d;
-    Graph *g;
-} Compiled;
-
-static void compile_str(Compiled *c, const char *text)
-{
-    ck_assert_int_eq(source_from_string(&c->src, "test.net", text), 0);
-    diag_init(&c->d, &c->src);
-    int rc = compile_source(&c->src, &c->d, NULL, &c->g);
-    ck_assert_msg(rc == 0, "compile failed:\n%s", c->d.buf ? c->d.buf : "");
 }
 
 static void compile_file(Compiled *c, const char *rel)
@@ -51,13 +38,6 @@ static void compile_file(Compiled *c, const char *rel)
     ck_assert_msg(source_load(&c->src, path, &c->d) == 0, "%s", c->d.buf ? c->d.buf : "");
     c->d.src = &c->src;
     ck_assert_msg(compile_source(&c->src, &c->d, NULL, &c->g) == 0, "%s", c->d.buf ? c->d.buf : "");
-}
-
-static void compiled_free_all(Compiled *c)
-{
-    graph_free(c->g);
-    diag_free(&c->d);
-    source_free(&c->src);
 }
 
 /* Random feeds for every input of a bound graph: f32 in [0,1), labels in [0, classes). */
@@ -103,7 +83,7 @@ static double loss_of(const Graph *ig, Weights *w, void **feeds, DiagSink *d)
     ck_assert_int_le(ig->noutputs, 16);
     outs[li] = &outv[li];
     StepEnv env = { .w = w, .training = false, .d = d };
-    ck_assert_int_eq(interp_run(ig, (const void *const *)feeds, outs, &env, NULL), 0);
+    ck_assert_int_eq(interp_run(ig, (const void *const *)feeds, outs, &env, tu_pool, NULL), 0);
     return outv[li];
 }
 
@@ -137,7 +117,7 @@ static void gradcheck_case(const char *what, const char *text, int64_t batch, in
     float lv = 0, av = 0;
     float *outs[2] = { &lv, &av };
     StepEnv env = { .w = &w, .lr = 1.0f, .training = true, .d = &c.d };
-    ck_assert_int_eq(interp_run(tg, (const void *const *)feeds, outs, &env, NULL), 0);
+    ck_assert_int_eq(interp_run(tg, (const void *const *)feeds, outs, &env, tu_pool, NULL), 0);
     double base = loss_of(ig, &before, feeds, &c.d);
     ck_assert_float_near_rel(lv, base, 1e-5, 1e-6);   /* the step's loss is the model's loss */
 
@@ -241,6 +221,21 @@ START_TEST(grad_conv_valid)
 }
 END_TEST
 
+/* gelu, silu and leaky_relu (with its alpha): every parameter's gradient through them
+ * at batch 1 and 4 (a gradient that reads x, kinks away from the data). */
+START_TEST(grad_new_activations)
+{
+    static const char model[] =
+        "input x: f32[B, 6]\ninput y: i32[B]\n"
+        "h = gelu(dense(x, units=5))\nh = silu(dense(h, units=5) * 1.5 + 0.25)\n"
+        "h = leaky_relu(dense(h, units=4), alpha=0.2)\n"
+        "logits = dense(h, units=3, activation=\"leaky_relu\")\nloss = cross_entropy(logits, y)\n"
+        "train { data = synthetic(count=8)\nminimize = loss }\n";
+    gradcheck(model, 1, 3);
+    gradcheck(model, 4, 3);
+}
+END_TEST
+
 START_TEST(grad_relu_reshape)
 {
     gradcheck("input x: f32[B, 4, 4, 1]\ninput y: i32[B]\n"
@@ -322,6 +317,10 @@ static const struct GradCase {
       "input x: f32[B, 4]\ninput t: f32[B, 4]\nparam p: f32[4] = uniform(low=0.5, high=1.5)\n"
       "h = x * p - 0.5\n"
       "loss = mse(-relu(h) + sigmoid(h) * tanh(h) + exp(h) / 4 + log(sigmoid(h) + 1) + sqrt(h * h + 1), t)\n" GT_TRAIN },
+    { "elementwise with parameters or without: gelu, silu, leaky_relu",
+      "input x: f32[B, 4]\ninput t: f32[B, 4]\nparam p: f32[4] = uniform(low=0.5, high=1.5)\n"
+      "h = x * p - 0.5\n"
+      "loss = mse(gelu(h) + silu(h) * 0.5 + leaky_relu(h, alpha=0.2), t)\n" GT_TRAIN },
     { "dropout at rate 0 (the identity: the inference graph drops it)",
       "input x: f32[B, 4]\ninput t: f32[B, 3]\n"
       "loss = mse(dropout(tanh(dense(x, units=3)), rate=0), t)\n" GT_TRAIN },
@@ -438,15 +437,44 @@ static void compile_model(Compiled *c, const char *file)
     ck_assert_int_ge(c->g->train.minimize, 0);
 }
 
-/* g bound to the batch, its weights from seed 1, and its compiled plan, made at the
- * pool's thread count (callers set it first: the scratch depends on it). */
-static CompiledPlan *plan_at(Compiled *c, Graph *g, int64_t batch, Weights *w)
+/* The bit of the pass named `name` in CompileOptions.passes_off. */
+static uint64_t pass_bit(const char *name)
 {
-    ck_assert_int_eq(graph_bind(g, "B", batch, &c->d), 0);
-    ck_assert_int_eq(weights_init(w, g, 1, &c->d), 0);
-    CompiledPlan *p = compiled_plan(g, w, &c->d);
-    ck_assert_ptr_nonnull(p);
-    return p;
+    int i = graph_pass_index(name);
+    ck_assert_int_ge(i, 0);
+    return (uint64_t)1 << i;
+}
+
+/* The step of tg (bound to `batch`; a copy is taken) in `mode` on the suite's pool,
+ * every pass verified: the compiled plan with the passes in `off` switched off and
+ * parallel stages as `stages` says.  w, if it holds nothing yet, gets weights from
+ * `seed`. */
+static void step_of(Compiled *c, const Graph *tg, int64_t batch, ExecMode mode, uint64_t off, StageMode stages,
+                    Weights *w, uint64_t seed, Step *s)
+{
+    Graph *g = graph_clone(tg);
+    ck_assert_ptr_nonnull(g);
+    CompileOptions co = { .mode = mode, .pool = tu_pool, .passes_off = off, .stages = stages, .seed = seed,
+                          .verify = true };
+    ck_assert_msg(prepare_from(g, FOR_TRAINING, batch, &co, w, s, &c->d) == 0, "%s", c->d.buf ? c->d.buf : "");
+}
+
+/* The model's step for `purpose` at `batch`, its weights from seed 1, compiled on the
+ * suite's pool (callers set its threads first: the scratch depends on them). */
+static void plan_at(Compiled *c, Purpose purpose, int64_t batch, Weights *w, Step *s)
+{
+    CompileOptions co = { .mode = MODE_COMPILED, .pool = tu_pool, .seed = 1, .verify = true };
+    memset(w, 0, sizeof *w);
+    ck_assert_msg(prepare(c->g, purpose, batch, &co, w, s, &c->d) == 0, "%s", c->d.buf ? c->d.buf : "");
+}
+
+/* The fusion passes over g (not cse and folded), every one verified. */
+static Graph *fuse_all(const Graph *g, uint64_t off, DiagSink *d)
+{
+    bool stopped;
+    Graph *fg = graph_run_passes(g, off | pass_bit("cse") | pass_bit("folded"), NULL, true, &stopped, d);
+    ck_assert_msg(fg != NULL, "%s", d->buf ? d->buf : "");
+    return fg;
 }
 
 
@@ -459,20 +487,15 @@ START_TEST(compiled_matches_interp)
     Weights w[2];
     /* every fusion but the gradient GEMM's into its update (gemm_update_curve) keeps
      * the arithmetic: without that one, the two modes agree bit for bit */
-    pass_fuse_set_gemm_update(false);
     for (int mode = 0; mode < 2; mode++) {
-        Graph *tg = pass_autodiff(c.g, &c.d);
-        ck_assert_ptr_nonnull(tg);
-        ck_assert_int_eq(graph_bind(tg, "B", batch, &c.d), 0);
-        ck_assert_int_eq(graph_verify(tg, &c.d), 0);
-        ck_assert_int_eq(weights_init(&w[mode], tg, 3, &c.d), 0);
-        Executor *ex = executor_plan(mode == 0 ? MODE_INTERP : MODE_COMPILED, tg, &w[mode], &c.d);
-        ck_assert_ptr_nonnull(ex);
-        three_steps(ex, tg, &w[mode], 2, 11, 0.01f, &c.d, loss[mode]);
-        executor_free(ex);
-        graph_free(tg);
+        CompileOptions co = { .mode = mode == 0 ? MODE_INTERP : MODE_COMPILED, .pool = tu_pool,
+                              .passes_off = rounding_passes(), .seed = 3, .verify = true };
+        Step st;
+        memset(&w[mode], 0, sizeof w[mode]);
+        ck_assert_msg(prepare(c.g, FOR_TRAINING, batch, &co, &w[mode], &st, &c.d) == 0, "%s", c.d.buf ? c.d.buf : "");
+        three_steps(st.ex, st.graph, &w[mode], 2, 11, 0.01f, &c.d, loss[mode]);
+        step_free(&st);
     }
-    pass_fuse_set_gemm_update(true);
     for (int step = 0; step < 3; step++)
         ck_assert_msg(memcmp(&loss[0][step], &loss[1][step], sizeof(float)) == 0, "%s step %d: interp %.9g, compiled %.9g",
                       model_files[_i], step, loss[0][step], loss[1][step]);
@@ -516,34 +539,31 @@ START_TEST(parallel_stages)
     Compiled c;
     compile_model(&c, model_files[_i]);
     int64_t batch = strstr(model_files[_i], "large") ? 1 : 3;
-    int saved = pool_threads();
+    int saved = tu_nthreads();
     /* with the gradient GEMMs fused into their updates (other rounding: the invariants
      * only), and without (the invariants and the interpreter's bits) */
     for (int run = 0; run < 4; run++) {
         int threads = 2 + run % 2;
         bool gemm_update = run < 2;
-        kern_blas_threads(threads);
-        pass_fuse_set_gemm_update(gemm_update);
+        tu_threads(threads);
         Graph *tg = pass_autodiff(c.g, &c.d);
         ck_assert_ptr_nonnull(tg);
         ck_assert_int_eq(graph_bind(tg, "B", batch, &c.d), 0);
-        Weights w[2];
+        Weights w[2] = { { 0 }, { 0 } };
+        Step st[2];
         Executor *ex[2];
         float loss[2][3];
         MemPlan alone;
         for (int mode = 0; mode < 2; mode++) {
-            ck_assert_int_eq(weights_init(&w[mode], tg, 3, &c.d), 0);
-            stages_set_mode(STAGES_ALL);
-            ex[mode] = executor_plan(mode == 0 ? MODE_INTERP : MODE_COMPILED, tg, &w[mode], &c.d);
-            stages_set_mode(STAGES_COST);
-            ck_assert_ptr_nonnull(ex[mode]);
+            step_of(&c, tg, batch, mode == 0 ? MODE_INTERP : MODE_COMPILED, gemm_update ? 0 : rounding_passes(),
+                    STAGES_ALL, &w[mode], 3, &st[mode]);
+            ex[mode] = st[mode].ex;
         }
         const MemPlan *mp = executor_memplan(ex[1]);
         const Graph *fg = executor_graph(ex[1]);
         ck_assert_msg(mp->parallel > 0, "%s: no stage of several ops", model_files[_i]);
-        stages_set_mode(STAGES_OFF);
-        ck_assert_int_eq(memplan_build(fg, &alone, &c.d), 0);
-        stages_set_mode(STAGES_COST);
+        PlanOptions po = { threads, STAGES_OFF, false };
+        ck_assert_int_eq(memplan_build(fg, &po, &alone, &c.d), 0);
         ck_assert_int_eq(alone.parallel, 0);
         ck_assert_int_le(mp->lower_bound, alone.lower_bound);
         memplan_free(&alone);
@@ -578,13 +598,12 @@ START_TEST(parallel_stages)
             ck_assert_msg(memcmp(w[0].data[v], w[1].data[v], (size_t)shape_numel(&w[0].shapes[v]) * 4) == 0,
                           "%s, %d threads: %s differs after 3 steps", model_files[_i], threads, w[0].names[v]);
         for (int mode = 0; mode < 2; mode++) {
-            executor_free(ex[mode]);
+            step_free(&st[mode]);
             weights_free(&w[mode]);
         }
         graph_free(tg);
     }
-    pass_fuse_set_gemm_update(true);
-    kern_blas_threads(saved);
+    tu_threads(saved);
     compiled_free_all(&c);
 }
 END_TEST
@@ -607,12 +626,12 @@ START_TEST(gemm_update_curve)
     Graph *tg = pass_autodiff(c.g, &c.d);
     ck_assert_ptr_nonnull(tg);
     ck_assert_int_eq(graph_bind(tg, "B", batch, &c.d), 0);
-    Weights w[2];
+    Weights w[2] = { { 0 }, { 0 } };
+    Step st[2];
     Executor *ex[2];
     for (int mode = 0; mode < 2; mode++) {
-        ck_assert_int_eq(weights_init(&w[mode], tg, 3, &c.d), 0);
-        ex[mode] = executor_plan(mode == 0 ? MODE_INTERP : MODE_COMPILED, tg, &w[mode], &c.d);
-        ck_assert_ptr_nonnull(ex[mode]);
+        step_of(&c, tg, batch, mode == 0 ? MODE_INTERP : MODE_COMPILED, 0, STAGES_COST, &w[mode], 3, &st[mode]);
+        ex[mode] = st[mode].ex;
     }
     const Graph *fg = executor_graph(ex[1]);
     int fused = 0, dense = 0;
@@ -638,7 +657,7 @@ START_TEST(gemm_update_curve)
                       "%s step %d: interp %.9g, compiled %.9g", model_files[_i], step, lv[0], lv[1]);
     }
     for (int mode = 0; mode < 2; mode++) {
-        executor_free(ex[mode]);
+        step_free(&st[mode]);
         weights_free(&w[mode]);
     }
     graph_free(tg);
@@ -666,7 +685,7 @@ END_TEST
  * only with exact operands. */
 static const struct {
     int64_t M, N, K;
-    int panel;   /* 0: kern_gemm_panel_rows, as the fusion pass chooses */
+    int panel;   /* rows per panel (kern_gemm_adam_set_panel); 0: kern_gemm_panel_rows, as the kernel chooses */
 } adam_cases[] = {
     { 50, 24, 7, 16 },      /* 3 panels and 2 rows */
     { 10, 33, 5, 16 },      /* one panel, smaller than the panel size */
@@ -674,7 +693,7 @@ static const struct {
     { 200, 1024, 24, 0 },   /* the automatic panel (64 rows of 1024): 4, the last 8 rows */
 };
 
-static Graph *adam_graph(int64_t M, int64_t N, int64_t K, bool ta, bool tb, int panel, bool fused, DiagSink *d)
+static Graph *adam_graph(int64_t M, int64_t N, int64_t K, bool ta, bool tb, bool fused, DiagSink *d)
 {
     Graph *g = graph_new(NULL);
     ck_assert_ptr_nonnull(g);
@@ -694,7 +713,6 @@ static Graph *adam_graph(int64_t M, int64_t N, int64_t K, bool ta, bool tb, int 
     }
     NodeAttr u = { .update = { .var = 0, .state = { 1, 2 }, .kind = OP_ADAM_UPDATE, .ta = ta, .tb = tb } };
     if (fused) {
-        u.update.panel = panel ? panel : (int)kern_gemm_panel_rows((size_t)M, (size_t)N);
         int32_t in[3] = { p[0], p[3], p[4] };
         ck_assert_int_ge(graph_add_inferred(g, OP_MATMUL_UPDATE, in, 3, l, &u, NULL, d), 0);
     } else {
@@ -715,7 +733,7 @@ static Graph *adam_graph(int64_t M, int64_t N, int64_t K, bool ta, bool tb, int 
 enum { SCRATCH_GUARD = 64 };
 static float *guarded_scratch(const Graph *g, const Node *n, size_t *nf)
 {
-    *nf = dispatch_scratch_bytes(g, n) / sizeof(float);
+    *nf = dispatch_scratch_bytes(g, n, tu_nthreads()) / sizeof(float);
     float *scratch = tu_alloc(*nf + SCRATCH_GUARD);
     kern_fill(scratch, NAN, *nf + SCRATCH_GUARD);
     return scratch;
@@ -730,7 +748,7 @@ static void check_scratch_guard(const float *scratch, size_t nf)
 /* Node id of g run alone through its kernel, on the given inputs, output and scratch. */
 static void run_node(const Graph *g, int32_t id, const void *const *in, void *out, float *scratch, const StepEnv *env)
 {
-    KCall c = { .g = g, .n = &g->nodes[id], .in = in, .out = out, .scratch = scratch, .env = env };
+    KCall c = { .g = g, .n = &g->nodes[id], .in = in, .out = out, .scratch = scratch, .pool = tu_pool, .env = env };
     ck_assert_msg(dispatch_run(&c) == 0, "%s", env->d && env->d->buf ? env->d->buf : "");
 }
 
@@ -763,14 +781,14 @@ static void adam_fill(Weights *w, int nw, int v, bool exact, uint64_t seed)
 
 START_TEST(matmul_update_adam)
 {
-    int saved = pool_threads();
+    int saved = tu_nthreads();
     DiagSink d;
     diag_init(&d, NULL);
     int64_t M = adam_cases[_i].M, N = adam_cases[_i].N, K = adam_cases[_i].K;
     for (int t = 0; t < 4; t++) {
         bool ta = t & 1, tb = t & 2;
-        Graph *g[2] = { adam_graph(M, N, K, ta, tb, adam_cases[_i].panel, false, &d),
-                        adam_graph(M, N, K, ta, tb, adam_cases[_i].panel, true, &d) };
+        Graph *g[2] = { adam_graph(M, N, K, ta, tb, false, &d), adam_graph(M, N, K, ta, tb, true, &d) };
+        kern_gemm_adam_set_panel((size_t)adam_cases[_i].panel);
         for (int exact = 1; exact >= 0; exact--) {
             Weights w[4];   /* the ops apart, then the fused node at 1, 2, 3 threads */
             for (int i = 0; i < 4; i++) ck_assert_int_eq(weights_init(&w[i], g[i > 0], 1, &d), 0);
@@ -779,11 +797,11 @@ START_TEST(matmul_update_adam)
                 adam_fill(w, 4, 3, exact, 10 + (uint64_t)step);
                 adam_fill(w, 4, 4, exact, 20 + (uint64_t)step);
                 for (int i = 0; i < 4; i++) {
-                    kern_blas_threads(i ? i : 2);
+                    tu_threads(i ? i : 2);
                     StepEnv env = { .w = &w[i], .step = step, .lr = 0.01f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-7f,
                                     .training = true, .d = &d };
                     if (i) adam_fused_step(g[1], &env);
-                    else ck_assert_msg(interp_run(g[0], NULL, NULL, &env, NULL) == 0, "%s", d.buf ? d.buf : "");
+                    else ck_assert_msg(interp_run(g[0], NULL, NULL, &env, tu_pool, NULL) == 0, "%s", d.buf ? d.buf : "");
                 }
                 char what[96];
                 snprintf(what, sizeof what, "%lldx%lldx%lld ta=%d tb=%d %s, step %d", (long long)M, (long long)N,
@@ -809,7 +827,8 @@ START_TEST(matmul_update_adam)
         graph_free(g[0]);
         graph_free(g[1]);
     }
-    kern_blas_threads(saved);
+    kern_gemm_adam_set_panel(0);
+    tu_threads(saved);
     diag_free(&d);
 }
 END_TEST
@@ -860,19 +879,17 @@ START_TEST(allreduce_pass)
             if (variant == 3) ck_assert_int_eq(nar, 1);
         }
         ck_assert_int_eq(graph_bind(tg, "B", batch, &c.d), 0);
-        ck_assert_int_eq(weights_init(&w[variant], tg, 3, &c.d), 0);
         /* the plain step compiled (without the gradient GEMMs fused into their updates,
          * which round differently); the others alternate interpreter and compiled */
         ExecMode mode = variant % 2 ? MODE_INTERP : MODE_COMPILED;
-        pass_fuse_set_gemm_update(variant > 0);
-        Executor *ex = executor_plan(mode, tg, &w[variant], &c.d);
-        pass_fuse_set_gemm_update(true);
-        ck_assert_ptr_nonnull(ex);
+        Step st;
+        memset(&w[variant], 0, sizeof w[variant]);
+        step_of(&c, tg, batch, mode, variant > 0 ? 0 : rounding_passes(), STAGES_COST, &w[variant], 3, &st);
         /* a gradient packed into a bucket has another reader: never fused */
-        const Graph *fg = executor_graph(ex);
+        const Graph *fg = executor_graph(st.ex);
         for (int i = 0; i < fg->nnodes; i++) ck_assert_int_ne(fg->nodes[i].op, OP_MATMUL_UPDATE);
-        three_steps(ex, tg, &w[variant], 2, 11, 0.01f, &c.d, NULL);
-        executor_free(ex);
+        three_steps(st.ex, tg, &w[variant], 2, 11, 0.01f, &c.d, NULL);
+        step_free(&st);
         graph_free(tg);
     }
     for (int variant = 1; variant < 4; variant++) {
@@ -904,23 +921,24 @@ START_TEST(memory_targets)
         { "models/mlp.net", { 16, 128 }, { 2.0, 2.0 } },     { "models/lenet5.net", { 16, 64 }, { 2.0, 2.0 } },
         { "models/resnet.net", { 16, 64 }, { 2.0, 2.0 } },   { "models/large.net", { 1, 4 }, { 2.0, 2.0 } },
     };
-    int saved = pool_threads();
-    kern_blas_threads(2);
+    int saved = tu_nthreads();
+    tu_threads(2);
     Compiled c;
     compile_file(&c, cases[_i].file);
     for (int k = 0; k < 2; k++) {
         int64_t batch = cases[_i].batch[k];
-        Graph *tg = pass_autodiff(c.g, &c.d);
         Weights w;
-        CompiledPlan *p = plan_at(&c, tg, batch, &w);
-        const MemPlan *mp = compiled_memplan(p);
+        Step step;
+        plan_at(&c, FOR_TRAINING, batch, &w, &step);
+        const Graph *tg = step.graph;
+        const MemPlan *mp = step_memplan(&step);
         void **feeds = make_feeds(tg, 2, 1);
         InterpStats st = { 0 };
         float lv, av;
         float *outs[2] = { &lv, &av };
         StepEnv env = { .w = &w, .seed = 1, .lr = 0.0f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-7f, .training = true,
                         .d = &c.d };
-        ck_assert_int_eq(interp_run(tg, (const void *const *)feeds, outs, &env, &st), 0);
+        ck_assert_int_eq(interp_run(tg, (const void *const *)feeds, outs, &env, tu_pool, &st), 0);
         ck_assert_msg(mp->arena <= mp->lower_bound * 105 / 100, "%s batch %lld: arena %lld, lower bound %lld",
                       cases[_i].file, (long long)batch, (long long)mp->arena, (long long)mp->lower_bound);
         ck_assert_msg((double)mp->naive >= cases[_i].min_ratio[k] * (double)mp->arena,
@@ -929,19 +947,19 @@ START_TEST(memory_targets)
         ck_assert_msg(mp->arena < (int64_t)st.peak_bytes, "%s batch %lld: arena %lld, interpreter peak %zu",
                       cases[_i].file, (long long)batch, (long long)mp->arena, st.peak_bytes);
         free_feeds(tg, feeds);
-        compiled_free(p);
+        step_free(&step);
         weights_free(&w);
-        graph_free(tg);
     }
     compiled_free_all(&c);
-    kern_blas_threads(saved);
+    tu_threads(saved);
 }
 END_TEST
 
 /* Elementwise chains run as one fused loop in the compiled plan, with every kind of
- * step (unary ops, a scalar operand, a binary op of two chain values, dropout and the
- * gradients' unary_grad and dropout_grad): the same weights as the interpreter, bit for
- * bit, after 3 training steps. */
+ * step (unary functions, gelu, silu and leaky_relu's parameter among them, a scalar
+ * operand, a binary op of two chain values, dropout and the gradients' unary_grad and
+ * dropout_grad): the same weights as the interpreter, bit for bit, after 3 training
+ * steps. */
 START_TEST(fused_elementwise_chains)
 {
     Compiled c;
@@ -950,13 +968,14 @@ START_TEST(fused_elementwise_chains)
                     "a = exp(-h)\n"
                     "b = sigmoid(a * 0.5 + h)\n"
                     "e = dropout(tanh(b) / 3, rate=0.25)\n"
-                    "logits = dense(sqrt(e * e + 1), units=3)\n"
+                    "g = leaky_relu(silu(gelu(e * 2) - 0.1), alpha=0.3)\n"
+                    "logits = dense(sqrt(g * g + 1), units=3)\n"
                     "loss = cross_entropy(logits, y)\n"
                     "train { data = synthetic(count=8); optimizer = sgd(lr=0.1); batch = 5; minimize = loss }\n");
     Graph *tg = pass_autodiff(c.g, &c.d);
     ck_assert_ptr_nonnull(tg);
     ck_assert_int_eq(graph_bind(tg, "B", 5, &c.d), 0);
-    Graph *fg = pass_fuse(tg, &c.d);
+    Graph *fg = fuse_all(tg, 0, &c.d);
     ck_assert_ptr_nonnull(fg);
     ck_assert_int_eq(graph_verify(fg, &c.d), 0);
     int fused = 0, steps = 0;
@@ -967,14 +986,29 @@ START_TEST(fused_elementwise_chains)
         }
     ck_assert_int_ge(fused, 2);
     ck_assert_int_ge(steps, 6);
+    /* each new function is a step of a fused loop, forward or in its gradient, and
+     * leaky_relu's alpha travels with its step */
+    static const OpKind news[] = { OP_GELU, OP_SILU, OP_LEAKY_RELU };
+    for (int k = 0; k < 3; k++) {
+        bool in_loop = false;
+        for (int i = 0; i < fg->nnodes; i++) {
+            const Node *n = &fg->nodes[i];
+            for (int st = 0; n->op == OP_FUSED_ELEMWISE && st < n->a.ew.nstep; st++) {
+                const EwStep *e = &n->a.ew.step[st];
+                if (e->op != (int)news[k] && !(e->op == OP_UNARY_GRAD && e->of == (int)news[k])) continue;
+                in_loop = true;
+                if (news[k] == OP_LEAKY_RELU) ck_assert_float_near_rel(e->p, 0.3, 1e-7, 0);
+            }
+        }
+        ck_assert_msg(in_loop, "%s is in no fused loop", op_name(news[k]));
+    }
     graph_free(fg);
-    Weights w[2];
+    Weights w[2] = { { 0 }, { 0 } };
     for (int mode = 0; mode < 2; mode++) {
-        ck_assert_int_eq(weights_init(&w[mode], tg, 9, &c.d), 0);
-        Executor *ex = executor_plan(mode == 0 ? MODE_INTERP : MODE_COMPILED, tg, &w[mode], &c.d);
-        ck_assert_ptr_nonnull(ex);
-        three_steps(ex, tg, &w[mode], 3, 5, 0.1f, &c.d, NULL);
-        executor_free(ex);
+        Step st;
+        step_of(&c, tg, 5, mode == 0 ? MODE_INTERP : MODE_COMPILED, 0, STAGES_COST, &w[mode], 9, &st);
+        three_steps(st.ex, tg, &w[mode], 3, 5, 0.1f, &c.d, NULL);
+        step_free(&st);
     }
     for (int v = 0; v < w[0].n; v++)
         ck_assert_msg(memcmp(w[0].data[v], w[1].data[v], (size_t)shape_numel(&w[0].shapes[v]) * 4) == 0,
@@ -993,7 +1027,7 @@ START_TEST(fusion_patterns)
     compile_file(&c, "models/mnist.net");
     Graph *tg = pass_autodiff(c.g, &c.d);
     ck_assert_ptr_nonnull(tg);
-    Graph *fg = pass_fuse(tg, &c.d);
+    Graph *fg = fuse_all(tg, 0, &c.d);
     ck_assert_ptr_nonnull(fg);
     ck_assert_int_eq(graph_verify(fg, &c.d), 0);
     int count[OP_COUNT] = { 0 };
@@ -1064,11 +1098,12 @@ START_TEST(fusion_patterns)
 }
 END_TEST
 
-/* Inference graphs: a convolution read only by a max pooling becomes one conv2d_maxpool
- * where the convolution takes a direct kernel, and the compiled plan's outputs are the
- * interpreter's bit for bit (which runs conv2d, add, the activation and maxpool apart),
- * batch 1 and 3, 1 to 3 threads.  `fused`: how many the pass makes on a CPU with AVX2
- * and FMA (none elsewhere). */
+/* Inference graphs: a convolution read only by a max pooling becomes one conv2d_maxpool,
+ * and the compiled plan's outputs are the interpreter's bit for bit (which runs conv2d,
+ * add, the activation and maxpool apart), batch 1 and 3, 1 to 3 threads: band by band
+ * where the convolution takes a direct kernel, the two ops apart inside the fused node
+ * where it does not.  `fused`: how many the pass makes (on every CPU: the graph
+ * decides, the executor keeps the bits). */
 static const struct {
     const char *text;
     int fused;
@@ -1088,11 +1123,11 @@ static const struct {
       "output y = maxpool(conv2d(h, filters=24, kernel=2, activation=\"tanh\"), size=4)\n",
       2 },
     /* im2col + sgemm: a 1x1 convolution and a many-channel one with 4 filters (under
-     * the kernel's 8): not fused, still the same bits */
+     * the kernel's 8): fused, run apart inside the node, the same bits */
     { "input image: f32[B, 8, 8, 6]\n"
       "h = maxpool(conv2d(image, filters=12, kernel=1, activation=\"relu\"), size=2)\n"
       "output y = maxpool(conv2d(h, filters=4, kernel=3, padding=\"same\", activation=\"relu\"), size=2)\n",
-      0 },
+      2 },
     /* the convolution is an output too, or read twice: not fused */
     { "input image: f32[B, 9, 9, 1]\n"
       "output c = conv2d(image, filters=8, kernel=3, activation=\"relu\")\n"
@@ -1112,7 +1147,7 @@ START_TEST(inference_conv_pool)
     compile_str(&c, convpool_models[_i].text);
     Graph *ig = pass_inference(c.g, false, &c.d);
     ck_assert_ptr_nonnull(ig);
-    int saved = pool_threads();
+    int saved = tu_nthreads();
     for (int64_t batch = 1; batch <= 3; batch += 2) {
         ck_assert_int_eq(graph_bind(ig, "B", batch, &c.d), 0);
         Weights w;
@@ -1125,15 +1160,17 @@ START_TEST(inference_conv_pool)
         float *out[2][4] = { { 0 } };
         ck_assert_int_le(ig->noutputs, 4);
         for (int t = 1; t <= 3; t++) {
-            kern_blas_threads(t);
+            tu_threads(t);
             for (int mode = 0; mode < 2; mode++) {
-                Executor *ex = executor_plan(mode == 0 ? MODE_INTERP : MODE_COMPILED, ig, &w, &c.d);
-                ck_assert_ptr_nonnull(ex);
+                CompileOptions co = { .mode = mode == 0 ? MODE_INTERP : MODE_COMPILED, .pool = tu_pool, .verify = true };
+                Step st;
+                ck_assert_int_eq(prepare_from(graph_clone(ig), FOR_INFERENCE, batch, &co, &w, &st, &c.d), 0);
+                Executor *ex = st.ex;
                 if (mode == 1) {
                     const Graph *fg = executor_graph(ex);
                     int n = 0;
                     for (int i = 0; i < fg->nnodes; i++) n += fg->nodes[i].op == OP_CONV2D_MAXPOOL;
-                    ck_assert_int_eq(n, cpu_avx2_fma() ? convpool_models[_i].fused : 0);
+                    ck_assert_int_eq(n, convpool_models[_i].fused);
                 }
                 for (int o = 0; o < ig->noutputs; o++) {
                     free(out[mode][o]);
@@ -1141,7 +1178,7 @@ START_TEST(inference_conv_pool)
                 }
                 StepEnv env = { .w = &w, .training = false, .d = &c.d };
                 ck_assert_int_eq(executor_run(ex, (const void *const *)feeds, out[mode], &env), 0);
-                executor_free(ex);
+                step_free(&st);
             }
             for (int o = 0; o < ig->noutputs; o++)
                 ck_assert_msg(memcmp(out[0][o], out[1][o], (size_t)shape_numel(&ig->nodes[ig->outputs[o].node].shape) * 4) == 0,
@@ -1153,63 +1190,62 @@ START_TEST(inference_conv_pool)
         free_feeds(ig, feeds);
         weights_free(&w);
     }
-    kern_blas_threads(saved);
+    tu_threads(saved);
     graph_free(ig);
     compiled_free_all(&c);
 }
 END_TEST
 
 /* The MNIST CNN's inference graph: both convolutions fused with their pooling, the
- * memory plan at its lower bound, and no scratch larger than a band per thread. */
+ * memory plan at its lower bound, and where the direct kernels run (AVX2 and FMA) no
+ * scratch larger than a band per thread. */
 START_TEST(inference_conv_pool_mnist)
 {
     Compiled c;
     compile_file(&c, "models/mnist.net");
-    Graph *ig = pass_inference(c.g, false, &c.d);
-    ck_assert_ptr_nonnull(ig);
-    int saved = pool_threads();
-    kern_blas_threads(2);
+    int saved = tu_nthreads();
+    tu_threads(2);
     Weights w;
-    CompiledPlan *p = plan_at(&c, ig, 256, &w);
-    const MemPlan *mp = compiled_memplan(p);
+    Step st;
+    plan_at(&c, FOR_INFERENCE, 256, &w, &st);
+    const MemPlan *mp = step_memplan(&st);
     ck_assert_int_eq(mp->arena, mp->lower_bound);
-    Graph *fg = pass_optimize(ig, NULL, &c.d);
-    ck_assert_ptr_nonnull(fg);
-    ck_assert_int_eq(graph_verify(fg, &c.d), 0);
+    const Graph *fg = st.run;
     int count[OP_COUNT] = { 0 };
     for (int i = 0; i < fg->nnodes; i++) count[fg->nodes[i].op]++;
-    ck_assert_int_eq(count[OP_CONV2D_MAXPOOL], cpu_avx2_fma() ? 2 : 0);
-    ck_assert_int_eq(count[OP_MAXPOOL], cpu_avx2_fma() ? 0 : 2);
+    ck_assert_int_eq(count[OP_CONV2D_MAXPOOL], 2);
+    ck_assert_int_eq(count[OP_MAXPOOL], 0);
     for (int i = 0; i < fg->nnodes && cpu_avx2_fma(); i++) {
         const Node *n = &fg->nodes[i];
         if (n->op != OP_CONV2D_MAXPOOL) continue;
         ck_assert_int_eq(n->nin, 3);
-        ck_assert_int_eq(n->a.convpool.conv.act, KU_RELU);
+        ck_assert_int_eq(n->a.convpool.conv.act, OP_RELU);
         /* the conv's FLOPs, as conv2d_bias_act counts them: 2 * 256*28*28*32 * 25, 2 * 256*14*14*64 * 800 */
         double want = fg->nodes[n->in[1]].shape.d[2].v == 1 ? 2.0 * 256 * 28 * 28 * 32 * 25 : 2.0 * 256 * 14 * 14 * 64 * 800;
         ck_assert_double_eq(node_flops(fg, n), want);
         /* the scratch: a band of conv rows per thread, not the 25.7 MB output */
-        ck_assert_uint_lt(dispatch_scratch_bytes(fg, n), (size_t)1 << 20);
+        ck_assert_uint_lt(dispatch_scratch_bytes(fg, n, tu_nthreads()), (size_t)1 << 20);
     }
-    graph_free(fg);
-    compiled_free(p);
+    step_free(&st);
     weights_free(&w);
-    kern_blas_threads(saved);
-    graph_free(ig);
+    tu_threads(saved);
     compiled_free_all(&c);
 }
 END_TEST
 
-/* The number of nodes of each op in the fused training step of `tg`. */
-static void fused_counts(const Graph *tg, DiagSink *d, int *count)
+/* The number of nodes of each op in the fused training step of `tg`, with the passes
+ * in `off` switched off. */
+static void fused_counts_off(const Graph *tg, uint64_t off, DiagSink *d, int *count)
 {
-    Graph *fg = pass_fuse(tg, d);
+    Graph *fg = fuse_all(tg, off, d);
     ck_assert_ptr_nonnull(fg);
     ck_assert_int_eq(graph_verify(fg, d), 0);
     memset(count, 0, OP_COUNT * sizeof *count);
     for (int i = 0; i < fg->nnodes; i++) count[fg->nodes[i].op]++;
     graph_free(fg);
 }
+
+static void fused_counts(const Graph *tg, DiagSink *d, int *count) { fused_counts_off(tg, 0, d, count); }
 
 /* A weight gradient's matmul goes into its update only when nothing else reads the
  * gradient, and not when the fusion is turned off: into matmul_update for the large
@@ -1240,9 +1276,7 @@ START_TEST(gemm_update_patterns)
                       op_name(models[m].left_op));
         if (models[m].fused) {
             /* turned off: none */
-            pass_fuse_set_gemm_update(false);
-            fused_counts(tg, &c.d, count);
-            pass_fuse_set_gemm_update(true);
+            fused_counts_off(tg, rounding_passes(), &c.d, count);
             ck_assert_int_eq(gemm_in_update(count), 0);
             /* a gradient that is also an output has another reader: that one stays */
             int32_t grad = -1;
@@ -1272,7 +1306,7 @@ START_TEST(gemm_update_patterns)
     compile_model(&c, "models/mnist-adam.net");
     Graph *tg = pass_autodiff(c.g, &c.d);
     ck_assert_ptr_nonnull(tg);
-    Graph *fg = pass_fuse(tg, &c.d);
+    Graph *fg = fuse_all(tg, 0, &c.d);
     ck_assert_ptr_nonnull(fg);
     int nadam = 0;
     for (int i = 0; i < fg->nnodes; i++) {
@@ -1284,7 +1318,8 @@ START_TEST(gemm_update_patterns)
         ck_assert_str_eq(fg->vars[n->a.update.state[0]].name, "dense/kernel:m");
         ck_assert_str_eq(fg->vars[n->a.update.state[1]].name, "dense/kernel:v");
         ck_assert(n->a.update.ta && !n->a.update.tb);
-        ck_assert_int_eq(n->a.update.panel, 64);   /* 256 KiB of 1024 columns */
+        /* its panels, the kernel's choice: 64 rows of 1024 columns, 256 KiB */
+        ck_assert_uint_eq(kern_gemm_panel_rows(3136, 1024), 64);
     }
     ck_assert_int_eq(nadam, 1);
     graph_free(fg);
@@ -1340,13 +1375,13 @@ START_TEST(dense_backward_patterns)
     compile_model(&c, "models/mlp.net");
     Graph *tg = pass_autodiff(c.g, &c.d);
     ck_assert_ptr_nonnull(tg);
-    int saved = pool_threads();
-    kern_blas_threads(2);
+    int saved = tu_nthreads();
+    tu_threads(2);
     Weights w;
-    CompiledPlan *p = plan_at(&c, tg, 16, &w);
-    const Graph *fg = compiled_graph(p);
-    const MemPlan *mp = compiled_memplan(p);
-    ck_assert_int_eq(graph_verify(fg, &c.d), 0);
+    Step st;
+    plan_at(&c, FOR_TRAINING, 16, &w, &st);
+    const Graph *fg = st.run;
+    const MemPlan *mp = step_memplan(&st);
     memset(count, 0, sizeof count);
     for (int i = 0; i < fg->nnodes; i++) count[fg->nodes[i].op]++;
     ck_assert_int_eq(count[OP_MATMUL_GRAD_UPDATE], 2);
@@ -1365,7 +1400,7 @@ START_TEST(dense_backward_patterns)
         ck_assert_int_eq(fg->vars[n->a.update.state[0]].of, n->a.update.var);
         const Node *x = &fg->nodes[n->in[0]];
         ck_assert_int_eq(x->op, OP_MATMUL_BIAS_ACT);
-        ck_assert_int_eq(x->a.matmul.act, KU_RELU);
+        ck_assert_int_eq(x->a.matmul.act, OP_RELU);
         for (int j = i + 1; j < fg->nnodes; j++)
             for (int q = 0; q < fg->nodes[j].nin; q++) {
                 const Node *src = &fg->nodes[fg->nodes[j].in[q]];
@@ -1376,13 +1411,11 @@ START_TEST(dense_backward_patterns)
         ck_assert_int_eq(mp->size[i], 0);
         ck_assert_int_eq(mp->offset[i], mp->offset[n->in[0]]);
     }
-    compiled_free(p);
+    step_free(&st);
     weights_free(&w);
-    kern_blas_threads(saved);
+    tu_threads(saved);
     /* the switch off: none */
-    pass_fuse_set_gemm_update(false);
-    fused_counts(tg, &c.d, count);
-    pass_fuse_set_gemm_update(true);
+    fused_counts_off(tg, rounding_passes(), &c.d, count);
     ck_assert_int_eq(count[OP_MATMUL_GRAD_UPDATE], 0);
     ck_assert_int_eq(count[OP_UNARY_GRAD], 2);
     /* Nesterov: none (matmul_update is not made either) */
@@ -1412,7 +1445,7 @@ START_TEST(dense_backward_patterns)
     tg = dense_step(&c, "relu", "sgd(lr=0.1)");
     fused_counts(tg, &c.d, count);
     ck_assert_int_eq(count[OP_MATMUL_GRAD_UPDATE], 1);
-    Graph *fg2 = pass_fuse(tg, &c.d);
+    Graph *fg2 = fuse_all(tg, 0, &c.d);
     ck_assert_ptr_nonnull(fg2);
     for (int i = 0; i < fg2->nnodes; i++)
         if (fg2->nodes[i].op == OP_MATMUL_GRAD_UPDATE) {
@@ -1488,7 +1521,7 @@ START_TEST(cse_merges)
         float av;
         float *outs[2] = { &loss[k], &av };
         StepEnv env = { .w = &w, .lr = 0.1f, .training = true, .d = &c.d };
-        ck_assert_int_eq(interp_run(g, (const void *const *)feeds, outs, &env, NULL), 0);
+        ck_assert_int_eq(interp_run(g, (const void *const *)feeds, outs, &env, tu_pool, NULL), 0);
         free_feeds(g, feeds);
         weights_free(&w);
     }
@@ -1524,32 +1557,33 @@ START_TEST(fold_constants)
 }
 END_TEST
 
-/* A plan's convolution scratch is sized for the pool's threads when it was made: a run
- * with another count is refused, not let overrun. */
+/* A plan's convolution scratch is sized for the threads of the pool it runs on: a
+ * memory plan made for another count is refused, not let overrun. */
 START_TEST(compiled_plan_keeps_threads)
 {
-    int saved = pool_threads();
+    int saved = tu_nthreads();
     Compiled c;
     compile_file(&c, "models/resnet.net");
     Graph *tg = pass_autodiff(c.g, &c.d);
-    kern_blas_threads(1);
+    ck_assert_int_eq(graph_bind(tg, "B", 2, &c.d), 0);
     Weights w;
-    CompiledPlan *p = plan_at(&c, tg, 2, &w);
-    void **feeds = make_feeds(tg, 10, 1);
-    float lv, av;
-    float *outs[2] = { &lv, &av };
-    StepEnv env = { .w = &w, .seed = 1, .lr = 0.0f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-7f, .training = true, .d = &c.d };
-    kern_blas_threads(2);
-    ck_assert_int_eq(compiled_run(p, (const void *const *)feeds, outs, &env), -1);
-    ck_assert_ptr_nonnull(strstr(c.d.buf, "made for 1 thread and the pool now has 2"));
-    kern_blas_threads(1);
-    ck_assert_int_eq(compiled_run(p, (const void *const *)feeds, outs, &env), 0);
-    free_feeds(tg, feeds);
-    compiled_free(p);
+    ck_assert_int_eq(weights_init(&w, tg, 1, &c.d), 0);
+    PlanOptions po = { 1, STAGES_COST, false };
+    MemPlan mp;
+    ck_assert_int_eq(memplan_build(tg, &po, &mp, &c.d), 0);
+    tu_threads(2);
+    ck_assert_ptr_null(executor_new(MODE_COMPILED, tg, &w, tu_pool, &mp, &c.d));
+    ck_assert_ptr_nonnull(strstr(c.d.buf, "a memory plan for 1 threads given a pool of 2"));
+    ck_assert_ptr_null(mp.offset);   /* taken over even so */
+    tu_threads(1);
+    ck_assert_int_eq(memplan_build(tg, &po, &mp, &c.d), 0);
+    Executor *ex = executor_new(MODE_COMPILED, tg, &w, tu_pool, &mp, &c.d);
+    ck_assert_ptr_nonnull(ex);
+    executor_free(ex);
     weights_free(&w);
     graph_free(tg);
     compiled_free_all(&c);
-    kern_blas_threads(saved);
+    tu_threads(saved);
 }
 END_TEST
 
@@ -1581,7 +1615,7 @@ static void dense_back_graph(DenseBack *t, int64_t B, int64_t K, int64_t N, OpKi
     g->nodes[dy].tshape = shape_make(2, yd);
     g->nodes[w].a.param.var = wv;
     for (int32_t i = 0; i < 3; i++) ck_assert(graph_infer_node(g, i, NULL));
-    NodeAttr mm = { .matmul = { false, true, -1 } }, ug = { .unary = { KU_RELU } };
+    NodeAttr mm = { .matmul = { false, true, -1 } }, ug = { .unary = { OP_RELU } };
     NodeAttr up = { .update = { wv, { kind == OP_MOMENTUM_UPDATE ? vv : -1, -1 }, (int)kind, true, false } };
     int32_t in_dx[2] = { dy, w };
     t->dx = graph_add_inferred(g, OP_MATMUL, in_dx, 2, loc, &mm, NULL, NULL);
@@ -1648,9 +1682,9 @@ START_TEST(dense_backward_kernel)
     DiagSink d;
     diag_init(&d, NULL);
     float *dx = tu_alloc(B * K), *want = tu_alloc(B * K), *got = tu_alloc(B * K), none = 0;
-    int saved = pool_threads();
+    int saved = tu_nthreads();
     for (int threads = 1; threads <= 3; threads++) {
-        kern_blas_threads(threads);
+        tu_threads(threads);
         size_t sb;
         float *scratch = guarded_scratch(t.g, &t.g->nodes[t.fused], &sb);
         /* momentum: a bit per element of x; SGD: a [B, 64] panel at most per thread */
@@ -1695,7 +1729,7 @@ START_TEST(dense_backward_kernel)
         }
         free(scratch);
     }
-    kern_blas_threads(saved);
+    tu_threads(saved);
     diag_free(&d);
     free(x); free(dy); free(w0); free(v0); free(dx); free(want); free(got);
     free(tol_dx); free(tol_w);
@@ -1711,7 +1745,8 @@ START_TEST(memplan_no_overlap)
     Graph *tg = pass_autodiff(c.g, &c.d);
     ck_assert_int_eq(graph_bind(tg, "B", 8, &c.d), 0);
     MemPlan mp;
-    ck_assert_int_eq(memplan_build(tg, &mp, &c.d), 0);
+    PlanOptions po = { 1, STAGES_COST, false };
+    ck_assert_int_eq(memplan_build(tg, &po, &mp, &c.d), 0);
     ck_assert_int_eq(mp.nbuf, 2 * mp.n);   /* outputs, then each node's scratch */
     assert_no_overlap(&mp, "resnet");
     ck_assert_int_ge(mp.arena, mp.lower_bound);
@@ -1803,11 +1838,11 @@ START_TEST(same_seed_same_curve)
     RunResult r[3];
     /* the interpreter's curve is the plan's bit for bit without the one fusion that
      * rounds differently (gemm_update_curve checks it with that fusion) */
-    pass_fuse_set_gemm_update(false);
     for (int k = 0; k < 3; k++) {
         RunOptions o;
         char dir[1024];
         short_mnist_run(&o, dir, sizeof dir, 2, 6);
+        o.passes_off = rounding_passes();
         o.threads = 2;
         o.mode = k == 1 ? MODE_INTERP : MODE_COMPILED;
         o.have_seed = true;
@@ -1815,7 +1850,6 @@ START_TEST(same_seed_same_curve)
         ck_assert_msg(train_run(c.g, &o, &r[k], NULL, &c.d) == 0, "%s", c.d.buf ? c.d.buf : "");
         fclose(o.out);
     }
-    pass_fuse_set_gemm_update(true);
     ck_assert_int_eq(r[0].nsteps, 12);
     ck_assert_msg(memcmp(r[0].step_loss, r[1].step_loss, 12 * sizeof(float)) == 0, "same seed, different curve");
     ck_assert_msg(memcmp(r[0].step_loss, r[2].step_loss, 12 * sizeof(float)) != 0, "another seed, the same curve");
@@ -1964,6 +1998,7 @@ static Suite *make_autodiff_suite(void)
     tcase_add_test(tc, grad_residual_broadcast);
     tcase_add_test(tc, grad_shared_param);
     tcase_add_test(tc, grad_relu_reshape);
+    tcase_add_test(tc, grad_new_activations);
     tcase_add_test(tc, grad_conv_only);
     tcase_add_test(tc, grad_conv_valid);
     tcase_add_loop_test(tc, grad_table, 0, 2 * (int)(sizeof grad_cases / sizeof *grad_cases));

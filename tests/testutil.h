@@ -10,9 +10,20 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "util/pool.h"
 #include "util/rng.h"
 
 #define TU_STREAM 0x7e57ull   /* the rng stream used for test data */
+
+/* The pool a suite's kernels run on: tu_threads(n) replaces it with one of n threads
+ * (0: one per core).  A suite's own, so a test reads as "with n threads, ...". */
+static Pool *tu_pool;
+static inline void tu_threads(int n)
+{
+    pool_free(tu_pool);
+    tu_pool = pool_new(n);
+}
+static inline int tu_nthreads(void) { return pool_threads(tu_pool); }
 
 /* |a - b| <= atol + rtol * |b|, b being the reference.  NaN is never near anything. */
 static inline bool tu_near(double a, double b, double rtol, double atol)

@@ -1,8 +1,10 @@
-/* One thread pool for the whole process.  Workers sleep on a condition variable
- * between jobs (no spinning).  It is the only source of threads: BLAS runs
- * single-threaded and large products are split across the pool by kern_gemm, so no
- * two thread pools ever compete for the cores.  A pool_run from inside a job runs its
- * tasks serially on the calling thread (no nesting).
+/* Thread pools.  Each model (its executors and the kernels they call) runs on a pool of
+ * its own, handed down explicitly; nothing here is global, so two models run on two
+ * threads at once without sharing anything.  A pool is the only source of threads: BLAS
+ * runs single-threaded and large products are split across the pool by kern_gemm, so
+ * no two thread pools of one model compete for the cores.  Workers sleep on a
+ * condition variable between jobs (no spinning).  A pool_run from inside a job (of any
+ * pool) runs its tasks serially on the calling thread (no nesting).
  * Scheduling is static: with T threads, task i always runs on worker i % T, so a
  * reduction over tasks sums in the same order every time (bit-for-bit results for a
  * given thread count). */
@@ -12,13 +14,24 @@
 /* The most threads a pool has. */
 #define POOL_MAX_THREADS 64
 
-/* fn(arg, task, worker): task in [0, ntasks), worker in [0, pool_threads()). */
+typedef struct Pool Pool;
+
+/* fn(arg, task, worker): task in [0, ntasks), worker in [0, pool_threads(pool)). */
 typedef void (*PoolFn)(void *arg, int task, int worker);
 
-/* Sets the number of threads, the caller included (n >= 1).  Not while a job runs. */
-void pool_set_threads(int n);
-int pool_threads(void);
-/* Runs every task and returns when all are done.  Worker w runs tasks w, w+T, ... */
-void pool_run(int ntasks, PoolFn fn, void *arg);
+/* A pool of n threads, the caller of pool_run included (n is clamped to
+ * [1, POOL_MAX_THREADS]; 0 means one per online core).  Fewer threads than asked when
+ * the system refuses to start more (pool_threads says how many).  NULL when out of
+ * memory. */
+Pool *pool_new(int n);
+void pool_free(Pool *p);
+/* Threads of p; a NULL pool is one thread (the caller's). */
+int pool_threads(const Pool *p);
+/* Runs every task and returns when all are done.  Worker w runs tasks w, w+T, ...
+ * A NULL pool, or a call from inside a job, runs them in order on this thread.  One
+ * job at a time per pool: a pool serves the one thread that runs its model. */
+void pool_run(Pool *p, int ntasks, PoolFn fn, void *arg);
+/* The number of online cores (at least 1). */
+int pool_cores(void);
 
 #endif
