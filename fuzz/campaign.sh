@@ -52,7 +52,10 @@ one() {
         codes="$codes $rc"
         [ "$cmd" = check ] && check=$rc
         what=""
-        if [ $rc -gt 2 ] || grep -q -e Sanitizer -e 'runtime error' err.txt; then what=crash
+        # (a sanitizer's report exits with its own status, above 2; its warning that
+        # an allocation failed, which graphc then reports, is no finding)
+        if [ $rc -gt 2 ] || grep -q -e 'ERROR: AddressSanitizer' -e 'ERROR: LeakSanitizer' -e 'runtime error' err.txt; then
+            what=crash
         elif [ $rc -eq 2 ]; then what=usage
         elif [ $rc -eq 1 ] && ! grep -q 'error' err.txt; then what=silent
         elif [ $rc -ne 0 ] && [ "$check" -eq 0 ] && [ "${cmd#dump --stage graph}" != "$cmd" ]; then what=accepted
