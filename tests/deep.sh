@@ -7,10 +7,10 @@
 # recursive walk over a tree within the C stack: lowering's eval and the ast dumps are
 # the only ones (the graph's walks are loops over its nodes).  What the deepest tree
 # takes, measured with `ulimit -s` on this script's models (December 2026, gcc 12, -O2):
-#     graphc check at 1000 levels     169 KB (release)   223 KB (ASan + UBSan)
-#     graphc check at  500 levels      93 KB             119 KB
-#     a 3-line model                   25 KB              25 KB
-# so about 150 bytes a level (210 with the sanitizers) above a 25 KB base, and the 1000
+#     graphc check at 1000 levels     173 KB (release)   241 KB (ASan + UBSan)
+#     graphc check at  500 levels      93 KB             129 KB
+#     a 3-line model                   25 KB              29 KB
+# so about 150 bytes a level (220 with the sanitizers) above a 25 KB base, and the 1000
 # levels the code accepts need at most 256 KB of stack in either build.  Checked here:
 # every model at the limit goes through check, the dumps and a short run, and every
 # model just past it gives the error, with no crash, under the default 8 MB stack and
