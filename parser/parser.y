@@ -44,11 +44,12 @@ void netyy_delete_buffer(YY_BUFFER_STATE b, yyscan_t scanner);
     } while (0)
 
 /* The parser's own stack (states, values and locations; on the heap) holds at most
- * this many symbols.  Each open level of an expression (a call with its arguments so
- * far, an operator and its left operand, a keyword, a bracket) holds at most 4, and a
- * statement a few more, so every expression within AST_MAX_DEPTH levels fits, and one
- * that fills the stack is deeper than that: netyyerror says so. */
-#define YYMAXDEPTH (5 * AST_MAX_DEPTH + 100)
+ * this many symbols.  Each open level of an expression holds at most 6: an indexing
+ * within its items, `x[i, a:` (the base, '[', the items so far, ',', a start, ':');
+ * a call with its arguments so far 4, a list 3, an operator and its left operand 2.
+ * A statement holds a few more, so every expression within AST_MAX_DEPTH levels fits,
+ * and one that fills the stack is deeper than that: netyyerror says so. */
+#define YYMAXDEPTH (6 * AST_MAX_DEPTH + 100)
 #define YYMALLOC gc_malloc
 #define YYFREE gc_free
 
@@ -56,6 +57,10 @@ static void netyyerror(Loc *loc, void *scanner, struct LexState *ls, const char 
 static Ast *deepen(struct LexState *ls, Ast *a, int height);
 static Ast *mk_call(struct LexState *ls, Loc loc, char *fn, Loc fn_loc, Ast **args, int nargs);
 static Ast *mk_bin(struct LexState *ls, Loc loc, char op, Ast *l, Ast *r);
+static Ast *mk_list(struct LexState *ls, Loc loc, Ast **items, int n);
+static Ast *mk_index(struct LexState *ls, Loc loc, Ast *base, AstSlice *items, int n);
+static void add_name(struct LexState *ls, char ***names, Loc **locs, int *n, char *name, Loc loc);
+static Stmt *mk_unpack(struct LexState *ls, Loc loc, char *first, Loc first_loc, char **rest, Loc *rest_locs, int nrest, Ast *expr);
 }
 
 %union {
@@ -70,6 +75,9 @@ static Ast *mk_bin(struct LexState *ls, Loc loc, char op, Ast *l, Ast *r);
     AstType type;
     struct { TrainEntry *v; int n; } entries;
     TrainEntry entry;
+    struct { AstSlice *v; int n; } slices;
+    AstSlice slice;
+    struct { char **v; Loc *locs; int n; } names;
 }
 
 /* Everything is allocated in the Program's arena and freed with it at once, so no
@@ -86,8 +94,11 @@ static Ast *mk_bin(struct LexState *ls, Loc loc, char op, Ast *l, Ast *r);
 %left '*' '/'
 %precedence NEG
 
-%type <ast> expr primary arg
-%type <list> args
+%type <ast> expr primary postfix arg
+%type <list> args exprs
+%type <slices> slices
+%type <slice> slice
+%type <names> names
 %type <dims> dims
 %type <dim> dim
 %type <type> type
@@ -121,6 +132,8 @@ stmt
         { $$ = ast_stmt(ls->prog, ST_PARAM, @$); if ($$) { $$->name = $2; $$->name_loc = @2; $$->type = $4; $$->expr = $6; } }
     | IDENT '=' expr
         { $$ = ast_stmt(ls->prog, ST_ASSIGN, @$); if ($$) { $$->name = $1; $$->name_loc = @1; $$->expr = $3; } }
+    | IDENT ',' names '=' expr
+        { $$ = mk_unpack(ls, @$, $1, @1, $3.v, $3.locs, $3.n, $5); }
     | KW_OUTPUT IDENT
         { $$ = ast_stmt(ls->prog, ST_OUTPUT, @$); if ($$) { $$->name = $2; $$->name_loc = @2; } }
     | KW_OUTPUT IDENT '=' expr
@@ -133,6 +146,11 @@ stmt
             TrainEntry *v = ast_grow(ls->prog, $3.v, $3.n, sizeof *v);
             if ($$ && v) { v[$3.n] = $4; $$->entries = v; $$->nentries = $3.n + 1; }
         }
+    ;
+
+names
+    : IDENT                       { $$.v = NULL; $$.locs = NULL; $$.n = 0; add_name(ls, &$$.v, &$$.locs, &$$.n, $1, @1); }
+    | names ',' IDENT             { $$ = $1; add_name(ls, &$$.v, &$$.locs, &$$.n, $3, @3); }
     ;
 
 entries
@@ -189,12 +207,47 @@ primary
     : INT                         { $$ = ast_new(ls->prog, AST_INT, @$); if ($$) $$->u.ival = $1; }
     | FLOAT                       { $$ = ast_new(ls->prog, AST_FLOAT, @$); if ($$) $$->u.fval = $1; }
     | STRING                      { $$ = ast_new(ls->prog, AST_STRING, @$); if ($$) $$->u.str = $1; }
-    | IDENT                       { $$ = ast_new(ls->prog, AST_NAME, @$); if ($$) $$->u.str = $1; }
+    | '[' exprs ']'               { $$ = mk_list(ls, @$, $2.v, $2.n); }
+    | postfix
+    ;
+
+/* what can be indexed: a name, a call, a bracketed expression, an indexing */
+postfix
+    : IDENT                       { $$ = ast_new(ls->prog, AST_NAME, @$); if ($$) $$->u.str = $1; }
     | IDENT '(' ')'               { $$ = mk_call(ls, @$, $1, @1, NULL, 0); }
     | IDENT '(' args ')'          { $$ = mk_call(ls, @$, $1, @1, $3.v, $3.n); }
     | IDENT '(' args ',' ')'      { $$ = mk_call(ls, @$, $1, @1, $3.v, $3.n); }
     | IDENT '(' error ')'         { $$ = NULL; /* reported; lowering stays quiet about it */ }
     | '(' expr ')'                { $$ = $2; if ($$) { $$->loc = @$; $$ = deepen(ls, $$, $$->height + 1); } }
+    | postfix '[' slices ']'      { $$ = mk_index(ls, @$, $1, $3.v, $3.n); }
+    ;
+
+exprs
+    : expr                        { $$.v = ast_grow(ls->prog, NULL, 0, sizeof(Ast *)); if ($$.v) $$.v[0] = $1; $$.n = 1; }
+    | exprs ',' expr
+        {
+            $$ = $1;
+            Ast **v = ast_grow(ls->prog, $1.v, $1.n, sizeof *v);
+            if (v) { v[$1.n] = $3; $$.v = v; $$.n = $1.n + 1; }
+        }
+    ;
+
+slices
+    : slice                       { $$.v = ast_grow(ls->prog, NULL, 0, sizeof(AstSlice)); if ($$.v) $$.v[0] = $1; $$.n = 1; }
+    | slices ',' slice
+        {
+            $$ = $1;
+            AstSlice *v = ast_grow(ls->prog, $1.v, $1.n, sizeof *v);
+            if (v) { v[$1.n] = $3; $$.v = v; $$.n = $1.n + 1; }
+        }
+    ;
+
+slice
+    : expr                        { $$ = (AstSlice){ false, $1, NULL, @$ }; }
+    | ':'                         { $$ = (AstSlice){ true, NULL, NULL, @$ }; }
+    | expr ':'                    { $$ = (AstSlice){ true, $1, NULL, @$ }; }
+    | ':' expr                    { $$ = (AstSlice){ true, NULL, $2, @$ }; }
+    | expr ':' expr               { $$ = (AstSlice){ true, $1, $3, @$ }; }
     ;
 
 args
@@ -246,6 +299,35 @@ static Ast *mk_bin(struct LexState *ls, Loc loc, char op, Ast *l, Ast *r)
     return deepen(ls, a, (hl > hr ? hl : hr) + 1);
 }
 
+/* [e1, e2, ...]: a level above its deepest item. */
+static Ast *mk_list(struct LexState *ls, Loc loc, Ast **items, int n)
+{
+    Ast *a = ast_new(ls->prog, AST_LIST, loc);
+    if (!a) return NULL;
+    a->u.list.items = items;
+    a->u.list.n = n;
+    int h = 0;
+    for (int i = 0; i < n; i++)
+        if (ast_height(items[i]) > h) h = ast_height(items[i]);
+    return deepen(ls, a, h + 1);
+}
+
+/* base[i, a:b, :]: a level above the deepest of its base and its items' ends. */
+static Ast *mk_index(struct LexState *ls, Loc loc, Ast *base, AstSlice *items, int n)
+{
+    Ast *a = ast_new(ls->prog, AST_INDEX, loc);
+    if (!a) return NULL;
+    a->u.index.base = base;
+    a->u.index.items = items;
+    a->u.index.n = n;
+    int h = ast_height(base);
+    for (int i = 0; i < n; i++) {
+        if (ast_height(items[i].start) > h) h = ast_height(items[i].start);
+        if (ast_height(items[i].end) > h) h = ast_height(items[i].end);
+    }
+    return deepen(ls, a, h + 1);
+}
+
 /* Sets a's height; an expression deeper than AST_MAX_DEPTH is reported at the level
  * that goes past it and dropped, so that every walk over the tree (lowering, the dumps)
  * recurses at most AST_MAX_DEPTH times.  Its enclosing levels see an error operand (NULL)
@@ -275,11 +357,36 @@ static void netyyerror(Loc *loc, void *scanner, struct LexState *ls, const char 
     if (ls->too_deep) diag_error(ls->diag, *loc, "expression nested too deeply (more than %d levels)", AST_MAX_DEPTH);
 }
 
+static void add_name(struct LexState *ls, char ***names, Loc **locs, int *n, char *name, Loc loc)
+{
+    char **v = ast_grow(ls->prog, *names, *n, sizeof *v);
+    Loc *l = ast_grow(ls->prog, *locs, *n, sizeof *l);
+    if (!v || !l) return;
+    v[*n] = name;
+    l[*n] = loc;
+    *names = v;
+    *locs = l;
+    (*n)++;
+}
+
+/* a, b, c = EXPR: the names in order (the first one also as the statement's name). */
+static Stmt *mk_unpack(struct LexState *ls, Loc loc, char *first, Loc first_loc, char **rest, Loc *rest_locs, int nrest, Ast *expr)
+{
+    Stmt *s = ast_stmt(ls->prog, ST_UNPACK, loc);
+    if (!s) return NULL;
+    s->name = first;
+    s->name_loc = first_loc;
+    s->expr = expr;
+    add_name(ls, &s->names, &s->name_locs, &s->nnames, first, first_loc);
+    for (int i = 0; i < nrest; i++) add_name(ls, &s->names, &s->name_locs, &s->nnames, rest[i], rest_locs[i]);
+    return s->nnames == nrest + 1 ? s : NULL;
+}
+
 /* "unexpected X; expected A, B or C": the expected set is exact thanks to LAC. */
 static int yyreport_syntax_error(const yypcontext_t *ctx, void *scanner, struct LexState *ls)
 {
     (void)scanner;
-    enum { MAXEXP = 6 };
+    enum { MAXEXP = 7 };
     yysymbol_kind_t expected[MAXEXP];
     int n = yypcontext_expected_tokens(ctx, expected, MAXEXP);
     yysymbol_kind_t got = yypcontext_token(ctx);

@@ -47,12 +47,16 @@ model() {
         printf "input x: f32[B, 4]\ny = "
         if (shape == "chain") {                  # x + x + ... : n terms, n levels
             printf "x"; for (i = 1; i < n; i++) printf " + x"
+        } else if (shape == "index") {           # x[:, 0:4][:, 0:4]... : n - 1 indexings
+            printf "x"; for (i = 1; i < n; i++) printf "[:, 0:4]"
         } else {
             open["call"] = "relu("; close_["call"] = ")"
             open["add"] = "add(x, "; close_["add"] = ")"
             open["neg"] = "-"; close_["neg"] = ""
             open["paren"] = "("; close_["paren"] = ")"
             open["mixed"] = "x * -("; close_["mixed"] = ")"   # operator, minus, bracket: 3 levels
+            open["slice"] = "x[:, 0:"; close_["slice"] = "]"  # the parser'"'"'s most symbols a level
+            open["list"] = "[0, "; close_["list"] = ", 1]"
             step = shape == "mixed" ? 3 : 1
             k = int((n - 1) / step)
             for (i = 0; i < k; i++) printf "%s", open[shape]
@@ -91,17 +95,31 @@ sane() {   # no crash and no sanitizer report in the last run
 }
 
 for stack in 8192 1024; do
-    for shape in call add chain neg paren mixed; do
+    for shape in call add chain neg paren mixed index slice list; do
         model "$shape" "$LIMIT" at.net
         ok=1
-        for cmd in "check" "dump --stage ast" "dump --stage ast --format json" "dump --stage graph --format json"; do
-            # shellcheck disable=SC2086
-            run "$GRAPHC" $cmd at.net
-            if [ "$rc" -ne 0 ] || ! sane || [ -z "$out" ]; then
-                ok=0
-                echo "  $cmd: exit $rc"; head -c 400 err.txt
-            fi
-        done
+        case $shape in
+        slice | list)   # parsed and dumped; lowering refuses a tensor as an index or a list item
+            for cmd in "dump --stage ast" "dump --stage ast --format json" "check"; do
+                # shellcheck disable=SC2086
+                run "$GRAPHC" $cmd at.net
+                want=0; [ "$cmd" = check ] && want=1
+                if [ "$rc" -ne $want ] || ! sane || grep -q "nested too deeply" err.txt ||
+                    { [ $want = 1 ] && ! grep -q "^at.net:2:[0-9]*: error: " err.txt; }; then
+                    ok=0
+                    echo "  $cmd: exit $rc"; head -c 400 err.txt
+                fi
+            done ;;
+        *)
+            for cmd in "check" "dump --stage ast" "dump --stage ast --format json" "dump --stage graph --format json"; do
+                # shellcheck disable=SC2086
+                run "$GRAPHC" $cmd at.net
+                if [ "$rc" -ne 0 ] || ! sane || [ -z "$out" ]; then
+                    ok=0
+                    echo "  $cmd: exit $rc"; head -c 400 err.txt
+                fi
+            done ;;
+        esac
         [ $ok = 1 ] && pass "$shape, $LIMIT levels, ${stack} KB stack: check and dumps" || fail "$shape, $LIMIT levels, ${stack} KB stack"
 
         model "$shape" $((LIMIT + 1)) past.net
