@@ -2,19 +2,23 @@
 # Deeply nested expressions through the command line, under small stacks.
 #
 # The parser refuses an expression nested more than AST_MAX_DEPTH = 1000 levels (each
-# call, operator, keyword argument and pair of brackets a level; parser/ast.h), naming
-# the file, line and column of the level that goes past.  That bound is what keeps every
-# recursive walk over a tree within the C stack: lowering's eval and the ast dumps are
-# the only ones (the graph's walks are loops over its nodes).  What the deepest tree
-# takes, measured with `ulimit -s` on this script's models (December 2026, gcc 12, -O2):
-#     graphc check at 1000 levels     173 KB (release)   241 KB (ASan + UBSan)
-#     graphc check at  500 levels      93 KB             129 KB
-#     a 3-line model                   25 KB              29 KB
-# so about 150 bytes a level (220 with the sanitizers) above a 25 KB base, and the 1000
-# levels the code accepts need at most 256 KB of stack in either build.  Checked here:
-# every model at the limit goes through check, the dumps and a short run, and every
-# model just past it gives the error, with no crash, under the default 8 MB stack and
-# under 1 MB (a quarter of that used: room for frames that grow).
+# call, operator, keyword argument, list, indexing and pair of brackets a level;
+# parser/ast.h), naming the file, line and column of the level that goes past.  That
+# bound is what keeps every recursive walk over a tree within the C stack: lowering's
+# eval (and its check for cycles) and the ast dumps are the only ones (the graph's walks
+# are loops over its nodes; the ONNX emitter's and reader's recursions have bounds of
+# their own).  What the deepest tree takes, measured with `ulimit -s` on this script's
+# models after the merge of lists and indexings (December 2026, gcc 12, -O2):
+#     graphc check at 1000 levels     170-178 KB (release)   238-246 KB (ASan + UBSan)
+#     graphc check at  500 levels      91 KB                 131 KB
+#     a 3-line model                   23 KB                  23 KB
+# (brackets alone add no frame: 27 and 31 KB), so about 155 bytes a level (220 with the
+# sanitizers) above the base, and the 1000 levels the code accepts need at most 256 KB
+# of stack in either build.  Checked here: every model at the limit goes through check,
+# the dumps and a short run (lists, and tensors as slice bounds, through check and the
+# dumps: lowering refuses them), and every model just past it gives the error, with no
+# crash, under the default 8 MB stack and under 1 MB (a quarter of that used: room for
+# frames that grow).
 #
 # Works from a separate build dir and under make distcheck; the last line is "N passed,
 # M failed", and the exit status is 1 if M > 0.
