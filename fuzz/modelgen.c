@@ -26,6 +26,7 @@ typedef struct GVal {
     int rank;
     int64_t d[MAXR];
     bool batch, param;
+    bool ids;           /* i32 token ids (an embedding's input) */
 } GVal;
 
 typedef struct Gen {
@@ -160,7 +161,7 @@ static const GVal *any_value(Gen *g)
     int k = (int)pick(g, (unsigned)g->nv);
     for (int i = 0; i < g->nv; i++) {
         const GVal *v = &g->v[(k + i) % g->nv];
-        if (!v->param || g->wild) return v;
+        if ((!v->param && !v->ids) || g->wild) return v;
     }
     return NULL;
 }
@@ -247,7 +248,11 @@ static void table_call(Gen *g, GVal *s)
 
 /* ---- tensor expressions, shaped to fit -------------------------------------------------- */
 
-enum { G_UNARY, G_NEG, G_BINARY, G_DENSE, G_WINDOW, G_CONCAT, G_FLATTEN, G_RESHAPE, G_DROPOUT, G_MATMUL, G_OPS };
+enum {
+    G_UNARY, G_NEG, G_BINARY, G_DENSE, G_WINDOW, G_CONCAT, G_FLATTEN, G_RESHAPE, G_DROPOUT,
+    G_LAYOUT, G_INDEX, G_REDUCE, G_NORM, G_BMM, G_ATTENTION,   /* the transformer family */
+    G_MATMUL, G_OPS
+};
 
 /* A parameter to multiply s[B, k] by: [k, n]. */
 static const GVal *matmul_param(Gen *g, const GVal *s)
@@ -265,6 +270,10 @@ static bool fits(Gen *g, int op, const GVal *s)
     case G_DENSE: case G_FLATTEN: case G_RESHAPE: return s->batch && s->rank >= 1;
     case G_WINDOW: return s->rank == 4 && s->batch && s->d[1] >= 3 && s->d[2] >= 3;
     case G_CONCAT: return s->rank >= 1;
+    case G_LAYOUT: case G_BMM: return s->batch && s->rank >= 3;
+    case G_INDEX: case G_REDUCE: return s->batch && s->rank >= 2;
+    case G_NORM: return s->batch && s->rank >= 2;   /* over known sizes */
+    case G_ATTENTION: return s->batch && s->rank == 3 && s->d[1] >= 1 && s->d[1] <= 64 && s->d[2] >= 1 && s->d[2] <= 64;
     default: return matmul_param(g, s) != NULL;
     }
 }
@@ -381,11 +390,130 @@ static void op_reshape(Gen *g, size_t mark, GVal *s)
     }
 }
 
+/* An axis of s other than the batch's (s->rank >= 2 when s->batch), or any (wild). */
+static int inner_axis(Gen *g, const GVal *s)
+{
+    if (rare(g, 8)) return (int)pick(g, 9) - 4;
+    int first = s->batch ? 1 : 0;
+    return s->rank > first ? first + (int)pick(g, (unsigned)(s->rank - first)) : 0;
+}
+
+static void drop_axis(GVal *s, int axis)
+{
+    for (int i = axis; i + 1 < s->rank; i++) s->d[i] = s->d[i + 1];
+    s->rank--;
+}
+
+/* transpose(x, perm=[...]) or permute(x, ...): two axes after the batch swapped */
+static void op_layout(Gen *g, size_t mark, GVal *s)
+{
+    int a = inner_axis(g, s), b = inner_axis(g, s);
+    int perm[MAXR];
+    for (int i = 0; i < MAXR; i++) perm[i] = i;
+    if (a >= 0 && a < s->rank && b >= 0 && b < s->rank) {
+        perm[a] = b;
+        perm[b] = a;
+        int64_t t = s->d[a];
+        s->d[a] = s->d[b];
+        s->d[b] = t;
+    }
+    bool named = pick(g, 2);
+    wrap(g, mark, named ? "transpose(" : "permute(", named ? ", perm=[" : ", ");
+    for (int i = 0; i < s->rank; i++) emit(g, "%s%d", i ? ", " : "", perm[i]);
+    emit(g, named ? "])" : ")");
+}
+
+/* x[:, a:b], x[:, i] (rank 3 and more: the axis dropped) or slice(x, axis=, start=,
+ * end=) along an axis after the batch */
+static void op_index(Gen *g, size_t mark, GVal *s)
+{
+    int axis = inner_axis(g, s);
+    int64_t n = axis >= 0 && axis < s->rank ? s->d[axis] : 1;
+    int64_t lo = n > 1 && n < 4096 ? (int64_t)pick(g, (unsigned)n) : 0, hi = lo + 1;
+    if (n > 1 && n < 4096) hi = lo + 1 + (int64_t)pick(g, (unsigned)(n - lo));
+    if (rare(g, 8)) hi = size(g, 4) - 2;   /* empty, negative, past the end */
+    switch (pick(g, 3)) {
+    case 0:
+        wrap(g, mark, "slice(", "");
+        emit(g, ", axis=%d, start=%" PRId64 ", end=%" PRId64 ")", axis, lo, hi);
+        break;
+    case 1:
+        if (s->rank >= 3 || g->wild) {
+            wrap(g, mark, "(", ")[");
+            for (int i = 0; i < axis && i < MAXR; i++) emit(g, ":, ");
+            emit(g, "%" PRId64 "]", lo);
+            if (axis >= 0 && axis < s->rank) drop_axis(s, axis);
+            return;
+        }
+        /* fall through */
+    default:
+        wrap(g, mark, "(", ")[");
+        for (int i = 0; i < axis && i < MAXR; i++) emit(g, ":, ");
+        emit(g, "%" PRId64 ":%" PRId64 "]", lo, hi);
+        break;
+    }
+    if (axis >= 0 && axis < s->rank) s->d[axis] = hi - lo;
+}
+
+/* sum, mean or max over an axis after the batch (kept, or dropped from rank 3 on), or
+ * softmax and log_softmax along it */
+static void op_reduce(Gen *g, size_t mark, GVal *s)
+{
+    static const char *const fns[] = { "sum(", "mean(", "max(", "softmax(", "log_softmax(" };
+    unsigned f = pick(g, 5);
+    int axis = inner_axis(g, s);
+    bool keep = f < 3 && (s->rank < 3 || pick(g, 2));
+    wrap(g, mark, fns[f], "");
+    emit(g, ", axis=%d%s)", axis, keep ? ", keepdims=true" : "");
+    if (f >= 3 || axis < 0 || axis >= s->rank) return;
+    if (keep) s->d[axis] = 1;
+    else drop_axis(s, axis);
+}
+
+/* layer_norm over the last axis or (rank 3 and more) the last two */
+static void op_norm(Gen *g, size_t mark, const GVal *s)
+{
+    wrap(g, mark, "layer_norm(", "");
+    if (s->rank >= 3 && pick(g, 2)) emit(g, ", axis=[-2, -1]");
+    if (pick(g, 4) == 3) emit(g, ", eps=1e-%u", 3 + pick(g, 4));
+    emit(g, ")");
+}
+
+/* batch_matmul of the operand with itself, one side transposed: [.., m, k] -> [.., m, m]
+ * or [.., k, k] */
+static void op_bmm(Gen *g, size_t mark, GVal *s)
+{
+    size_t n = g->len - mark;
+    char *copy = malloc(n + 1);
+    if (!copy) { g->oom = true; return; }
+    memcpy(copy, g->out + mark, n);
+    copy[n] = 0;
+    bool ta = pick(g, 2);
+    wrap(g, mark, "batch_matmul(", ", ");
+    emit(g, "%s, %s=true)", copy, ta ? "transpose_a" : "transpose_b");
+    free(copy);
+    int r = s->rank;
+    if (r < 2) return;   /* wild: an error for the compiler to find */
+    if (ta) s->d[r - 2] = s->d[r - 1];
+    else s->d[r - 1] = s->d[r - 2];
+}
+
+/* multi_head_attention over [B, T, D]: heads that divide D, or dim= */
+static void op_attention(Gen *g, size_t mark, const GVal *s)
+{
+    int64_t d = s->rank == 3 ? s->d[2] : 1, h = 1 + (int64_t)pick(g, 4);
+    wrap(g, mark, "multi_head_attention(", "");
+    if (d % h == 0 || rare(g, 4)) emit(g, ", heads=%" PRId64, h);
+    else emit(g, ", heads=%" PRId64 ", dim=%u", h, 1 + pick(g, 4));
+    if (pick(g, 2)) emit(g, ", causal=true");
+    emit(g, ")");
+}
+
 /* Wraps an op that fits s around the operand written from `mark` on. */
 static void apply_op(Gen *g, size_t mark, GVal *s)
 {
     static const char *const unary[] = { "relu(", "sigmoid(", "tanh(", "exp(", "log(", "sqrt(", "softmax(", "log_softmax(",
-                                         "gelu(", "silu(" };
+                                         "gelu(", "silu(", "softplus(" };
     int op = (int)pick(g, G_OPS);
     for (int k = 0; k < G_OPS && !fits(g, op, s); k++) op = (op + 1) % G_OPS;
     switch (op) {
@@ -393,6 +521,11 @@ static void apply_op(Gen *g, size_t mark, GVal *s)
         if (pick(g, 12) == 11) {
             wrap(g, mark, "leaky_relu(", "");
             emit(g, ", alpha=0.%u)", pick(g, 10));
+        } else if (pick(g, 12) == 11) {
+            wrap(g, mark, "clip(", "");
+            emit(g, ", min=-0.%u, max=0.%u)", pick(g, 10), 1 + pick(g, 9));
+        } else if (pick(g, 12) == 11) {
+            wrap(g, mark, "gelu(", ", approximate=\"tanh\")");
         } else {
             wrap(g, mark, unary[pick(g, sizeof unary / sizeof *unary)], ")");
         }
@@ -404,6 +537,12 @@ static void apply_op(Gen *g, size_t mark, GVal *s)
     case G_CONCAT: op_concat(g, mark, s); break;
     case G_FLATTEN: case G_RESHAPE: op_reshape(g, mark, s); break;
     case G_DROPOUT: wrap(g, mark, "dropout(", ""); emit(g, ", rate=0.%u)", pick(g, 10)); break;
+    case G_LAYOUT: op_layout(g, mark, s); break;
+    case G_INDEX: op_index(g, mark, s); break;
+    case G_REDUCE: op_reduce(g, mark, s); break;
+    case G_NORM: op_norm(g, mark, s); break;
+    case G_BMM: op_bmm(g, mark, s); break;
+    case G_ATTENTION: op_attention(g, mark, s); break;
     default: {
         const GVal *w = matmul_param(g, s);
         wrap(g, mark, "matmul(", "");
@@ -422,6 +561,17 @@ static void expr(Gen *g, int depth, GVal *s)
         return;
     }
     if (depth <= 0 || !pick(g, 4)) {
+        const GVal *ids = NULL;
+        for (int i = 0; i < g->nv; i++)
+            if (g->v[i].ids) ids = &g->v[i];
+        if (ids && !pick(g, 3)) {   /* [B, T] ids: [B, T, dim] */
+            *s = *ids;
+            s->ids = false;
+            s->rank = 3;
+            s->d[2] = size(g, 8);
+            emit(g, "embedding(%s, vocab=%d, dim=%" PRId64 ")", ids->name, 8, s->d[2]);
+            return;
+        }
         const GVal *v = any_value(g);
         if (v) { *s = *v; emit(g, "%s", v->name); }
         else { *s = (GVal){ 0 }; number(g); }
@@ -432,7 +582,8 @@ static void expr(Gen *g, int depth, GVal *s)
     apply_op(g, mark, s);
 }
 
-/* (Wild.)  An expression nested about AST_MAX_DEPTH levels, at it or just past it. */
+/* (Wild.)  An expression nested about AST_MAX_DEPTH levels, at it or just past it, in
+ * every form of nesting (parser/ast.h). */
 static void deep(Gen *g, GVal *s)
 {
     static const int around[] = { 50, 997, 998, 999, 1000, 1001, 1002, 1500, 6000 };
@@ -440,10 +591,19 @@ static void deep(Gen *g, GVal *s)
     const GVal *v = any_value(g);
     const char *x = v ? v->name : "1";
     if (v) *s = *v;
-    switch (pick(g, 4)) {
+    switch (pick(g, 7)) {
     case 0: repeat(g, "relu(", n - 1); emit(g, "%s", x); repeat(g, ")", n - 1); break;
     case 1: emit(g, "%s", x); for (int i = 1; i < n; i++) emit(g, " + %s", x); break;
     case 2: repeat(g, "-(", (n - 1) / 2); emit(g, "%s", x); repeat(g, ")", (n - 1) / 2); break;
+    case 3: emit(g, "%s", x); repeat(g, "[:]", n - 1); break;                      /* indexings on their base */
+    case 4: repeat(g, "x0[:, 0:", n - 1); emit(g, "1"); repeat(g, "]", n - 1); break;   /* in a slice's end */
+    case 5:   /* lists in a list, as a permutation */
+        emit(g, "transpose(%s, perm=", x);
+        repeat(g, "[0, ", n - 2);
+        emit(g, "1");
+        repeat(g, "]", n - 2);
+        emit(g, ")");
+        break;
     default: repeat(g, "add(1, ", n - 1); emit(g, "%s", x); repeat(g, ")", n - 1); break;
     }
 }
@@ -468,6 +628,13 @@ static void inputs(Gen *g, bool classifier)
         add_value(g, name, &s);
     }
     if (classifier || pick(g, 2)) emit(g, "input y: i32[B]\n");
+    if (pick(g, 4) == 3) {   /* token ids, below every vocab= written (8) and every label count */
+        GVal s = { .rank = 2, .batch = true, .ids = true, .d = { 1, size(g, 6) } };
+        emit(g, "input ids: ");
+        type(g, "i32", &s);
+        emit(g, "\n");
+        add_value(g, "ids", &s);
+    }
 }
 
 static void params(Gen *g)
@@ -507,6 +674,20 @@ static void body(Gen *g)
         bool rebind = g->hidden > 0 && pick(g, 6) == 5;
         snprintf(name, sizeof name, "h%d", rebind ? g->hidden - 1 : g->hidden++);
         GVal s;
+        const GVal *last = &g->v[g->nv - 1];
+        if (!rebind && pick(g, 8) == 7 && last->rank >= 2 && last->d[last->rank - 1] % 2 == 0 && g->nv + 2 < MAXV) {
+            /* a, b = split(x, 2, axis=-1): two values */
+            char other[16];
+            snprintf(other, sizeof other, "h%d", g->hidden++);
+            s = *last;
+            s.param = s.ids = false;
+            s.d[s.rank - 1] /= 2;
+            emit(g, "%s, %s = split(%s, 2, axis=-1)", name, other, last->name);
+            end_statement(g);
+            add_value(g, name, &s);
+            add_value(g, other, &s);
+            continue;
+        }
         emit(g, "%s = ", name);
         if (rare(g, 20)) deep(g, &s);
         else expr(g, 1 + (int)pick(g, 4), &s);
