@@ -87,6 +87,11 @@ typedef struct Call {
     int nkw;
 } Call;
 
+/* The layers named in Keras' scheme (layer_name), each counted apart. */
+typedef enum LayerKind {
+    LAYER_DENSE, LAYER_CONV2D, LAYER_BATCH_NORM, LAYER_EMBEDDING, LAYER_LAYER_NORM, LAYER_MHA, LAYER_KIND_COUNT
+} LayerKind;
+
 typedef struct Lower {
     Graph *g;
     DiagSink *d;
@@ -95,8 +100,7 @@ typedef struct Lower {
     int nbinds, bind_cap;
     int cur_stmt;
     const char *cur_target;   /* name the current statement defines */
-    int layer_count[8];       /* dense, conv2d, batch_normalization, -, embedding, layer_normalization,
-                               * multi_head_attention (LAYER_*): for Keras-style names */
+    int layer_count[LAYER_KIND_COUNT];   /* layers named so far, by kind: for Keras-style names */
     int dropout_count;
     bool in_param_init;       /* evaluating `param NAME: T = <init>` */
     bool in_train;            /* evaluating a train block entry */
@@ -483,9 +487,13 @@ static const OpKind activation_ops[] = {
 };
 
 /* Layer name: name= if given, else Keras' scheme: dense, dense_1, dense_2, ... */
-static const char *layer_name(Lower *L, Call *c, int kind, const char *base)
+static const char *layer_name(Lower *L, Call *c, LayerKind kind, const char *base)
 {
-    static const char *const first_var[] = { "kernel", "kernel", "gamma" };   /* by kind: names taken */
+    /* by kind, the first parameter a layer makes: a name is taken when it exists */
+    static const char *const first_var[LAYER_KIND_COUNT] = {
+        [LAYER_DENSE] = "kernel", [LAYER_CONV2D] = "kernel", [LAYER_BATCH_NORM] = "gamma",
+        [LAYER_EMBEDDING] = "embeddings", [LAYER_LAYER_NORM] = "gamma", [LAYER_MHA] = "query/kernel",
+    };
     Kw *k = kw_find(c, "name");
     const char *given = kw_string(L, c, "name", NULL);
     if (k && !given) return NULL;
@@ -542,7 +550,7 @@ static Val b_dense(Lower *L, Call *c)
     Dim f = xs->d[xs->rank - 1];
     if (f.sym >= 0)
         return error_at(L, loc, "dense: the number of input features must be known, got %s", shape_str(L->g, xs, b1, sizeof b1));
-    const char *lname = layer_name(L, c, 0, "dense");
+    const char *lname = layer_name(L, c, LAYER_DENSE, "dense");
     if (!lname) return verr(loc);
     /* Over the last axis, as Keras: the leading axes are rows of one product (views) */
     Shape out = *xs;
@@ -595,7 +603,7 @@ static Val b_conv2d(Lower *L, Call *c)
                         shape_str(L->g, xs, b1, sizeof b1));
     if (xs->d[3].sym >= 0)
         return error_at(L, loc, "conv2d: the number of input channels must be known, got %s", shape_str(L->g, xs, b1, sizeof b1));
-    const char *lname = layer_name(L, c, 1, "conv2d");
+    const char *lname = layer_name(L, c, LAYER_CONV2D, "conv2d");
     if (!lname) return verr(loc);
     char pname[256];
     snprintf(pname, sizeof pname, "%s/kernel", lname);
@@ -730,7 +738,7 @@ static Val b_batch_norm(Lower *L, Call *c)
     if (ch.sym >= 0)
         return error_at(L, loc, "batch_norm: the number of channels (the last axis) must be known, got %s",
                         shape_str(L->g, xs, b1, sizeof b1));
-    const char *lname = layer_name(L, c, 2, "batch_normalization");
+    const char *lname = layer_name(L, c, LAYER_BATCH_NORM, "batch_normalization");
     if (!lname) return verr(loc);
     char pname[256];
     snprintf(pname, sizeof pname, "%s/gamma", lname);
@@ -897,7 +905,6 @@ static Val b_sched(Lower *L, Call *c)
 /* ---- the transformer family (issue 14): layout, batched products, reductions, masks,
  * embeddings, normalization, attention ------------------------------------------------ */
 
-enum { LAYER_EMBEDDING = 4, LAYER_LAYER_NORM = 5, LAYER_MHA = 6 };   /* layer_count[] */
 
 static Val vlist(Lower *L, const int64_t *items, int n, Loc loc)
 {
@@ -913,18 +920,17 @@ static Val vlist(Lower *L, const int64_t *items, int n, Loc loc)
     return v;
 }
 
-/* An item of a list [e1, e2, ...] (axes, a permutation), which must be an integer:
- * false (reported) if not. */
-NOT_IN_EVAL static bool list_item_ok(Lower *L, const Val *v)
+/* Whether v is an integer (a list's item, an index's bound); if not, "RULE, got KIND"
+ * (nothing more for an error already reported). */
+NOT_IN_EVAL static bool int_ok(Lower *L, const Val *v, const char *rule)
 {
     if (v->kind == V_ERROR) return false;
     if (v->kind == V_NUM && v->is_int) return true;
-    error_at(L, v->loc, "a list holds integers (axes, a permutation), got %s",
-             v->kind == V_NUM ? "a floating-point number" : val_kind_name(v->kind));
+    error_at(L, v->loc, "%s, got %s", rule, v->kind == V_NUM ? "a floating-point number" : val_kind_name(v->kind));
     return false;
 }
 
-/* The list of list_item_ok values v[0..n) (n <= MAX_ARGS). */
+/* The list of int_ok values v[0..n) (n <= MAX_ARGS). */
 NOT_IN_EVAL static void list_of(Lower *L, const Val *v, int n, Loc loc, Val *out)
 {
     int64_t items[MAX_ARGS];
@@ -1142,16 +1148,6 @@ NOT_IN_EVAL static bool index_base_ok(Lower *L, const Ast *a, const Val *base)
     if (a->u.index.n <= s->rank) return true;
     char b1[128];
     error_at(L, a->loc, "%d indices for %s, which has %d axes", a->u.index.n, shape_str(L->g, s, b1, sizeof b1), s->rank);
-    return false;
-}
-
-/* A start or end of an index, which must be an integer: false (reported) if not. */
-NOT_IN_EVAL static bool index_bound_ok(Lower *L, const Val *v)
-{
-    if (v->kind == V_ERROR) return false;
-    if (v->kind == V_NUM && v->is_int) return true;
-    error_at(L, v->loc, "an index must be an integer, got %s",
-             v->kind == V_NUM ? "a floating-point number" : val_kind_name(v->kind));
     return false;
 }
 
@@ -1681,7 +1677,7 @@ static void eval_list(Lower *L, const Ast *a, Val *out)
     else if (!v) diag_plain(L->d, "out of memory");
     for (int i = 0; ok && i < n; i++) {
         eval_into(L, a->u.list.items[i], &v[i]);
-        ok = list_item_ok(L, &v[i]);
+        ok = int_ok(L, &v[i], "a list holds integers (axes, a permutation)");
     }
     if (ok) list_of(L, v, n, a->loc, out);
     else set_error(out, a->loc);
@@ -1706,11 +1702,11 @@ static void eval_index(Lower *L, const Ast *a, Val *out)
         const AstSlice *it = &a->u.index.items[i];
         if (it->start || !it->range) {
             eval_into(L, it->start, &v[1 + 2 * i]);
-            ok = index_bound_ok(L, &v[1 + 2 * i]);
+            ok = int_ok(L, &v[1 + 2 * i], "an index must be an integer");
         }
         if (ok && it->end) {
             eval_into(L, it->end, &v[2 + 2 * i]);
-            ok = index_bound_ok(L, &v[2 + 2 * i]);
+            ok = int_ok(L, &v[2 + 2 * i], "an index must be an integer");
         }
     }
     if (ok) index_of(L, a, v, out);

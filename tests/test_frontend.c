@@ -785,6 +785,34 @@ START_TEST(lower_conv2d_keras_names)
 }
 END_TEST
 
+/* Every kind of layer numbers its default names past those given with name=: the
+ * second embedding is embedding_1, and so on.  (Each kind looks for its first
+ * parameter; the transformer layers' kinds were past the end of that table.) */
+START_TEST(lower_layer_names_every_kind)
+{
+    Comp c;
+    comp_ok(&c, "input ids: i32[B, 4]\n"
+                "e0 = embedding(ids, vocab=5, dim=4, name=\"embedding\")\n"
+                "e1 = embedding(ids, vocab=5, dim=4)\n"
+                "n0 = layer_norm(e0, name=\"layer_normalization\")\n"
+                "n1 = layer_norm(e1)\n"
+                "a0 = multi_head_attention(n0, heads=2, name=\"multi_head_attention\")\n"
+                "a1 = multi_head_attention(n1, heads=2)\n"
+                "d0 = dense(a0, units=3, name=\"dense\")\n"
+                "d1 = dense(a1, units=3)\n"
+                "output y = d0 + d1\n");
+    static const char *const want[] = { "embedding/embeddings", "embedding_1/embeddings", "layer_normalization/gamma",
+                                        "layer_normalization_1/gamma", "multi_head_attention/query/kernel",
+                                        "multi_head_attention_1/query/kernel", "dense/kernel", "dense_1/kernel" };
+    for (size_t k = 0; k < sizeof want / sizeof *want; k++) {
+        bool found = false;
+        for (int v = 0; v < c.g->nvars; v++) found |= strcmp(c.g->vars[v].name, want[k]) == 0;
+        ck_assert_msg(found, "no parameter %s", want[k]);
+    }
+    comp_free(&c);
+}
+END_TEST
+
 START_TEST(lower_name_sharing)
 {
     Comp c;
@@ -1444,6 +1472,7 @@ Suite *make_lower_suite(void)
     tcase_add_test(tc, lower_dense_keras_names);
     tcase_add_test(tc, lower_conv2d_keras_names);
     tcase_add_test(tc, lower_name_sharing);
+    tcase_add_test(tc, lower_layer_names_every_kind);
     tcase_add_test(tc, lower_auto_names_skip_taken);
     tcase_add_test(tc, lower_explicit_param_siamese);
     tcase_add_test(tc, lower_param_initializers);
