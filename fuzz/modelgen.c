@@ -698,11 +698,63 @@ static void body(Gen *g)
     }
 }
 
+/* ", " before every setting of a call but the first */
+static void setting(Gen *g, bool *first, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void setting(Gen *g, bool *first, const char *fmt, ...)
+{
+    char b[128];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(b, sizeof b, fmt, ap);
+    va_end(ap);
+    emit(g, "%s%s", *first ? "" : ", ", b);
+    *first = false;
+}
+
+/* An optimizer with some of its settings; its lr unless *lr_set (then set). */
+static void optimizer(Gen *g, bool *lr_set)
+{
+    static const char *const names[] = { "sgd", "adam", "adamw", "rmsprop" };
+    unsigned o = pick(g, 4);
+    bool first = true;
+    emit(g, "%s(", names[o]);
+    if ((!*lr_set || rare(g, 8)) && pick(g, 4)) {
+        setting(g, &first, "lr=0.0%u", 1 + pick(g, 9));
+        *lr_set = true;
+    }
+    if (o == 0) {
+        unsigned m = pick(g, 3);
+        if (m) setting(g, &first, "momentum=0.%u", m == 1 ? 0 : 1 + pick(g, 9));
+        if (m == 2 && pick(g, 2)) setting(g, &first, "nesterov=true");
+        if (rare(g, 4)) setting(g, &first, "nesterov=true");   /* twice, or without momentum */
+    } else if (o < 3) {
+        if (pick(g, 2)) setting(g, &first, "beta1=0.%u, beta2=0.99%u", 5 + pick(g, 5), pick(g, 10));
+        if (pick(g, 2)) setting(g, &first, "eps=1e-%u", 1 + pick(g, 9));
+    } else {
+        if (pick(g, 2)) setting(g, &first, "rho=0.9%u", pick(g, 10));
+        if (pick(g, 2)) setting(g, &first, "momentum=0.%u", pick(g, 10));
+        if (pick(g, 2)) setting(g, &first, "centered=true");
+    }
+    if (pick(g, 3) == 2) setting(g, &first, "weight_decay=0.0%u", pick(g, 10));
+    emit(g, ")");
+}
+
+/* The train block's lr: a number or a schedule. */
+static void lr_value(Gen *g)
+{
+    switch (pick(g, 3)) {
+    case 0: emit(g, "0.0%u", 1 + pick(g, 9)); break;
+    case 1: emit(g, "step_decay(0.0%u, every=%u, factor=0.%u)", 1 + pick(g, 9), 1 + pick(g, 4), 1 + pick(g, 9)); break;
+    default: emit(g, "cosine(0.0%u, steps=%u, min=0)", 1 + pick(g, 9), 1 + pick(g, 8)); break;
+    }
+}
+
 /* The train block: every setting of graph/lower.c's list, each maybe, in any order. */
 static void train_block(Gen *g, const char *loss)
 {
     const char *const *keys = lower_train_keys();
     int nk = 0;
+    bool lr_set = false;   /* by the optimizer or the block */
     while (keys[nk]) nk++;
     emit(g, "train {\n");
     int start = (int)pick(g, (unsigned)nk);
@@ -711,6 +763,10 @@ static void train_block(Gen *g, const char *loss)
         bool needed = !strcmp(k, "data") || !strcmp(k, "minimize");
         if (!needed && !pick(g, 2)) continue;
         if (needed && rare(g, 16)) continue;   /* a missing setting */
+        if (!strcmp(k, "lr")) {   /* the optimizer's, or the block's: twice is an error */
+            if (lr_set && !rare(g, 8)) continue;
+            lr_set = true;
+        }
         emit(g, "  %s = ", k);
         if (!strcmp(k, "data")) {
             switch (pick(g, 5)) {
@@ -719,18 +775,13 @@ static void train_block(Gen *g, const char *loss)
             default: emit(g, "synthetic(count=%" PRId64 ")", 8 + 8 * (int64_t)pick(g, 8)); break;
             }
         } else if (!strcmp(k, "optimizer")) {
-            if (pick(g, 2)) {
-                emit(g, "adam(lr=0.0%u", 1 + pick(g, 9));
-                if (pick(g, 2)) emit(g, ", beta1=0.%u, beta2=0.99%u", 5 + pick(g, 5), pick(g, 10));
-                if (pick(g, 2)) emit(g, ", eps=1e-%u", 1 + pick(g, 9));
-            } else {
-                emit(g, "sgd(lr=0.0%u", 1 + pick(g, 9));
-                unsigned m = pick(g, 3);
-                if (m) emit(g, ", momentum=0.%u", m == 1 ? 0 : 1 + pick(g, 9));
-                if (m == 2 && pick(g, 2)) emit(g, ", nesterov=true");
-                if (rare(g, 4)) emit(g, ", nesterov=true");   /* twice, or without momentum */
-            }
-            emit(g, ")");
+            optimizer(g, &lr_set);
+        } else if (!strcmp(k, "lr")) {
+            lr_value(g);
+        } else if (!strcmp(k, "warmup")) {
+            emit(g, "%u", pick(g, 20));
+        } else if (!strcmp(k, "clip_norm")) {
+            emit(g, "%u.%u", pick(g, 3), 1 + pick(g, 9));
         } else if (!strcmp(k, "batch")) emit(g, "%" PRId64, size(g, 8));
         else if (!strcmp(k, "epochs") || !strcmp(k, "steps")) emit(g, "%" PRId64, size(g, 2));
         else if (!strcmp(k, "seed")) emit(g, "%u", pick(g, 1000));

@@ -119,10 +119,13 @@ static void run_step(const Graph *model, Purpose purpose, ExecMode mode, uint64_
             r->numel[i] = shape_numel(&g->nodes[g->outputs[i].node].shape);
             r->out[i] = calloc((size_t)r->numel[i] + 1, sizeof(float));
         }
-        const TrainSpec *t = &model->train;
-        StepEnv env = { .w = &r->w, .seed = t->seed, .lr = t->lr, .momentum = t->momentum, .beta1 = t->beta1,
-                        .beta2 = t->beta2, .eps = t->eps, .nesterov = t->nesterov,
-                        .training = purpose == FOR_TRAINING, .d = &d };
+        StepEnv env;
+        memset(&env, 0, sizeof env);
+        step_env_train(&env, &model->train, 0);   /* the optimizer's settings, step 0's lr */
+        env.w = &r->w;
+        env.seed = model->train.seed;
+        env.training = purpose == FOR_TRAINING;
+        env.d = &d;
         r->rc = executor_run(s.ex, (const void *const *)*feeds, r->out, &env);
         step_free(&s);
     }
@@ -224,7 +227,8 @@ static bool gradient_wrong(const Step *es, Weights *we, void **feeds, float *p, 
 
 /* Every parameter's gradient, at a few elements, against finite differences of the
  * loss through the evaluation graph (tests/test_train.c's check, on any model): a step
- * of plain SGD with lr 1 moves a parameter by minus its gradient.  For a model whose
+ * of plain SGD with lr 1 (no weight decay, no clipping) moves a parameter by minus its
+ * gradient.  For a model whose
  * step is the same in training and evaluation (no dropout) and whose loss is finite and
  * moderate. */
 static void check_gradients(const Graph *model, DiagSink *d)
@@ -232,9 +236,11 @@ static void check_gradients(const Graph *model, DiagSink *d)
     if (model->train.minimize < 0 || has_dropout(model)) return;
     Graph *g = graph_clone(model);
     if (!g) return;
-    g->train.optim = OPTIM_SGD;
+    g->train.optim = OPTIM_SGD;   /* plain: a step moves a parameter by minus lr times its gradient */
     g->train.momentum = 0;
     g->train.nesterov = false;
+    g->train.weight_decay = 0;
+    g->train.clip_norm = 0;
     CompileOptions co = { .mode = MODE_INTERP, .seed = 7 };
     Weights w = { 0 }, before = { 0 }, we = { 0 };
     Step ts = { 0 }, es = { 0 };
