@@ -470,9 +470,17 @@ static void op_reduce(Gen *g, size_t mark, GVal *s)
     else drop_axis(s, axis);
 }
 
-/* layer_norm over the last axis or (rank 3 and more) the last two */
+/* batch_norm over the batch (channels last), or layer_norm over the last axis or (rank 3
+ * and more) the last two */
 static void op_norm(Gen *g, size_t mark, const GVal *s)
 {
+    if (pick(g, 3) == 2) {
+        wrap(g, mark, "batch_norm(", "");
+        if (pick(g, 2)) emit(g, ", momentum=0.9%u", pick(g, 10));
+        if (pick(g, 4) == 3) emit(g, ", eps=1e-%u", 3 + pick(g, 4));
+        emit(g, ")");
+        return;
+    }
     wrap(g, mark, "layer_norm(", "");
     if (s->rank >= 3 && pick(g, 2)) emit(g, ", axis=[-2, -1]");
     if (pick(g, 4) == 3) emit(g, ", eps=1e-%u", 3 + pick(g, 4));

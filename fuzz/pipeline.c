@@ -187,10 +187,12 @@ static double loss_of(const Step *s, Weights *w, void **feeds)
     return l;
 }
 
-static bool has_dropout(const Graph *g)
+/* Whether g's training step computes another function than its evaluation: dropout
+ * drops, batch_norm normalizes with the batch's statistics. */
+static bool trains_otherwise(const Graph *g)
 {
     for (int i = 0; i < g->nnodes; i++)
-        if (g->nodes[i].op == OP_DROPOUT && g->nodes[i].a.dropout.rate > 0) return true;
+        if ((g->nodes[i].op == OP_DROPOUT && g->nodes[i].a.dropout.rate > 0) || g->nodes[i].op == OP_BATCH_NORM) return true;
     return false;
 }
 
@@ -229,11 +231,11 @@ static bool gradient_wrong(const Step *es, Weights *we, void **feeds, float *p, 
  * loss through the evaluation graph (tests/test_train.c's check, on any model): a step
  * of plain SGD with lr 1 (no weight decay, no clipping) moves a parameter by minus its
  * gradient.  For a model whose
- * step is the same in training and evaluation (no dropout) and whose loss is finite and
- * moderate. */
+ * step is the same in training and evaluation (trains_otherwise) and whose loss is
+ * finite and moderate. */
 static void check_gradients(const Graph *model, DiagSink *d)
 {
-    if (model->train.minimize < 0 || has_dropout(model)) return;
+    if (model->train.minimize < 0 || trains_otherwise(model)) return;
     Graph *g = graph_clone(model);
     if (!g) return;
     g->train.optim = OPTIM_SGD;   /* plain: a step moves a parameter by minus lr times its gradient */
