@@ -1908,13 +1908,6 @@ END_TEST
 
 /* ---- training ------------------------------------------------------------------------------ */
 
-static FILE *devnull(void)
-{
-    FILE *f = fopen("/dev/null", "w");
-    ck_assert_ptr_nonnull(f);
-    return f;
-}
-
 START_TEST(tiny_model_to_zero_loss)
 {
     Compiled c;
@@ -1925,11 +1918,8 @@ START_TEST(tiny_model_to_zero_loss)
                     "minimize = loss\nshuffle = false }\n");
     RunOptions o;
     run_options_default(&o);
-    o.log = LOG_QUIET;
-    o.out = devnull();
     RunResult r;
     ck_assert_msg(train_run(c.g, &o, &r, NULL, &c.d) == 0, "%s", c.d.buf ? c.d.buf : "");
-    fclose(o.out);
     ck_assert_msg(r.step_loss[0] > 1.0f, "starts near log(4): %g", r.step_loss[0]);
     ck_assert_msg(r.step_loss[r.nsteps - 1] < 0.01f, "final loss %g", r.step_loss[r.nsteps - 1]);
     ck_assert_float_near_rel(r.step_acc[r.nsteps - 1], 1.0, 0, 1e-6);
@@ -2029,12 +2019,9 @@ START_TEST(mnist_subset_one_epoch)
     o.epochs = 1;
     o.train_limit = 6000;
     o.test_limit = 2000;
-    o.log = LOG_QUIET;
-    o.out = devnull();
     o.threads = 1;
     RunResult r;
     ck_assert_msg(train_run(c.g, &o, &r, NULL, &c.d) == 0, "%s", c.d.buf ? c.d.buf : "");
-    fclose(o.out);
     /* chance is 0.10; an MLP sees 6000 examples once and should clear 0.85 */
     ck_assert_msg(r.test_acc > 0.85, "test accuracy %.4f", r.test_acc);
     ck_assert_msg(r.step_loss[0] > 2.0 && r.epoch_loss[0] < 1.0, "loss %g -> %g", r.step_loss[0], r.epoch_loss[0]);
@@ -2052,8 +2039,6 @@ static void short_mnist_run(RunOptions *o, char *dir, size_t len, int64_t epochs
     o->epochs = epochs;
     o->steps = steps;
     o->test_limit = 256;
-    o->log = LOG_QUIET;
-    o->out = devnull();
 }
 
 START_TEST(same_seed_same_curve)
@@ -2073,7 +2058,6 @@ START_TEST(same_seed_same_curve)
         o.have_seed = true;
         o.seed = k == 2 ? 8 : 7;
         ck_assert_msg(train_run(c.g, &o, &r[k], NULL, &c.d) == 0, "%s", c.d.buf ? c.d.buf : "");
-        fclose(o.out);
     }
     ck_assert_int_eq(r[0].nsteps, 12);
     ck_assert_msg(memcmp(r[0].step_loss, r[1].step_loss, 12 * sizeof(float)) == 0, "same seed, different curve");
@@ -2097,7 +2081,6 @@ START_TEST(threads_agree)
         o.batch = 128;
         o.threads = k + 1;
         ck_assert_msg(train_run(c.g, &o, &r[k], NULL, &c.d) == 0, "%s", c.d.buf ? c.d.buf : "");
-        fclose(o.out);
     }
     ck_assert_float_near_rel(r[1].step_loss[0], r[0].step_loss[0], 1e-6, 0);
     for (int s = 1; s < 4; s++) ck_assert_float_near_rel(r[1].step_loss[s], r[0].step_loss[s], 1e-4, 0);
@@ -2108,7 +2091,8 @@ START_TEST(threads_agree)
 END_TEST
 
 /* --check-numerics names the first op that makes a NaN, its line and the step, in both
- * modes; --max-memory refuses a step that needs more, saying how much it needs. */
+ * modes (without it the NaN loss stops the run, naming the step); --max-memory
+ * refuses a step that needs more, saying how much it needs. */
 START_TEST(numerics_and_memory_limit)
 {
     Compiled c;
@@ -2120,8 +2104,6 @@ START_TEST(numerics_and_memory_limit)
         run_options_default(&o);
         o.mode = mode ? MODE_COMPILED : MODE_INTERP;
         o.check_numerics = true;
-        o.log = LOG_QUIET;
-        o.out = devnull();
         RunResult r;
         DiagSink d;
         diag_init(&d, NULL);
@@ -2129,20 +2111,20 @@ START_TEST(numerics_and_memory_limit)
         ck_assert_msg(strstr(d.buf, "test.net:3:5: step 0: log produced NaN"), "%s", d.buf);
         diag_free(&d);
         run_result_free(&r);
-        fclose(o.out);
-        /* without the check, the run goes on (and its loss is NaN) */
+        /* without the check, the NaN loss stops the run at the same step, which the
+         * message names (the op is --check-numerics' to name) */
         o.check_numerics = false;
-        o.out = devnull();
-        ck_assert_int_eq(train_run(c.g, &o, &r, NULL, &c.d), 0);
+        diag_init(&d, NULL);
+        ck_assert_int_eq(train_run(c.g, &o, &r, NULL, &d), RUN_FAILED);
         ck_assert(isnan(r.step_loss[0]));
+        ck_assert_msg(strstr(d.buf, "the loss is NaN at step 0 (epoch 1/1, step 1/4)") &&
+                      strstr(d.buf, "--check-numerics names the op"), "%s", d.buf);
+        diag_free(&d);
         run_result_free(&r);
-        fclose(o.out);
     }
     RunOptions o;
     run_options_default(&o);
     o.max_memory = 100;   /* this tiny step needs a few hundred bytes */
-    o.log = LOG_QUIET;
-    o.out = devnull();
     RunResult r;
     DiagSink d;
     diag_init(&d, NULL);
@@ -2150,7 +2132,6 @@ START_TEST(numerics_and_memory_limit)
     ck_assert_msg(strstr(d.buf, "more than --max-memory 100"), "%s", d.buf);
     diag_free(&d);
     run_result_free(&r);
-    fclose(o.out);
     compiled_free_all(&c);
 }
 END_TEST
@@ -2167,13 +2148,10 @@ START_TEST(checkpoint_roundtrip_and_damage)
     close(fd);
     RunOptions o;
     run_options_default(&o);
-    o.log = LOG_QUIET;
-    o.out = devnull();
     o.save_path = path;
     RunResult r;
     Weights trained;
     ck_assert_msg(train_run(c.g, &o, &r, &trained, &c.d) == 0, "%s", c.d.buf ? c.d.buf : "");
-    fclose(o.out);
 
     /* load into fresh weights of the forward graph: eval gives the same loss */
     Weights w;
