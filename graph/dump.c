@@ -269,7 +269,9 @@ static void dot_escape(FILE *out, const char *s)
     }
 }
 
-void graph_dump_dot(const Graph *g, FILE *out)
+void graph_dump_dot(const Graph *g, FILE *out) { graph_dump_dot_extra(g, NULL, out); }
+
+void graph_dump_dot_extra(const Graph *g, const DumpExtra *x, FILE *out)
 {
     char b1[160], attrs[320];
     fprintf(out, "digraph \"");
@@ -287,8 +289,11 @@ void graph_dump_dot(const Graph *g, FILE *out)
         if (attrs[0]) { fputs("\\n", out); dot_escape(out, attrs); }
         fprintf(out, "\\n%s", dtype_name(n->dtype));
         dot_escape(out, shape_str(g, &n->shape, b1, sizeof b1));
-        fprintf(out, "\\nline %d\"];\n", line);
+        fprintf(out, "\\nline %d", line);
+        if (x && x->node) x->node(x->ctx, i, false, out);
+        fputs("\"];\n", out);
     }
+    if (x && x->top) x->top(x->ctx, false, out);
     for (int i = 0; i < g->nnodes; i++)
         for (int k = 0; k < g->nodes[i].nin; k++) fprintf(out, "  n%d -> n%d;\n", g->nodes[i].in[k], i);
     for (int i = 0; i < g->noutputs; i++) {
@@ -327,13 +332,16 @@ static void json_shape(const Graph *g, const Shape *s, FILE *out)
     fputc(']', out);
 }
 
-void graph_dump_json(const Graph *g, FILE *out)
+void graph_dump_json(const Graph *g, FILE *out) { graph_dump_json_extra(g, NULL, out); }
+
+void graph_dump_json_extra(const Graph *g, const DumpExtra *x, FILE *out)
 {
     char attrs[320];
     fputs("{\"format\": \"graphc-graph\", \"version\": 1, \"stage\": ", out);
-    json_str(out, g->stage ? g->stage : "graph");
+    json_str(out, x && x->stage ? x->stage : g->stage ? g->stage : "graph");
     fputs(", \"model\": ", out);
     if (g->model_name) json_str(out, g->model_name); else fputs("null", out);
+    if (x && x->top) x->top(x->ctx, true, out);
     fputs(",\n \"vars\": [", out);
     for (int i = 0; i < g->nvars; i++) {
         const Var *v = &g->vars[i];
@@ -356,7 +364,9 @@ void graph_dump_json(const Graph *g, FILE *out)
         fputs(", \"attrs\": ", out);
         json_str(out, attrs);
         if (n->name) { fputs(", \"name\": ", out); json_str(out, n->name); }
-        fprintf(out, ", \"line\": %d, \"col\": %d}", line, col);
+        fprintf(out, ", \"line\": %d, \"col\": %d", line, col);
+        if (x && x->node) x->node(x->ctx, i, true, out);
+        fputc('}', out);
     }
     fputs("],\n \"outputs\": [", out);
     for (int i = 0; i < g->noutputs; i++) {

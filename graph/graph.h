@@ -324,5 +324,19 @@ double graph_flops(const Graph *g);
 void graph_dump_text(const Graph *g, FILE *out);
 void graph_dump_dot(const Graph *g, FILE *out);
 void graph_dump_json(const Graph *g, FILE *out);
+/* What a later stage adds to a graph's dot and json dumps (the memory plan's:
+ * exec/plandump.c), so that its forms are the graph's with more in them.  NULL members
+ * add nothing. */
+typedef struct DumpExtra {
+    const char *stage;        /* the json's "stage" instead of g->stage */
+    /* after node id's fields: json, more `, "key": value` pairs; dot, more label
+     * lines, each starting with the two characters \n */
+    void (*node)(const void *ctx, int id, bool json, FILE *out);
+    /* json: `, "key": value` pairs after "model"; dot: statements before the closing brace */
+    void (*top)(const void *ctx, bool json, FILE *out);
+    const void *ctx;
+} DumpExtra;
+void graph_dump_dot_extra(const Graph *g, const DumpExtra *x, FILE *out);
+void graph_dump_json_extra(const Graph *g, const DumpExtra *x, FILE *out);
 
 #endif

@@ -3,6 +3,7 @@
 #include <math.h>
 #include <string.h>
 #include "graph/lower.h"
+#include "util/path.h"
 #include "util/suggest.h"
 
 /* ---- values ------------------------------------------------------------------------ */
@@ -791,6 +792,18 @@ static Val b_init(Lower *L, Call *c)
 
 /* ---- train block values -------------------------------------------------------------------- */
 
+/* A path written in the model (a data source's, the checkpoint's) as every reader must
+ * take it: relative to the .net file's folder (util/path.h).  Every path the language
+ * accepts goes through here.  In the graph's arena; NULL after reporting. */
+static const char *lower_path(Lower *L, const char *written, Loc loc)
+{
+    char *p = path_resolve(L->g->src ? L->g->src->name : NULL, written);
+    const char *r = p ? arena_strdup(&L->g->arena, p) : NULL;
+    gc_free(p);
+    if (!r) error_at(L, loc, "out of memory");
+    return r;
+}
+
 static Val b_data(Lower *L, Call *c)
 {
     Val v;
@@ -802,8 +815,8 @@ static Val b_data(Lower *L, Call *c)
     if (v.data == DATA_MNIST) {
         if (c->npos != 1 || c->pos[0].kind != V_STR)
             return error_at(L, v.loc, "mnist: give the folder of the IDX files, e.g. mnist(\"data/mnist\")");
-        v.str = c->pos[0].str;
-        return v;
+        v.str = lower_path(L, c->pos[0].str, c->pos[0].loc);
+        return v.str ? v : verr(v.loc);
     }
     if (!no_more_pos(L, c, 0) || !kw_int(L, c, "count", false, 4096, 1, INT32_MAX, &v.count)) return verr(v.loc);
     return v;
@@ -2147,7 +2160,7 @@ static void lower_train(Lower *L, const Stmt *s)
         case 0:
             if (v.kind == V_DATA) {
                 t->data = v.data;
-                t->data_path = v.str ? arena_strdup(&L->g->arena, v.str) : NULL;
+                t->data_path = v.str;   /* resolved, in the graph's arena (b_data) */
                 t->synth_count = v.count;
             } else if (v.kind != V_ERROR)
                 error_at(L, v.loc, "train: 'data' must be mnist(\"folder\") or synthetic(count=N)");
@@ -2184,7 +2197,7 @@ static void lower_train(Lower *L, const Stmt *s)
                 error_at(L, v.loc, "train: 'minimize' must name the loss value, got %s", val_kind_name(v.kind));
             break;
         case 7:
-            if (v.kind == V_STR) t->checkpoint = arena_strdup(&L->g->arena, v.str);
+            if (v.kind == V_STR) t->checkpoint = lower_path(L, v.str, v.loc);
             else if (v.kind != V_ERROR) error_at(L, v.loc, "train: 'checkpoint' must be a path string");
             break;
         case 8:

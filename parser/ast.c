@@ -239,7 +239,7 @@ static void expr_json(const Ast *a, const Source *src, FILE *out)
 
 void ast_dump_json(const Program *p, const Source *src, FILE *out)
 {
-    fputs("{\"stage\": \"ast\", \"model\": ", out);
+    fputs("{\"format\": \"graphc-ast\", \"version\": 1, \"stage\": \"ast\", \"model\": ", out);
     if (p->model_name) print_json_string(out, p->model_name); else fputs("null", out);
     fputs(", \"statements\": [\n", out);
     for (int i = 0; i < p->nstmts; i++) {

@@ -382,22 +382,52 @@ static Stmt *mk_unpack(struct LexState *ls, Loc loc, char *first, Loc first_loc,
     return s->nnames == nrest + 1 ? s : NULL;
 }
 
-/* "unexpected X; expected A, B or C": the expected set is exact thanks to LAC. */
+/* "unexpected X; expected A, B or C": the expected set is exact thanks to LAC, and said
+ * as a reader thinks of it.  The tokens that can start an expression are "an
+ * expression"; after a complete expression, what could continue its last operand (an
+ * operator, '[' of an index, and after a name '(' of a call or '=' of a keyword
+ * argument) is left out: possible at every such place, listing it hid what the
+ * statement itself needed (`conv2d(x filters=8)`: ',' or ')').  Where a statement can
+ * start, that is "a statement".  A list longer than MAXSAY is left out: it would read
+ * as "anything". */
 static int yyreport_syntax_error(const yypcontext_t *ctx, void *scanner, struct LexState *ls)
 {
     (void)scanner;
-    enum { MAXEXP = 7 };
-    yysymbol_kind_t expected[MAXEXP];
-    int n = yypcontext_expected_tokens(ctx, expected, MAXEXP);
+    enum { MAXSAY = 6 };
+    yysymbol_kind_t expected[YYNTOKENS];
+    int n = yypcontext_expected_tokens(ctx, expected, YYNTOKENS);
     yysymbol_kind_t got = yypcontext_token(ctx);
+    static const int starts[] = { YYSYMBOL_IDENT, YYSYMBOL_INT, YYSYMBOL_FLOAT, YYSYMBOL_STRING, YYTRANSLATE('('),
+                                  YYTRANSLATE('['), YYTRANSLATE('-') };
+    static const int operators[] = { YYTRANSLATE('+'), YYTRANSLATE('-'), YYTRANSLATE('*'), YYTRANSLATE('/'),
+                                     YYTRANSLATE('['), YYTRANSLATE('('), YYTRANSLATE('=') };
+    bool want[YYNTOKENS] = { false };
+    for (int i = 0; i < n; i++) want[expected[i]] = true;
+    bool expression = true, after_expression = want[YYTRANSLATE('+')] && want[YYTRANSLATE('*')];
+    for (size_t i = 0; i < sizeof starts / sizeof *starts; i++) expression &= want[starts[i]];
+    static const int statements[] = { YYSYMBOL_IDENT, YYSYMBOL_KW_INPUT, YYSYMBOL_KW_OUTPUT, YYSYMBOL_KW_PARAM,
+                                      YYSYMBOL_KW_TRAIN, YYSYMBOL_NEWLINE, YYSYMBOL_YYEOF, YYSYMBOL_KW_MODEL };
+    bool statement = true;
+    for (size_t i = 0; i < 5; i++) statement &= want[statements[i]];   /* the five that begin one */
+    if (statement)
+        for (size_t i = 0; i < sizeof statements / sizeof *statements; i++) want[statements[i]] = false;
+    else if (expression)
+        for (size_t i = 0; i < sizeof starts / sizeof *starts; i++) want[starts[i]] = false;
+    else if (after_expression)
+        for (size_t i = 0; i < sizeof operators / sizeof *operators; i++) want[operators[i]] = false;
+    const char *say[YYNTOKENS + 1];
+    int nsay = 0;
+    for (int i = 0; i < n; i++)
+        if (want[expected[i]]) say[nsay++] = yysymbol_name(expected[i]);
+    if (statement) say[nsay++] = "a statement";
+    else if (expression) say[nsay++] = "an expression";
     char msg[512];
-    size_t len = 0;
-    len += (size_t)snprintf(msg + len, sizeof msg - len, "unexpected %s", yysymbol_name(got));
-    if (n > 0 && n <= MAXEXP - 1) {
+    size_t len = (size_t)snprintf(msg, sizeof msg, "unexpected %s", yysymbol_name(got));
+    if (n > 0 && nsay > 0 && nsay <= MAXSAY) {
         len += (size_t)snprintf(msg + len, sizeof msg - len, "; expected ");
-        for (int i = 0; i < n && len < sizeof msg; i++)
-            len += (size_t)snprintf(msg + len, sizeof msg - len, "%s%s",
-                                    i == 0 ? "" : i == n - 1 ? " or " : ", ", yysymbol_name(expected[i]));
+        for (int i = 0; i < nsay && len < sizeof msg; i++)
+            len += (size_t)snprintf(msg + len, sizeof msg - len, "%s%s", i == 0 ? "" : i == nsay - 1 ? " or " : ", ",
+                                    say[i]);
     }
     Loc at = *yypcontext_location(ctx);
     diag_error(ls->diag, at, "%s", msg);

@@ -75,6 +75,10 @@ TESTS += tests/golden.sh tests/deep.sh tests/regress.sh tests/resume.sh tests/cl
 EXTRA_DIST += tests/golden.sh tests/deep.sh tests/regress.sh tests/regress tests/golden tests/errors tests/resume.sh \
 	tests/cli_run.sh tests/valgrind.sh tests/valgrind.net tests/install.sh tests/mpi.sh tests/layers.sh tests/predict.sh \
 	tests/ablate_cli.sh
+# cli.sh: what a newcomer meets on the command line (issue 17), a check per behaviour;
+# readme.sh: the README's synopsis is --help, its sample run what run prints
+TESTS += tests/cli.sh tests/readme.sh
+EXTRA_DIST += tests/cli.sh tests/readme.sh
 
 # examples/classify.c as its README builds it, but against this build's library
 check_PROGRAMS += examples/classify
