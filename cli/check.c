@@ -68,8 +68,10 @@ static void summary(const Model *m, FILE *out)
     const TrainSpec *t = &g->train;
     if (t->present) {
         fputs("train    ", out);
-        if (t->data == DATA_MNIST) fprintf(out, "mnist(\"%s\")", t->data_path);
-        else fprintf(out, "synthetic(count=%lld)", (long long)t->synth_count);
+        static const char *source[DATA_KIND_COUNT] = { "", "mnist", "synthetic", "idx", "npy", "csv", "cifar10",
+                                                       "images", "text" };
+        if (t->data == DATA_SYNTHETIC) fprintf(out, "synthetic(count=%lld)", (long long)t->synth_count);
+        else fprintf(out, "%s(\"%s\")", source[t->data], t->data_path);
         if (t->optim == OPTIM_SGD) {
             fprintf(out, ", sgd(lr=%g", t->lr);
             if (t->momentum > 0) fprintf(out, ", momentum=%g%s", t->momentum, t->nesterov ? ", nesterov" : "");

@@ -26,7 +26,7 @@ typedef struct RunOptions {
     int64_t max_memory;             /* refuse to train if the step needs more bytes (0: no limit) */
     uint64_t passes_off;            /* compiler passes switched off (CompileOptions.passes_off) */
     const char *plot_path;          /* SVG of the run */
-    const char *data_dir;           /* overrides mnist("...") */
+    const char *data_dir;           /* overrides the data source's file or folder */
     LogMode log;
     FILE *out;                      /* progress and results (stdout) */
     /* Data parallel (docs/distributed.md): with a Comm of N ranks, each rank trains on
