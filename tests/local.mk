@@ -4,7 +4,8 @@
 #   test_kernels   the compute kernels against reference loops
 #   test_train     executors, passes, fusions, memory plans, training runs
 #   test_bench     what the benchmark report stands on: bytes per step, small-batch paths
-#   test_data      data sources;  test_image  image files;  test_plot  SVG plots
+#   test_data      data sets and batches;  test_sources  the data sources of issue 14
+#   test_image  image files;  test_plot  SVG plots
 #   test_api       the public C API alone (two models on two threads)
 #   test_onnx      ONNX export and import: round trips, damaged files (when built with ONNX)
 #   test_checkpoint  checkpoints (crafted fields, streams, resuming) and output files
@@ -21,7 +22,8 @@ TEST_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 TEST_LIBS = $(GRAPHC_LIBS) $(CHECK_LIBS)
 AM_TESTS_ENVIRONMENT = top_srcdir='$(top_srcdir)'; top_builddir='$(top_builddir)'; SAN_CFLAGS='$(SAN_CFLAGS)'; export top_srcdir top_builddir SAN_CFLAGS; CK_DEFAULT_TIMEOUT=600; export CK_DEFAULT_TIMEOUT;
 
-CHECK_SUITES = tests/test_frontend tests/test_kernels tests/test_train tests/test_bench tests/test_data tests/test_image \
+CHECK_SUITES = tests/test_frontend tests/test_kernels tests/test_train tests/test_bench tests/test_data tests/test_sources \
+	tests/test_image \
 	tests/test_plot tests/test_api tests/test_ablate
 check_PROGRAMS += $(CHECK_SUITES)
 TESTS += $(CHECK_SUITES)
@@ -40,6 +42,9 @@ tests_test_bench_LDADD = $(TEST_LIBS)
 tests_test_data_SOURCES = tests/test_data.c
 tests_test_data_CFLAGS = $(TEST_CFLAGS)
 tests_test_data_LDADD = $(TEST_LIBS)
+tests_test_sources_SOURCES = tests/test_sources.c tests/datafiles.h
+tests_test_sources_CFLAGS = $(TEST_CFLAGS)
+tests_test_sources_LDADD = $(TEST_LIBS)
 tests_test_image_SOURCES = tests/test_image.c tests/testutil.h
 tests_test_image_CFLAGS = $(TEST_CFLAGS)
 tests_test_image_LDADD = $(TEST_LIBS)
