@@ -1,5 +1,5 @@
-/* libFuzzer target: the IDX reader (every element type, plain and gzip), through a file as graphc reads it.
- * Any input: a loaded array whose size matches its header, or an error. */
+/* libFuzzer target: the IDX reader (every element type, plain and gzip), through a file
+ * as graphc reads it.  Any input: a loaded array whose size matches its header, or an error. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
