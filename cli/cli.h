@@ -34,6 +34,11 @@ int cmd_run(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_predict(int argc, char **argv);
+int cmd_sample(int argc, char **argv);
+/* For a model trained on text(): prints the unigram and bigram baselines' loss on its
+ * validation bytes (data_dir, if not NULL, in place of its file).  0 (also when the
+ * source is not text), or -1 with the error in d. */
+int cli_text_baselines(const Graph *g, const char *data_dir, DiagSink *d);
 int cmd_export(int argc, char **argv);
 int cmd_import(int argc, char **argv);
 

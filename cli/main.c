@@ -25,6 +25,7 @@ static const char usage[] =
     "  run FILE              train the model as its train block says, then evaluate\n"
     "  eval FILE --weights P evaluate saved weights on the test set\n"
     "  predict FILE --weights P IMAGE...  classify PGM or PNG images, top-k classes\n"
+    "  sample FILE --weights P --prompt T  continue a text with a byte-level model\n"
     "  bench FILE            time the interpreter and the compiled plan side by side\n"
     "  export FILE --weights P -o M.onnx  the inference graph as an ONNX model\n"
     "  import M.onnx -o FILE.net  an ONNX model as a .net file (--weights-out P)\n"
@@ -116,6 +117,7 @@ static const struct {
     { "eval", cmd_eval },
     { "bench", cmd_bench },
     { "predict", cmd_predict },
+    { "sample", cmd_sample },
     { "export", cmd_export },
     { "import", cmd_import },
 };

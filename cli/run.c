@@ -246,7 +246,7 @@ int cmd_eval(int argc, char **argv)
     if (weights_init(&w, m.graph, 0, &d) == 0) {
         if (checkpoint_load(weights, m.graph, &w, &d) == 0 && eval_run(m.graph, &o, &w, &loss, &acc, &d) == 0) {
             if (comm_rank(o.comm) == 0) printf("Test loss: %.4f - test acc: %.4f\n", loss, acc);
-            rc = EXIT_OK;
+            rc = comm_rank(o.comm) == 0 && cli_text_baselines(m.graph, o.data_dir, &d) != 0 ? EXIT_BAD_INPUT : EXIT_OK;
         }
         weights_free(&w);
     }

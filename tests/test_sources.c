@@ -14,6 +14,7 @@
 #include <unistd.h>
 #include "graph/lower.h"
 #include "run/sources.h"
+#include "run/text.h"
 #include "run/train.h"
 #include "tests/datafiles.h"
 #include "util/mem.h"
@@ -740,6 +741,56 @@ START_TEST(text_source)
 }
 END_TEST
 
+/* The baselines by hand: training text "abab", validation "xab" with windows of 1 at
+ * stride 1 predicting 'a' after 'x' and 'b' after 'a'. */
+START_TEST(text_baselines_by_hand)
+{
+    const uint8_t tr_text[] = "abab", va_text[] = "xab";
+    Dataset tr, va;
+    DiagSink d;
+    diag_init(&d, NULL);
+    ck_assert_int_eq(dataset_text("tr", tr_text, 0, 4, 1, 1, &tr, &d), 0);
+    ck_assert_int_eq(dataset_text("va", va_text, 0, 3, 1, 1, &va, &d), 0);
+    ck_assert_int_eq(va.count, 2);
+    double uni, bi;
+    ck_assert_int_eq(text_baselines(&tr, &va, &uni, &bi), 0);
+    /* unigram: p(a) = p(b) = (2 + 1) / (4 + 256); bigram: p(a | x) = (0 + p(a)) / (0 + 1),
+     * p(b | a) = (2 + p(b)) / (2 + 1): pairs ab, ba, ab */
+    double pa = 3.0 / 260, pb = pa;
+    ck_assert_double_eq_tol(uni, -(log(pa) + log(pb)) / 2, 1e-12);
+    ck_assert_double_eq_tol(bi, -(log(pa) + log((2 + pb) / 3)) / 2, 1e-12);
+    /* not text: refused */
+    Dataset none = { 0 };
+    ck_assert_int_eq(text_baselines(&none, &va, &uni, &bi), -1);
+    dataset_free(&tr);
+    dataset_free(&va);
+    diag_free(&d);
+}
+END_TEST
+
+START_TEST(text_pick_draws)
+{
+    const float p[4] = { 0.1f, 0.6f, 0.3f, 0 };
+    ck_assert_int_eq(text_pick(p, 4, 0, 0.99), 1);   /* greedy */
+    /* temperature 1: the running sums 0.1, 0.7, 1.0 */
+    ck_assert_int_eq(text_pick(p, 4, 1, 0.0), 0);
+    ck_assert_int_eq(text_pick(p, 4, 1, 0.099), 0);
+    ck_assert_int_eq(text_pick(p, 4, 1, 0.101), 1);
+    ck_assert_int_eq(text_pick(p, 4, 1, 0.69), 1);
+    ck_assert_int_eq(text_pick(p, 4, 1, 0.71), 2);
+    ck_assert_int_eq(text_pick(p, 4, 1, 0.99999), 2);   /* never the zero */
+    /* temperature 0.5: weights 0.01, 0.36, 0.09 of 0.46 */
+    ck_assert_int_eq(text_pick(p, 4, 0.5, 0.009 / 0.46), 0);
+    ck_assert_int_eq(text_pick(p, 4, 0.5, 0.011 / 0.46), 1);
+    ck_assert_int_eq(text_pick(p, 4, 0.5, 0.371 / 0.46), 2);
+    const float bad[3] = { NAN, -1, INFINITY };
+    ck_assert_int_eq(text_pick(bad, 3, 1, 0.5), 0);
+    const float one_nan[3] = { NAN, 0, 2 };
+    ck_assert_int_eq(text_pick(one_nan, 3, 1, 0.1), 2);
+    ck_assert_int_eq(text_pick(one_nan, 3, 0, 0.1), 2);
+}
+END_TEST
+
 /* ---- through a .net file ---------------------------------------------------------------
  * The sources as the language writes them, the model's inputs checked in eval_run. */
 
@@ -845,6 +896,8 @@ Suite *make_sources_suite(void)
     tcase_add_test(tc, cifar10_source);
     tcase_add_test(tc, images_source);
     tcase_add_test(tc, text_source);
+    tcase_add_test(tc, text_baselines_by_hand);
+    tcase_add_test(tc, text_pick_draws);
     suite_add_tcase(s, tc);
     TCase *lang = tcase_create("language");
     tcase_add_test(lang, language_sources);
