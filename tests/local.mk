@@ -17,7 +17,7 @@
 # (no file includes a folder of a layer above its own), predict.sh (graphc predict's
 # reports and exit status, and examples/classify beside it), ablate_cli.sh (graphc
 # bench --ablate's refusals and plot), sample.sh (a text() model, graphc eval's
-# baselines, graphc sample).
+# baselines, graphc sample), tabular.sh (the csv() and npy() models, NumPy's files).
 # Run the tests that expose known bugs with: GRAPHC_KNOWN_BUGS=1 tests/test_frontend
 TEST_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 TEST_LIBS = $(GRAPHC_LIBS) $(CHECK_LIBS)
@@ -60,9 +60,9 @@ tests_test_ablate_CFLAGS = $(TEST_CFLAGS)
 tests_test_ablate_LDADD = $(TEST_LIBS)
 
 TESTS += tests/golden.sh tests/resume.sh tests/valgrind.sh tests/install.sh tests/mpi.sh tests/layers.sh \
-	tests/predict.sh tests/ablate_cli.sh tests/sample.sh
+	tests/predict.sh tests/ablate_cli.sh tests/sample.sh tests/tabular.sh
 EXTRA_DIST += tests/golden.sh tests/golden tests/errors tests/resume.sh tests/valgrind.sh tests/valgrind.net \
-	tests/install.sh tests/mpi.sh tests/layers.sh tests/predict.sh tests/ablate_cli.sh tests/sample.sh
+	tests/install.sh tests/mpi.sh tests/layers.sh tests/predict.sh tests/ablate_cli.sh tests/sample.sh tests/tabular.sh
 
 # examples/classify.c as its README builds it, but against this build's library
 check_PROGRAMS += examples/classify

@@ -414,6 +414,7 @@ END_TEST
 static const char *const model_files[] = {
     "models/mnist.net", "models/mnist-adam.net", "models/mlp.net", "models/lenet5.net",
     "models/resnet.net", "models/siamese.net", "models/large.net", "models/charlm.net",
+    "models/spirals.net", "models/rings.net",
 };
 
 /* Three training steps of `ex` on random feeds (labels in [0, classes)), every
@@ -652,8 +653,8 @@ END_TEST
 START_TEST(gemm_update_curve)
 {
     enum { STEPS = 100 };
-    static const int fused_in[] = { 1, 1, 1, 1, 0, 0, 1, 7 };   /* matmul_update nodes, per model_files */
-    static const int dense_in[] = { 0, 0, 2, 0, 0, 0, 1, 0 };   /* matmul_grad_update nodes */
+    static const int fused_in[] = { 1, 1, 1, 1, 0, 0, 1, 7, 0, 0 };   /* matmul_update nodes, per model_files */
+    static const int dense_in[] = { 0, 0, 2, 0, 0, 0, 1, 0, 0, 0 };   /* matmul_grad_update nodes */
     static_assert(sizeof fused_in / sizeof *fused_in == sizeof model_files / sizeof *model_files, "one per model");
     static_assert(sizeof dense_in / sizeof *dense_in == sizeof model_files / sizeof *model_files, "one per model");
     Compiled c;
