@@ -21,7 +21,7 @@ static const char run_usage[] =
     "  --lr X            learning rate\n"
     "  --seed N          seed of initialisation, shuffling and dropout\n"
     "  --threads N       threads (default: all cores)\n"
-    "  --data DIR        folder of the MNIST files (overrides mnist(\"...\"))\n"
+    "  --data PATH       the data source's file or folder (overrides the train block's)\n"
     "  --train-limit N   train on the first N examples only\n"
     "  --test-limit N    evaluate on the first N test examples only\n"
     "  --validate        evaluate on the test set after every epoch\n"
