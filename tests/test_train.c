@@ -1866,9 +1866,10 @@ START_TEST(tiny_model_to_zero_loss)
 END_TEST
 
 /* models/charlm.net learns to continue a text: windows of a sentence repeated, each
- * position's label the byte after it, 40 Adam steps in the compiled plan (the train
- * block's optimizer) take the loss from about log(256) to under half of it.  The
- * integer inputs are fed as they will be from a text source. */
+ * position's label the byte after it, 40 steps in the compiled plan (the train block's
+ * AdamW at its schedule's base rate, without the decay) take the loss from about
+ * log(256) to under half of it.  The integer inputs are fed as a text source feeds
+ * them. */
 static void text_windows(int32_t *ids, int32_t *next, int64_t batch, int64_t len, uint64_t seed)
 {
     static const char text[] = "the quick brown fox jumps over the lazy dog. ";
