@@ -482,7 +482,10 @@ static const OpKind activation_ops[] = {
 /* Layer name: name= if given, else Keras' scheme: dense, dense_1, dense_2, ... */
 static const char *layer_name(Lower *L, Call *c, int kind, const char *base)
 {
-    static const char *const first_var[] = { "kernel", "kernel", "gamma" };   /* by kind: names taken */
+    /* by kind (layer_count's index): the first parameter's name, taken or not */
+    static const char *const first_var[8] = { "kernel", "kernel", "gamma", "kernel", "embeddings", "gamma",
+                                              "query/kernel", "kernel" };
+    static_assert(sizeof first_var / sizeof *first_var == sizeof L->layer_count / sizeof *L->layer_count, "one per kind");
     Kw *k = kw_find(c, "name");
     const char *given = kw_string(L, c, "name", NULL);
     if (k && !given) return NULL;
