@@ -5,6 +5,7 @@
 #define GRAPHC_CLI_H
 #include "graph/graph.h"
 #include "graph/lower.h"
+#include "exec/executor.h"
 
 enum { EXIT_OK = 0, EXIT_BAD_INPUT = 1, EXIT_USAGE = 2 };
 
@@ -27,6 +28,8 @@ int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format
 /* Parses a non-negative integer flag value; prints a usage error and returns false if bad. */
 bool cli_parse_i64(const char *cmd, const char *flag, const char *s, int64_t lo, int64_t hi, int64_t *out);
 bool cli_parse_f64(const char *cmd, const char *flag, const char *s, double lo, double hi, double *out);
+/* --mode's value: EXIT_OK with *out, or EXIT_USAGE after the usage error. */
+int cli_parse_mode(const char *cmd, const char *s, ExecMode *out);
 
 int cmd_check(int argc, char **argv);
 int cmd_dump(int argc, char **argv);

@@ -75,6 +75,14 @@ bool cli_parse_f64(const char *cmd, const char *flag, const char *s, double lo, 
     return true;
 }
 
+int cli_parse_mode(const char *cmd, const char *s, ExecMode *out)
+{
+    if (strcmp(s, "compiled") == 0) *out = MODE_COMPILED;
+    else if (strcmp(s, "interp") == 0) *out = MODE_INTERP;
+    else return cli_usage_error(cmd, "--mode: expected compiled or interp, got '%s'", s);
+    return EXIT_OK;
+}
+
 int cli_load_model_quiet(Model *m, const char *path)
 {
     memset(m, 0, sizeof *m);

@@ -44,11 +44,7 @@ int cmd_predict(int argc, char **argv)
         case 'h': fputs(predict_usage, stdout); return EXIT_OK;
         case 'w': weights = optarg; break;
         case 'k': if (!cli_parse_i64("predict", "--top", optarg, 1, 1000, &top)) return EXIT_USAGE; break;
-        case 'm':
-            if (strcmp(optarg, "compiled") == 0) mode = MODE_COMPILED;
-            else if (strcmp(optarg, "interp") == 0) mode = MODE_INTERP;
-            else return cli_usage_error("predict", "--mode: expected compiled or interp, got '%s'", optarg);
-            break;
+        case 'm': if (cli_parse_mode("predict", optarg, &mode) != EXIT_OK) return EXIT_USAGE; break;
         case ':': return cli_usage_error("predict", "option '%s' needs a value", argv[optind - 1]);
         default: return cli_usage_error("predict", "unknown option '%s'", argv[optind - 1]);
         }

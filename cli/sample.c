@@ -114,11 +114,7 @@ int cmd_sample(int argc, char **argv)
         case 'n': if (!cli_parse_i64("sample", "--length", optarg, 0, 1 << 24, &length)) return EXIT_USAGE; break;
         case 't': if (!cli_parse_f64("sample", "--temperature", optarg, 0, 100, &temp)) return EXIT_USAGE; break;
         case 's': if (!cli_parse_i64("sample", "--seed", optarg, 0, INT64_MAX, &seed)) return EXIT_USAGE; break;
-        case 'm':
-            if (strcmp(optarg, "compiled") == 0) mode = MODE_COMPILED;
-            else if (strcmp(optarg, "interp") == 0) mode = MODE_INTERP;
-            else return cli_usage_error("sample", "--mode: expected compiled or interp, got '%s'", optarg);
-            break;
+        case 'm': if (cli_parse_mode("sample", optarg, &mode) != EXIT_OK) return EXIT_USAGE; break;
         case ':': return cli_usage_error("sample", "option '%s' needs a value", argv[optind - 1]);
         default: return cli_usage_error("sample", "unknown option '%s'", argv[optind - 1]);
         }

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "fuzz/feed.h"
 #include "fuzz/recipe.h"
 #include "run/sources.h"
 #include "tests/datafiles.h"
@@ -100,30 +101,7 @@ static void write_file(const char *path, int fmt, bool raw, Recipe *r, bool labe
 static void feed(const Dataset *ds, const DataWant *want)
 {
     if (ds->count < 1 || ds->sample_size < 1 || !ds->name) abort();
-    DiagSink d;
-    diag_init(&d, NULL);
-    if (dataset_check(ds, want, &d) != 0) {
-        if (d.nerrors == 0) abort();
-        diag_free(&d);
-        return;
-    }
-    int64_t per = 1, lp = want->y_per_example;
-    for (int i = 0; i < want->x_rank; i++) per *= want->x_shape[i];
-    int64_t batch = 1 + ds->count / 3;
-    float *x = gc_malloc((size_t)(batch * per) * sizeof *x);
-    int32_t *y = gc_malloc((size_t)(batch * lp) * sizeof *y);
-    int64_t *perm = gc_malloc((size_t)ds->count * sizeof *perm), pass = -1;
-    if (x && y && perm) {
-        for (int64_t step = 0; step < 3; step++) dataset_batch(ds, batch, step, true, 7, x, y, perm, &pass);
-        dataset_slice(ds, ds->count - batch, batch, x, y);
-        int32_t top = want->nclasses ? want->nclasses : ds->nclasses;
-        for (int64_t i = 0; i < batch * lp; i++)
-            if (y[i] < 0 || (top > 0 && y[i] >= top)) abort();
-    }
-    gc_free(x);
-    gc_free(y);
-    gc_free(perm);
-    diag_free(&d);
+    fuzz_feed(ds, want);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

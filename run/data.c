@@ -147,17 +147,22 @@ static int64_t read_growing(gzFile gz, const char *path, uint8_t **buf, int64_t 
     return got;
 }
 
+/* path opened for reading, gzip-compressed or not; NULL reported. */
+static gzFile open_gz(const char *path, DiagSink *d)
+{
+    errno = 0;
+    gzFile gz = gzopen(path, "rb");
+    if (!gz) diag_plain(d, "%s: cannot open: %s", path, errno ? strerror(errno) : "out of memory");
+    else gzbuffer(gz, 1u << 17);
+    return gz;
+}
+
 int data_read_file(const char *path, int64_t max, uint8_t **buf, int64_t *len, DiagSink *d)
 {
     *buf = NULL;
     *len = 0;
-    errno = 0;
-    gzFile gz = gzopen(path, "rb");
-    if (!gz) {
-        diag_plain(d, "%s: cannot open: %s", path, errno ? strerror(errno) : "out of memory");
-        return -1;
-    }
-    gzbuffer(gz, 1u << 17);
+    gzFile gz = open_gz(path, d);
+    if (!gz) return -1;
     char amount[32];
     snprintf(amount, sizeof amount, "%" PRId64, max + 1);
     /* one byte past the limit tells a file at the limit from a larger one */
@@ -186,13 +191,8 @@ done:
 int idx_load(const char *path, IdxData *out, DiagSink *d)
 {
     memset(out, 0, sizeof *out);
-    errno = 0;
-    gzFile gz = gzopen(path, "rb");
-    if (!gz) {
-        diag_plain(d, "%s: cannot open: %s", path, errno ? strerror(errno) : "out of memory");
-        return -1;
-    }
-    gzbuffer(gz, 1u << 17);
+    gzFile gz = open_gz(path, d);
+    if (!gz) return -1;
     uint8_t *data = NULL;
     unsigned char head[4 + 4 * IDX_MAX_RANK];
 

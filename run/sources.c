@@ -14,12 +14,12 @@
 
 /* ---- building a set ------------------------------------------------------------- */
 
-/* "dir/name" (to free), or NULL reported. */
+/* "dir/name" (to free), or NULL reported (in d, when not NULL). */
 static char *join(const char *dir, const char *name, DiagSink *d)
 {
     size_t n = strlen(dir) + strlen(name) + 2;
     char *p = gc_malloc(n);
-    if (!p) diag_plain(d, "%s/%s: out of memory", dir, name);
+    if (!p && d) diag_plain(d, "%s/%s: out of memory", dir, name);
     else snprintf(p, n, "%s%s%s", dir, *dir && dir[strlen(dir) - 1] != '/' ? "/" : "", name);
     return p;
 }
@@ -80,14 +80,11 @@ int dataset_from_arrays(const IdxData *x, const char *xpath, const IdxData *y, c
         diag_plain(d, "%s: %" PRId64 " examples, but %s has %" PRId64 " labels", xpath, count, ypath, y->dims[0]);
         return -1;
     }
-    if (y->type == EL_F32 || y->type == EL_F64 || y->type == EL_I64 || y->type == EL_I32 || y->type == EL_I16 ||
-        y->type == EL_I8 || y->type == EL_U8) {
-        for (int64_t i = 0; i < count; i++) {
-            double v = idx_value(y, i);
-            if (!(v >= 0 && v <= INT32_MAX && v == floor(v))) {
-                diag_plain(d, "%s: label %g at index %" PRId64 " is not a class number (an integer from 0)", ypath, v, i);
-                return -1;
-            }
+    for (int64_t i = 0; i < count; i++) {
+        double v = idx_value(y, i);
+        if (!(v >= 0 && v <= INT32_MAX && v == floor(v))) {
+            diag_plain(d, "%s: label %g at index %" PRId64 " is not a class number (an integer from 0)", ypath, v, i);
+            return -1;
         }
     }
     if (ds_alloc(out, count, x->dims + 1, x->rank - 1, xpath, ypath, "examples", d) != 0) return -1;
@@ -544,6 +541,26 @@ int dataset_load_cifar10(const char *dir, bool train, Dataset *out, DiagSink *d)
 
 /* ---- a folder of images per class ------------------------------------------------ */
 
+static void free_list(char **names, int n)
+{
+    for (int i = 0; i < n; i++) gc_free(names[i]);
+    gc_free(names);
+}
+
+/* Whether dir/name is a folder (want_dirs) or a file ending in .png or .pgm. */
+static bool wanted(const char *dir, const char *name, bool want_dirs)
+{
+    struct stat st;
+    char *full = join(dir, name, NULL);
+    bool ok = full && stat(full, &st) == 0;
+    gc_free(full);
+    if (!ok) return false;
+    if (want_dirs) return S_ISDIR(st.st_mode);
+    size_t len = strlen(name);
+    return S_ISREG(st.st_mode) && len > 4 &&
+           (strcasecmp(name + len - 4, ".png") == 0 || strcasecmp(name + len - 4, ".pgm") == 0);
+}
+
 /* The names in `dir` (sorted; hidden ones skipped) that are folders (want_dirs) or
  * files ending in .png or .pgm.  *n of them, or NULL reported (an empty list is not
  * NULL). */
@@ -555,42 +572,30 @@ static char **list_dir(const char *dir, bool want_dirs, int *n, DiagSink *d)
         diag_plain(d, "%s: cannot open the folder: %s", dir, strerror(errno));
         return NULL;
     }
-    char **names = gc_malloc(sizeof *names);
-    int cap = 1;
-    struct dirent *e;
-    while (names && (e = readdir(dp))) {
-        if (e->d_name[0] == '.') continue;
-        char *full = join(dir, e->d_name, d);
-        struct stat st;
-        bool ok = full && stat(full, &st) == 0;
-        gc_free(full);
-        if (!ok) continue;
-        size_t len = strlen(e->d_name);
-        bool image = len > 4 && (strcasecmp(e->d_name + len - 4, ".png") == 0 || strcasecmp(e->d_name + len - 4, ".pgm") == 0);
-        if (want_dirs ? !S_ISDIR(st.st_mode) : !(S_ISREG(st.st_mode) && image)) continue;
+    char **names = NULL;
+    int cap = 0;
+    bool oom = false;
+    for (struct dirent *e; !oom && (e = readdir(dp)); ) {
+        if (e->d_name[0] == '.' || !wanted(dir, e->d_name, want_dirs)) continue;
         if (*n == cap) {
-            char **g = gc_realloc(names, (size_t)cap * 2 * sizeof *g);
-            if (!g) { for (int i = 0; i < *n; i++) gc_free(names[i]); gc_free(names); names = NULL; break; }
+            char **g = gc_realloc(names, (size_t)(cap ? cap * 2 : 16) * sizeof *g);
+            if (!g) { oom = true; break; }
             names = g;
-            cap *= 2;
+            cap = cap ? cap * 2 : 16;
         }
-        if (!(names[*n] = gc_strdup(e->d_name))) { for (int i = 0; i < *n; i++) gc_free(names[i]); gc_free(names); names = NULL; break; }
-        (*n)++;
+        if (!(names[*n] = gc_strdup(e->d_name))) oom = true;
+        else (*n)++;
     }
     closedir(dp);
-    if (!names) {
+    if (!oom && !names) oom = !(names = gc_malloc(sizeof *names));   /* empty, but not NULL */
+    if (oom) {
+        free_list(names, *n);
         diag_plain(d, "%s: out of memory listing the folder", dir);
         *n = 0;
         return NULL;
     }
     qsort(names, (size_t)*n, sizeof *names, cmp_str);
     return names;
-}
-
-static void free_list(char **names, int n)
-{
-    for (int i = 0; i < n; i++) gc_free(names[i]);
-    gc_free(names);
 }
 
 int dataset_load_images(const char *dir, int64_t h, int64_t w, int64_t c, Dataset *out, DiagSink *d)
