@@ -833,9 +833,13 @@ static Val data_args(Lower *L, Call *c, Val v)
         return error_at(L, v.loc, "idx: give labels=, and test_images= with test_labels= or neither");
     if (v.data == DATA_NPY && !a->file[DFILE_TEST] != !a->file[DFILE_TEST_LABELS])
         return error_at(L, v.loc, "npy: give test_x= with test_y=, or neither");
-    if (v.data == DATA_CSV && !(a->label = kw_string(L, c, "label", NULL))) {
-        if (!kw_find(c, "label")) error_at(L, v.loc, "csv: missing keyword argument 'label' (the label column's name)");
-        return verr(v.loc);
+    if (v.data == DATA_CSV) {   /* the name outlives the syntax tree: a copy in the graph's arena */
+        const char *label = kw_string(L, c, "label", NULL);
+        if (!label) {
+            if (!kw_find(c, "label")) error_at(L, v.loc, "csv: missing keyword argument 'label' (the label column's name)");
+            return verr(v.loc);
+        }
+        if (!(a->label = arena_strdup(&L->g->arena, label))) return error_at(L, v.loc, "out of memory");
     }
     if (v.data == DATA_TEXT && !kw_int(L, c, "context", true, 0, 1, 1 << 20, &a->context)) return verr(v.loc);
     if (v.data != DATA_CIFAR10 && !kw_float(L, c, "valid", false, 0.1, 1e-6, 0.9, &a->valid)) return verr(v.loc);
