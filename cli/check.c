@@ -91,8 +91,10 @@ static void summary(const Model *m, FILE *out)
     const TrainSpec *t = &g->train;
     if (t->present) {
         fputs("train    ", out);
-        if (t->data == DATA_MNIST) fprintf(out, "mnist(\"%s\")", t->data_path);
-        else fprintf(out, "synthetic(count=%lld)", (long long)t->synth_count);
+        static const char *source[DATA_KIND_COUNT] = { "", "mnist", "synthetic", "idx", "npy", "csv", "cifar10",
+                                                       "images", "text" };
+        if (t->data == DATA_SYNTHETIC) fprintf(out, "synthetic(count=%lld)", (long long)t->synth_count);
+        else fprintf(out, "%s(\"%s\")", source[t->data], t->data_path);
         char od[320];
         fprintf(out, ", %s", optim_describe(t, od, sizeof od));
         fprintf(out, ", batch %lld, %lld epoch%s", (long long)t->batch, (long long)t->epochs, t->epochs == 1 ? "" : "s");

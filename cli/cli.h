@@ -6,6 +6,7 @@
 #include <getopt.h>
 #include "graph/graph.h"
 #include "graph/lower.h"
+#include "exec/executor.h"
 
 enum { EXIT_OK = 0, EXIT_BAD_INPUT = 1, EXIT_USAGE = 2 };
 
@@ -44,6 +45,8 @@ bool cli_plot_path(const char *cmd, const char *path);
 /* Parses a non-negative integer flag value; prints a usage error and returns false if bad. */
 bool cli_parse_i64(const char *cmd, const char *flag, const char *s, int64_t lo, int64_t hi, int64_t *out);
 bool cli_parse_f64(const char *cmd, const char *flag, const char *s, double lo, double hi, double *out);
+/* --mode's value: EXIT_OK with *out, or EXIT_USAGE after the usage error. */
+int cli_parse_mode(const char *cmd, const char *s, ExecMode *out);
 
 /* 1234567 as "1,234,567" into res; res. */
 const char *cli_format_commas(int64_t v, char *res, size_t n);
@@ -61,6 +64,11 @@ int cmd_run(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_predict(int argc, char **argv);
+int cmd_sample(int argc, char **argv);
+/* For a model trained on text(): prints the unigram and bigram baselines' loss on its
+ * validation bytes (data_dir, if not NULL, in place of its file).  0 (also when the
+ * source is not text), or -1 with the error in d. */
+int cli_text_baselines(const Graph *g, const char *data_dir, DiagSink *d);
 int cmd_export(int argc, char **argv);
 int cmd_import(int argc, char **argv);
 

@@ -1,4 +1,4 @@
-graphc_SOURCES = %D%/main.c %D%/cli.h %D%/find.c %D%/check.c %D%/summary.c %D%/run.c %D%/progress.h %D%/progress.c %D%/bench.c %D%/predict.c \
+graphc_SOURCES = %D%/main.c %D%/cli.h %D%/find.c %D%/check.c %D%/summary.c %D%/run.c %D%/progress.h %D%/progress.c %D%/bench.c %D%/predict.c %D%/sample.c \
 	%D%/onnx.c
 graphc_CFLAGS = $(AM_CFLAGS)
 graphc_LDADD = $(GRAPHC_LIBS)

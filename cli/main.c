@@ -29,6 +29,7 @@ static const char usage[] =
     "  run FILE              train the model as its train block says, then evaluate\n"
     "  eval FILE --weights P evaluate saved weights on the test set\n"
     "  predict FILE --weights P IMAGE...  classify PGM or PNG images, top-k classes\n"
+    "  sample FILE --weights P --prompt T  continue a text with a byte-level model\n"
     "  bench FILE            time the interpreter and the compiled plan side by side\n"
     "  export FILE --weights P -o M.onnx  the inference graph as an ONNX model\n"
     "  import M.onnx -o FILE.net  an ONNX model as a .net file (--weights-out P)\n"
@@ -117,6 +118,14 @@ bool cli_parse_f64(const char *cmd, const char *flag, const char *s, double lo, 
     return true;
 }
 
+int cli_parse_mode(const char *cmd, const char *s, ExecMode *out)
+{
+    if (strcmp(s, "compiled") == 0) *out = MODE_COMPILED;
+    else if (strcmp(s, "interp") == 0) *out = MODE_INTERP;
+    else return cli_usage_error(cmd, "--mode: expected compiled or interp, got '%s'", s);
+    return EXIT_OK;
+}
+
 int cli_load_model_quiet(Model *m, const char *path)
 {
     memset(m, 0, sizeof *m);
@@ -174,6 +183,7 @@ static const struct {
     { "eval", cmd_eval },
     { "bench", cmd_bench },
     { "predict", cmd_predict },
+    { "sample", cmd_sample },
     { "export", cmd_export },
     { "import", cmd_import },
 };

@@ -51,11 +51,7 @@ static int parse_args(int argc, char **argv, PredictArgs *a)
         case 'h': fputs(predict_usage, stdout); return EXIT_OK;
         case 'w': a->weights = optarg; break;
         case 'k': if (!cli_parse_i64("predict", "--top", optarg, 1, 1000, &a->top)) return EXIT_USAGE; break;
-        case 'm':
-            if (strcmp(optarg, "compiled") == 0) a->mode = MODE_COMPILED;
-            else if (strcmp(optarg, "interp") == 0) a->mode = MODE_INTERP;
-            else return cli_usage_error("predict", "--mode: expected compiled or interp, got '%s'", optarg);
-            break;
+        case 'm': if (cli_parse_mode("predict", optarg, &a->mode) != EXIT_OK) return EXIT_USAGE; break;
         case ':': return cli_usage_error("predict", "option '%s' needs a value", argv[optind - 1]);
         default: return cli_unknown_option("predict", opts, argv[optind - 1]);
         }

@@ -22,7 +22,7 @@ static const char run_usage[] =
     "  --lr X            learning rate (of a schedule: its first value)\n"
     "  --seed N          seed of initialisation, shuffling and dropout\n"
     "  --threads N       threads (default: all cores)\n"
-    "  --data DIR        folder of the MNIST files (overrides mnist(\"...\"))\n"
+    "  --data PATH       the data source's file or folder (overrides the train block's)\n"
     "  --train-limit N   train on the first N examples only\n"
     "  --test-limit N    evaluate on the first N test examples only\n"
     "  --validate        evaluate on the test set after every epoch\n"
@@ -53,7 +53,7 @@ static const char run_usage[] =
     "stops after the current step and writes the checkpoint given by --save.\n";
 
 static const char eval_usage[] =
-    "usage: graphc eval FILE.net --weights PATH [--mode MODE] [--batch N] [--threads N] [--data DIR]\n"
+    "usage: graphc eval FILE.net --weights PATH [--mode MODE] [--batch N] [--threads N] [--data PATH]\n"
     "                   [--test-limit N] [--comm-timeout S]\n"
     "\n"
     "Evaluates saved weights on the test set of the model's data source: prints the test\n"
@@ -298,7 +298,7 @@ int cmd_eval(int argc, char **argv)
     if (weights_init(&w, m.graph, 0, &d) == 0) {
         if (checkpoint_load(weights, m.graph, &w, &d) == 0 && eval_run(m.graph, &o, &w, &loss, &acc, &d) == RUN_OK) {
             if (comm_rank(o.comm) == 0) progress_eval_line(stdout, &res);
-            rc = EXIT_OK;
+            rc = comm_rank(o.comm) == 0 && cli_text_baselines(m.graph, o.data_dir, &d) != 0 ? EXIT_BAD_INPUT : EXIT_OK;
         }
         weights_free(&w);
     }

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <zlib.h>
+#include "fuzz/feed.h"
 #include "fuzz/recipe.h"
 #include "run/data.h"
 #include "util/mem.h"
@@ -133,29 +134,7 @@ static void feed(const Dataset *ds, const DataWant *want)
         abort();
     for (int64_t i = 0; i < ds->count * ds->sample_size; i++)
         if (!(ds->x[i] >= 0.0f && ds->x[i] <= 1.0f)) abort();
-    DiagSink d;
-    diag_init(&d, NULL);
-    if (dataset_check(ds, want, &d) != 0) {
-        if (d.nerrors == 0) abort();
-        diag_free(&d);
-        return;
-    }
-    int64_t per = 1;
-    for (int i = 0; i < want->x_rank; i++) per *= want->x_shape[i];
-    for (int64_t i = 0; i < ds->count; i++)
-        if (ds->y[i] < 0 || ds->y[i] >= (want->nclasses ? want->nclasses : ds->nclasses)) abort();
-    int64_t batch = 1 + ds->count / 3;
-    float *x = gc_malloc((size_t)(batch * per) * sizeof *x);
-    int32_t *y = gc_malloc((size_t)batch * sizeof *y);
-    int64_t *perm = gc_malloc((size_t)ds->count * sizeof *perm), pass = -1;
-    if (x && y && perm) {
-        for (int64_t step = 0; step < 4; step++) dataset_batch(ds, batch, step, true, 7, x, y, perm, &pass);
-        dataset_slice(ds, ds->count - batch, batch, x, y);
-    }
-    gc_free(x);
-    gc_free(y);
-    gc_free(perm);
-    diag_free(&d);
+    fuzz_feed(ds, want);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -1,5 +1,5 @@
-/* libFuzzer target: the IDX reader (plain and gzip), through a file as graphc reads it.
- * Any input: a loaded array whose size matches its header, or an error. */
+/* libFuzzer target: the IDX reader (every element type, plain and gzip), through a file
+ * as graphc reads it.  Any input: a loaded array whose size matches its header, or an error. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,7 +24,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         for (int i = 0; i < idx.rank; i++) n *= idx.dims[i];
         if (n != idx.size || idx.rank < 1 || idx.rank > IDX_MAX_RANK) abort();
         volatile uint8_t sum = 0;
-        for (int64_t i = 0; i < idx.size; i++) sum += idx.data[i];   /* every byte readable */
+        for (int64_t i = 0; i < idx.size * elem_size(idx.type); i++) sum += idx.data[i];   /* every byte readable */
         idx_free(&idx);
     } else if (d.nerrors == 0) {
         abort();   /* a failure must say why */

@@ -1,12 +1,13 @@
 # make fuzz: libFuzzer targets for the front end (model text, and the choice bytes of
 # the model generator), the IDX reader, the checkpoint reader, data sets built to
-# reach past their headers (fuzz_dataset), the image readers (fuzz_image) and ONNX
-# import, built with clang and run for FUZZ_SECONDS each (fuzz/run.sh runs every
+# reach past their headers (fuzz_dataset), the data sources of the train block
+# (fuzz_sources: IDX, NumPy, CSV, CIFAR-10, text), the image readers (fuzz_image) and
+# ONNX import, built with clang and run for FUZZ_SECONDS each (fuzz/run.sh runs every
 # fuzz/fuzz_*.c).  fuzz/campaign.sh: the models campaign through the command line
 # (docs/fuzzing.md).
 FUZZ_SECONDS = 60
 EXTRA_DIST += %D%/run.sh %D%/fuzz_frontend.c %D%/fuzz_modelgen.c %D%/fuzz_idx.c %D%/fuzz_checkpoint.c \
-	%D%/fuzz_dataset.c %D%/fuzz_image.c %D%/fuzz_onnx.c %D%/recipe.h %D%/data_campaign.py %D%/craft_checkpoints.py \
+	%D%/fuzz_dataset.c %D%/fuzz_image.c %D%/fuzz_sources.c %D%/fuzz_onnx.c %D%/recipe.h %D%/feed.h %D%/data_campaign.py %D%/craft_checkpoints.py \
 	%D%/ckpt_campaign.sh %D%/campaign.sh
 
 # The model generator (modelgen.c, for fuzz_modelgen and campaigns) and the pipeline

@@ -61,6 +61,10 @@ NET
 # recipes (fuzz_dataset.c, fuzz_image.c): sets that load and fit; a PGM, a PNG
 printf '\200\3\3\5\0\0\7\6\5\0\0\0\0\0\7\6\5\0\0\0\0\1\2\3\4' > "$out/seed-dataset/fit"
 printf '\1\1\0\0\0\0\0\0\0\1\2\3\4\5\6' > "$out/seed-dataset/gzip"
+# recipes (fuzz_sources.c): one built file of each format, checked against its own shape
+for f in 0 1 2 3 4 5; do
+    printf "\\$(printf %o $((f + 64)))\3\2\5\0\1\2\3\4\5\6\7\10\11\12\13\14\15\16\17" > "$out/seed-sources/built$f"
+done
 printf '\0\4\5\7\0\0\0\0\0\0\0\0\0\0\1\2\3' > "$out/seed-image/pgm"
 printf '\1\4\5\7\0\0\0\0\0\0\0\0\0\0\1\2\3' > "$out/seed-image/text"
 printf '\2\4\5\7\0\0\3\3\0\0\0\0\0\0\1\2\3' > "$out/seed-image/png"

@@ -176,7 +176,24 @@ typedef struct NamedNode {
     int32_t node;
 } NamedNode;
 
-typedef enum DataKind { DATA_NONE, DATA_MNIST, DATA_SYNTHETIC, DATA_KIND_COUNT } DataKind;
+typedef enum DataKind {
+    DATA_NONE, DATA_MNIST, DATA_SYNTHETIC,
+    /* the data sources of issue 14 (run/sources.h) */
+    DATA_IDX, DATA_NPY, DATA_CSV, DATA_CIFAR10, DATA_IMAGES, DATA_TEXT,
+    DATA_KIND_COUNT
+} DataKind;
+
+/* A data source's files beyond its first (TrainSpec.data_path), by role. */
+typedef enum DataFile { DFILE_LABELS, DFILE_TEST, DFILE_TEST_LABELS, DFILE_COUNT } DataFile;
+
+/* What a data source was given besides its first file (docs/language.md, "Data"). */
+typedef struct DataArgs {
+    const char *file[DFILE_COUNT];   /* idx: labels, test_images, test_labels; npy: y, test_x,
+                                      * test_y; csv, images: test (the test set's file or folder) */
+    const char *label;               /* csv: the label column's name */
+    int64_t context;                 /* text: bytes per example */
+    float valid;                     /* the fraction held out as the test set when none is given */
+} DataArgs;
 typedef enum OptimKind { OPTIM_SGD, OPTIM_ADAM, OPTIM_ADAMW, OPTIM_RMSPROP, OPTIM_KIND_COUNT } OptimKind;
 
 /* The learning rate over the steps (graph/optim.c: optim_lr): TrainSpec.lr is its base. */
@@ -202,7 +219,9 @@ typedef struct TrainSpec {
     bool present;
     Loc loc;
     DataKind data;
-    const char *data_path;     /* mnist: folder of the IDX files */
+    const char *data_path;     /* mnist, cifar10, images: a folder; idx, npy, csv, text: the
+                                * (examples') file */
+    DataArgs data_args;        /* the other data sources' files and settings */
     int64_t synth_count;       /* synthetic: samples in the set */
     OptimKind optim;
     float lr, momentum, beta1, beta2, eps;

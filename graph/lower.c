@@ -36,6 +36,7 @@ typedef struct Val {
     float ia, ib;
     /* V_DATA / V_OPTIM */
     DataKind data;
+    const DataArgs *dargs;  /* V_DATA: the files and settings beyond str (graph arena) */
     int64_t count;
     OptimKind optim;
     float lr, momentum, beta1, beta2, eps;
@@ -804,6 +805,72 @@ static const char *lower_path(Lower *L, const char *written, Loc loc)
     return r;
 }
 
+/* A file or folder named in a data source, resolved as every path in the file. */
+static const char *data_file(Lower *L, const char *path, Loc loc)
+{
+    return path ? lower_path(L, path, loc) : NULL;
+}
+
+/* The data sources' files: (keyword, role) per source; role -1 is the first file. */
+static const struct {
+    DataKind kind;
+    const char *kw[4];
+    int role[4];
+    const char *pos;      /* what the one positional argument is, or NULL: keywords only */
+} data_files[] = {
+    { DATA_IDX, { "images", "labels", "test_images", "test_labels" }, { -1, DFILE_LABELS, DFILE_TEST, DFILE_TEST_LABELS },
+      NULL },
+    { DATA_NPY, { "x", "y", "test_x", "test_y" }, { -1, DFILE_LABELS, DFILE_TEST, DFILE_TEST_LABELS }, NULL },
+    { DATA_CSV, { "test" }, { DFILE_TEST }, "the CSV file" },
+    { DATA_CIFAR10, { 0 }, { 0 }, "the folder of the .bin batches" },
+    { DATA_IMAGES, { "test" }, { DFILE_TEST }, "the folder of class folders" },
+    { DATA_TEXT, { 0 }, { 0 }, "the text file" },
+};
+
+/* idx(), npy(), csv(), cifar10(), images(), text(): their files and settings. */
+static Val data_args(Lower *L, Call *c, Val v)
+{
+    DataArgs *a = arena_alloc(&L->g->arena, sizeof *a);
+    if (!a) return error_at(L, v.loc, "out of memory");
+    int k = 0;
+    while (data_files[k].kind != v.data) k++;
+    if (data_files[k].pos) {
+        if (c->npos != 1 || c->pos[0].kind != V_STR)
+            return error_at(L, v.loc, "%s: give %s as a string, e.g. %s", c->fn, data_files[k].pos, c->bi->usage);
+        if (!(v.str = data_file(L, c->pos[0].str, c->pos[0].loc))) return verr(v.loc);
+    } else if (!no_more_pos(L, c, 0)) {
+        return verr(v.loc);
+    }
+    for (int i = 0; i < 4 && data_files[k].kw[i]; i++) {
+        const char *p = kw_string(L, c, data_files[k].kw[i], NULL);
+        if (!p && kw_find(c, data_files[k].kw[i])) return verr(v.loc);
+        if (!p && data_files[k].role[i] < 0)
+            return error_at(L, v.loc, "%s: missing keyword argument '%s', e.g. %s", c->fn, data_files[k].kw[i],
+                            c->bi->usage);
+        Kw *kw = kw_find(c, data_files[k].kw[i]);
+        const char *f = data_file(L, p, kw ? kw->val.loc : v.loc);
+        if (p && !f) return verr(v.loc);
+        if (data_files[k].role[i] < 0) v.str = f;
+        else a->file[data_files[k].role[i]] = f;
+    }
+    if (v.data == DATA_IDX && (!a->file[DFILE_LABELS] || !a->file[DFILE_TEST] != !a->file[DFILE_TEST_LABELS]))
+        return error_at(L, v.loc, "idx: give labels=, and test_images= with test_labels= or neither");
+    if (v.data == DATA_NPY && !a->file[DFILE_TEST] != !a->file[DFILE_TEST_LABELS])
+        return error_at(L, v.loc, "npy: give test_x= with test_y=, or neither");
+    if (v.data == DATA_CSV) {   /* the name outlives the syntax tree: a copy in the graph's arena */
+        const char *label = kw_string(L, c, "label", NULL);
+        if (!label) {
+            if (!kw_find(c, "label")) error_at(L, v.loc, "csv: missing keyword argument 'label' (the label column's name)");
+            return verr(v.loc);
+        }
+        if (!(a->label = arena_strdup(&L->g->arena, label))) return error_at(L, v.loc, "out of memory");
+    }
+    if (v.data == DATA_TEXT && !kw_int(L, c, "context", true, 0, 1, 1 << 20, &a->context)) return verr(v.loc);
+    if (v.data != DATA_CIFAR10 && !kw_float(L, c, "valid", false, 0.1, 1e-6, 0.9, &a->valid)) return verr(v.loc);
+    v.dargs = a;
+    return v;
+}
+
 static Val b_data(Lower *L, Call *c)
 {
     Val v;
@@ -818,6 +885,7 @@ static Val b_data(Lower *L, Call *c)
         v.str = lower_path(L, c->pos[0].str, c->pos[0].loc);
         return v.str ? v : verr(v.loc);
     }
+    if (v.data != DATA_SYNTHETIC) return data_args(L, c, v);
     if (!no_more_pos(L, c, 0) || !kw_int(L, c, "count", false, 4096, 1, INT32_MAX, &v.count)) return verr(v.loc);
     return v;
 }
@@ -1514,6 +1582,14 @@ static const Builtin builtins[] = {
     { "he_normal", b_init, INIT_HE_NORMAL, { 0 }, "he_normal()" },
     { "mnist", b_data, DATA_MNIST, { 0 }, "mnist(\"data/mnist\")" },
     { "synthetic", b_data, DATA_SYNTHETIC, { "count" }, "synthetic(count=N)" },
+    /* the data sources of issue 14 */
+    { "idx", b_data, DATA_IDX, { "images", "labels", "test_images", "test_labels", "valid" },
+      "idx(images=\"x.idx\", labels=\"y.idx\")" },
+    { "npy", b_data, DATA_NPY, { "x", "y", "test_x", "test_y", "valid" }, "npy(x=\"x.npy\", y=\"y.npy\")" },
+    { "csv", b_data, DATA_CSV, { "label", "test", "valid" }, "csv(\"data.csv\", label=\"class\")" },
+    { "cifar10", b_data, DATA_CIFAR10, { 0 }, "cifar10(\"data/cifar-10-batches-bin\")" },
+    { "images", b_data, DATA_IMAGES, { "test", "valid" }, "images(\"data/flowers\")" },
+    { "text", b_data, DATA_TEXT, { "context", "valid" }, "text(\"book.txt\", context=64)" },
     /* the transformer family (issue 14) */
     { "transpose", b_transpose, OP_TRANSPOSE, { "perm" }, "transpose(x, perm=[1, 0])" },
     { "permute", b_permute, OP_TRANSPOSE, { 0 }, "permute(x, 0, 2, 1)" },
@@ -2161,9 +2237,11 @@ static void lower_train(Lower *L, const Stmt *s)
             if (v.kind == V_DATA) {
                 t->data = v.data;
                 t->data_path = v.str;   /* resolved, in the graph's arena (b_data) */
+                if (v.dargs) t->data_args = *v.dargs;
                 t->synth_count = v.count;
             } else if (v.kind != V_ERROR)
-                error_at(L, v.loc, "train: 'data' must be mnist(\"folder\") or synthetic(count=N)");
+                error_at(L, v.loc, "train: 'data' must be a data source: mnist(\"folder\"), idx(...), npy(...), csv(...), "
+                         "cifar10(...), images(...), text(...) or synthetic(count=N)");
             break;
         case 1:
             if (v.kind == V_OPTIM) {

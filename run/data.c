@@ -10,17 +10,58 @@
 
 /* ---- IDX ----------------------------------------------------------------------- */
 
-static const char *idx_type_name(int t)
+int elem_size(ElemType t)
+{
+    static const int size[EL_TYPE_COUNT] = { 1, 1, 2, 4, 8, 4, 8 };
+    return t >= 0 && t < EL_TYPE_COUNT ? size[t] : 1;
+}
+
+const char *elem_name(ElemType t)
+{
+    static const char *name[EL_TYPE_COUNT] = { "uint8", "int8", "int16", "int32", "int64", "float32", "float64" };
+    return t >= 0 && t < EL_TYPE_COUNT ? name[t] : "unknown";
+}
+
+double idx_value(const IdxData *a, int64_t i)
+{
+    const uint8_t *p = a->data + i * elem_size(a->type);
+    switch (a->type) {
+    case EL_U8: return *p;
+    case EL_I8: return (int8_t)*p;
+    case EL_I16: { int16_t v; memcpy(&v, p, sizeof v); return v; }
+    case EL_I32: { int32_t v; memcpy(&v, p, sizeof v); return v; }
+    case EL_I64: { int64_t v; memcpy(&v, p, sizeof v); return (double)v; }
+    case EL_F32: { float v; memcpy(&v, p, sizeof v); return v; }
+    case EL_F64: { double v; memcpy(&v, p, sizeof v); return v; }
+    default: return 0;
+    }
+}
+
+/* The IDX type byte's element type, or -1; its name for messages. */
+static int idx_type(int t)
 {
     switch (t) {
-    case 0x08: return "unsigned byte";
-    case 0x09: return "signed byte";
-    case 0x0B: return "int16";
-    case 0x0C: return "int32";
-    case 0x0D: return "float32";
-    case 0x0E: return "float64";
-    default: return "unknown type";
+    case 0x08: return EL_U8;
+    case 0x09: return EL_I8;
+    case 0x0B: return EL_I16;
+    case 0x0C: return EL_I32;
+    case 0x0D: return EL_F32;
+    case 0x0E: return EL_F64;
+    default: return -1;
     }
+}
+
+/* Big-endian elements of `size` bytes each to the machine's order, in place. */
+static void from_big_endian(uint8_t *p, int64_t n, int size)
+{
+    const uint16_t probe = 1;
+    if (size == 1 || *(const uint8_t *)&probe == 0) return;
+    for (int64_t i = 0; i < n; i++, p += size)
+        for (int a = 0, b = size - 1; a < b; a++, b--) {
+            uint8_t t = p[a];
+            p[a] = p[b];
+            p[b] = t;
+        }
 }
 
 /* "60000x28x28" */
@@ -106,16 +147,52 @@ static int64_t read_growing(gzFile gz, const char *path, uint8_t **buf, int64_t 
     return got;
 }
 
+/* path opened for reading, gzip-compressed or not; NULL reported. */
+static gzFile open_gz(const char *path, DiagSink *d)
+{
+    errno = 0;
+    gzFile gz = gzopen(path, "rb");
+    if (!gz) diag_plain(d, "%s: cannot open: %s", path, errno ? strerror(errno) : "out of memory");
+    else gzbuffer(gz, 1u << 17);
+    return gz;
+}
+
+int data_read_file(const char *path, int64_t max, uint8_t **buf, int64_t *len, DiagSink *d)
+{
+    *buf = NULL;
+    *len = 0;
+    gzFile gz = open_gz(path, d);
+    if (!gz) return -1;
+    char amount[32];
+    snprintf(amount, sizeof amount, "%" PRId64, max + 1);
+    /* one byte past the limit tells a file at the limit from a larger one */
+    int64_t got = read_growing(gz, path, buf, max + 1, amount, d);
+    int rc = -1;
+    if (got < 0) goto done;
+    if (got > max) {
+        diag_plain(d, "%s: larger than the %" PRId64 " MiB that graphc reads from such a file", path, max >> 20);
+        goto done;
+    }
+    if (gz_cut_short(gz)) {
+        diag_plain(d, "%s: corrupt gzip stream: unexpected end of file", path);
+        goto done;
+    }
+    *len = got;
+    rc = 0;
+done:
+    gzclose(gz);
+    if (rc) {
+        gc_free(*buf);
+        *buf = NULL;
+    }
+    return rc;
+}
+
 int idx_load(const char *path, IdxData *out, DiagSink *d)
 {
     memset(out, 0, sizeof *out);
-    errno = 0;
-    gzFile gz = gzopen(path, "rb");
-    if (!gz) {
-        diag_plain(d, "%s: cannot open: %s", path, errno ? strerror(errno) : "out of memory");
-        return -1;
-    }
-    gzbuffer(gz, 1u << 17);
+    gzFile gz = open_gz(path, d);
+    if (!gz) return -1;
     uint8_t *data = NULL;
     unsigned char head[4 + 4 * IDX_MAX_RANK];
 
@@ -133,11 +210,13 @@ int idx_load(const char *path, IdxData *out, DiagSink *d)
                    head[0] == 0x1f && head[1] == 0x8b ? " (this is gzip inside gzip)" : "");
         goto fail;
     }
-    if (head[2] != 0x08) {
-        diag_plain(d, "%s: unsupported data type 0x%02x (%s) in byte 3 of the header; only 0x08 "
-                   "(unsigned byte) is supported", path, head[2], idx_type_name(head[2]));
+    int type = idx_type(head[2]);
+    if (type < 0) {
+        diag_plain(d, "%s: unsupported data type 0x%02x in byte 3 of the header: must be 0x08 (unsigned byte), "
+                   "0x09 (signed byte), 0x0b (int16), 0x0c (int32), 0x0d (float32) or 0x0e (float64)", path, head[2]);
         goto fail;
     }
+    int esize = elem_size((ElemType)type);
     int rank = head[3];
     if (rank < 1 || rank > IDX_MAX_RANK) {
         diag_plain(d, "%s: unsupported rank %d in byte 4 of the header: must be 1 to %d",
@@ -162,22 +241,25 @@ int idx_load(const char *path, IdxData *out, DiagSink *d)
         }
         if (!overflow && !gc_mul_i64(size, out->dims[i], &size)) overflow = true;
     }
-    char dstr[128], amount[160];   /* "60000x28x28", "60000x28x28 = 47040000" */
+    char dstr[128], amount[160];   /* "60000x28x28", "60000x28x28 = 47040000", "10x3 x 4 = 120" */
     dims_str(dstr, sizeof dstr, out->dims, rank);
-    if (rank == 1) snprintf(amount, sizeof amount, "%s", dstr);
+    int64_t nbytes = 0;
+    if (!overflow && !gc_mul_i64(size, esize, &nbytes)) overflow = true;
+    if (esize > 1) snprintf(amount, sizeof amount, "%s x %d = %" PRId64, dstr, esize, nbytes);
+    else if (rank == 1) snprintf(amount, sizeof amount, "%s", dstr);
     else snprintf(amount, sizeof amount, "%s = %" PRId64, dstr, size);
     if (overflow) {
         diag_plain(d, "%s: dimensions %s: their product overflows", path, dstr);
         goto fail;
     }
-    if (size > IDX_MAX_BYTES) {
+    if (nbytes > IDX_MAX_BYTES) {
         diag_plain(d, "%s: dimensions %s bytes of data, more than the %" PRId64 " GiB limit",
                    path, amount, IDX_MAX_BYTES >> 30);
         goto fail;
     }
-    got = read_growing(gz, path, &data, size, amount, d);
+    got = read_growing(gz, path, &data, nbytes, amount, d);
     if (got < 0) goto fail;
-    if (got < size) {
+    if (got < nbytes) {
         diag_plain(d, "%s: truncated: header promises %s bytes of data, %s %" PRId64,
                    path, amount, gz_cut_short(gz) ? "compressed stream ends after" : "file has", got);
         goto fail;
@@ -205,8 +287,10 @@ int idx_load(const char *path, IdxData *out, DiagSink *d)
         }
     }
     gzclose(gz);
+    from_big_endian(data, size, esize);
     out->rank = rank;
     out->size = size;
+    out->type = (ElemType)type;
     out->data = data;
     return 0;
 
@@ -231,6 +315,7 @@ void dataset_free(Dataset *ds)
     gc_free(ds->y);
     gc_free(ds->name);
     gc_free(ds->labels_name);
+    gc_free(ds->text);
     memset(ds, 0, sizeof *ds);
 }
 
@@ -280,6 +365,10 @@ int dataset_load_mnist(const char *dir, bool train, Dataset *out, DiagSink *d)
     if (!lpath) goto done;
 
     if (idx_load(lpath, &lb, d)) goto done;
+    if (lb.type != EL_U8) {
+        diag_plain(d, "%s: MNIST labels are unsigned bytes, found %s (idx() reads other types)", lpath, elem_name(lb.type));
+        goto done;
+    }
     if (lb.rank != 1) {
         diag_plain(d, "%s: labels must have rank 1 (count), found rank %d", lpath, lb.rank);
         goto done;
@@ -291,6 +380,10 @@ int dataset_load_mnist(const char *dir, bool train, Dataset *out, DiagSink *d)
         }
     }
     if (idx_load(ipath, &im, d)) goto done;
+    if (im.type != EL_U8) {
+        diag_plain(d, "%s: MNIST images are unsigned bytes, found %s (idx() reads other types)", ipath, elem_name(im.type));
+        goto done;
+    }
     if (im.rank != 3) {
         diag_plain(d, "%s: images must have rank 3 (count, rows, cols), found rank %d", ipath, im.rank);
         goto done;
@@ -446,12 +539,29 @@ int dataset_check(const Dataset *ds, const DataWant *want, DiagSink *d)
         diag_plain(d, "%s: %s are %s, but input '%s' %s takes %s", xs, item, have, want->x_name, want->x_type, take);
         return -1;
     }
-    if (want->y_per_example != 1) {
-        diag_plain(d, "%s: one label per example, but input '%s' %s takes %" PRId64 " per example", ys,
-                   want->y_name, want->y_type, want->y_per_example);
+    if (want->x_ids != (ds->text != NULL)) {
+        diag_plain(d, "%s: %s are %s, but input '%s' %s takes %s", xs, item, ds->text ? "int32 ids" : "float32 values",
+                   want->x_name, want->x_type, want->x_ids ? "int32 ids" : "float32 values");
+        return -1;
+    }
+    int64_t per = dataset_labels_per(ds);
+    if (want->y_per_example != per) {
+        diag_plain(d, "%s: %" PRId64 " label%s per example, but input '%s' %s takes %" PRId64 " per example", ys, per,
+                   per == 1 ? "" : "s", want->y_name, want->y_type, want->y_per_example);
         return -1;
     }
     int32_t classes = want->nclasses > 0 ? want->nclasses : ds->nclasses;
+    if (ds->text) {   /* the labels are bytes */
+        if (classes >= 256) return 0;
+        for (int64_t i = 0; i < ds->text_len; i++)
+            if (ds->text[i] >= classes) {
+                diag_plain(d, "%s: byte %d at offset %" PRId64 " is out of range for the model's %" PRId32
+                           " classes (%s): a byte-level model has 256", ys, ds->text[i], i, classes,
+                           want->nclasses > 0 ? want->classes_from : "the data set's");
+                return -1;
+            }
+        return 0;
+    }
     for (int64_t i = 0; i < ds->count; i++) {
         if (ds->y[i] >= 0 && ds->y[i] < classes) continue;
         if (want->nclasses > 0)
@@ -473,15 +583,24 @@ int64_t dataset_batches_per_pass(const Dataset *ds, int64_t batch)
     return ds->count / batch;
 }
 
-static void copy_sample(const Dataset *ds, int64_t from, int64_t to, float *x, int32_t *y)
+static void copy_sample(const Dataset *ds, int64_t from, int64_t to, void *x, int32_t *y)
 {
-    if (x) memcpy(x + to * ds->sample_size, ds->x + from * ds->sample_size,
+    if (ds->text) {
+        const uint8_t *p = ds->text + from * ds->stride;
+        int64_t n = ds->sample_size;
+        if (x)
+            for (int64_t k = 0; k < n; k++) ((int32_t *)x)[to * n + k] = p[k];
+        if (y)
+            for (int64_t k = 0; k < n; k++) y[to * n + k] = p[k + 1];
+        return;
+    }
+    if (x) memcpy((float *)x + to * ds->sample_size, ds->x + from * ds->sample_size,
                   (size_t)ds->sample_size * sizeof(float));
     if (y) y[to] = ds->y[from];
 }
 
 void dataset_batch_rows(const Dataset *ds, int64_t batch, int64_t step, bool shuffle, uint64_t seed, int64_t row0,
-                        int64_t nrows, float *x, int32_t *y, int64_t *perm_cache, int64_t *perm_cache_pass)
+                        int64_t nrows, void *x, int32_t *y, int64_t *perm_cache, int64_t *perm_cache_pass)
 {
     int64_t bpp = dataset_batches_per_pass(ds, batch);
     if (bpp <= 0 || step < 0 || row0 < 0 || nrows < 0 || row0 > batch - nrows) return;
@@ -506,12 +625,12 @@ void dataset_batch_rows(const Dataset *ds, int64_t batch, int64_t step, bool shu
 }
 
 void dataset_batch(const Dataset *ds, int64_t batch, int64_t step, bool shuffle, uint64_t seed,
-                   float *x, int32_t *y, int64_t *perm_cache, int64_t *perm_cache_pass)
+                   void *x, int32_t *y, int64_t *perm_cache, int64_t *perm_cache_pass)
 {
     dataset_batch_rows(ds, batch, step, shuffle, seed, 0, batch, x, y, perm_cache, perm_cache_pass);
 }
 
-void dataset_slice(const Dataset *ds, int64_t first, int64_t n, float *x, int32_t *y)
+void dataset_slice(const Dataset *ds, int64_t first, int64_t n, void *x, int32_t *y)
 {
     if (first < 0 || first >= ds->count || n <= 0) return;
     if (n > ds->count - first) n = ds->count - first;

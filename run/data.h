@@ -1,5 +1,6 @@
 /* Datasets for training and evaluation: the IDX format of MNIST (plain or gzip),
- * seeded synthetic data, and a deterministic, resumable stream of batches.
+ * seeded synthetic data, and a deterministic, resumable stream of batches.  The other
+ * file formats (NumPy, CSV, CIFAR-10, PNG folders, text) are in run/sources.h.
  *
  * Library code: errors go to the DiagSink, each naming the file and the field at
  * fault; nothing here prints or exits.  Every size computation is overflow-checked. */
@@ -11,23 +12,41 @@
 #include "util/diag.h"
 
 #define IDX_MAX_RANK 4
-/* A larger IDX payload is refused before anything is allocated. */
+/* An array of a NumPy file may have one more dimension (count + 4 per example). */
+#define ARRAY_MAX_RANK 5
+/* A larger IDX or NumPy payload is refused before anything is allocated. */
 #define IDX_MAX_BYTES ((int64_t)2 << 30)
 
-/* One IDX file: rank dims, then dims[0]*...*dims[rank-1] unsigned bytes. */
+/* The element types of IDX and NumPy arrays. */
+typedef enum ElemType { EL_U8, EL_I8, EL_I16, EL_I32, EL_I64, EL_F32, EL_F64, EL_TYPE_COUNT } ElemType;
+
+/* One array from an IDX or NumPy file: rank dims, then their product of elements of
+ * one type, in the machine's byte order (the readers convert). */
 typedef struct IdxData {
     int rank;
-    int64_t dims[IDX_MAX_RANK];
-    int64_t size;      /* bytes in data: the product of the dims */
-    uint8_t *data;
+    int64_t dims[ARRAY_MAX_RANK];
+    int64_t size;      /* elements in data: the product of the dims */
+    ElemType type;
+    uint8_t *data;     /* size * elem_size(type) bytes */
 } IdxData;
 
-/* Reads an IDX file of unsigned bytes (type 0x08), gzip-compressed or not (zlib
- * tells them apart by content, not by name).  The header is checked against the
- * decompressed length: no byte missing, none left over.  Returns 0, or -1 with a
- * message naming `path` in `d` (and *out zeroed). */
+/* Bytes per element; "uint8", "float32", ... */
+int elem_size(ElemType t);
+const char *elem_name(ElemType t);
+/* Element i as a double (exact for every type but the largest int64s). */
+double idx_value(const IdxData *a, int64_t i);
+
+/* Reads an IDX file of any of its element types (0x08 unsigned byte, 0x09 signed
+ * byte, 0x0B int16, 0x0C int32, 0x0D float32, 0x0E float64; big-endian in the file),
+ * gzip-compressed or not (zlib tells them apart by content, not by name).  The header
+ * is checked against the decompressed length: no byte missing, none left over.
+ * Returns 0, or -1 with a message naming `path` in `d` (and *out zeroed). */
 int idx_load(const char *path, IdxData *out, DiagSink *d);
 void idx_free(IdxData *idx);
+
+/* Reads a whole file (gzip-compressed or not) of at most `max` bytes into *buf (to
+ * free with gc_free; NULL when empty) and *len.  0, or -1 with a message naming it. */
+int data_read_file(const char *path, int64_t max, uint8_t **buf, int64_t *len, DiagSink *d);
 
 typedef struct Dataset {
     int64_t count;
@@ -41,7 +60,18 @@ typedef struct Dataset {
                             * or "synthetic data" */
     char *labels_name;     /* where the labels come from (the labels file); NULL: as name */
     const char *item;      /* what one example is, plural, for messages: "images" */
+    int64_t labels_per;    /* labels per example (text: one per position); 0 means 1 */
+    /* Text (run/sources.h): x is NULL and example i is the window of shape[0] bytes
+     * at text[i * stride] as int32 ids, its labels the bytes one further on. */
+    uint8_t *text;
+    int64_t text_len, stride;
 } Dataset;
+
+/* Labels per example: ds->labels_per, or 1. */
+static inline int64_t dataset_labels_per(const Dataset *ds)
+{
+    return ds->labels_per > 0 ? ds->labels_per : 1;
+}
 
 /* Loads MNIST from `dir`: train-images-idx3-ubyte + train-labels-idx1-ubyte (or the
  * t10k-* pair when !train), each preferring the .gz name and falling back to the
@@ -70,6 +100,7 @@ int dataset_synthetic(Dataset *out, int64_t count, const int64_t *shape, int ran
 /* What the model's inputs take, in the words of its .net file, for dataset_check. */
 typedef struct DataWant {
     const char *x_name, *x_type;   /* the examples' input: "image", "f32[B, 28, 28, 1]" */
+    bool x_ids;                    /* the input is i32 (ids for an embedding), not f32 */
     int x_rank;                    /* its shape after the batch dimension: 1..4 dims */
     int64_t x_shape[4];
     const char *y_name, *y_type;   /* the labels' input: "label", "i32[B]" */
@@ -82,7 +113,8 @@ typedef struct DataWant {
  * once 1s are dropped, or either side one flat dimension of as many values: a
  * [B, 784] input takes 28x28x1 images, a [B, 28, 28] input too, a [B, 14, 56, 1] one
  * does not), one label per example, and every label in [0, nclasses) (in [0,
- * ds->nclasses) when the model's classes are not known).  Loaders check that there
+ * ds->nclasses) when the model's classes are not known); integer ids (text) for an i32
+ * input, floats for an f32 one.  Loaders check that there
  * are as many labels as examples (they cannot build a Dataset otherwise).  0, or -1
  * with a message naming the file, what it holds and what the input takes. */
 int dataset_check(const Dataset *ds, const DataWant *want, DiagSink *d);
@@ -101,24 +133,25 @@ void dataset_free(Dataset *ds);
 /* floor(count / batch); 0 when batch <= 0 or batch > count. */
 int64_t dataset_batches_per_pass(const Dataset *ds, int64_t batch);
 
-/* Fills x[batch*sample_size] and y[batch] (either may be NULL) with batch number
+/* Fills x[batch*sample_size] (floats, or int32 ids for text) and y[batch*labels per
+ * example] (either may be NULL) with batch number
  * `step` >= 0.  With shuffle, perm_cache holds count int64 and *perm_cache_pass the
  * pass it holds (-1 at first): a pass's permutation is computed once, on its first
  * batch.  Requires 1 <= batch <= count (and perm_cache with shuffle); otherwise
  * nothing is written. */
 void dataset_batch(const Dataset *ds, int64_t batch, int64_t step, bool shuffle, uint64_t seed,
-                   float *x, int32_t *y, int64_t *perm_cache, int64_t *perm_cache_pass);
+                   void *x, int32_t *y, int64_t *perm_cache, int64_t *perm_cache_pass);
 
 /* Rows [row0, row0 + nrows) of batch number `step` of size `batch`, into x[nrows *
  * sample_size] and y[nrows]: a data-parallel rank's shard of the global batch (the
  * whole batch is row0 = 0, nrows = batch).  Same requirements as dataset_batch, and
  * 0 <= row0, row0 + nrows <= batch. */
 void dataset_batch_rows(const Dataset *ds, int64_t batch, int64_t step, bool shuffle, uint64_t seed, int64_t row0,
-                        int64_t nrows, float *x, int32_t *y, int64_t *perm_cache, int64_t *perm_cache_pass);
+                        int64_t nrows, void *x, int32_t *y, int64_t *perm_cache, int64_t *perm_cache_pass);
 
 /* Copies samples [first, first+n) in order, for evaluation; the caller handles the
  * last partial batch.  n is cut to the samples left; nothing is written when first is
  * outside [0, count). */
-void dataset_slice(const Dataset *ds, int64_t first, int64_t n, float *x, int32_t *y);
+void dataset_slice(const Dataset *ds, int64_t first, int64_t n, void *x, int32_t *y);
 
 #endif

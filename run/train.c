@@ -7,6 +7,7 @@
 #include "graph/passes.h"
 #include "kernels/kern.h"
 #include "run/plot.h"
+#include "run/sources.h"
 #include "run/train.h"
 #include "util/outfile.h"
 
@@ -41,6 +42,7 @@ typedef struct Feed {
     int x_input, y_input;    /* indices into g->inputs */
     int16_t batch_sym;       /* the symbol of the batch dimension, or -1 */
     int64_t sample_size;
+    int64_t labels_per;      /* labels per example (a sequence model: one per position) */
     Dataset train, test;
 } Feed;
 
@@ -67,10 +69,10 @@ static int feed_setup(const Graph *g, const TrainSpec *t, const RunOptions *o, b
     for (int i = 0; i < g->ninputs; i++) {
         const Node *n = &g->nodes[g->inputs[i]];
         if (g->inputs[i] == g->label_input) f->y_input = i;
-        else if (n->dtype == DT_F32 && f->x_input < 0) f->x_input = i;
+        else if ((n->dtype == DT_F32 || n->dtype == DT_I32) && f->x_input < 0) f->x_input = i;
     }
     if (f->x_input < 0 || f->y_input < 0 || g->ninputs != 2) {
-        diag_plain(d, "%s: training feeds one f32 input of examples and one i32 input of class labels "
+        diag_plain(d, "%s: training feeds one input of examples (f32, or i32 ids) and one i32 input of class labels "
                    "(used as cross_entropy's labels); this model has %d input%s",
                    g->src ? g->src->name : "model", g->ninputs, g->ninputs == 1 ? "" : "s");
         return -1;
@@ -85,7 +87,8 @@ static int feed_setup(const Graph *g, const TrainSpec *t, const RunOptions *o, b
     f->batch_sym = x->shape.d[0].sym;
     /* what the data must fit: dataset_check compares every set with it */
     char xtype[128], ytype[128], from[160];
-    DataWant want = { .x_name = x->name, .x_type = xtype, .x_rank = x->shape.rank - 1, .y_name = y->name,
+    DataWant want = { .x_name = x->name, .x_type = xtype, .x_ids = x->dtype == DT_I32, .x_rank = x->shape.rank - 1,
+                      .y_name = y->name,
                       .y_type = ytype, .y_per_example = 1, .classes_from = from };
     snprintf(xtype, sizeof xtype, "%s%s", dtype_name(x->dtype), shape_str(g, &x->shape, b, sizeof b));
     snprintf(ytype, sizeof ytype, "%s%s", dtype_name(y->dtype), shape_str(g, &y->shape, b, sizeof b));
@@ -102,22 +105,10 @@ static int feed_setup(const Graph *g, const TrainSpec *t, const RunOptions *o, b
     }
     for (int i = 0; i < y->shape.rank; i++)   /* a dim of another symbol: 0, refused */
         if (y->shape.d[i].sym != f->batch_sym) want.y_per_example *= y->shape.d[i].sym >= 0 ? 0 : y->shape.d[i].v;
-    if (t->data == DATA_MNIST) {
-        const char *dir = o->data_dir ? o->data_dir : t->data_path;
-        if ((need_train && dataset_load_mnist(dir, true, &f->train, d) != 0) ||
-            dataset_load_mnist(dir, false, &f->test, d) != 0)
-            goto fail;
-    } else if (t->data == DATA_SYNTHETIC) {
-        int32_t classes = want.nclasses > 0 ? want.nclasses : 10;
-        int64_t ntest = t->synth_count / 4 > 0 ? t->synth_count / 4 : 1;
-        if ((need_train && dataset_synthetic(&f->train, t->synth_count, want.x_shape, want.x_rank, classes, t->seed,
-                                             true, d) != 0) ||
-            dataset_synthetic(&f->test, ntest, want.x_shape, want.x_rank, classes, t->seed, false, d) != 0)
-            goto fail;
-    } else {
-        diag_plain(d, "%s: the model has no data source (a train block with data = ...)", g->src ? g->src->name : "model");
-        return -1;
-    }
+    f->labels_per = want.y_per_example;
+    TrainSpec src = *t;
+    if (o->data_dir) src.data_path = o->data_dir;
+    if (data_source_open(&src, &want, need_train, &f->train, &f->test, d) != 0) return -1;
     if ((need_train && dataset_check(&f->train, &want, d) != 0) || dataset_check(&f->test, &want, d) != 0) goto fail;
     if (o->train_limit > 0 && f->train.count > o->train_limit) f->train.count = o->train_limit;
     if (o->test_limit > 0 && f->test.count > o->test_limit) f->test.count = o->test_limit;
@@ -179,7 +170,7 @@ static int evaluator_init(Evaluator *e, const Graph *fwd, const Feed *f, int64_t
         (e->rest_n && prepare(fwd, FOR_EVALUATION, e->rest_n, co, w, &e->rest, d) != 0))
         goto fail;
     e->x = gc_calloc((size_t)(e->batch * f->sample_size), sizeof *e->x);
-    e->y = gc_calloc((size_t)e->batch, sizeof *e->y);
+    e->y = gc_calloc((size_t)(e->batch * f->labels_per), sizeof *e->y);
     if (!e->x || !e->y) { diag_plain(d, "out of memory"); goto fail; }
     return 0;
 fail:
@@ -276,6 +267,10 @@ static uint64_t dataset_hash(const Dataset *ds)
     int64_t n = ds->count < 64 ? ds->count : 64;
     for (int64_t k = 0; k < n; k++) {
         int64_t i = k * ds->count / n;
+        if (ds->text) {   /* a window and the byte after it */
+            h = fnv(h, ds->text + i * ds->stride, (size_t)ds->sample_size + 1);
+            continue;
+        }
         h = fnv(h, ds->x + i * ds->sample_size, (size_t)ds->sample_size * sizeof *ds->x);
         h = fnv(h, ds->y + i, sizeof *ds->y);
     }
@@ -550,7 +545,7 @@ static int buffers_setup(Run *run)
     int64_t n = run->t.batch * run->f.sample_size;
     if (!exec_fits_memory((double)n * 4, "a batch of inputs", run->d)) return -1;
     run->x = gc_calloc((size_t)n, sizeof *run->x);
-    run->y = gc_calloc((size_t)run->t.batch, sizeof *run->y);
+    run->y = gc_calloc((size_t)(run->t.batch * run->f.labels_per), sizeof *run->y);
     run->perm = gc_calloc((size_t)run->f.train.count, sizeof *run->perm);
     run->perm_pass = -1;
     r->nsteps = run->t.epochs * run->steps;

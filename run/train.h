@@ -131,7 +131,7 @@ typedef struct RunOptions {
     int64_t max_memory;             /* refuse to train if the step needs more bytes (0: no limit) */
     uint64_t passes_off;            /* compiler passes switched off (CompileOptions.passes_off) */
     const char *plot_path;          /* SVG of the run */
-    const char *data_dir;           /* overrides mnist("...") */
+    const char *data_dir;           /* overrides the data source's file or folder */
     RunReporter report;             /* progress and results (rank 0 only) */
     /* Data parallel (docs/distributed.md): with a Comm of N ranks, each rank trains on
      * its `batch` rows of every global batch of N * batch, gradients are averaged by the

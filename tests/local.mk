@@ -7,7 +7,8 @@
 #   test_runloop   the training loop's events (run/train.h): order, figures, NaN, saves
 #   test_progress  graphc run's progress bar and JSON lines (cli/progress.c, built in)
 #   test_bench     what the benchmark report stands on: bytes per step, small-batch paths
-#   test_data      data sources;  test_image  image files;  test_plot  SVG plots
+#   test_data      data sets and batches;  test_sources  the data sources of issue 14
+#   test_image  image files;  test_plot  SVG plots
 #   test_api       the public C API alone (two models on two threads)
 #   test_optim     the train block's optimizers, schedules and clipping (issue 14)
 #   test_onnx      ONNX export and import: round trips, damaged files (when built with ONNX)
@@ -23,14 +24,15 @@
 # valgrind.sh, install.sh, mpi.sh, layers.sh (no file includes a folder of a layer
 # above its own), predict.sh (graphc predict's reports and exit status, and
 # examples/classify beside it), ablate_cli.sh (graphc bench --ablate's refusals and
-# plot).
+# plot), sample.sh (a text() model, graphc eval's baselines, graphc sample),
+# tabular.sh (the csv() and npy() models, NumPy's files).
 # Run the tests that expose known bugs with: GRAPHC_KNOWN_BUGS=1 tests/test_frontend
 TEST_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 TEST_LIBS = $(GRAPHC_LIBS) $(CHECK_LIBS)
 AM_TESTS_ENVIRONMENT = top_srcdir='$(top_srcdir)'; top_builddir='$(top_builddir)'; SAN_CFLAGS='$(SAN_CFLAGS)'; export top_srcdir top_builddir SAN_CFLAGS; CK_DEFAULT_TIMEOUT=600; export CK_DEFAULT_TIMEOUT;
 
 CHECK_SUITES = tests/test_frontend tests/test_kernels tests/test_train tests/test_runloop tests/test_progress tests/test_bench \
-	tests/test_data tests/test_image tests/test_plot tests/test_api tests/test_ablate tests/test_optim
+	tests/test_data tests/test_sources tests/test_image tests/test_plot tests/test_api tests/test_ablate tests/test_optim
 check_PROGRAMS += $(CHECK_SUITES)
 TESTS += $(CHECK_SUITES)
 tests_test_frontend_SOURCES = tests/test_frontend.c fuzz/modelgen.c fuzz/pipeline.c
@@ -54,6 +56,9 @@ tests_test_bench_LDADD = $(TEST_LIBS)
 tests_test_data_SOURCES = tests/test_data.c
 tests_test_data_CFLAGS = $(TEST_CFLAGS)
 tests_test_data_LDADD = $(TEST_LIBS)
+tests_test_sources_SOURCES = tests/test_sources.c tests/datafiles.h
+tests_test_sources_CFLAGS = $(TEST_CFLAGS)
+tests_test_sources_LDADD = $(TEST_LIBS)
 tests_test_image_SOURCES = tests/test_image.c tests/testutil.h
 tests_test_image_CFLAGS = $(TEST_CFLAGS)
 tests_test_image_LDADD = $(TEST_LIBS)
@@ -71,10 +76,10 @@ tests_test_optim_CFLAGS = $(TEST_CFLAGS)
 tests_test_optim_LDADD = $(TEST_LIBS)
 
 TESTS += tests/golden.sh tests/deep.sh tests/regress.sh tests/resume.sh tests/cli_run.sh tests/valgrind.sh \
-	tests/install.sh tests/mpi.sh tests/layers.sh tests/predict.sh tests/ablate_cli.sh
+	tests/install.sh tests/mpi.sh tests/layers.sh tests/predict.sh tests/ablate_cli.sh tests/sample.sh tests/tabular.sh
 EXTRA_DIST += tests/golden.sh tests/deep.sh tests/regress.sh tests/regress tests/golden tests/errors tests/resume.sh \
 	tests/cli_run.sh tests/valgrind.sh tests/valgrind.net tests/install.sh tests/mpi.sh tests/layers.sh tests/predict.sh \
-	tests/ablate_cli.sh
+	tests/ablate_cli.sh tests/sample.sh tests/tabular.sh
 # cli.sh: what a newcomer meets on the command line (issue 17), a check per behaviour;
 # readme.sh: the README's synopsis is --help, its sample run what run prints
 TESTS += tests/cli.sh tests/readme.sh

@@ -504,11 +504,11 @@ START_TEST(test_idx_wrong_type)
 {
     unsigned char buf[16];
     uint32_t dims[1] = {2};
-    size_t n = idx_header(buf, 0x0D, 1, dims);
+    size_t n = idx_header(buf, 0x0A, 1, dims);
     memset(buf + n, 0, 8);
-    check_bad(buf, n + 8, false, "unsupported data type 0x0d (float32)", "only 0x08");
-    n = idx_header(buf, 0x0C, 1, dims);
-    check_bad(buf, n + 8, true, "unsupported data type 0x0c (int32)", NULL);
+    check_bad(buf, n + 8, false, "unsupported data type 0x0a in byte 3 of the header", "0x0e (float64)");
+    n = idx_header(buf, 0x0F, 1, dims);
+    check_bad(buf, n + 8, true, "unsupported data type 0x0f", NULL);
 }
 END_TEST
 
@@ -1075,7 +1075,7 @@ START_TEST(test_check_direct)
     DataWant want = {.x_name = "x", .x_type = "f32[B, 8]", .x_rank = 1, .x_shape = {8}, .y_name = "y",
                      .y_type = "i32[B, 3]", .y_per_example = 3};
     ck_assert_int_eq(dataset_check(&ds, &want, &d), -1);
-    ck_assert_msg(strstr(d.buf, "synthetic data: one label per example, but input 'y' i32[B, 3] takes 3 per example"),
+    ck_assert_msg(strstr(d.buf, "synthetic data: 1 label per example, but input 'y' i32[B, 3] takes 3 per example"),
                   "%s", d.buf);
     want.y_per_example = 1;
     ck_assert_int_eq(dataset_check(&ds, &want, &d), 0);

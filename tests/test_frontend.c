@@ -2341,7 +2341,8 @@ static const struct LineCase {
       "loss = cross_entropy(y, l)\n"
       "output y\n"
       "train { data = 3; minimize = loss }\n",
-      "t.net:6:16: error: train: 'data' must be mnist(\"folder\") or synthetic(count=N)", 1 },
+      "t.net:6:16: error: train: 'data' must be a data source: mnist(\"folder\"), idx(...), npy(...), csv(...), "
+      "cifar10(...), images(...), text(...) or synthetic(count=N)", 1 },
     { "train_bad_optimizer",
       "input x: f32[B, 4]\n"
       "input l: i32[B]\n"

@@ -516,6 +516,7 @@ END_TEST
 static const char *const model_files[] = {
     "models/mnist.net", "models/mnist-adam.net", "models/mlp.net", "models/lenet5.net",
     "models/resnet.net", "models/siamese.net", "models/large.net", "models/charlm.net", "models/fashion-resnet.net",
+    "models/spirals.net", "models/rings.net",
 };
 
 /* Three training steps of `ex` on random feeds (labels in [0, classes)), every
@@ -754,8 +755,8 @@ END_TEST
 START_TEST(gemm_update_curve)
 {
     enum { STEPS = 100 };
-    static const int fused_in[] = { 1, 1, 1, 1, 0, 0, 1, 7, 0 };   /* matmul_update nodes, per model_files */
-    static const int dense_in[] = { 0, 0, 2, 0, 0, 0, 1, 0, 0 };   /* matmul_grad_update nodes */
+    static const int fused_in[] = { 1, 1, 1, 1, 0, 0, 1, 7, 0, 0, 0 };   /* matmul_update nodes, per model_files */
+    static const int dense_in[] = { 0, 0, 2, 0, 0, 0, 1, 0, 0, 0, 0 };   /* matmul_grad_update nodes */
     static_assert(sizeof fused_in / sizeof *fused_in == sizeof model_files / sizeof *model_files, "one per model");
     static_assert(sizeof dense_in / sizeof *dense_in == sizeof model_files / sizeof *model_files, "one per model");
     Compiled c;
@@ -1922,9 +1923,10 @@ START_TEST(tiny_model_to_zero_loss)
 END_TEST
 
 /* models/charlm.net learns to continue a text: windows of a sentence repeated, each
- * position's label the byte after it, 40 Adam steps in the compiled plan (the train
- * block's optimizer) take the loss from about log(256) to under half of it.  The
- * integer inputs are fed as they will be from a text source. */
+ * position's label the byte after it, 40 steps in the compiled plan (the train block's
+ * AdamW at its schedule's base rate, without the decay) take the loss from about
+ * log(256) to under half of it.  The integer inputs are fed as a text source feeds
+ * them. */
 static void text_windows(int32_t *ids, int32_t *next, int64_t batch, int64_t len, uint64_t seed)
 {
     static const char text[] = "the quick brown fox jumps over the lazy dog. ";
