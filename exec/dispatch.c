@@ -185,11 +185,11 @@ static int k_conv2d_maxpool(const KCall *c)
     const float *bias = c->n->nin == 3 ? fin(c, 2) : NULL;
     EwAct act = bias ? act_of(c->n->a.convpool.conv.act, c->n->a.convpool.conv.act_p) : EW_NO_ACT;
     if (kern_conv2d_maxpool_exact(&p)) {
-        kern_conv2d_maxpool(c->pool, &p, &q, fin(c, 0), fin(c, 1), bias, act, fout(c), c->scratch);
+        kern_conv2d_maxpool(c->pool, c->env->isa, &p, &q, fin(c, 0), fin(c, 1), bias, act, fout(c), c->scratch);
         return 0;
     }
     float *conv = c->scratch;
-    kern_conv2d_bias_act(c->pool, &p, fin(c, 0), fin(c, 1), bias, act, conv, conv + convpool_apart_floats(&p));
+    kern_conv2d_bias_act(c->pool, c->env->isa, &p, fin(c, 0), fin(c, 1), bias, act, conv, conv + convpool_apart_floats(&p));
     return run_images(c, q, OP_MAXPOOL, conv);
 }
 
@@ -208,24 +208,24 @@ static int k_conv2d(const KCall *c)
 {
     KConv p = call_conv(c);
     if (c->n->op == OP_CONV2D_BIAS_ACT)
-        kern_conv2d_bias_act(c->pool, &p, fin(c, 0), fin(c, 1), fin(c, 2), act_of(c->n->a.win.act, c->n->a.win.act_p),
+        kern_conv2d_bias_act(c->pool, c->env->isa, &p, fin(c, 0), fin(c, 1), fin(c, 2), act_of(c->n->a.win.act, c->n->a.win.act_p),
                              fout(c), c->scratch);
     else
-        kern_conv2d(c->pool, &p, fin(c, 0), fin(c, 1), fout(c), c->scratch);
+        kern_conv2d(c->pool, c->env->isa, &p, fin(c, 0), fin(c, 1), fout(c), c->scratch);
     return 0;
 }
 
 static int k_conv2d_grad_input(const KCall *c)
 {
     KConv p = call_conv(c);
-    kern_conv2d_grad_input(c->pool, &p, fin(c, 0), fin(c, 1), fout(c), c->scratch);
+    kern_conv2d_grad_input(c->pool, c->env->isa, &p, fin(c, 0), fin(c, 1), fout(c), c->scratch);
     return 0;
 }
 
 static int k_conv2d_grad_filter(const KCall *c)
 {
     KConv p = call_conv(c);
-    kern_conv2d_grad_filter(c->pool, &p, fin(c, 0), fin(c, 1), fout(c), c->scratch);
+    kern_conv2d_grad_filter(c->pool, c->env->isa, &p, fin(c, 0), fin(c, 1), fout(c), c->scratch);
     return 0;
 }
 
@@ -603,7 +603,7 @@ static void update_range(const StepEnv *e, OpKind op, int var, int s0, int s1, c
     case OP_SGD_UPDATE: kern_sgd(w, g, hi - lo, e->lr); break;
     case OP_MOMENTUM_UPDATE: kern_momentum(w, e->w->data[s0] + lo, g, hi - lo, e->lr, e->momentum, e->nesterov); break;
     default:
-        kern_adam(w, e->w->data[s0] + lo, e->w->data[s1] + lo, g, hi - lo, e->lr, e->beta1, e->beta2, e->eps,
+        kern_adam(e->isa, w, e->w->data[s0] + lo, e->w->data[s1] + lo, g, hi - lo, e->lr, e->beta1, e->beta2, e->eps,
                   e->step + 1);
         break;
     }
@@ -691,7 +691,7 @@ static int k_matmul_update(const KCall *c)
         kern_gemm_momentum(c->pool, ta, tb, M, N, K, fin(c, 1), fin(c, 2), wd, s0, e->lr, e->momentum);
         break;
     case OP_ADAM_UPDATE:
-        kern_gemm_adam(c->pool, ta, tb, M, N, K, fin(c, 1), fin(c, 2), wd, s0, s1, e->lr, e->beta1, e->beta2, e->eps,
+        kern_gemm_adam(c->pool, c->env->isa, ta, tb, M, N, K, fin(c, 1), fin(c, 2), wd, s0, s1, e->lr, e->beta1, e->beta2, e->eps,
                        e->step + 1, c->scratch);
         break;
     default:

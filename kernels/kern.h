@@ -20,6 +20,29 @@
 
 #define KERN_MAX_RANK 6
 
+/* ---- instruction sets (cpu.c) ------------------------------------------------------
+ * The kernels that exist in several variants (the direct convolutions, Adam's loop)
+ * are written once, width-generic, and compiled once per instruction set
+ * (docs/kernels.md); a caller says which to run with a KIsa, and KISA_AUTO (0, what a
+ * zeroed options struct holds) runs the best this CPU has.  Every variant takes the
+ * same path with the same scratch, so scratch sizes do not depend on it.
+ * Order matters: a CPU that runs a variant runs every one below it. */
+typedef enum KIsa { KISA_AUTO, KISA_PORTABLE, KISA_AVX2, KISA_AVX512, KISA_COUNT } KIsa;
+
+/* The best variant this CPU runs: avx512 (avx512f, bw, vl and fma), avx2 (avx2 and
+ * fma), else portable (plain C).  Detected once. */
+KIsa kern_isa_cpu(void);
+/* The variant that runs when `isa` is asked for: the best for KISA_AUTO, and never one
+ * the CPU cannot run (the best it can instead). */
+KIsa kern_isa_resolve(KIsa isa);
+/* "avx512", "avx2", "portable" ("auto" for KISA_AUTO). */
+const char *kern_isa_name(KIsa isa);
+/* The variant called `name` for a CPU whose best is `cpu`: 0, -1 for a name that is
+ * none of them, -2 for one that CPU cannot run (*isa is set either way but for -1). */
+int kern_isa_parse(const char *name, KIsa cpu, KIsa *isa);
+/* "avx512, avx2 or portable": the names kern_isa_parse takes, for messages. */
+const char *kern_isa_names(void);
+
 /* ---- elementwise, with NumPy broadcasting ------------------------------------ */
 /* The functions are util/elemwise.def's (EwBinary, EwUnary). */
 
@@ -116,29 +139,32 @@ typedef enum KConvOp { KCONV_FORWARD, KCONV_GRAD_INPUT, KCONV_GRAD_FILTER, KCONV
 /* Scratch bytes kernel `op` touches for these sizes on a pool of `threads`,
  * by the path it takes: im2col chunks (bounded, whatever the batch or image), a [K, F]
  * partial sum per thread for the filter gradient, the filter packed for the direct
- * many-channel kernels; 0 when it needs none (then NULL may be passed). */
+ * kernels; 0 when it needs none (then NULL may be passed).  The same for every KIsa. */
 size_t kern_conv_scratch(const KConv *p, KConvOp op, int threads);
 /* The most of the three: one buffer that serves them all. */
 size_t kern_conv2d_scratch(const KConv *p, int threads);
 /* Test hook: im2col chunk height in output pixels (0: automatic, about 1 MiB). */
 void kern_conv_set_chunk_rows(size_t rows);
-/* Convolutions with few input channels (C <= 4, KH*KW*C <= 80) run a direct AVX2 + FMA
- * kernel when the CPU has both, instead of im2col + sgemm (forward and grad filter;
- * neither needs im2col scratch then).  With more channels and at least 8 filters, the
- * forward pass, the filter gradient and (stride 1) the input gradient run other direct
- * kernels (not for the identity cases), the first and last on a filter packed into
- * the scratch.
- * Test hooks: whether these sizes take either, and mode < 0 to turn both off (0:
+/* An image network's convolutions run graphc's own direct kernels (kernels/conv_direct.c,
+ * docs/kernels.md) in the variant `isa` names, instead of im2col + sgemm: few input
+ * channels (C <= 4) at any size; more with at least 8 filters where a row's patches
+ * fit 32 KiB or the packed filter 256 KiB (not the identity cases): the forward pass,
+ * the filter gradient (with more than 4 channels only up to 64 filters: past that
+ * sgemm is faster) and, at stride 1, the input gradient, on a filter packed into the
+ * scratch.  Which sizes take them does not depend on the CPU.
+ * Test hooks: whether these sizes take them, and mode < 0 to turn them off (0:
  * automatic). */
 bool kern_conv_direct_used(const KConv *p);
 void kern_conv_set_direct(int mode);
-void kern_conv2d(Pool *pool, const KConv *p, const float *x, const float *w, float *y, float *scratch);
+void kern_conv2d(Pool *pool, KIsa isa, const KConv *p, const float *x, const float *w, float *y, float *scratch);
 /* conv2d, then y[., f] = act(y[., f] + bias[f]) on each chunk while it is in cache.
  * The same arithmetic as the three ops apart. */
-void kern_conv2d_bias_act(Pool *pool, const KConv *p, const float *x, const float *w, const float *bias, EwAct act,
-                          float *y, float *scratch);
-void kern_conv2d_grad_input(Pool *pool, const KConv *p, const float *dy, const float *w, float *dx, float *scratch);
-void kern_conv2d_grad_filter(Pool *pool, const KConv *p, const float *x, const float *dy, float *dw, float *scratch);
+void kern_conv2d_bias_act(Pool *pool, KIsa isa, const KConv *p, const float *x, const float *w, const float *bias,
+                          EwAct act, float *y, float *scratch);
+void kern_conv2d_grad_input(Pool *pool, KIsa isa, const KConv *p, const float *dy, const float *w, float *dx,
+                            float *scratch);
+void kern_conv2d_grad_filter(Pool *pool, KIsa isa, const KConv *p, const float *x, const float *dy, float *dw,
+                             float *scratch);
 
 /* ---- pooling, NHWC ---------------------------------------------------------------- */
 typedef struct KPool {
@@ -165,15 +191,16 @@ void kern_maxpool_grad_relu(const KPool *p, const float *x, const float *y, cons
 /* conv2d_maxpool (graph/fuse.c): kern_conv2d_bias_act(p, x, w, bias, act) (bias NULL:
  * kern_conv2d), then kern_maxpool(q) of its output (q->h, q->w, q->c = p->oh, p->ow,
  * p->f), without writing the convolution's output: it is made band by band in each
- * thread's scratch and pooled there.  The same bits as the two calls where these
- * sizes take a direct kernel (kern_conv2d_maxpool_exact); on im2col + sgemm the same
- * values to rounding only (sgemm's bits depend on how its calls are cut). */
+ * thread's scratch and pooled there.  The same bits as the two calls (with the same
+ * isa) where these sizes take the direct kernels (kern_conv2d_maxpool_exact, whatever
+ * the variant); on im2col + sgemm the same values to rounding only (sgemm's bits
+ * depend on how its calls are cut). */
 bool kern_conv2d_maxpool_exact(const KConv *p);
 /* Test hook: pooled rows per band (0: automatic, the conv rows in about 96 KiB). */
 void kern_conv_set_pool_band(size_t rows);
 size_t kern_conv2d_maxpool_scratch(const KConv *p, const KPool *q, int threads);
-void kern_conv2d_maxpool(Pool *pool, const KConv *p, const KPool *q, const float *x, const float *w, const float *bias, EwAct act,
-                         float *y, float *scratch);
+void kern_conv2d_maxpool(Pool *pool, KIsa isa, const KConv *p, const KPool *q, const float *x, const float *w,
+                         const float *bias, EwAct act, float *y, float *scratch);
 void kern_avgpool(const KPool *p, const float *x, float *y);
 void kern_avgpool_grad(const KPool *p, const float *dy, float *dx);
 /* [n, hw, c] -> [n, c] mean over hw, and its gradient. */
@@ -198,8 +225,9 @@ void kern_dropout_grad(const float *dy, float *dx, size_t n, float rate, uint64_
 void kern_sgd(float *w, const float *g, size_t n, float lr);
 /* v = mu*v + g; w -= lr*(nesterov ? g + mu*v : v)   (PyTorch's formulation) */
 void kern_momentum(float *w, float *v, const float *g, size_t n, float lr, float mu, bool nesterov);
-/* Adam (Kingma & Ba) with bias correction at step t (1-based). */
-void kern_adam(float *w, float *m, float *v, const float *g, size_t n, float lr,
+/* Adam (Kingma & Ba) with bias correction at step t (1-based); the vector loop of
+ * variant `isa` (portable: the scalar loop), the same bits in every variant. */
+void kern_adam(KIsa isa, float *w, float *m, float *v, const float *g, size_t n, float lr,
                float beta1, float beta2, float eps, int64_t t);
 /* ---- optimizer updates inside the GEMM that makes their gradient (update.c) --------
  * The gradient op(A) op(B) [M, N] of a weight w [M, N] is never stored whole.
@@ -214,9 +242,9 @@ void kern_gemm_momentum(Pool *pool, bool ta, bool tb, size_t M, size_t N, size_t
 size_t kern_gemm_adam_scratch(size_t M, size_t N, int threads);
 /* Test hook: rows per panel (0: automatic, kern_gemm_panel_rows). */
 void kern_gemm_adam_set_panel(size_t rows);
-void kern_gemm_adam(Pool *pool, bool ta, bool tb, size_t M, size_t N, size_t K, const float *A, const float *B,
-                    float *w, float *m, float *v, float lr, float beta1, float beta2, float eps, int64_t t,
-                    float *scratch);
+void kern_gemm_adam(Pool *pool, KIsa isa, bool ta, bool tb, size_t M, size_t N, size_t K, const float *A,
+                    const float *B, float *w, float *m, float *v, float lr, float beta1, float beta2, float eps,
+                    int64_t t, float *scratch);
 /* A dense layer's backward whose input x [B, K] is a relu output, with the update of its
  * weight w [K, N]: out = (x > 0 ? dy w^T : 0) and w's update from x^T dy, where out
  * may be x itself (x is read whole before it is written).  Momentum gives the bits of
@@ -227,9 +255,5 @@ void kern_dense_backward_sgd(Pool *pool, const float *x, const float *dy, float 
                              size_t N, float lr, float *scratch);
 void kern_dense_backward_momentum(Pool *pool, const float *x, const float *dy, float *w, float *v, float *out,
                                   size_t B, size_t K, size_t N, float lr, float mu, float *scratch);
-
-/* Test hook: mode < 0 keeps kern_adam to its scalar loop (0: automatic, an AVX loop with
- * the same bits where the CPU has AVX). */
-void kern_adam_set_vector(int mode);
 
 #endif

@@ -69,6 +69,7 @@ size_t kern_gemm_adam_scratch(size_t M, size_t N, int threads)
 }
 
 typedef struct AdamJob {
+    KIsa isa;
     bool ta, tb;
     size_t M, N, K;
     const float *A, *B;
@@ -88,15 +89,15 @@ static void adam_part(void *arg, int task, int worker)
     for (size_t q = first; q < end; q++) {
         size_t r0 = q * j->p.rows, r1 = r0 + j->p.rows < j->M ? r0 + j->p.rows : j->M, at = r0 * j->N;
         kern_gemm_rows(j->ta, j->tb, j->M, j->N, j->K, r0, r1, 1.0f, j->A, j->B, 0.0f, panel);
-        kern_adam(j->w + at, j->m + at, j->v + at, panel, (r1 - r0) * j->N, j->lr, j->beta1, j->beta2, j->eps, j->t);
+        kern_adam(j->isa, j->w + at, j->m + at, j->v + at, panel, (r1 - r0) * j->N, j->lr, j->beta1, j->beta2, j->eps, j->t);
     }
 }
 
-void kern_gemm_adam(Pool *pool, bool ta, bool tb, size_t M, size_t N, size_t K, const float *A, const float *B,
-                    float *w, float *m, float *v, float lr, float beta1, float beta2, float eps, int64_t t,
-                    float *scratch)
+void kern_gemm_adam(Pool *pool, KIsa isa, bool ta, bool tb, size_t M, size_t N, size_t K, const float *A,
+                    const float *B, float *w, float *m, float *v, float lr, float beta1, float beta2, float eps,
+                    int64_t t, float *scratch)
 {
-    AdamJob j = { ta, tb, M, N, K, A, B, w, m, v, scratch, lr, beta1, beta2, eps, t,
+    AdamJob j = { isa, ta, tb, M, N, K, A, B, w, m, v, scratch, lr, beta1, beta2, eps, t,
                   adam_panels(M, N, pool_threads(pool)) };
     pool_run(pool, j.p.tasks, adam_part, &j);
 }
