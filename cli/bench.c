@@ -6,7 +6,7 @@
 
 static const char bench_usage[] =
     "usage: graphc bench FILE.net [--batch N[,N...]] [--infer] [--threads N] [--steps N]\n"
-    "                    [--warmup N] [--profile] [--compare-stages] [--json]\n"
+    "                    [--warmup N] [--profile] [--compare-stages] [--json] [--isa NAME]\n"
     "\n"
     "Runs the interpreter and the compiled plan side by side in one process, alternating\n"
     "step by step after a warm-up, on random inputs, and prints the median time per step,\n"
@@ -18,7 +18,9 @@ static const char bench_usage[] =
     "  --profile      a per-op table for each mode (time, share, FLOPs, .net line)\n"
     "  --compare-stages  also the compiled plan with every op alone (no parallel\n"
     "                 stages), alternating with the other two: what the stages buy\n"
-    "  --json         one JSON object per batch size\n";
+    "  --json         one JSON object per batch size\n"
+    "  --isa NAME     the kernels' variant: avx512, avx2 or portable (default: the\n"
+    "                 best this CPU runs, or GRAPHC_ISA)\n";
 
 int cmd_bench(int argc, char **argv)
 {
@@ -26,9 +28,9 @@ int cmd_bench(int argc, char **argv)
         { "help", no_argument, 0, 'h' }, { "batch", required_argument, 0, 'b' }, { "infer", no_argument, 0, 'i' },
         { "threads", required_argument, 0, 't' }, { "steps", required_argument, 0, 's' },
         { "warmup", required_argument, 0, 'w' }, { "profile", no_argument, 0, 'p' }, { "json", no_argument, 0, 'j' },
-        { "compare-stages", no_argument, 0, 'c' }, { 0, 0, 0, 0 },
+        { "compare-stages", no_argument, 0, 'c' }, { "isa", required_argument, 0, 'a' }, { 0, 0, 0, 0 },
     };
-    BenchOptions o = { .steps = 10, .warmup = 2, .out = stdout };
+    BenchOptions o = { .steps = 10, .warmup = 2, .out = stdout, .isa = cli_isa() };
     int64_t batches[16], v;
     int c;
     optind = 1;
@@ -52,6 +54,7 @@ int cmd_bench(int argc, char **argv)
         case 'p': o.profile = true; break;
         case 'j': o.json = true; break;
         case 'c': o.compare_stages = true; break;
+        case 'a': if (!cli_parse_isa("bench", optarg, &o.isa)) return EXIT_USAGE; break;
         case ':': return cli_usage_error("bench", "option '%s' needs a value", argv[optind - 1]);
         default: return cli_usage_error("bench", "unknown option '%s'", argv[optind - 1]);
         }

@@ -5,6 +5,7 @@
 #define GRAPHC_CLI_H
 #include "graph/graph.h"
 #include "graph/lower.h"
+#include "kernels/kern.h"
 
 enum { EXIT_OK = 0, EXIT_BAD_INPUT = 1, EXIT_USAGE = 2 };
 
@@ -27,6 +28,12 @@ int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format
 /* Parses a non-negative integer flag value; prints a usage error and returns false if bad. */
 bool cli_parse_i64(const char *cmd, const char *flag, const char *s, int64_t lo, int64_t hi, int64_t *out);
 bool cli_parse_f64(const char *cmd, const char *flag, const char *s, double lo, double hi, double *out);
+/* The kernels' variant named by `--isa NAME` (refusing a name that is none, or one this
+ * CPU cannot run, with a usage error: false). */
+bool cli_parse_isa(const char *cmd, const char *name, KIsa *out);
+/* The variant GRAPHC_ISA names (read once, by main), else KISA_AUTO: the default of
+ * every command's --isa. */
+KIsa cli_isa(void);
 
 int cmd_check(int argc, char **argv);
 int cmd_dump(int argc, char **argv);

@@ -112,7 +112,7 @@ int cmd_predict(int argc, char **argv)
     dummy = gc_calloc(most ? most : 1, 1);
     for (int i = 0; i < g->ninputs; i++) feeds[i] = i == xi ? x : dummy;
     float *outs[16] = { probs };
-    StepEnv env = { .w = &w, .d = &d };
+    StepEnv env = { .w = &w, .d = &d, .isa = cli_isa() };
     if (g->noutputs > 16 || executor_run(step.ex, feeds, outs, &env) != 0) goto out;
     Ranked *r = gc_calloc((size_t)per, sizeof *r);
     if (!r) goto out;

@@ -175,7 +175,7 @@ static int bench_setup(Bench *b, Pool *pool, DiagSink *d)
         const Graph *g = b->step[m].graph;
         b->env[m] = (StepEnv){ .w = &b->w[m], .seed = 1, .lr = 1e-4f, .momentum = g->train.momentum, .beta1 = 0.9f,
                                .beta2 = 0.999f, .eps = 1e-7f, .nesterov = g->train.nesterov, .training = !o->infer,
-                               .d = d };
+                               .d = d, .isa = o->isa };
     }
     const Graph *g = b->step[0].graph;
     int32_t classes = 2;
@@ -223,21 +223,22 @@ static void bench_report(const Bench *b, int threads)
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     const char *model = b->fwd->model_name ? b->fwd->model_name : "model";
+    const char *isa = kern_isa_name(kern_isa_resolve(o->isa));   /* the variant that ran */
     if (o->json) {
         char serial[96] = "";
         if (b->nm == 3) snprintf(serial, sizeof serial, "\"one_op_at_a_time_ms\": %.3f, ", med[2] / 1e6);
-        fprintf(out, "{\"model\": \"%s\", \"step\": \"%s\", \"batch\": %lld, \"threads\": %d, \"blas\": \"%s\", "
+        fprintf(out, "{\"model\": \"%s\", \"step\": \"%s\", \"batch\": %lld, \"threads\": %d, \"blas\": \"%s\", \"isa\": \"%s\", "
                 "\"interp_ms\": %.3f, \"compiled_ms\": %.3f, %s\"ratio\": %.3f, \"interp_images_per_s\": %.1f, "
                 "\"compiled_images_per_s\": %.1f, \"interp_peak_bytes\": %zu, \"compiled_arena_bytes\": %zu, "
                 "\"max_rss_kb\": %ld, \"steps\": %d, \"gflop_per_step\": %.4f, \"compile_ms\": %.3f}\n",
-                model, o->infer ? "inference" : "training", (long long)b->batch, threads, kern_blas_info(), med[0] / 1e6,
+                model, o->infer ? "inference" : "training", (long long)b->batch, threads, kern_blas_info(), isa, med[0] / 1e6,
                 med[1] / 1e6, serial, med[0] / med[1], 1e9 * (double)b->batch / med[0], 1e9 * (double)b->batch / med[1],
                 mem[0], mem[1], ru.ru_maxrss, o->steps, graph_flops(g) / 1e9, b->compile_ns / 1e6);
         return;
     }
-    fprintf(out, "%s, %s step, batch %lld: %.2f GFLOP/step, %d steps after %d warm-up, %s, %d thread%s\n", model,
-            o->infer ? "inference" : "training", (long long)b->batch, graph_flops(g) / 1e9, o->steps, o->warmup,
-            kern_blas_info(), threads, threads == 1 ? "" : "s");
+    fprintf(out, "%s, %s step, batch %lld: %.2f GFLOP/step, %d steps after %d warm-up, %s, %s kernels, %d thread%s\n",
+            model, o->infer ? "inference" : "training", (long long)b->batch, graph_flops(g) / 1e9, o->steps, o->warmup,
+            kern_blas_info(), isa, threads, threads == 1 ? "" : "s");
     fprintf(out, "  %-16s %12s %10s %9s %16s\n", "mode", "median ms", "images/s", "GFLOP/s", "activations MB");
     for (int m = 0; m < b->nm; m++)
         fprintf(out, "  %-16s %12.2f %10.1f %9.1f %16.1f  (%s)\n", mode_names[m], med[m] / 1e6,

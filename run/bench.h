@@ -3,6 +3,7 @@
 #define GRAPHC_BENCH_H
 #include <stdio.h>
 #include "graph/graph.h"
+#include "kernels/kern.h"
 
 typedef struct BenchOptions {
     bool infer;            /* inference instead of a training step */
@@ -14,6 +15,7 @@ typedef struct BenchOptions {
     bool profile;          /* per-op tables */
     bool compare_stages;   /* also the compiled plan without parallel stages */
     bool json;             /* one JSON object per batch size instead of tables */
+    KIsa isa;              /* the kernels' variant (KISA_AUTO: the best the CPU runs) */
     FILE *out;
 } BenchOptions;
 

@@ -376,7 +376,7 @@ int train_run(const Graph *fwd, const RunOptions *o, RunResult *r, Weights *w_ou
     StepEnv env = {
         .w = &w, .seed = t.seed, .lr = t.lr, .momentum = t.momentum, .beta1 = t.beta1, .beta2 = t.beta2,
         .eps = t.eps, .nesterov = t.nesterov, .training = true, .d = d, .check_numerics = o->check_numerics,
-        .comm = comm, .shard = rank,
+        .comm = comm, .shard = rank, .isa = o->isa,
     };
     /* Every rank is ready (or the lowest one that is not says why), and all start from
      * the same weights. */
@@ -392,9 +392,9 @@ int train_run(const Graph *fwd, const RunOptions *o, RunResult *r, Weights *w_ou
     bool tty = log == LOG_BAR && isatty(fileno(out));
     if (log == LOG_BAR) {
         int nt = pool_threads(pool);
-        fprintf(out, "Training %s: %lld epochs x %lld steps, batch %lld, %s mode, %s, %d thread%s\n",
+        fprintf(out, "Training %s: %lld epochs x %lld steps, batch %lld, %s mode, %s, %s kernels, %d thread%s\n",
                 fwd->model_name ? fwd->model_name : "model", (long long)t.epochs, (long long)steps, (long long)t.batch,
-                exec_mode_name(o->mode), kern_blas_info(), nt, nt == 1 ? "" : "s");
+                exec_mode_name(o->mode), kern_blas_info(), kern_isa_name(kern_isa_resolve(o->isa)), nt, nt == 1 ? "" : "s");
         if (R > 1) {
             char cd[160];
             fprintf(out, "Data parallel: %d ranks x batch %lld = global batch %lld; %s\n", R, (long long)t.batch,
@@ -579,7 +579,7 @@ int eval_run(const Graph *fwd, const RunOptions *o, Weights *w, double *loss, do
     }
     int R = comm_size(o->comm), bad = comm_agree(o->comm, true);
     if (bad >= R) {
-        StepEnv env = { .w = w, .seed = t.seed, .d = d, .comm = o->comm, .shard = comm_rank(o->comm) };
+        StepEnv env = { .w = w, .seed = t.seed, .d = d, .comm = o->comm, .shard = comm_rank(o->comm), .isa = o->isa };
         rc = evaluate(&ev, &f, env, loss, acc);
     } else if (comm_rank(o->comm) == 0) {
         diag_plain(d, "rank %d of %d could not start evaluating (its message says why); stopping", bad, R);

@@ -34,6 +34,7 @@ typedef struct RunOptions {
      * evaluation is split over the ranks. */
     Comm *comm;                     /* NULL: one process */
     int64_t bucket_bytes;           /* gradient bucket size (0: ALLREDUCE_DEFAULT_BUCKET) */
+    KIsa isa;                       /* the kernels' variant (KISA_AUTO: the best the CPU runs) */
 } RunOptions;
 
 typedef struct RunResult {
