@@ -1019,8 +1019,9 @@ static const ConvCase conv_cases[] = {
 };
 #define N_CONV_CASES ((int)(sizeof conv_cases / sizeof conv_cases[0]))
 
-/* Sizes for the direct kernel (few input channels): tiles of 6 pixels x 16 filters,
- * so widths that leave partial tiles and filter counts that leave partial blocks. */
+/* Sizes for the direct kernels with few input channels (C <= 4): widths that leave
+ * partial tiles, filter counts that leave partial vectors, rows too wide for the strip
+ * (test_conv_tiles sweeps the tile shapes themselves). */
 static const ConvCase direct_cases[] = {
     /*  n  h   w   c  kh kw f   sh sw pt pl pb pr */
     {3, 28, 28, 1, 5, 5, 32, 1, 1, 2, 2, 2, 2},   /* the MNIST CNN's first layer, batch 3 */
@@ -1031,14 +1032,13 @@ static const ConvCase direct_cases[] = {
     {2, 7, 19, 2, 2, 4, 8, 1, 3, 0, 1, 1, 2},     /* non-square, stride 3 across */
     {1, 6, 6, 4, 4, 5, 17, 1, 1, 1, 2, 2, 2},     /* K = 80 */
     {2, 5, 5, 1, 5, 5, 16, 1, 1, 4, 4, 4, 4},     /* rows and columns of padding only */
-    {1, 6, 1921, 3, 3, 3, 8, 2, 2, 0, 0, 1, 1},   /* large.net's first layer, 6 rows: a row of 960 pixels in 5 tiles of columns */
-    {2, 4, 1500, 1, 5, 5, 16, 1, 1, 2, 2, 2, 2},  /* 1500 wide, "same": tiles of 815 columns, padding at both ends */
+    {1, 6, 1921, 3, 3, 3, 8, 2, 2, 0, 0, 1, 1},   /* large.net's first layer, 6 rows: a row of 960 pixels in 3 tiles of columns */
+    {2, 4, 3300, 1, 5, 5, 16, 1, 1, 2, 2, 2, 2},  /* 3300 wide, "same": 3 tiles of 1100 columns, padding at both ends */
 };
 #define N_DIRECT_CASES ((int)(sizeof direct_cases / sizeof direct_cases[0]))
 
-/* Sizes for the many-channel direct forward kernel (C > 4): rows in tiles of at most 6
- * pixels, filters in blocks of 16 (packed, the last zero-filled), kernel rows on the
- * padding skipped. */
+/* Sizes for the direct kernels with many input channels (C > 4): filters in blocks of
+ * 16 (packed, the last zero-filled), kernel rows on the padding skipped. */
 static const ConvCase wide_cases[] = {
     /*  n  h   w   c   kh kw f   sh sw pt pl pb pr */
     {2, 14, 14, 32, 5, 5, 64, 1, 1, 2, 2, 2, 2},  /* the MNIST CNN's second layer, batch 2 */
