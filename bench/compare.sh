@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # bench/compare.sh: graphc (interpreter and compiled plan) against PyTorch 1.13 and
 # ONNX Runtime on the same networks, batch sizes and thread count, in one run.
-# Writes docs/benchmarks.md and the raw JSON lines to bench/results/latest.jsonl.
+# Writes docs/benchmarks.md and the raw JSON lines to bench/results/latest.jsonl (kept
+# as bench/results/cpu-KIND.jsonl too: the report has a section per kind of CPU).
 # See bench/README.md.
 set -u -o pipefail
 
@@ -19,7 +20,9 @@ other OpenBLAS environment (OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset if eith
 is set, else OPENBLAS_CORETYPE=Haswell), and tests/test_kernels (next to GRAPHC)
 checks the kernels against reference loops in both environments. First of all,
 bench/peak (built with make bench/peak next to GRAPHC) measures the machine's FMA
-peak and OpenBLAS's sgemm rate, the limit the report holds graphc's times against.
+peak (each vector FMA it has), memory bandwidth and OpenBLAS's sgemm rate, the
+limits the report holds graphc's times against. The report has a section per kind
+of CPU: this run's, and the kept runs bench/results/cpu-*.jsonl of other kinds.
 
   --threads N          threads for every framework (default 2)
   --mnist-batches L    comma-separated batch sizes for mnist (default 1,16,64,256)
@@ -225,6 +228,8 @@ else L2_READ=no; fi
 
 emit kind=meta command="$CMDLINE" date="$(date -u '+%Y-%m-%d %H:%M UTC')" \
     cpu="$(lscpu 2>/dev/null | sed -n 's/^Model name:[[:space:]]*//p' | head -n 1)" \
+    cpu_family="$(lscpu 2>/dev/null | sed -n 's/^CPU family:[[:space:]]*//p' | head -n 1)" \
+    cpu_model_id="$(lscpu 2>/dev/null | sed -n 's/^Model:[[:space:]]*//p' | head -n 1)" \
     cpus="$(nproc 2>/dev/null)" \
     cores_per_socket="$(lscpu 2>/dev/null | sed -n 's/^Core(s) per socket:[[:space:]]*//p' | head -n 1)" \
     sockets="$(lscpu 2>/dev/null | sed -n 's/^Socket(s):[[:space:]]*//p' | head -n 1)" \
@@ -396,5 +401,18 @@ done
 emit kind=end seconds=$(($(date +%s) - T0)) loadavg_end="$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)"
 cp "$RAW" "$JSONL" || die "cannot write $JSONL"
 if [ -s "$TMP/stderr.txt" ]; then cp "$TMP/stderr.txt" "${JSONL%.jsonl}.stderr.txt" 2>/dev/null || true; fi
-"$REPORT_PY" bench/report.py write --jsonl "$JSONL" --out "$OUT" --raw-name "$JSONL" || die "writing $OUT failed"
+# One section per kind of CPU: a real run (not --quick, the default files) is kept as
+# bench/results/cpu-KIND.jsonl (its bench/peak's widest FMA), and the report has this
+# run's section first, then one for each other kind's kept run.
+KIND_FILE=$("$REPORT_PY" bench/report.py kind-file --jsonl "$JSONL") || die "cannot tell this run's CPU kind"
+if [ "$QUICK" = 0 ] && [ "$JSONL" = bench/results/latest.jsonl ] && [ "$OUT" = docs/benchmarks.md ]; then
+    cp "$JSONL" "bench/results/$KIND_FILE" || die "cannot write bench/results/$KIND_FILE"
+    log "kept this run as bench/results/$KIND_FILE (the report's section for this kind of CPU)"
+fi
+KEEP=()
+for f in bench/results/cpu-*.jsonl; do
+    [ -f "$f" ] && [ "$(basename "$f")" != "$KIND_FILE" ] && KEEP+=(--keep "$f")
+done
+"$REPORT_PY" bench/report.py write --jsonl "$JSONL" --out "$OUT" --raw-name "$JSONL" "${KEEP[@]}" ||
+    die "writing $OUT failed"
 log "wrote $OUT and $JSONL"

@@ -1,12 +1,14 @@
-/* bench/peak.c: this machine's arithmetic limit, measured rather than computed from a
- * data sheet: the fp32 FMA peak of one thread and of one thread per CPU at once, with the
- * widest vector FMA the CPU has (chosen at run time), and OpenBLAS's sgemm on large
- * square matrices.  Prints one JSON line (bench/compare.sh records it, bench/report.py
- * turns it into "The machine's limit"), or a summary with --text.  See bench/README.md.
+/* bench/peak.c: this machine's limits, measured rather than computed from a data sheet:
+ * the fp32 FMA peak of one thread and of one thread per CPU at once, with each vector
+ * FMA the CPU has (512-bit and 256-bit vectors, chosen at run time), its memory
+ * bandwidth (STREAM's copy and triad on arrays well past the last-level cache), and
+ * OpenBLAS's sgemm on large square matrices.  Prints one JSON line (bench/compare.sh
+ * records it, bench/report.py turns it into "The machine's limit"), or a summary with
+ * --text.  See bench/README.md.
  *
  * Each vector loop is compiled for its instruction set with a target attribute, so the
- * file builds with the project's plain flags on any x86-64 and runs the widest loop the
- * CPU supports; elsewhere there is no vector path and only sgemm is measured.  The
+ * file builds with the project's plain flags on any x86-64 and runs every loop the CPU
+ * supports; elsewhere there is no FMA loop, and bandwidth and sgemm are measured.  The
  * loops need the optimizer (unoptimized, every accumulator lives in memory): the JSON
  * says whether it was on.
  */
@@ -34,7 +36,8 @@ typedef struct {
     double seconds;       /* target length of one FMA measurement */
     int sizes[MAX_SIZES]; /* sgemm's n, in the order given */
     int nsizes;
-    const char *isa;      /* "auto" or the name of one entry of isas[] */
+    const char *isa;      /* "auto" (every loop the CPU has) or the name of one entry of isas[] */
+    double stream_mib;    /* bytes of each STREAM array, in MiB (0: from the last-level cache) */
     int quick, text;
 } Options;
 
@@ -208,6 +211,31 @@ static void *xcalloc(size_t n, size_t size)
     return p;
 }
 
+/* A barrier for n threads to start together at; exits with a message if it cannot. */
+static void barrier_for(pthread_barrier_t *b, int n)
+{
+    if (pthread_barrier_init(b, NULL, (unsigned)n) != 0) {
+        fprintf(stderr, "peak: cannot make a barrier for %d threads\n", n);
+        exit(1);
+    }
+}
+
+/* Runs fn on n threads at once, thread i on the i-th of n arguments of `size` bytes at
+ * args, and returns when all have ended. */
+static void run_threads(int n, void *(*fn)(void *), void *args, size_t size)
+{
+    pthread_t *tid = xcalloc((size_t)n, sizeof *tid);
+    for (int i = 0; i < n; i++)
+        if (pthread_create(&tid[i], NULL, fn, (char *)args + (size_t)i * size) != 0) {
+            /* the ones started wait at their barrier for good */
+            fprintf(stderr, "peak: cannot start thread %d of %d\n", i + 1, n);
+            exit(1);
+        }
+    for (int i = 0; i < n; i++)
+        pthread_join(tid[i], NULL);
+    free(tid);
+}
+
 /* GFLOP/s of nthreads threads running the loop at once: all the threads' flops over the
  * time from the first one's start to the last one's end. */
 static double fma_once(const struct Isa *isa, long iters, int nthreads)
@@ -218,34 +246,23 @@ static double fma_once(const struct Isa *isa, long iters, int nthreads)
         return flops_per_iter(isa) * (double)iters / (now() - t0) / 1e9;
     }
     Worker *w = xcalloc((size_t)nthreads, sizeof *w);
-    pthread_t *tid = xcalloc((size_t)nthreads, sizeof *tid);
     pthread_barrier_t start;
-    if (pthread_barrier_init(&start, NULL, (unsigned)nthreads) != 0) {
-        fprintf(stderr, "peak: cannot make a barrier for %d threads\n", nthreads);
-        exit(1);
-    }
-    for (int i = 0; i < nthreads; i++) {
+    barrier_for(&start, nthreads);
+    for (int i = 0; i < nthreads; i++)
         w[i] = (Worker){isa, iters, &start, 0, 0, 0};
-        if (pthread_create(&tid[i], NULL, worker_run, &w[i]) != 0) {
-            /* the ones started wait at the barrier for good */
-            fprintf(stderr, "peak: cannot start thread %d of %d\n", i + 1, nthreads);
-            exit(1);
-        }
-    }
-    double first = 0, last = 0;
+    run_threads(nthreads, worker_run, w, sizeof *w);
+    double first = w[0].t0, last = w[0].t1;
     float sum = 0;
     for (int i = 0; i < nthreads; i++) {
-        pthread_join(tid[i], NULL);
-        if (i == 0 || w[i].t0 < first)
+        if (w[i].t0 < first)
             first = w[i].t0;
-        if (i == 0 || w[i].t1 > last)
+        if (w[i].t1 > last)
             last = w[i].t1;
         sum += w[i].result;
     }
     sink = sum;
     pthread_barrier_destroy(&start);
     free(w);
-    free(tid);
     return flops_per_iter(isa) * (double)iters * nthreads / (last - first) / 1e9;
 }
 
@@ -306,6 +323,142 @@ static Stat gemm_measure(int n, const float *a, const float *b, float *c, int th
         sink = c[(size_t)r % ((size_t)n * n)];
     }
     return stat_of(v, repeats);
+}
+
+/* ---------------------------------------------------------------- memory bandwidth */
+
+/* STREAM's copy (a = b) and triad (a = b + s c) on float arrays, each thread on its own
+ * contiguous slice (which it touched first, so its pages are its own), counted as
+ * STREAM counts them: the bytes the loop names, 8 a copied element, 12 a triad's (the
+ * cache line a store first reads is not counted, so a figure is below the bytes the
+ * bus really moves).  The step's bytes that graphc bench counts follow the same rule,
+ * which makes the two comparable.  The vector type makes the loops 16-byte loads and
+ * stores whatever the flags; a thread is far from issue-bound on them. */
+typedef float v4f __attribute__((vector_size(16)));
+
+typedef enum { STREAM_COPY, STREAM_TRIAD, STREAM_COUNT } StreamOp;
+static const char *const stream_names[STREAM_COUNT] = {"copy", "triad"};
+static const int stream_arrays[STREAM_COUNT] = {2, 3};   /* arrays a loop names */
+
+static volatile float stream_s = 3.0f;
+
+static void stream_pass(StreamOp op, v4f *restrict a, const v4f *restrict b, const v4f *restrict c, size_t n)
+{
+    if (op == STREAM_COPY) {
+        for (size_t i = 0; i < n; i++)
+            a[i] = b[i];
+    } else {
+        float s = stream_s;
+        for (size_t i = 0; i < n; i++)
+            a[i] = b[i] + s * c[i];
+    }
+}
+
+typedef struct {
+    StreamOp op;
+    v4f *a, *b, *c;          /* this thread's slices */
+    size_t n;                /* vectors in each */
+    int repeats;
+    pthread_barrier_t *start;
+    double t0[MAX_REPEATS], t1[MAX_REPEATS];
+} StreamWorker;
+
+static void *stream_worker(void *arg)
+{
+    StreamWorker *w = arg;
+    for (size_t i = 0; i < w->n; i++) {   /* first touch, then one untimed pass */
+        w->a[i] = (v4f){0, 0, 0, 0};
+        w->b[i] = (v4f){1, 2, 3, 4};
+        w->c[i] = (v4f){0.5f, 0.25f, 0.125f, 1};
+    }
+    stream_pass(w->op, w->a, w->b, w->c, w->n);
+    for (int r = 0; r < w->repeats; r++) {
+        pthread_barrier_wait(w->start);
+        w->t0[r] = now();
+        stream_pass(w->op, w->a, w->b, w->c, w->n);
+        w->t1[r] = now();
+    }
+    return NULL;
+}
+
+/* GB/s (1e9 bytes) of `op` on nthreads threads over arrays of `bytes` each (rounded
+ * down to whole vectors per thread): per repeat, all the threads' bytes over the time
+ * from the first start to the last end, all starting together at a barrier. */
+static Stat stream_measure(StreamOp op, size_t bytes, int nthreads, int repeats)
+{
+    size_t per = bytes / sizeof(v4f) / (size_t)nthreads;   /* vectors a thread */
+    v4f *mem[3];
+    for (int k = 0; k < 3; k++)
+        if (posix_memalign((void **)&mem[k], 64, per * (size_t)nthreads * sizeof(v4f) + 64) != 0) {
+            fprintf(stderr, "peak: out of memory for the bandwidth arrays (3 x %.0f MB)\n", bytes / 1e6);
+            exit(1);
+        }
+    StreamWorker *w = xcalloc((size_t)nthreads, sizeof *w);
+    pthread_barrier_t start;
+    barrier_for(&start, nthreads);
+    for (int i = 0; i < nthreads; i++) {
+        size_t at = per * (size_t)i;
+        w[i] = (StreamWorker){.op = op, .a = mem[0] + at, .b = mem[1] + at, .c = mem[2] + at, .n = per,
+                              .repeats = repeats, .start = &start};
+    }
+    run_threads(nthreads, stream_worker, w, sizeof *w);
+    double v[MAX_REPEATS];
+    double moved = (double)stream_arrays[op] * (double)(per * (size_t)nthreads * sizeof(v4f));
+    for (int r = 0; r < repeats; r++) {
+        double first = w[0].t0[r], last = w[0].t1[r];
+        for (int i = 1; i < nthreads; i++) {
+            if (w[i].t0[r] < first)
+                first = w[i].t0[r];
+            if (w[i].t1[r] > last)
+                last = w[i].t1[r];
+        }
+        v[r] = moved / (last - first) / 1e9;
+    }
+    sink = ((float *)mem[0])[per * (size_t)nthreads * 4 / 2];
+    pthread_barrier_destroy(&start);
+    for (int k = 0; k < 3; k++)
+        free(mem[k]);
+    free(w);
+    return stat_of(v, repeats);
+}
+
+/* The last-level cache, in bytes: the highest level sysfs lists for CPU 0 (what this
+ * machine's cores see; a virtual machine's may be one part of the host's), else what
+ * sysconf says, else 0. */
+static double llc_bytes(void)
+{
+    int best_level = 0;
+    double best = 0;
+    for (int i = 0; i < 16; i++) {
+        char path[96], buf[64];
+        int level = 0;
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/level", i);
+        FILE *f = fopen(path, "r");
+        if (!f)
+            break;
+        if (fscanf(f, "%d", &level) != 1)
+            level = 0;
+        fclose(f);
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/size", i);
+        f = fopen(path, "r");
+        if (!f)
+            continue;
+        double size = 0;
+        char unit = 0;
+        if (fgets(buf, sizeof buf, f) && sscanf(buf, "%lf%c", &size, &unit) >= 1) {
+            size *= unit == 'K' ? 1024.0 : unit == 'M' ? 1048576.0 : unit == 'G' ? 1073741824.0 : 1.0;
+            if (level > best_level || (level == best_level && size > best))
+                best_level = level, best = size;
+        }
+        fclose(f);
+    }
+#ifdef _SC_LEVEL3_CACHE_SIZE
+    if (best == 0) {
+        long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE), l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+        best = l3 > 0 ? (double)l3 : l2 > 0 ? (double)l2 : 0;
+    }
+#endif
+    return best;
 }
 
 /* ---------------------------------------------------------------- output */
@@ -372,16 +525,21 @@ static void usage(FILE *f)
 {
     fputs("usage: bench/peak [options]\n"
           "\n"
-          "Measures this machine's fp32 FMA peak (the widest vector FMA the CPU has, 1 thread\n"
-          "and one thread per CPU at once) and OpenBLAS sgemm on n x n matrices (1 thread and\n"
-          "all threads); prints one JSON line of medians, or a summary with --text.\n"
+          "Measures this machine's fp32 FMA peak (each vector FMA the CPU has, 1 thread and\n"
+          "one thread per CPU at once), its memory bandwidth (STREAM copy and triad on arrays\n"
+          "past the last-level cache, 1 thread and all threads) and OpenBLAS sgemm on n x n\n"
+          "matrices (1 thread and all threads); prints one JSON line of medians, or a summary\n"
+          "with --text.\n"
           "\n"
           "  --threads N     threads of the all-threads figures (default: the CPUs this\n"
           "                  process may run on)\n"
           "  --repeats N     measurements per figure, the median is reported (default 7)\n"
           "  --seconds S     length of one FMA measurement (default 0.2)\n"
           "  --sizes L       sgemm sizes, comma-separated (default 2048,4096)\n"
-          "  --isa NAME      auto (default), avx512f, avx2+fma or sse\n"
+          "  --isa NAME      auto (default: every loop the CPU has, the widest first),\n"
+          "                  avx512f, avx2+fma or sse (that loop only)\n"
+          "  --stream-mb N   MiB of each of the three bandwidth arrays (default: 4 times the\n"
+          "                  last-level cache, at least 64)\n"
           "  --quick         short measurements: 3 repeats, 0.02 s, sgemm 1024 (a smoke test)\n"
           "  --text          a summary for people instead of the JSON line\n"
           "  -h, --help      this text\n",
@@ -450,6 +608,8 @@ static void parse(int argc, char **argv, Options *o)
             if (!v)
                 bad(a, "expected auto, avx512f, avx2+fma or sse", v);
             o->isa = v, i++;
+        } else if (!strcmp(a, "--stream-mb")) {
+            o->stream_mib = posint(a, v, 65536), i++;
         } else if (!strcmp(a, "--quick")) {
             o->quick = 1;
         } else if (!strcmp(a, "--text")) {
@@ -475,13 +635,20 @@ static void parse(int argc, char **argv, Options *o)
     }
 }
 
-/* The loop to run: the widest the CPU supports, or the one asked for if it does. */
-static const struct Isa *choose(const char *name)
+/* The loops to run, widest first: every one the CPU supports, or the one asked for if
+ * it does.  Returns how many (0: auto on a machine without a vector loop). */
+static int choose(const char *name, const struct Isa **out)
 {
+    int n = 0;
     for (const struct Isa *i = isas; i->name; i++) {
-        if (!strcmp(name, "auto") ? i->supported() : !strcmp(name, i->name)) {
+        if (!strcmp(name, "auto")) {
             if (i->supported())
-                return i;
+                out[n++] = i;
+        } else if (!strcmp(name, i->name)) {
+            if (i->supported()) {
+                out[0] = i;
+                return 1;
+            }
             fprintf(stderr, "peak: --isa %s: this CPU does not support it\n", name);
             exit(2);
         }
@@ -491,23 +658,134 @@ static const struct Isa *choose(const char *name)
                 isas[0].name ? "" : " (this build has no vector loops: not x86-64)");
         exit(2);
     }
-    return NULL;   /* auto on a machine without a vector loop */
+    return n;
+}
+
+/* One loop's FMA peak. */
+typedef struct {
+    const struct Isa *isa;
+    long iters;
+    Stat one, all;
+} Fma;
+
+enum { MAX_ISAS = sizeof isas / sizeof isas[0] };
+
+/* The bandwidth figures: each STREAM loop on 1 thread and on all. */
+typedef struct {
+    double llc, array;       /* bytes: the last-level cache, each array */
+    Stat one[STREAM_COUNT], all[STREAM_COUNT];
+} Bandwidth;
+
+static void bandwidth_measure(const Options *o, Bandwidth *bw)
+{
+    bw->llc = llc_bytes();
+    double mib = o->stream_mib;
+    if (mib == 0) {
+        mib = 4 * bw->llc / 1048576.0;
+        if (mib < 64)
+            mib = 64;
+    }
+    bw->array = mib * 1048576.0;
+    for (int k = 0; k < STREAM_COUNT; k++) {
+        bw->one[k] = stream_measure((StreamOp)k, (size_t)bw->array, 1, o->repeats);
+        bw->all[k] = stream_measure((StreamOp)k, (size_t)bw->array, o->threads, o->repeats);
+    }
+}
+
+static void print_text(const Options *o, const char *cpu, const Fma *fma, int nfma, const Bandwidth *bw,
+                       const char *config, const char *core, const Gemm *gemm, int optimized, double seconds)
+{
+    printf("cpu: %s, %d threads for the all-threads figures\n", cpu[0] ? cpu : "?", o->threads);
+    for (int k = 0; k < nfma; k++)
+        printf("FMA peak (fp32, %s, %d-bit vectors, %d chains): %.1f GFLOP/s on 1 thread, %.1f on %d threads\n",
+               fma[k].isa->name, fma[k].isa->bits, fma[k].isa->accumulators, fma[k].one.median, fma[k].all.median,
+               o->threads);
+    if (nfma == 0)
+        printf("FMA peak: no vector path on this machine (not x86-64): not measured\n");
+    for (int k = 0; k < STREAM_COUNT; k++)
+        printf("bandwidth (%s, 3 arrays of %.0f MiB, last-level cache %.0f MiB): %.1f GB/s on 1 thread, %.1f on %d "
+               "threads\n",
+               stream_names[k], bw->array / 1048576.0, bw->llc / 1048576.0, bw->one[k].median, bw->all[k].median,
+               o->threads);
+    printf("OpenBLAS: %s, core %s\n", config, core);
+    for (int s = 0; s < o->nsizes; s++)
+        printf("sgemm n=%d: %.1f GFLOP/s on 1 thread, %.1f on %d threads\n", gemm[s].n, gemm[s].one.median,
+               gemm[s].all.median, o->threads);
+    printf("medians of %d measurements (FMA: %.2f s each)%s%s; %.1f s in all\n", o->repeats, o->seconds,
+           o->quick ? "; --quick: a smoke test, not a result" : "",
+           optimized ? "" : "; WARNING: compiled without optimization, the FMA figures are too low", seconds);
+}
+
+static void print_json(const Options *o, const char *cpu, const Fma *fma, int nfma, const Bandwidth *bw,
+                       const char *config, const char *core, const Gemm *gemm, int big, int optimized, double seconds)
+{
+    const Fma *head = nfma ? &fma[0] : NULL;   /* the widest loop: the headline figures */
+    printf("{\"program\": \"bench/peak\", \"cpu\": ");
+    json_str(stdout, cpu);
+    printf(", \"threads\": %d, \"isa\": ", o->threads);
+    json_str(stdout, head ? head->isa->name : "none");
+    printf(", \"vector_bits\": %d, \"accumulators\": %d, \"statistic\": \"median\", \"repeats\": %d, "
+           "\"fma_seconds\": %.3f, \"fma_iterations\": %ld",
+           head ? head->isa->bits : 0, head ? head->isa->accumulators : 0, o->repeats, o->seconds,
+           head ? head->iters : 0);
+    json_stat(stdout, "fma_gflops_1t", head ? &head->one : NULL);
+    json_stat(stdout, "fma_gflops_all", head ? &head->all : NULL);
+    printf(", \"fma\": [");
+    for (int k = 0; k < nfma; k++) {
+        printf("%s{\"isa\": ", k ? ", " : "");
+        json_str(stdout, fma[k].isa->name);
+        printf(", \"vector_bits\": %d, \"accumulators\": %d, \"iterations\": %ld", fma[k].isa->bits,
+               fma[k].isa->accumulators, fma[k].iters);
+        json_stat(stdout, "gflops_1t", &fma[k].one);
+        json_stat(stdout, "gflops_all", &fma[k].all);
+        printf("}");
+    }
+    printf("], \"llc_bytes\": %.0f, \"stream_array_bytes\": %.0f, \"stream_element_bytes\": %zu",
+           bw->llc, bw->array, sizeof(float));
+    for (int k = 0; k < STREAM_COUNT; k++) {
+        char name[32];
+        snprintf(name, sizeof name, "%s_gbs_1t", stream_names[k]);
+        json_stat(stdout, name, &bw->one[k]);
+        snprintf(name, sizeof name, "%s_gbs_all", stream_names[k]);
+        json_stat(stdout, name, &bw->all[k]);
+    }
+    printf(", \"bandwidth_gbs\": %.4g", bw->all[STREAM_TRIAD].median);
+    printf(", \"openblas_core\": ");
+    json_str(stdout, core);
+    printf(", \"openblas_config\": ");
+    json_str(stdout, config);
+    printf(", \"sgemm_n\": %d", gemm[big].n);
+    json_stat(stdout, "sgemm_gflops_1t", &gemm[big].one);
+    json_stat(stdout, "sgemm_gflops_all", &gemm[big].all);
+    printf(", \"sgemm\": [");
+    for (int s = 0; s < o->nsizes; s++) {
+        printf("%s{\"n\": %d", s ? ", " : "", gemm[s].n);
+        json_stat(stdout, "gflops_1t", &gemm[s].one);
+        json_stat(stdout, "gflops_all", &gemm[s].all);
+        printf("}");
+    }
+    printf("], \"optimized\": %s, \"quick\": %s, \"seconds\": %.3f}\n", optimized ? "true" : "false",
+           o->quick ? "true" : "false", seconds);
 }
 
 int main(int argc, char **argv)
 {
     Options o;
     parse(argc, argv, &o);
-    const struct Isa *isa = choose(o.isa);
+    const struct Isa *chosen[MAX_ISAS];
+    int nfma = choose(o.isa, chosen);
     double t_start = now();
 
-    Stat fma1 = {0, 0, 0}, fmaN = {0, 0, 0};
-    long iters = 0;
-    if (isa) {
-        iters = fma_calibrate(isa, o.seconds);
-        fma1 = fma_measure(isa, iters, 1, o.repeats);
-        fmaN = fma_measure(isa, iters, o.threads, o.repeats);
+    Fma fma[MAX_ISAS];
+    for (int k = 0; k < nfma; k++) {
+        fma[k].isa = chosen[k];
+        fma[k].iters = fma_calibrate(chosen[k], o.seconds);
+        fma[k].one = fma_measure(chosen[k], fma[k].iters, 1, o.repeats);
+        fma[k].all = fma_measure(chosen[k], fma[k].iters, o.threads, o.repeats);
     }
+
+    Bandwidth bw;
+    bandwidth_measure(&o, &bw);
 
     Gemm gemm[MAX_SIZES];
     unsigned seed = 12345;
@@ -541,48 +819,9 @@ int main(int argc, char **argv)
     const int optimized = 0;
 #endif
     double seconds = now() - t_start;
-
-    if (o.text) {
-        printf("cpu: %s, %d threads for the all-threads figures\n", cpu[0] ? cpu : "?", o.threads);
-        if (isa)
-            printf("FMA peak (fp32, %s, %d-bit vectors, %d chains): %.1f GFLOP/s on 1 thread, %.1f on %d threads\n",
-                   isa->name, isa->bits, isa->accumulators, fma1.median, fmaN.median, o.threads);
-        else
-            printf("FMA peak: no vector path on this machine (not x86-64): not measured\n");
-        printf("OpenBLAS: %s, core %s\n", config, core);
-        for (int s = 0; s < o.nsizes; s++)
-            printf("sgemm n=%d: %.1f GFLOP/s on 1 thread, %.1f on %d threads\n", gemm[s].n, gemm[s].one.median,
-                   gemm[s].all.median, o.threads);
-        printf("medians of %d measurements (FMA: %.2f s each)%s%s; %.1f s in all\n", o.repeats, o.seconds,
-               o.quick ? "; --quick: a smoke test, not a result" : "",
-               optimized ? "" : "; WARNING: compiled without optimization, the FMA figures are too low", seconds);
-        return 0;
-    }
-
-    printf("{\"program\": \"bench/peak\", \"cpu\": ");
-    json_str(stdout, cpu);
-    printf(", \"threads\": %d, \"isa\": ", o.threads);
-    json_str(stdout, isa ? isa->name : "none");
-    printf(", \"vector_bits\": %d, \"accumulators\": %d, \"statistic\": \"median\", \"repeats\": %d, "
-           "\"fma_seconds\": %.3f, \"fma_iterations\": %ld",
-           isa ? isa->bits : 0, isa ? isa->accumulators : 0, o.repeats, o.seconds, iters);
-    json_stat(stdout, "fma_gflops_1t", isa ? &fma1 : NULL);
-    json_stat(stdout, "fma_gflops_all", isa ? &fmaN : NULL);
-    printf(", \"openblas_core\": ");
-    json_str(stdout, core);
-    printf(", \"openblas_config\": ");
-    json_str(stdout, config);
-    printf(", \"sgemm_n\": %d", gemm[big].n);
-    json_stat(stdout, "sgemm_gflops_1t", &gemm[big].one);
-    json_stat(stdout, "sgemm_gflops_all", &gemm[big].all);
-    printf(", \"sgemm\": [");
-    for (int s = 0; s < o.nsizes; s++) {
-        printf("%s{\"n\": %d", s ? ", " : "", gemm[s].n);
-        json_stat(stdout, "gflops_1t", &gemm[s].one);
-        json_stat(stdout, "gflops_all", &gemm[s].all);
-        printf("}");
-    }
-    printf("], \"optimized\": %s, \"quick\": %s, \"seconds\": %.3f}\n", optimized ? "true" : "false",
-           o.quick ? "true" : "false", seconds);
+    if (o.text)
+        print_text(&o, cpu, fma, nfma, &bw, config, core, gemm, optimized, seconds);
+    else
+        print_json(&o, cpu, fma, nfma, &bw, config, core, gemm, big, optimized, seconds);
     return 0;
 }

@@ -3,7 +3,10 @@
 
   report.py record KEY=VALUE...                 print one JSON object (digits -> ints)
   report.py tag KEY=VALUE... <IN >OUT           add the fields to each JSON line of stdin
-  report.py write --jsonl FILE --out FILE.md    the Markdown report of a run's results
+  report.py write --jsonl FILE --out FILE.md [--keep OLD.jsonl ...]
+                                                the Markdown report of a run's results, and a
+                                                section for each kept run of another CPU kind
+  report.py kind-file --jsonl FILE              the bench/results/cpu-*.jsonl name for its kind
 
 The results file holds one JSON object a line: graphc bench's own lines verbatim
 (they have "interp_ms"; the runs in the other OpenBLAS environment are tagged
@@ -227,14 +230,24 @@ def limit_section(L, meta, peak, jobs, graphc, peak_failed):
     sgemm = peak.get("sgemm_gflops_all")
     n = peak.get("sgemm_n", "?")
     isa = peak.get("isa", "none")
+    bw = peak.get("bandwidth_gbs")   # the all-threads triad; absent before bench/peak measured it
     rows = []
-    if isa != "none":
-        rows.append([f"FMA peak, fp32, {isa} ({peak.get('vector_bits')}-bit vectors)",
-                     fmt_gflops(peak, "fma_gflops_1t"), fmt_gflops(peak, "fma_gflops_all")])
+    # every FMA loop measured (a list since bench/peak measures each the CPU has; before, the widest only)
+    for f in peak.get("fma") or ([{"isa": isa, "vector_bits": peak.get("vector_bits"),
+                                   "gflops_1t": peak.get("fma_gflops_1t"),
+                                   "gflops_1t_range": peak.get("fma_gflops_1t_range"),
+                                   "gflops_all": peak.get("fma_gflops_all"),
+                                   "gflops_all_range": peak.get("fma_gflops_all_range")}] if isa != "none" else []):
+        head = " (the limit below)" if f["isa"] == isa else ""
+        rows.append([f"FMA peak, fp32, {f['isa']} ({f['vector_bits']}-bit vectors){head}, GFLOP/s",
+                     fmt_gflops(f, "gflops_1t"), fmt_gflops(f, "gflops_all")])
     for g in peak.get("sgemm", []):
-        rows.append([f"OpenBLAS sgemm, n={g['n']}", fmt_gflops(g, "gflops_1t"), fmt_gflops(g, "gflops_all")])
-    L.append(table(["GFLOP/s: median (lowest-highest)", "1 thread", f"{pt} threads at once"], rows,
-                   ["l", "r", "r"]))
+        rows.append([f"OpenBLAS sgemm, n={g['n']}, GFLOP/s", fmt_gflops(g, "gflops_1t"), fmt_gflops(g, "gflops_all")])
+    for k in ("copy", "triad"):
+        if peak.get(k + "_gbs_all") is not None:
+            rows.append([f"memory bandwidth, STREAM {k}, GB/s" + (" (the limit below)" if k == "triad" else ""),
+                         fmt_gflops(peak, k + "_gbs_1t"), fmt_gflops(peak, k + "_gbs_all")])
+    L.append(table(["median (lowest-highest)", "1 thread", f"{pt} threads at once"], rows, ["l", "r", "r"]))
     L.append("")
     how = (f"`{peak.get('command', 'bench/peak')}` measured these at the start of this run, on the machine "
            f"itself, in {peak.get('seconds', '?')} s: each figure is the median of {peak.get('repeats', '?')} "
@@ -242,7 +255,7 @@ def limit_section(L, meta, peak, jobs, graphc, peak_failed):
     if isa != "none":
         lanes = peak.get("vector_bits", 0) // 32
         flops = "a multiply or an add 1 flop per lane" if isa == "sse" else "2 flops per lane"
-        how += (f" FMA peak: the widest vector multiply-add this CPU has ({isa}, chosen at run time), "
+        how += (f" FMA peak: {'each vector multiply-add loop this CPU runs, the widest' if peak.get('fma') else 'the widest vector multiply-add this CPU has'} ({isa}, chosen at run time) giving the limit below; for it, "
                 f"{peak.get('accumulators')} independent chains a thread on {peak.get('vector_bits')}-bit registers "
                 f"({lanes} floats, {flops}), about {peak.get('fma_seconds', '?')} s a measurement; the "
                 f"{pt}-thread figure runs one such thread per CPU at once and divides all their flops by the "
@@ -252,6 +265,16 @@ def limit_section(L, meta, peak, jobs, graphc, peak_failed):
                 "limit below is the sgemm one only.")
     how += (f" sgemm: OpenBLAS's `cblas_sgemm` on n x n matrices, 2n³ flops a call, after an untimed call "
             f"({peak.get('openblas_config', '?')}; core {peak.get('openblas_core', '?')}).")
+    if bw is not None:
+        llc = peak.get("llc_bytes") or 0
+        how += (f" Memory bandwidth: STREAM's copy (`a = b`) and triad (`a = b + s c`) on three float arrays of "
+                f"{peak.get('stream_array_bytes', 0) / 2**20:.0f} MiB each (the last-level cache is "
+                f"{llc / 2**20:.0f} MiB), each thread on its own slice, counted as STREAM counts them: the bytes "
+                "the loop names (8 a copied element, 12 a triad's), not the line a store first reads; the "
+                "all-threads triad is the bandwidth the limits below use.")
+    else:
+        how += (" Memory bandwidth: not measured (this run's `bench/peak` predates it), so the limits below are "
+                "the flops' only.")
     L.append(how)
     L.append("")
     if peak.get("optimized") is False:
@@ -267,32 +290,52 @@ def limit_section(L, meta, peak, jobs, graphc, peak_failed):
 
     def ratio(ms, lim):
         return f"{ms / lim:.2f}x" if ms and lim else "—"
-    rows, impossible = [], False
+    rows, impossible, cached = [], False, []
     for j in jobs:
         g = graphc.get((j["model"], j["step"], j["batch"]))
         gf = g.get("gflop_per_step") if g else None
+        by = g.get("bytes_per_step") if g else None
         ms = g.get("compiled_ms") if g else None
-        lf, ls = limit(gf, fma), limit(gf, sgemm)
+        lf, lb, ls = limit(gf, fma), limit(by / 1e9 if by is not None else None, bw), limit(gf, sgemm)
+        lim = max((x for x in (lf, lb) if x), default=None)
         impossible = impossible or bool(ms and lf and ms < lf)
-        rows.append([j["model"], j["step"], j["batch"], f"{gf:.3g}" if gf is not None else "—", fmt_ms(lf),
-                     fmt_ms(ms), ratio(ms, lf), fmt_ms(ls), ratio(ms, ls)])
+        if ms and lb and ms < lb and not (lf and ms < lf):
+            cached.append(f"{j['model']} {j['step']} batch {j['batch']}")
+        bound = "—" if not lim else "memory" if lb and lb >= (lf or 0) else "FMA"
+        rows.append([j["model"], j["step"], j["batch"], f"{gf:.3g}" if gf is not None else "—",
+                     f"{by / 1e6:.1f}" if by is not None else "—", fmt_ms(lf), fmt_ms(lb), bound, fmt_ms(ms),
+                     ratio(ms, lim), fmt_ms(ls), ratio(ms, ls)])
     if rows:
-        L.append(table(["model", "step", "batch", "GFLOP/step", "limit at the FMA peak, ms", "graphc compiled ms",
-                        "compiled / limit", f"limit at the sgemm n={n} rate, ms", "compiled / sgemm limit"], rows,
-                       ["l", "l", "r", "r", "r", "r", "r", "r", "r"]))
+        L.append(table(["model", "step", "batch", "GFLOP/step", "MB/step", "FMA limit, ms", "bandwidth limit, ms",
+                        "bound", "graphc compiled ms", "compiled / limit", f"sgemm n={n} limit, ms",
+                        "compiled / sgemm limit"], rows, ["l", "l", "r", "r", "r", "r", "r", "l", "r", "r", "r", "r"]))
         L.append("")
-    L.append(f"A limit is the step's flops (graphc's count, the `GFLOP/step` column: 2 per multiply-add of the "
-             f"convolutions and matrix products, a few per element for the other ops) at a rate measured above "
-             f"on {pt} threads: at the FMA peak, every vector FMA unit busy every cycle with no memory traffic "
-             "and no overhead, a bound no program reaches; at the sgemm rate, every flop of the step as fast as "
-             f"OpenBLAS's n={n} square product here. `compiled / limit` is how many times the limit graphc's "
-             "compiled step takes.")
+    L.append("A step's limit is the larger of two times: its flops at the FMA peak (`FMA limit`) and its bytes at "
+             "the measured bandwidth (`bandwidth limit`); `bound` names the larger, and `compiled / limit` is "
+             "how many times it graphc's compiled step takes. `MB/step` is graphc's count of what the compiled "
+             "plan's kernels must read and write at least (`exec_step_bytes`, `docs/benchmarks.md`'s caveats "
+             "below): every input buffer once, weights included, every output once, an update's parameter and "
+             "optimizer state written back, and the scratch a kernel fills whole and reads back, counted as "
+             "STREAM counts its loops; it is the plan's traffic as it runs (a fused op moves no intermediate), "
+             "not the least any plan could move. Weights that stay in the cache between steps (the 12.8 MB of "
+             "mnist's dense layer fit in a 32 MiB L3) are counted as memory traffic all the same, so a step can "
+             "come close to, or below, a bandwidth limit that it does not really meet.")
+    L.append("")
+    L.append(f"The FMA limit is the step's flops (graphc's count, the `GFLOP/step` column: 2 per multiply-add of "
+             f"the convolutions and matrix products, a few per element for the other ops) at a rate measured "
+             f"above on {pt} threads: at the FMA peak, every vector FMA unit busy every cycle with no memory "
+             "traffic and no overhead, a bound no program reaches; at the sgemm rate, every flop of the step as "
+             f"fast as OpenBLAS's n={n} square product here.")
     if impossible:
         la = f" (load average {peak['loadavg']} when it started)" if peak.get("loadavg") else ""
         L.append("")
-        L.append(f"> **A step faster than its limit** (`compiled / limit` below 1) cannot be: the peak was measured "
-                 f"while other processes took CPU time{la}, so it is too low and every limit too long. Run again "
-                 "on a quiet machine.")
+        L.append(f"> **A step faster than its FMA limit** cannot be: the peak was measured while other processes "
+                 f"took CPU time{la}, so it is too low and every limit too long. Run again on a quiet machine.")
+    if cached:
+        L.append("")
+        L.append(f"> Below its bandwidth limit: {', '.join(cached)}. Part of its bytes came from the cache (weights "
+                 "and activations that fit in the last-level cache stay there from one step to the next), or the "
+                 "bandwidth was measured under load; either way that limit does not bind it.")
     threads = meta.get("threads")
     if threads is not None and threads != pt:
         L.append("")
@@ -318,8 +361,86 @@ def limit_section(L, meta, peak, jobs, graphc, peak_failed):
     L.append("")
 
 
-def write(args):
-    recs = load(args.jsonl)
+def best_peer(peers, key, configs):
+    """The fastest of the peer configurations measured for (model, step, batch): (config, ms)."""
+    best = None
+    for c in configs:
+        p = peers.get(key + (c,))
+        if p and (best is None or p["ms"] < best[1]):
+            best = (c, p["ms"])
+    return best
+
+
+def goals_section(L, peak, jobs, graphc, peers):
+    """The project's issue 15 goals, measured in this run: each a row, met or not."""
+    L.append("## The goals of issue 15 in this run")
+    L.append("")
+    fma = peak.get("fma_gflops_all") if peak else None
+    bw = peak.get("bandwidth_gbs") if peak else None
+    isas = sorted({str(g.get("isa")) for g in graphc.values() if g.get("isa")})
+    if isas:
+        L.append(f"graphc ran its kernels' **{', '.join(isas)}** variant (`graphc bench`'s `isa` field).")
+    else:
+        L.append("This graphc does not report an instruction-set variant (it predates run-time ISA dispatch): its "
+                 "direct convolution kernels are AVX2 + FMA where the CPU has them, its products OpenBLAS's "
+                 "(the core in Setup).")
+    L.append("")
+    rows = []
+
+    def row(goal, measured, target, ok):
+        rows.append([goal, measured, target, "—" if ok is None else "yes" if ok else "**no**"])
+    for j in jobs:
+        key = (j["model"], j["step"], j["batch"])
+        g = graphc.get(key)
+        gc = g.get("compiled_ms") if g else None
+        if key[0] == "mnist" and key[1] == "inference":
+            o = peers.get(key + ("ort",))
+            row(f"mnist inference, batch {key[2]}: faster than ONNX Runtime",
+                f"graphc {fmt_ms(gc)} ms, ONNX Runtime {fmt_ms(o['ms']) if o else '—'} ms"
+                + (f" ({o['ms'] / gc:.2f}x)" if o and gc else ""), "ONNX Runtime ms / graphc ms > 1",
+                (o["ms"] > gc) if o and gc else None)
+            if key[2] == 1 and g and g.get("bytes_per_step") and bw:
+                lim = g["bytes_per_step"] / 1e9 / bw * 1e3
+                row("mnist inference, batch 1: within 2x of its memory-traffic limit",
+                    f"{fmt_ms(gc)} ms against {g['bytes_per_step'] / 1e6:.1f} MB at {bw:.1f} GB/s = {fmt_ms(lim)} ms "
+                    f"({gc / lim:.2f}x)", "<= 2x", gc <= 2 * lim)
+        if key[0] == "large":
+            lf = g["gflop_per_step"] / fma * 1e3 if g and fma else None
+            lb = g["bytes_per_step"] / 1e9 / bw * 1e3 if g and g.get("bytes_per_step") and bw else None
+            lim = max((x for x in (lf, lb) if x), default=None)
+            if gc and lim:
+                row(f"large {key[1]}, batch {key[2]}: within 2x of the larger of its limits",
+                    f"{fmt_ms(gc)} ms against {fmt_ms(lim)} ms ({'bandwidth' if lb and lb >= (lf or 0) else 'FMA'}"
+                    f"{'' if lb else ', bandwidth not measured'}; {gc / lim:.2f}x)", "<= 2x", gc <= 2 * lim)
+            b = best_peer(peers, key, ORDER[key[1]])
+            if gc and b:
+                row(f"large {key[1]}, batch {key[2]}: ahead of every peer",
+                    f"graphc {fmt_ms(gc)} ms, fastest peer {CONFIGS[b[0]][0]} {fmt_ms(b[1])} ms ({b[1] / gc:.2f}x)",
+                    "fastest peer ms / graphc ms > 1", b[1] > gc)
+        if key == ("mnist", "training", 256):
+            if gc and fma:
+                lim = g["gflop_per_step"] / fma * 1e3
+                row("mnist training, batch 256: within 1.3x of the FMA limit",
+                    f"{fmt_ms(gc)} ms against {fmt_ms(lim)} ms ({gc / lim:.2f}x)", "<= 1.3x", gc <= 1.3 * lim)
+            b = best_peer(peers, key, [c for c in ORDER["training"]])
+            if gc and b:
+                row("mnist training, batch 256: 1.5x faster than PyTorch's best",
+                    f"graphc {fmt_ms(gc)} ms, {CONFIGS[b[0]][0]} {fmt_ms(b[1])} ms ({b[1] / gc:.2f}x)", ">= 1.5x",
+                    b[1] >= 1.5 * gc)
+    if rows:
+        L.append(table(["goal", "measured", "target", "met"], rows, ["l", "l", "l", "l"]))
+    else:
+        L.append("No row of this run bears on them.")
+    L.append("")
+    L.append("Each comparison is of two medians measured minutes apart in this one run, on the same machine, at "
+             "the same thread count; the load average before each row is in the tables below. On a shared "
+             "machine a ratio near 1 can go either way from run to run.")
+    L.append("")
+
+
+def render_run(recs, raw_name, kept=False):
+    """One run's report, its headings at level 2 (write() nests them under the run's CPU
+    kind); kept: a run of another CPU kind kept from an earlier day, not re-measured."""
     meta = next((r for r in recs if r.get("kind") == "meta"), {})
     end = next((r for r in recs if r.get("kind") == "end"), {})
     jobs = [r for r in recs if r.get("kind") == "job"]
@@ -354,11 +475,13 @@ def write(args):
     blas = sorted({r.get("blas") for r in graphc.values() if r.get("blas")})
     quick = meta.get("quick") == 1
     L = []
-    L.append("# Benchmarks: graphc against PyTorch and ONNX Runtime")
-    L.append("")
-    L.append(f"Written by `{meta.get('command', 'bench/compare.sh')}` on {meta.get('date', '?')}; "
-             f"do not edit by hand, run it again (see `bench/README.md`). The raw results are in "
-             f"`{args.raw_name}`.")
+    if kept:
+        L.append(f"Measured by `{meta.get('command', 'bench/compare.sh')}` on {meta.get('date', '?')} on that "
+                 f"machine and kept as they were (not re-measured); the raw results are in `{raw_name}`, "
+                 "rendered again by today's `bench/report.py` (columns that run did not measure show `—`).")
+    else:
+        L.append(f"Measured by `{meta.get('command', 'bench/compare.sh')}` on {meta.get('date', '?')}; "
+                 f"the raw results are in `{raw_name}`.")
     L.append("")
     if quick:
         L.append("> **SMOKE TEST (`--quick`): a few steps per row on a busy machine. "
@@ -374,11 +497,21 @@ def write(args):
         la1 = float(la.split()[0])
     except (ValueError, IndexError):
         la1 = 0.0
+    rows_la = []
+    for j in jobs:
+        try:
+            rows_la.append(float(str(j.get("loadavg", "")).split()[0]))
+        except (ValueError, IndexError):
+            pass
     if la1 > 0.5:
+        span = (f"; before the rows it ranged from {min(rows_la):.2f} to {max(rows_la):.2f}"
+                if rows_la else "")
         L.append(f"> **Noise warning**: the load average was {la} when the run started "
-                 f"({end.get('loadavg_end', '?')} at the end) on {meta.get('cpus', '?')} CPUs: other processes "
-                 f"were running, so these times are noisier (and the multi-threaded ones slower) than on an idle "
-                 f"machine. The `load` column gives the load average before each row.")
+                 f"({end.get('loadavg_end', '?')} at the end{span}) on {meta.get('cpus', '?')} CPUs: other "
+                 f"processes were running, so these times are noisier (and the multi-threaded ones slower) than on "
+                 f"an idle machine, and the limits `bench/peak` measured at the start are too low. Compare the "
+                 f"columns of one row, measured side by side, rather than absolute times. The `load` column gives "
+                 f"the load average before each row.")
         L.append("")
     L.append("Every time is the **median** of the per-step wall times of the measured steps (the `steps` "
              "column), after the warm-up steps, which are not timed. graphc's interpreter and compiled plan "
@@ -394,7 +527,9 @@ def write(args):
     if meta.get("hypervisor"):
         cores += f", virtual machine ({meta['hypervisor']})"
     rows = [
-        ["machine", f"{cpu}, {cores}, {meta.get('mem_gib', '?')} GiB, Linux {meta.get('kernel', '?')}"],
+        ["machine", f"{cpu}" + (f" (family {meta['cpu_family']}, model {meta['cpu_model_id']})"
+                                if meta.get("cpu_family") else "")
+                    + f", {cores}, {meta.get('mem_gib', '?')} GiB, Linux {meta.get('kernel', '?')}"],
         ["date", meta.get("date", "?")],
         ["threads", f"{threads}: `graphc bench --threads {threads}`; PyTorch `torch.set_num_threads({threads})`, "
                     f"`set_num_interop_threads(1)`, `OMP_NUM_THREADS={threads}`, `OPENBLAS_NUM_THREADS={threads}`; "
@@ -417,6 +552,8 @@ def write(args):
     ]
     L.append(table(["", ""], rows, ["l", "l"]))
     L.append("")
+
+    goals_section(L, peak, jobs, graphc, peers)
 
     # the networks
     L.append("## The networks are the same")
@@ -614,6 +751,59 @@ def write(args):
     L.append("")
     L.append("</details>")
     L.append("")
+    return L
+
+
+KINDS = {"avx512f": "AVX-512", "avx2+fma": "AVX2", "sse": "SSE2 only", "none": "no x86 vector FMA"}
+
+
+def run_kind(recs):
+    """A run's CPU kind: the widest vector FMA its bench/peak found ('avx512f', ...), or
+    None for results without a peak line."""
+    peak = next((r for r in recs if r.get("kind") == "peak"), None)
+    return peak.get("isa") if peak else None
+
+
+def kind_file(recs):
+    """The file a run of this kind is kept in under bench/results/ (cpu-avx512.jsonl ...)."""
+    k = run_kind(recs) or "unknown"
+    return "cpu-" + {"avx512f": "avx512", "avx2+fma": "avx2"}.get(k, re.sub(r"[^a-z0-9]+", "-", k)) + ".jsonl"
+
+
+def write(args):
+    runs = [(load(args.jsonl), args.raw_name, False)]
+    kinds = [run_kind(runs[0][0])]
+    skipped = []
+    for path in args.keep or []:
+        recs = load(path)
+        k = run_kind(recs)
+        if k in kinds:   # this run (or an earlier kept one) measured that kind: newer wins
+            skipped.append(path)
+            continue
+        kinds.append(k)
+        runs.append((recs, path, True))
+    L = ["# Benchmarks: graphc against PyTorch and ONNX Runtime", ""]
+    L.append("Written by `bench/compare.sh`; do not edit by hand, run it again (see `bench/README.md`). "
+             "One section per kind of CPU it was run on, the newest run of each; the first is this run's, "
+             "the others are kept from earlier runs on machines of another kind (`bench/results/cpu-*.jsonl`), "
+             "each with its date and CPU:")
+    L.append("")
+    for recs, raw, kept in runs:
+        meta = next((r for r in recs if r.get("kind") == "meta"), {})
+        title = f"{KINDS.get(run_kind(recs), run_kind(recs) or 'CPU kind not measured')}: {meta.get('cpu') or '?'}, " \
+                f"{meta.get('cpus', '?')} CPUs, {meta.get('date', '?')}"
+        anchor = re.sub(r"[^a-z0-9 -]", "", title.lower()).replace(" ", "-")
+        L.append(f"- [{title}](#{anchor}){' (kept, not re-measured)' if kept else ' (this run)'}")
+    if skipped:
+        L.append("")
+        L.append("Superseded by a newer run of the same kind, and left out: " + ", ".join(f"`{p}`" for p in skipped) + ".")
+    L.append("")
+    for recs, raw, kept in runs:
+        meta = next((r for r in recs if r.get("kind") == "meta"), {})
+        L.append(f"## {KINDS.get(run_kind(recs), run_kind(recs) or 'CPU kind not measured')}: "
+                 f"{meta.get('cpu') or '?'}, {meta.get('cpus', '?')} CPUs, {meta.get('date', '?')}")
+        L.append("")
+        L += ["#" + line if line.startswith("#") else line for line in render_run(recs, raw, kept)]
     with open(args.out, "w") as f:
         f.write("\n".join(L))
     return 0
@@ -630,7 +820,14 @@ def main():
     w.add_argument("--jsonl", required=True)
     w.add_argument("--out", required=True)
     w.add_argument("--raw-name", default=None, help="how the report names the results file")
+    w.add_argument("--keep", action="append", metavar="FILE.jsonl",
+                   help="an earlier run on another kind of CPU, given a section of its own (repeatable)")
+    k = sub.add_parser("kind-file")
+    k.add_argument("--jsonl", required=True)
     a = p.parse_args()
+    if a.cmd == "kind-file":
+        print(kind_file(load(a.jsonl)))
+        return 0
     if a.cmd == "record":
         record(a.pairs)
         return 0

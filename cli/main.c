@@ -7,6 +7,12 @@
 #include "cli/cli.h"
 #include "exec/comm.h"
 
+#ifdef HAVE_ONNX
+#define ONNX_SUPPORT 1
+#else
+#define ONNX_SUPPORT 0
+#endif
+
 static const char usage[] =
     "usage: graphc COMMAND [OPTIONS] FILE.net\n"
     "\n"
@@ -20,6 +26,8 @@ static const char usage[] =
     "  eval FILE --weights P evaluate saved weights on the test set\n"
     "  predict FILE --weights P IMAGE...  classify PGM or PNG images, top-k classes\n"
     "  bench FILE            time the interpreter and the compiled plan side by side\n"
+    "  export FILE --weights P -o M.onnx  the inference graph as an ONNX model\n"
+    "  import M.onnx -o FILE.net  an ONNX model as a .net file (--weights-out P)\n"
     "\n"
     "options:\n"
     "  -h, --help            show this help (or a command's: graphc COMMAND --help)\n"
@@ -133,6 +141,8 @@ static const struct {
     { "eval", cmd_eval },
     { "bench", cmd_bench },
     { "predict", cmd_predict },
+    { "export", cmd_export },
+    { "import", cmd_import },
 };
 
 int main(int argc, char **argv)
@@ -154,9 +164,9 @@ int main(int argc, char **argv)
         return EXIT_OK;
     }
     if (strcmp(cmd, "-V") == 0 || strcmp(cmd, "--version") == 0) {
-        printf("%s (%s; %s kernels)\n", PACKAGE_STRING,
+        printf("%s (%s; %s; %s kernels)\n", PACKAGE_STRING,
                comm_available() ? "with MPI: data-parallel under mpirun" : "without MPI",
-               kern_isa_name(kern_isa_resolve(env_isa)));
+               ONNX_SUPPORT ? "with ONNX: export and import" : "without ONNX", kern_isa_name(kern_isa_resolve(env_isa)));
         return EXIT_OK;
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)

@@ -13,7 +13,8 @@ static const char predict_usage[] =
     "Runs the model on each image (PGM or PNG, of the model's input size; grey or RGB as\n"
     "the input has 1 or 3 channels; values scaled to [0, 1]) and prints the K most\n"
     "likely classes of its first output with their probabilities.  MNIST's digits are\n"
-    "white on black: invert a black-on-white drawing first.\n";
+    "white on black: invert a black-on-white drawing first.  A file that cannot be read\n"
+    "is reported and the others are classified; the exit status is then 1.\n";
 
 typedef struct Ranked {
     int cls;
@@ -63,11 +64,13 @@ int cmd_predict(int argc, char **argv)
     if (cli_load_model(&m, file) != 0) { cli_free_model(&m); return EXIT_BAD_INPUT; }
     DiagSink d;
     diag_init(&d, NULL);
+    d.max_errors = 0;   /* every bad image is named, however many */
     int rc = EXIT_BAD_INPUT;
     const Graph *g = NULL;
     Step step = { 0 };
     Weights w = { 0 };
     float *x = NULL, *probs = NULL;
+    int *good = NULL;   /* indices into images[] of those read */
     void *dummy = NULL;
     const void **feeds = NULL;
     Pool *pool = pool_new(0);
@@ -91,18 +94,25 @@ int cmd_predict(int argc, char **argv)
         goto out;
     }
     int64_t H = xin->shape.d[1].v, W = xin->shape.d[2].v, C = xin->shape.d[3].v;
+    size_t per_image = (size_t)(H * W * C);
     if (weights_init(&w, m.graph, 0, &d) != 0 || checkpoint_load(weights, m.graph, &w, &d) != 0) goto out;
+    /* Every image is read and every bad one reported; the good ones are classified, and
+     * the exit status says whether any was bad. */
+    x = gc_calloc((size_t)nimg, per_image * sizeof *x);
+    good = gc_calloc((size_t)nimg, sizeof *good);
+    if (!x || !good) { diag_plain(&d, "out of memory for %d images", nimg); goto out; }
+    int ngood = 0;
+    for (int i = 0; i < nimg; i++)
+        if (image_load(images[i], H, W, C, x + (size_t)ngood * per_image, &d) == 0) good[ngood++] = i;
+    if (ngood == 0) goto out;
     CompileOptions co = { .mode = mode, .pool = pool };
-    if (prepare(m.graph, FOR_INFERENCE, nimg, &co, &w, &step, &d) != 0) goto out;
+    if (prepare(m.graph, FOR_INFERENCE, ngood, &co, &w, &step, &d) != 0) goto out;
     g = step.graph;
     const Node *on = &g->nodes[g->outputs[0].node];
-    int64_t per = on->shape.rank >= 1 ? shape_numel(&on->shape) / nimg : 1;
-    x = gc_calloc((size_t)(nimg * H * W * C), sizeof *x);
+    int64_t per = on->shape.rank >= 1 ? shape_numel(&on->shape) / ngood : 1;
     probs = gc_calloc((size_t)shape_numel(&on->shape), sizeof *probs);
     feeds = gc_calloc((size_t)g->ninputs, sizeof *feeds);
-    if (!x || !probs || !feeds) { diag_plain(&d, "out of memory"); goto out; }
-    for (int i = 0; i < nimg; i++)
-        if (image_load(images[i], H, W, C, x + (size_t)i * (size_t)(H * W * C), &d) != 0) goto out;
+    if (!probs || !feeds) { diag_plain(&d, "out of memory"); goto out; }
     /* inputs other than the images (labels) are not read at inference: zeros */
     size_t most = 0;
     for (int i = 0; i < g->ninputs; i++) {
@@ -116,15 +126,15 @@ int cmd_predict(int argc, char **argv)
     if (g->noutputs > 16 || executor_run(step.ex, feeds, outs, &env) != 0) goto out;
     Ranked *r = gc_calloc((size_t)per, sizeof *r);
     if (!r) goto out;
-    for (int i = 0; i < nimg; i++) {
+    for (int i = 0; i < ngood; i++) {
         for (int64_t k = 0; k < per; k++) r[k] = (Ranked){ (int)k, probs[i * per + k] };
         qsort(r, (size_t)per, sizeof *r, by_p);
-        printf("%s:", images[i]);
+        printf("%s:", images[good[i]]);
         for (int64_t k = 0; k < top && k < per; k++) printf("  %d (%.4f)", r[k].cls, r[k].p);
         putchar('\n');
     }
     gc_free(r);
-    rc = EXIT_OK;
+    rc = ngood == nimg ? EXIT_OK : EXIT_BAD_INPUT;
 out:
     diag_flush(&d, stderr);
     diag_free(&d);
@@ -132,6 +142,7 @@ out:
     weights_free(&w);
     pool_free(pool);
     gc_free(x);
+    gc_free(good);
     gc_free(probs);
     gc_free(dummy);
     gc_free(feeds);

@@ -1,32 +1,47 @@
 /* Classify an image with a trained graphc model, through the installed library:
  *
  *     cc classify.c $(pkg-config --cflags --libs graphc) -o classify
- *     ./classify models/mnist.net mnist.ckpt digit.pgm
+ *     ./classify models/mnist.net mnist.ckpt examples/digit.pgm
  *
- * The image is a binary PGM (P5, 8-bit) of the model's input size. */
+ * The image is a binary PGM (P5, 8-bit, comment lines allowed) of the model's input
+ * size, such as examples/digit.pgm. */
+#include <ctype.h>
 #include <graphc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+/* The next number of a PGM header, after blanks and # comments, and the one blank that
+ * ends it; -1 if there is none. */
+static long pgm_number(FILE *f)
+{
+    int ch = fgetc(f);
+    while (ch == '#' || isspace(ch)) {
+        if (ch == '#')
+            while (ch != '\n' && ch != EOF) ch = fgetc(f);
+        ch = fgetc(f);
+    }
+    long v = -1;
+    for (; isdigit(ch) && v < 100000; ch = fgetc(f)) v = (v < 0 ? 0 : v * 10) + (ch - '0');
+    return isspace(ch) ? v : -1;
+}
+
 /* A binary 8-bit PGM into pixels scaled to [0, 1]; 0 or -1. */
 static int read_pgm(const char *path, int64_t h, int64_t w, float *out)
 {
     FILE *f = fopen(path, "rb");
-    int width, height, maxval;
     if (!f) return -1;
-    if (fscanf(f, "P5 %d %d %d", &width, &height, &maxval) != 3 || width != w || height != h || maxval <= 0 ||
-        maxval > 255 || fgetc(f) == EOF) {
-        fclose(f);
-        return -1;
-    }
-    for (int64_t i = 0; i < h * w; i++) {
-        int v = fgetc(f);
-        if (v == EOF) { fclose(f); return -1; }
-        out[i] = (float)v / (float)maxval;
+    int rc = -1;
+    if (fgetc(f) == 'P' && fgetc(f) == '5') {
+        long width = pgm_number(f), height = pgm_number(f), maxval = pgm_number(f);
+        if (width == w && height == h && maxval > 0 && maxval < 256) {
+            int64_t i = 0;
+            for (int v; i < h * w && (v = fgetc(f)) != EOF && v <= maxval; i++) out[i] = (float)v / (float)maxval;
+            rc = i == h * w && fgetc(f) == EOF ? 0 : -1;   /* every pixel, nothing after */
+        }
     }
     fclose(f);
-    return 0;
+    return rc;
 }
 
 int main(int argc, char **argv)

@@ -177,6 +177,18 @@ static size_t convpool_scratch(const Graph *g, const Node *n, int threads)
     return convpool_apart_floats(&p) * sizeof(float) + kern_conv_scratch(&p, KCONV_FORWARD, threads);
 }
 
+size_t dispatch_scratch_traffic(const Graph *g, const Node *n, int threads)
+{
+    (void)threads;   /* no path counted here depends on it */
+    if (n->op == OP_MATMUL_GRAD_UPDATE && n->a.update.kind == OP_MOMENTUM_UPDATE)
+        return 2 * kern_dense_backward_scratch((size_t)n->shape.d[0].v, (size_t)n->shape.d[1].v, false, 1);
+    if (n->op != OP_CONV2D_MAXPOOL) return 0;
+    KConv p;
+    KPool q;
+    convpool_params(g, n, &p, &q);
+    return kern_conv2d_maxpool_exact(&p) ? 0 : 2 * (size_t)(p.n * p.oh * p.ow * p.f) * sizeof(float);
+}
+
 static int k_conv2d_maxpool(const KCall *c)
 {
     KConv p;

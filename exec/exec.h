@@ -66,6 +66,12 @@ int dispatch_run(const KCall *c);
 int dispatch_kernel(const KCall *c);
 int dispatch_check(const KCall *c);
 size_t dispatch_scratch_bytes(const Graph *g, const Node *n, int threads);
+/* Bytes of the scratch that node n's kernel, on a pool of `threads`, fills whole and
+ * reads back (written once and read once, both counted): the convolution's output
+ * inside a conv2d_maxpool that runs the two ops apart, a dense backward's relu signs.
+ * Chunks a kernel keeps in cache and reuses (im2col, pooling bands, panels, a packed
+ * filter) are not counted. */
+size_t dispatch_scratch_traffic(const Graph *g, const Node *n, int threads);
 bool dispatch_has_kernel(OpKind op);
 /* Bytes of a node's output (f32 or i32, 4 bytes each); 0 for rank-0 update results. */
 size_t node_bytes(const Node *n);
@@ -73,6 +79,18 @@ size_t node_bytes(const Node *n);
  * than the machine's physical memory: Linux would promise them and then kill the
  * process while they are touched. */
 bool exec_fits_memory(double bytes, const char *what, DiagSink *d);
+/* The bytes node n's kernel must read and write at least, on a pool of `threads` (exec/
+ * traffic.c), counted as STREAM counts its loops (the bytes named, not the cache lines
+ * a store first reads): every buffer among its inputs read once (a parameter too, and
+ * a buffer named twice once), its output written once, and as the op implies an
+ * optimizer's parameter written back and its state read and written, and the scratch
+ * traffic of dispatch_scratch_traffic.  An in-place output counts as read and written.
+ * Sources and views move nothing.  With the step's flops (graph_flops) it places a step
+ * against the machine's limits: its bytes at the measured bandwidth. */
+double exec_node_bytes(const Graph *g, const Node *n, int threads);
+/* The sum over g's nodes: a step's bytes (g as it runs: the compiled plan's graph after
+ * the passes, where a fused op moves no intermediate). */
+double exec_step_bytes(const Graph *g, int threads);
 /* Monotonic clock in nanoseconds, for profiles and benchmarks. */
 double exec_now_ns(void);
 

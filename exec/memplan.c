@@ -79,45 +79,82 @@ static int64_t place(const MemPlan *mp, const Cand *cand, int nb, int64_t *off, 
     return arena;
 }
 
-static int plan_arena(const Graph *g, const PlanOptions *o, StageMode stages, MemPlan *mp, DiagSink *d)
+/* The planner's working arrays, over the 2n buffers (node i's output at i, its scratch
+ * at n + i). */
+typedef struct Planner {
+    const Graph *g;
+    MemPlan *mp;
+    int n;
+    int32_t *root;     /* the buffer a view reads, or an in-place output shares */
+    bool *inplace;     /* node i writes over an input */
+    int32_t *order;    /* the buffers that take space */
+    int nb;
+    Placed *placed;    /* place(): the overlapping buffers of one placement */
+    Cand *cand, *best; /* a placement order, and the best one found */
+    int64_t *trial;    /* the offsets of a trial placement */
+} Planner;
+
+static void planner_free(Planner *p)
+{
+    gc_free(p->root);
+    gc_free(p->inplace);
+    gc_free(p->order);
+    gc_free(p->placed);
+    gc_free(p->cand);
+    gc_free(p->best);
+    gc_free(p->trial);
+}
+
+static int planner_init(Planner *p, const Graph *g, int threads, MemPlan *mp)
 {
     int n = g->nnodes;
+    size_t nz = (size_t)(n ? 2 * n : 1);
+    memset(p, 0, sizeof *p);
     memset(mp, 0, sizeof *mp);
-    int threads = o->threads > 0 ? o->threads : 1;
+    p->g = g;
+    p->mp = mp;
+    p->n = n;
     mp->n = n;
     mp->nbuf = 2 * n;
     mp->threads = threads;
-    size_t nz = (size_t)(n ? 2 * n : 1);
     mp->offset = gc_calloc(nz, sizeof *mp->offset);
     mp->size = gc_calloc(nz, sizeof *mp->size);
     mp->first = gc_calloc(nz, sizeof *mp->first);
     mp->last = gc_calloc(nz, sizeof *mp->last);
-    int32_t *root = gc_calloc(nz, sizeof *root);     /* the buffer a view reads */
-    int32_t *order = gc_calloc(nz, sizeof *order);
-    Placed *placed = gc_calloc(nz, sizeof *placed);
-    Cand *cand = gc_calloc(nz, sizeof *cand), *best = gc_calloc(nz, sizeof *best);
-    int64_t *trial = gc_calloc(nz, sizeof *trial);
     mp->stage = gc_calloc(nz, sizeof *mp->stage);
     mp->bin = gc_calloc(nz, sizeof *mp->bin);
-    int32_t *span = gc_calloc(3 * nz, sizeof *span);   /* each stage's first and last call, and calls */
-    bool *inplace = gc_calloc(nz, sizeof *inplace);
-    if (!mp->offset || !mp->size || !mp->first || !mp->last || !root || !order || !placed || !cand || !best || !trial ||
-        !mp->stage || !mp->bin || !span || !inplace) {
-        diag_plain(d, "out of memory planning the arena");
-        gc_free(root); gc_free(order); gc_free(placed); gc_free(cand); gc_free(best); gc_free(trial);
-        gc_free(span); gc_free(inplace);
-        memplan_free(mp);
-        return -1;
-    }
+    p->root = gc_calloc(nz, sizeof *p->root);
+    p->inplace = gc_calloc(nz, sizeof *p->inplace);
+    p->order = gc_calloc(nz, sizeof *p->order);
+    p->placed = gc_calloc(nz, sizeof *p->placed);
+    p->cand = gc_calloc(nz, sizeof *p->cand);
+    p->best = gc_calloc(nz, sizeof *p->best);
+    p->trial = gc_calloc(nz, sizeof *p->trial);
+    if (mp->offset && mp->size && mp->first && mp->last && mp->stage && mp->bin && p->root && p->inplace && p->order &&
+        p->placed && p->cand && p->best && p->trial)
+        return 0;
+    planner_free(p);
+    memplan_free(mp);
+    return -1;
+}
+
+/* Each buffer's size and lifetime: a node's output from the node to its last reader
+ * (outputs to the end; a view's reads extend its root's), its scratch while it runs.
+ * Then the naive sum: every buffer its own memory, before any sharing. */
+static void sizes_and_lifetimes(Planner *p, int threads)
+{
+    const Graph *g = p->g;
+    MemPlan *mp = p->mp;
+    int n = p->n;
     for (int i = 0; i < n; i++) {
         const Node *nd = &g->nodes[i];
-        root[i] = nd->op == OP_RESHAPE ? root[nd->in[0]] : i;   /* a view, of a fed input or a parameter too */
+        p->root[i] = nd->op == OP_RESHAPE ? p->root[nd->in[0]] : i;   /* a view, of a fed input or a parameter too */
         mp->offset[i] = -1;
         mp->first[i] = mp->last[i] = i;
-        if (!outside_arena(nd) && root[i] == i) mp->size[i] = memplan_align((int64_t)node_bytes(nd));
+        if (!outside_arena(nd) && p->root[i] == i) mp->size[i] = memplan_align((int64_t)node_bytes(nd));
         /* the node's scratch: a buffer of its own that lives only while it runs */
         size_t sc = dispatch_scratch_bytes(g, nd, threads);
-        root[n + i] = n + i;
+        p->root[n + i] = n + i;
         mp->offset[n + i] = -1;
         mp->first[n + i] = mp->last[n + i] = i;
         mp->size[n + i] = memplan_align((int64_t)sc);
@@ -125,43 +162,50 @@ static int plan_arena(const Graph *g, const PlanOptions *o, StageMode stages, Me
     }
     for (int i = 0; i < n; i++)
         for (int k = 0; k < g->nodes[i].nin; k++) {
-            int32_t r = root[g->nodes[i].in[k]];
+            int32_t r = p->root[g->nodes[i].in[k]];
             if (mp->last[r] < i) mp->last[r] = i;
         }
-    for (int i = 0; i < g->noutputs; i++) mp->last[root[g->outputs[i].node]] = n;
-    /* the naive sum: every buffer its own memory, before any sharing */
+    for (int i = 0; i < g->noutputs; i++) mp->last[p->root[g->outputs[i].node]] = n;
     for (int i = 0; i < 2 * n; i++) mp->naive += mp->size[i];
-    /* In place: an op marked safe for it (reading each element before writing it)
-     * writes over its first input, or for an elementwise op any input, when that
-     * input's buffer has no reader after it and has the output's size.  The two buffers
-     * become one, alive from the input's producer to the output's last reader. */
-    for (int i = 0; i < n; i++) {
+}
+
+/* In place: an op marked safe for it (reading each element before writing it) writes
+ * over its first input, or for an elementwise op any input, when that input's buffer
+ * has no reader after it and has the output's size.  The two buffers become one, alive
+ * from the input's producer to the output's last reader. */
+static void merge_inplace(Planner *p)
+{
+    const Graph *g = p->g;
+    MemPlan *mp = p->mp;
+    for (int i = 0; i < p->n; i++) {
         const Node *nd = &g->nodes[i];
-        if (o->no_inplace || !(op_info[nd->op].traits & OPT_INPLACE) || root[i] != i || mp->size[i] == 0 || nd->nin < 1)
-            continue;
+        if (!(op_info[nd->op].traits & OPT_INPLACE) || p->root[i] != i || mp->size[i] == 0 || nd->nin < 1) continue;
         int32_t r = -1;
         int cands = op_info[nd->op].traits & OPT_ELEMWISE ? nd->nin : 1;
         for (int k = 0; k < cands && r < 0; k++) {
-            int32_t q = root[nd->in[k]];
+            int32_t q = p->root[nd->in[k]];
             if (!outside_arena(&g->nodes[q]) && mp->size[q] == mp->size[i] && mp->last[q] == i) r = q;
         }
         if (r < 0) continue;
-        root[i] = r;
+        p->root[i] = r;
         mp->last[r] = mp->last[i];
         mp->size[i] = 0;
         mp->inplace++;
-        inplace[i] = true;
+        p->inplace[i] = true;
     }
-    /* Parallel stages: a buffer used by any op of a stage is alive during all of it
-     * (lifetimes widened to whole stages, still counted in nodes). */
-    mp->nstages = stages_build(g, mp, inplace, threads, stages, mp->stage, mp->bin);
-    if (mp->nstages < 0) {
-        diag_plain(d, "out of memory planning the arena");
-        gc_free(root); gc_free(order); gc_free(placed); gc_free(cand); gc_free(best); gc_free(trial);
-        gc_free(span); gc_free(inplace);
-        memplan_free(mp);
-        return -1;
-    }
+}
+
+/* Parallel stages: a buffer used by any op of a stage is alive during all of it
+ * (lifetimes widened to whole stages, still counted in nodes). */
+static int widen_to_stages(Planner *p, int threads, StageMode stages)
+{
+    const Graph *g = p->g;
+    MemPlan *mp = p->mp;
+    int n = p->n;
+    mp->nstages = stages_build(g, mp, p->inplace, threads, stages, mp->stage, mp->bin);
+    if (mp->nstages < 0) return -1;
+    int32_t *span = gc_calloc((size_t)(mp->nstages ? mp->nstages : 1) * 3, sizeof *span);   /* first call, last, calls */
+    if (!span) return -1;
     for (int s = 0; s < mp->nstages; s++) span[3 * s] = n, span[3 * s + 1] = -1, span[3 * s + 2] = 0;
     for (int i = 0; i < n; i++) {
         int32_t *sp = &span[3 * mp->stage[i]];
@@ -176,25 +220,40 @@ static int plan_arena(const Graph *g, const PlanOptions *o, StageMode stages, Me
         if (sf && sf[2] > 1 && sf[0] < *f) *f = sf[0];
         if (sl && sl[2] > 1 && sl[1] > *l) *l = sl[1];
     }
-    /* updates and the accuracy metric read the step's results until the end */
-    int nb = 0;
-    for (int i = 0; i < 2 * n; i++)
-        if (mp->size[i] > 0) order[nb++] = i;
-    /* lower bound: the most bytes live at once */
-    for (int t = 0; t <= n; t++) {
+    gc_free(span);
+    return 0;
+}
+
+/* The buffers that take space, and the lower bound: the most bytes alive at once. */
+static void lower_bound(Planner *p)
+{
+    MemPlan *mp = p->mp;
+    p->nb = 0;
+    for (int i = 0; i < 2 * p->n; i++)
+        if (mp->size[i] > 0) p->order[p->nb++] = i;
+    for (int t = 0; t <= p->n; t++) {
         int64_t live = 0;
-        for (int k = 0; k < nb; k++) {
-            int32_t b = order[k];
+        for (int k = 0; k < p->nb; k++) {
+            int32_t b = p->order[k];
             if (mp->first[b] <= t && t <= mp->last[b]) live += mp->size[b];
         }
         if (live > mp->lower_bound) mp->lower_bound = live;
     }
-    /* Greedy placement is a heuristic: six orders are tried and the smallest arena
-     * kept (see the top of the file). */
+}
+
+/* Greedy placement is a heuristic: six orders are tried and the smallest arena kept
+ * (see the top of the file), then a seeded local search from the best order moves one
+ * buffer to another place in the order and keeps the move if the arena is no larger,
+ * so the plan is the same every time; both stop at the lower bound. */
+static void search_placement(Planner *p)
+{
+    MemPlan *mp = p->mp;
+    int n = p->n, nb = p->nb;
+    Cand *cand = p->cand, *best = p->best;
     mp->arena = INT64_MAX;
     for (int strategy = 0; strategy < 6 && mp->arena > mp->lower_bound; strategy++) {
         for (int k = 0; k < nb; k++) {
-            int32_t b = order[k];
+            int32_t b = p->order[k];
             int64_t size = mp->size[b], life = (int64_t)(mp->last[b] - mp->first[b] + 1);
             int64_t scratch = b >= n;   /* a node's scratch: alive while the node runs */
             Cand *c = &cand[k];
@@ -209,15 +268,12 @@ static int plan_arena(const Graph *g, const PlanOptions *o, StageMode stages, Me
             }
         }
         qsort(cand, (size_t)nb, sizeof *cand, by_key_desc);
-        int64_t arena = place(mp, cand, nb, trial, placed);
+        int64_t arena = place(mp, cand, nb, p->trial, p->placed);
         if (arena < mp->arena) {
             mp->arena = arena;
             memcpy(best, cand, (size_t)nb * sizeof *best);
         }
     }
-    /* Local search from the best order: move one buffer to another place in the order,
-     * keep the move if the arena is no larger; seeded, so the plan is the same every
-     * time.  It stops at the lower bound. */
     for (int it = 0; it < PLACE_CLIMB && mp->arena > mp->lower_bound && nb > 1; it++) {
         int from = (int)rng_below(rng_at(0x9A7E, (uint64_t)it, 0), (uint64_t)nb);
         int to = (int)rng_below(rng_at(0x9A7E, (uint64_t)it, 1), (uint64_t)nb);
@@ -226,25 +282,38 @@ static int plan_arena(const Graph *g, const PlanOptions *o, StageMode stages, Me
         if (from < to) memmove(cand + from, cand + from + 1, (size_t)(to - from) * sizeof *cand);
         else memmove(cand + to + 1, cand + to, (size_t)(from - to) * sizeof *cand);
         cand[to] = moved;
-        int64_t arena = place(mp, cand, nb, trial, placed);
+        int64_t arena = place(mp, cand, nb, p->trial, p->placed);
         if (arena <= mp->arena) {
             mp->arena = arena;
             memcpy(best, cand, (size_t)nb * sizeof *best);
         }
     }
-    place(mp, best, nb, mp->offset, placed);
+    place(mp, best, nb, mp->offset, p->placed);
     if (nb == 0) mp->arena = 0;
     for (int i = 0; i < n; i++)
-        if (root[i] != i) mp->offset[i] = mp->offset[root[i]];
+        if (p->root[i] != i) mp->offset[i] = mp->offset[p->root[i]];
     mp->scratch_offset = mp->offset + n;
-    gc_free(root);
-    gc_free(order);
-    gc_free(placed);
-    gc_free(cand);
-    gc_free(best);
-    gc_free(trial);
-    gc_free(span);
-    gc_free(inplace);
+}
+
+static int plan_arena(const Graph *g, const PlanOptions *o, StageMode stages, MemPlan *mp, DiagSink *d)
+{
+    int threads = o->threads > 0 ? o->threads : 1;
+    Planner p;
+    if (planner_init(&p, g, threads, mp) != 0) {
+        diag_plain(d, "out of memory planning the arena");
+        return -1;
+    }
+    sizes_and_lifetimes(&p, threads);
+    if (!o->no_inplace) merge_inplace(&p);
+    if (widen_to_stages(&p, threads, stages) != 0) {
+        diag_plain(d, "out of memory planning the arena");
+        planner_free(&p);
+        memplan_free(mp);
+        return -1;
+    }
+    lower_bound(&p);
+    search_placement(&p);
+    planner_free(&p);
     return 0;
 }
 

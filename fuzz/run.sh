@@ -2,7 +2,8 @@
 # Builds the libFuzzer targets with clang (ASan + UBSan + coverage on all of graphc's
 # library code) and runs each for a bounded time.  `make fuzz` calls this; FUZZ_SECONDS
 # sets the time per target.  Crashes are written to fuzz-out/TARGET/ and fail the run;
-# each one found becomes a regression test (tests/test_frontend.c, tests/test_data.c).
+# each one found becomes a regression test (tests/test_frontend.c, tests/test_data.c,
+# tests/test_onnx.c).
 set -eu
 src=${1:?top_srcdir} build=${2:?top_builddir} seconds=${3:-60}
 CC=${FUZZ_CC:-clang}
@@ -13,14 +14,26 @@ mkdir -p "$out"
 flags="-g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -std=c11 -D_GNU_SOURCE -DGRAPHC_NO_DIRECT_CONV"
 incs="-I$src -I$build -I$src/parser -I$build/parser $(pkg-config --cflags openblas zlib libpng)"
 libs="$(pkg-config --libs openblas zlib libpng) -lm -lpthread"
+# every target fuzz/fuzz_NAME.c; ONNX import's (onnx/) only when the build has it: its
+# generated protobuf code is in the build
+targets=$(cd "$src/fuzz" && ls fuzz_*.c | sed 's/^fuzz_//; s/\.c$//')
+if [ -f "$build/onnx/onnx.pb-c.c" ]; then
+    incs="$incs $(pkg-config --cflags libprotobuf-c)"
+    libs="$libs $(pkg-config --libs libprotobuf-c)"
+else
+    targets=$(for t in $targets; do [ "$t" = onnx ] || echo "$t"; done)
+fi
 # the library's sources, as the build knows them (the parser and lexer are generated)
 lib=""
 for f in $(cd "$src" && ls util/*.c graph/*.c kernels/*.c exec/*.c run/*.c parser/ast.c); do lib="$lib $src/$f"; done
 for f in parser/parser.c parser/lexer.c; do
     if [ -f "$build/$f" ]; then lib="$lib $build/$f"; else lib="$lib $src/$f"; fi
 done
+case $targets in *onnx*) for f in $(cd "$src" && ls onnx/*.c | grep -v pb-c) "$build/onnx/onnx.pb-c.c"; do
+    case $f in /*) lib="$lib $f" ;; *) lib="$lib $src/$f" ;; esac
+done ;; esac
 # seeds
-mkdir -p "$out/seed-frontend" "$out/seed-idx" "$out/seed-checkpoint"
+for t in $targets; do mkdir -p "$out/seed-$t"; done
 cp "$src"/models/*.net "$src"/tests/errors/*.net "$out/seed-frontend/"
 printf '\0\0\10\1\0\0\0\3\1\2\3' > "$out/seed-idx/labels.idx"
 printf '\0\0\10\3\0\0\0\1\0\0\0\2\0\0\0\2\1\2\3\4' > "$out/seed-idx/images.idx"
@@ -35,7 +48,24 @@ batch = 4
 epochs = 1
 minimize = loss }
 NET
+# recipes (fuzz_dataset.c, fuzz_image.c): sets that load and fit; a PGM, a PNG
+printf '\200\3\3\5\0\0\7\6\5\0\0\0\0\0\7\6\5\0\0\0\0\1\2\3\4' > "$out/seed-dataset/fit"
+printf '\1\1\0\0\0\0\0\0\0\1\2\3\4\5\6' > "$out/seed-dataset/gzip"
+printf '\0\4\5\7\0\0\0\0\0\0\0\0\0\0\1\2\3' > "$out/seed-image/pgm"
+printf '\1\4\5\7\0\0\0\0\0\0\0\0\0\0\1\2\3' > "$out/seed-image/text"
+printf '\2\4\5\7\0\0\3\3\0\0\0\0\0\0\1\2\3' > "$out/seed-image/png"
 "$build/graphc" run "$out/tiny.net" --log quiet --save "$out/seed-checkpoint/tiny.ckpt" >/dev/null
+case $targets in *onnx*)
+    # the small shipped models exported (with their initial weights), and the tiny one
+    for m in mlp lenet5 resnet siamese; do
+        "$build/tests/onnx_run" init "$src/models/$m.net" "$out/$m.ckpt" 1 2>/dev/null &&
+            "$build/graphc" export "$src/models/$m.net" --weights "$out/$m.ckpt" -o "$out/seed-onnx/$m.onnx" >/dev/null || true
+    done
+    # tiny.net with an output: its layers are the same, so tiny.ckpt serves
+    sed 's/^loss = cross_entropy(\(.*\), y)$/output p = softmax(\1)/; /^train/,$d' "$out/tiny.net" > "$out/tiny_out.net"
+    "$build/graphc" export "$out/tiny_out.net" --weights "$out/seed-checkpoint/tiny.ckpt" -o "$out/seed-onnx/tiny.onnx" >/dev/null
+    ;;
+esac
 # the library once, two files at a time, instrumented but without libFuzzer's main;
 # then each target links it
 echo "fuzz: building the library"
@@ -47,7 +77,7 @@ export CC objflags incs objdir
 printf '%s\n' $lib | xargs -P 2 -n 1 sh -c '$CC $objflags $incs -c "$1" -o "$objdir/$(echo "$1" | tr "/." "__").o"' sh
 objs=$(ls "$objdir"/*.o)
 status=0
-for t in frontend idx checkpoint; do
+for t in $targets; do
     echo "fuzz: building $t"
     # shellcheck disable=SC2086
     $CC $flags $incs "$src/fuzz/fuzz_$t.c" $objs $libs -o "$out/fuzz_$t"

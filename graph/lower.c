@@ -60,9 +60,12 @@ typedef struct Kw {
 
 enum { MAX_ARGS = 32 };
 
+typedef struct Builtin Builtin;
+
 typedef struct Call {
     const Ast *ast;
     const char *fn;
+    const Builtin *bi;        /* the builtin called */
     Val pos[MAX_ARGS];
     int npos;
     Kw kw[MAX_ARGS];
@@ -347,21 +350,22 @@ static bool no_more_pos(Lower *L, Call *c, int n)
 
 typedef Val (*BuiltinFn)(Lower *L, Call *c);
 
-typedef struct Builtin {
+/* A function of the language.  Several share a lowering function, told apart by `kind`
+ * (never by their name again after the lookup). */
+struct Builtin {
     const char *name;
     BuiltinFn fn;
+    int kind;                 /* the OpKind it makes, or its InitKind, DataKind or OptimKind; else 0 */
     const char *kwargs[10];   /* the keywords it accepts */
     const char *usage;
-} Builtin;
+};
 
 /* An op of one tensor named as the builtin: softmax(x), global_avgpool(x), ... */
 static Val b_op1(Lower *L, Call *c)
 {
     int32_t x;
     if (!pos_tensor(L, c, 0, "x", &x) || !no_more_pos(L, c, 1)) return verr(c->ast->loc);
-    OpKind op = op_by_name(c->fn);
-    assert(op != OP_COUNT);
-    return vtensor(mk1(L, op, x, c->ast->loc), c->ast->loc);
+    return vtensor(mk1(L, (OpKind)c->bi->kind, x, c->ast->loc), c->ast->loc);
 }
 
 /* An elementwise unary function of util/elemwise.def, with its parameter if it takes
@@ -374,7 +378,7 @@ static int32_t unary_node(Lower *L, OpKind op, float p, int32_t x, Loc loc)
 static Val b_unary(Lower *L, Call *c)
 {
     int32_t x;
-    OpKind op = op_by_name(c->fn);
+    OpKind op = (OpKind)c->bi->kind;
     const OpInfo *info = &op_info[op];
     float p = info->param_default;
     if (!pos_tensor(L, c, 0, "x", &x) || !no_more_pos(L, c, 1) ||
@@ -420,7 +424,7 @@ static Val binary(Lower *L, OpKind op, Val a, Val b, Loc loc)
 static Val b_binary(Lower *L, Call *c)
 {
     if (c->npos != 2) return error_at(L, c->ast->loc, "%s: takes 2 arguments, got %d", c->fn, c->npos);
-    return binary(L, op_by_name(c->fn), c->pos[0], c->pos[1], c->ast->loc);
+    return binary(L, (OpKind)c->bi->kind, c->pos[0], c->pos[1], c->ast->loc);
 }
 
 static Val b_matmul(Lower *L, Call *c)
@@ -579,7 +583,7 @@ static Val b_pool(Lower *L, Call *c)
     if (!kw_int(L, c, "stride", false, size, 1, 1 << 16, &stride) || !kw_choice(L, c, "padding", "valid", paddings, &pad))
         return verr(loc);
     NodeAttr a = { .win = { .kh = (int)size, .kw = (int)size, .sh = (int)stride, .sw = (int)stride, .padding = (Padding)pad } };
-    return vtensor(mk(L, strcmp(c->fn, "maxpool") == 0 ? OP_MAXPOOL : OP_AVGPOOL, &x, 1, loc, &a), loc);
+    return vtensor(mk(L, (OpKind)c->bi->kind, &x, 1, loc, &a), loc);
 }
 
 static int32_t reshape_to(Lower *L, int32_t x, Shape t, Loc loc)
@@ -657,7 +661,7 @@ static Val b_loss(Lower *L, Call *c)
 {
     int32_t a, b;
     Loc loc = c->ast->loc;
-    bool ce = strcmp(c->fn, "cross_entropy") == 0;
+    bool ce = c->bi->kind == OP_CROSS_ENTROPY;
     if (!pos_tensor(L, c, 0, ce ? "logits" : "prediction", &a) || !pos_tensor(L, c, 1, ce ? "labels" : "target", &b) ||
         !no_more_pos(L, c, 2))
         return verr(loc);
@@ -679,24 +683,24 @@ static Val b_init(Lower *L, Call *c)
     v.loc = c->ast->loc;
     if (!L->in_param_init)
         return error_at(L, c->ast->loc, "%s() is an initializer: it can only follow 'param NAME: TYPE ='", c->fn);
-    if (!no_more_pos(L, c, strcmp(c->fn, "constant") == 0 ? 1 : 0)) return verr(v.loc);
-    if (strcmp(c->fn, "zeros") == 0) v.init = INIT_ZEROS;
-    else if (strcmp(c->fn, "ones") == 0) v.init = INIT_ONES;
-    else if (strcmp(c->fn, "glorot_uniform") == 0) v.init = INIT_GLOROT_UNIFORM;
-    else if (strcmp(c->fn, "he_normal") == 0) v.init = INIT_HE_NORMAL;
-    else if (strcmp(c->fn, "constant") == 0) {
-        v.init = INIT_CONSTANT;
+    v.init = (InitKind)c->bi->kind;
+    if (!no_more_pos(L, c, v.init == INIT_CONSTANT ? 1 : 0)) return verr(v.loc);
+    switch (v.init) {
+    case INIT_CONSTANT:
         if (c->npos != 1 || c->pos[0].kind != V_NUM) return error_at(L, v.loc, "constant: give the value, e.g. constant(0.1)");
         v.ia = (float)c->pos[0].num;
-    } else if (strcmp(c->fn, "uniform") == 0) {
-        v.init = INIT_UNIFORM;
+        break;
+    case INIT_UNIFORM:
         if (!kw_float(L, c, "low", false, -0.05, -1e30, 1e30, &v.ia) || !kw_float(L, c, "high", false, 0.05, -1e30, 1e30, &v.ib))
             return verr(v.loc);
         if (!(v.ia < v.ib)) return error_at(L, v.loc, "uniform: 'low' must be below 'high'");
-    } else {
-        v.init = INIT_NORMAL;
+        break;
+    case INIT_NORMAL:
         if (!kw_float(L, c, "mean", false, 0, -1e30, 1e30, &v.ia) || !kw_float(L, c, "stddev", false, 0.05, 0, 1e30, &v.ib))
             return verr(v.loc);
+        break;
+    default:
+        break;
     }
     return v;
 }
@@ -710,14 +714,13 @@ static Val b_data(Lower *L, Call *c)
     v.kind = V_DATA;
     v.loc = c->ast->loc;
     if (!L->in_train) return error_at(L, v.loc, "%s() is a data source: it belongs in the train block", c->fn);
-    if (strcmp(c->fn, "mnist") == 0) {
-        v.data = DATA_MNIST;
+    v.data = (DataKind)c->bi->kind;
+    if (v.data == DATA_MNIST) {
         if (c->npos != 1 || c->pos[0].kind != V_STR)
             return error_at(L, v.loc, "mnist: give the folder of the IDX files, e.g. mnist(\"data/mnist\")");
         v.str = c->pos[0].str;
         return v;
     }
-    v.data = DATA_SYNTHETIC;
     if (!no_more_pos(L, c, 0) || !kw_int(L, c, "count", false, 4096, 1, INT32_MAX, &v.count)) return verr(v.loc);
     return v;
 }
@@ -730,15 +733,14 @@ static Val b_optim(Lower *L, Call *c)
     v.loc = c->ast->loc;
     if (!L->in_train) return error_at(L, v.loc, "%s() is an optimizer: it belongs in the train block", c->fn);
     if (!no_more_pos(L, c, 0)) return verr(v.loc);
-    if (strcmp(c->fn, "sgd") == 0) {
-        v.optim = OPTIM_SGD;
+    v.optim = (OptimKind)c->bi->kind;
+    if (v.optim == OPTIM_SGD) {
         if (!kw_float(L, c, "lr", false, 0.01, 0, 1e6, &v.lr) || !kw_float(L, c, "momentum", false, 0, 0, 1, &v.momentum) ||
             !kw_bool(L, c, "nesterov", false, &v.nesterov))
             return verr(v.loc);
         if (v.nesterov && v.momentum == 0) return error_at(L, v.loc, "sgd: nesterov=true needs a momentum above 0");
         return v;
     }
-    v.optim = OPTIM_ADAM;
     if (!kw_float(L, c, "lr", false, 0.001, 0, 1e6, &v.lr) || !kw_float(L, c, "beta1", false, 0.9, 0, 0.999999, &v.beta1) ||
         !kw_float(L, c, "beta2", false, 0.999, 0, 0.999999999, &v.beta2) ||
         !kw_float(L, c, "eps", false, 1e-7, 1e-30, 1, &v.eps))
@@ -748,37 +750,37 @@ static Val b_optim(Lower *L, Call *c)
 
 static const Builtin builtins[] = {
     /* every elementwise function of util/elemwise.def, by its op's name */
-#define BINARY(E, name) { #name, b_binary, { 0 }, #name "(a, b)" },
-#define UNARY(E, name, reads, param, def) { #name, b_unary, { param }, #name "(x)" },
+#define BINARY(E, name) { #name, b_binary, OP_##E, { 0 }, #name "(a, b)" },
+#define UNARY(E, name, reads, param, def) { #name, b_unary, OP_##E, { param }, #name "(x)" },
 #include "util/elemwise.def"
 #undef BINARY
 #undef UNARY
-    { "softmax", b_op1, { 0 }, "softmax(x)" },
-    { "log_softmax", b_op1, { 0 }, "log_softmax(x)" },
-    { "global_avgpool", b_op1, { 0 }, "global_avgpool(x)" },
-    { "matmul", b_matmul, { 0 }, "matmul(a, b)" },
-    { "dense", b_dense, { "units", "use_bias", "activation", "name" }, "dense(x, units=N)" },
-    { "conv2d", b_conv2d, { "filters", "kernel", "stride", "padding", "use_bias", "activation", "name" },
+    { "softmax", b_op1, OP_SOFTMAX, { 0 }, "softmax(x)" },
+    { "log_softmax", b_op1, OP_LOG_SOFTMAX, { 0 }, "log_softmax(x)" },
+    { "global_avgpool", b_op1, OP_GLOBAL_AVGPOOL, { 0 }, "global_avgpool(x)" },
+    { "matmul", b_matmul, OP_MATMUL, { 0 }, "matmul(a, b)" },
+    { "dense", b_dense, 0, { "units", "use_bias", "activation", "name" }, "dense(x, units=N)" },
+    { "conv2d", b_conv2d, 0, { "filters", "kernel", "stride", "padding", "use_bias", "activation", "name" },
       "conv2d(x, filters=N, kernel=K) or conv2d(x, w)" },
-    { "maxpool", b_pool, { "size", "stride", "padding" }, "maxpool(x, size=2)" },
-    { "avgpool", b_pool, { "size", "stride", "padding" }, "avgpool(x, size=2)" },
-    { "flatten", b_flatten, { 0 }, "flatten(x)" },
-    { "reshape", b_reshape, { 0 }, "reshape(x, d1, d2, ...)" },
-    { "concat", b_concat, { "axis" }, "concat(a, b, ..., axis=-1)" },
-    { "dropout", b_dropout, { "rate" }, "dropout(x, rate=R)" },
-    { "cross_entropy", b_loss, { 0 }, "cross_entropy(logits, labels)" },
-    { "mse", b_loss, { 0 }, "mse(prediction, target)" },
-    { "zeros", b_init, { 0 }, "zeros()" },
-    { "ones", b_init, { 0 }, "ones()" },
-    { "constant", b_init, { 0 }, "constant(v)" },
-    { "uniform", b_init, { "low", "high" }, "uniform(low=-0.05, high=0.05)" },
-    { "normal", b_init, { "mean", "stddev" }, "normal(mean=0, stddev=0.05)" },
-    { "glorot_uniform", b_init, { 0 }, "glorot_uniform()" },
-    { "he_normal", b_init, { 0 }, "he_normal()" },
-    { "mnist", b_data, { 0 }, "mnist(\"data/mnist\")" },
-    { "synthetic", b_data, { "count" }, "synthetic(count=N)" },
-    { "sgd", b_optim, { "lr", "momentum", "nesterov" }, "sgd(lr=0.01, momentum=0, nesterov=false)" },
-    { "adam", b_optim, { "lr", "beta1", "beta2", "eps" }, "adam(lr=0.001)" },
+    { "maxpool", b_pool, OP_MAXPOOL, { "size", "stride", "padding" }, "maxpool(x, size=2)" },
+    { "avgpool", b_pool, OP_AVGPOOL, { "size", "stride", "padding" }, "avgpool(x, size=2)" },
+    { "flatten", b_flatten, 0, { 0 }, "flatten(x)" },
+    { "reshape", b_reshape, 0, { 0 }, "reshape(x, d1, d2, ...)" },
+    { "concat", b_concat, 0, { "axis" }, "concat(a, b, ..., axis=-1)" },
+    { "dropout", b_dropout, 0, { "rate" }, "dropout(x, rate=R)" },
+    { "cross_entropy", b_loss, OP_CROSS_ENTROPY, { 0 }, "cross_entropy(logits, labels)" },
+    { "mse", b_loss, OP_MSE, { 0 }, "mse(prediction, target)" },
+    { "zeros", b_init, INIT_ZEROS, { 0 }, "zeros()" },
+    { "ones", b_init, INIT_ONES, { 0 }, "ones()" },
+    { "constant", b_init, INIT_CONSTANT, { 0 }, "constant(v)" },
+    { "uniform", b_init, INIT_UNIFORM, { "low", "high" }, "uniform(low=-0.05, high=0.05)" },
+    { "normal", b_init, INIT_NORMAL, { "mean", "stddev" }, "normal(mean=0, stddev=0.05)" },
+    { "glorot_uniform", b_init, INIT_GLOROT_UNIFORM, { 0 }, "glorot_uniform()" },
+    { "he_normal", b_init, INIT_HE_NORMAL, { 0 }, "he_normal()" },
+    { "mnist", b_data, DATA_MNIST, { 0 }, "mnist(\"data/mnist\")" },
+    { "synthetic", b_data, DATA_SYNTHETIC, { "count" }, "synthetic(count=N)" },
+    { "sgd", b_optim, OPTIM_SGD, { "lr", "momentum", "nesterov" }, "sgd(lr=0.01, momentum=0, nesterov=false)" },
+    { "adam", b_optim, OPTIM_ADAM, { "lr", "beta1", "beta2", "eps" }, "adam(lr=0.001)" },
 };
 enum { NBUILTINS = sizeof builtins / sizeof builtins[0] };
 
@@ -878,6 +880,7 @@ static Val eval_call(Lower *L, const Ast *a)
     memset(&c, 0, sizeof c);
     c.ast = a;
     c.fn = fn;
+    c.bi = bi;
     bool bad = false;
     for (int i = 0; i < a->u.call.nargs; i++) {
         const Ast *arg = a->u.call.args[i];

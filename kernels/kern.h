@@ -124,6 +124,14 @@ size_t kern_gemm_panel_rows(size_t M, size_t N);
 void kern_gemm_block(bool ta, bool tb, size_t M, size_t N, size_t K, float alpha, const float *A, size_t lda,
                      const float *B, size_t ldb, float beta, float *C, size_t ldc);
 const char *kern_blas_info(void);   /* e.g. "OpenBLAS 0.3.21, core Haswell" */
+/* kern_gemm's paths for a dense layer at a small batch (blas.c): one row (M = 1) is an
+ * sgemv, cut along K over the pool from 1 MiB of B on (partials summed in block order:
+ * the bits depend on the thread count); 2 to 4 rows, no transposes, beta 0 and 1 MiB
+ * of B or more run graphc's own kernel (AVX-512 or AVX2 + FMA where the CPU has one),
+ * which reads B as stored where sgemm would pack it, each element of C one chain of
+ * FMAs over k: the same bits whatever the thread count.
+ * Test hook: mode < 0 turns the latter off (sgemm), 0 automatic. */
+void kern_gemm_set_small_m(int mode);
 
 /* ---- convolution, NHWC x HWIO -> NHWC ------------------------------------------- */
 typedef struct KConv {

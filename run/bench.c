@@ -28,7 +28,7 @@ typedef struct Row {
     int line;
     int calls;
     bool staged;   /* its ops ran in parallel stages */
-    double ns, flops, bytes;
+    double ns, flops, bytes, moved;   /* bytes: of the outputs; moved: read and written (exec_node_bytes) */
 } Row;
 
 static int by_time(const void *a, const void *b)
@@ -38,8 +38,8 @@ static int by_time(const void *a, const void *b)
 }
 
 /* mp: the compiled plan's memory plan (its parallel stages), NULL for the interpreter. */
-static void profile_table(FILE *out, const Graph *g, const MemPlan *mp, const double *ns, int steps, double step_ns,
-                          const char *mode)
+static void profile_table(FILE *out, const Graph *g, const MemPlan *mp, int threads, const double *ns, int steps,
+                          double step_ns, const char *mode)
 {
     Row *rows = gc_calloc((size_t)g->nnodes, sizeof *rows);
     if (!rows) return;
@@ -59,18 +59,21 @@ static void profile_table(FILE *out, const Graph *g, const MemPlan *mp, const do
         rows[r].ns += ns[i] / steps;
         rows[r].flops += node_flops(g, n);
         rows[r].bytes += (double)node_bytes(n);
+        rows[r].moved += exec_node_bytes(g, n, threads);
         kernel_ns += ns[i] / steps;
     }
     qsort(rows, (size_t)nr, sizeof *rows, by_time);
     fprintf(out, "\n  profile, %s mode (per step; %d steps)\n", mode, steps);
-    fprintf(out, "  %-20s %5s %5s %9s %6s %9s %8s %9s\n", "op", "line", "calls", "ms", "share", "MFLOP", "GFLOP/s", "MB out");
+    fprintf(out, "  %-20s %5s %5s %9s %6s %9s %8s %9s %9s %7s\n", "op", "line", "calls", "ms", "share", "MFLOP", "GFLOP/s",
+            "MB out", "MB moved", "GB/s");
     for (int r = 0; r < nr; r++) {
         if (rows[r].ns < 1e3 && r > 20) continue;
         char name[32];
         snprintf(name, sizeof name, "%s%s", op_name(rows[r].op), rows[r].staged ? " *" : "");
-        fprintf(out, "  %-20s %5d %5d %9.3f %5.1f%% %9.1f %8.1f %9.2f\n", name, rows[r].line, rows[r].calls,
+        fprintf(out, "  %-20s %5d %5d %9.3f %5.1f%% %9.1f %8.1f %9.2f %9.2f %7.1f\n", name, rows[r].line, rows[r].calls,
                 rows[r].ns / 1e6, 100 * rows[r].ns / step_ns, rows[r].flops / 1e6,
-                rows[r].ns > 0 ? rows[r].flops / rows[r].ns : 0, rows[r].bytes / 1e6);
+                rows[r].ns > 0 ? rows[r].flops / rows[r].ns : 0, rows[r].bytes / 1e6, rows[r].moved / 1e6,
+                rows[r].ns > 0 ? rows[r].moved / rows[r].ns : 0);
     }
     double other = step_ns - kernel_ns;
     fprintf(out, "  %-20s %5s %5s %9.3f %5.1f%%   (allocation, shape checks, dispatch, copies of outputs)\n",
@@ -140,6 +143,8 @@ typedef struct Bench {
     double med[NM_MAX];
     size_t mem[NM_MAX];
     double compile_ns;         /* the compiled plan's prepare(): step graph, passes, plan, calls */
+    int threads;               /* the pool's */
+    double bytes;              /* the compiled plan's bytes per step (exec_step_bytes) */
     void **feeds;
     float *outs[16];
     float scratch_out[16][1];
@@ -177,6 +182,8 @@ static int bench_setup(Bench *b, Pool *pool, DiagSink *d)
                                .beta2 = 0.999f, .eps = 1e-7f, .nesterov = g->train.nesterov, .training = !o->infer,
                                .d = d, .isa = o->isa };
     }
+    b->threads = pool_threads(pool);
+    b->bytes = exec_step_bytes(executor_graph(b->step[1].ex), b->threads);
     const Graph *g = b->step[0].graph;
     int32_t classes = 2;
     if (b->fwd->logits >= 0 && b->fwd->nodes[b->fwd->logits].shape.rank == 2)
@@ -230,15 +237,17 @@ static void bench_report(const Bench *b, int threads)
         fprintf(out, "{\"model\": \"%s\", \"step\": \"%s\", \"batch\": %lld, \"threads\": %d, \"blas\": \"%s\", \"isa\": \"%s\", "
                 "\"interp_ms\": %.3f, \"compiled_ms\": %.3f, %s\"ratio\": %.3f, \"interp_images_per_s\": %.1f, "
                 "\"compiled_images_per_s\": %.1f, \"interp_peak_bytes\": %zu, \"compiled_arena_bytes\": %zu, "
-                "\"max_rss_kb\": %ld, \"steps\": %d, \"gflop_per_step\": %.4f, \"compile_ms\": %.3f}\n",
+                "\"max_rss_kb\": %ld, \"steps\": %d, \"gflop_per_step\": %.4f, \"bytes_per_step\": %.0f, "
+                "\"compile_ms\": %.3f}\n",
                 model, o->infer ? "inference" : "training", (long long)b->batch, threads, kern_blas_info(), isa, med[0] / 1e6,
                 med[1] / 1e6, serial, med[0] / med[1], 1e9 * (double)b->batch / med[0], 1e9 * (double)b->batch / med[1],
-                mem[0], mem[1], ru.ru_maxrss, o->steps, graph_flops(g) / 1e9, b->compile_ns / 1e6);
+                mem[0], mem[1], ru.ru_maxrss, o->steps, graph_flops(g) / 1e9, b->bytes, b->compile_ns / 1e6);
         return;
     }
-    fprintf(out, "%s, %s step, batch %lld: %.2f GFLOP/step, %d steps after %d warm-up, %s, %s kernels, %d thread%s\n",
-            model, o->infer ? "inference" : "training", (long long)b->batch, graph_flops(g) / 1e9, o->steps, o->warmup,
-            kern_blas_info(), isa, threads, threads == 1 ? "" : "s");
+    fprintf(out, "%s, %s step, batch %lld: %.2f GFLOP/step, %.1f MB/step moved (compiled), %d steps after %d warm-up, %s, "
+            "%s kernels, %d thread%s\n",
+            model, o->infer ? "inference" : "training", (long long)b->batch, graph_flops(g) / 1e9, b->bytes / 1e6,
+            o->steps, o->warmup, kern_blas_info(), isa, threads, threads == 1 ? "" : "s");
     fprintf(out, "  %-16s %12s %10s %9s %16s\n", "mode", "median ms", "images/s", "GFLOP/s", "activations MB");
     for (int m = 0; m < b->nm; m++)
         fprintf(out, "  %-16s %12.2f %10.1f %9.1f %16.1f  (%s)\n", mode_names[m], med[m] / 1e6,
@@ -268,7 +277,8 @@ static int bench_profile(Bench *b)
         for (int s = 0; s < n && rc == 0; s++) rc = bench_step(b, m);
         double step_ns = (exec_now_ns() - t0) / n;
         b->env[m].prof_ns = NULL;
-        if (rc == 0) profile_table(b->o->out, eg, executor_memplan(b->step[m].ex), prof, n, step_ns, mode_names[m]);
+        if (rc == 0) profile_table(b->o->out, eg, executor_memplan(b->step[m].ex), b->threads, prof, n, step_ns,
+                                    mode_names[m]);
         gc_free(prof);
         if (rc != 0) return -1;
     }

@@ -80,6 +80,32 @@ static bool gz_cut_short(gzFile gz)
     return e == Z_BUF_ERROR;
 }
 
+/* Reads up to n bytes into a buffer that grows as they arrive (*buf, to free), so that
+ * a small file whose header declares gigabytes costs what it holds, not what it
+ * declares.  Returns the count read, or -1 reported. */
+static int64_t read_growing(gzFile gz, const char *path, uint8_t **buf, int64_t n, const char *amount, DiagSink *d)
+{
+    int64_t got = 0, cap = 0;
+    *buf = NULL;
+    while (got < n) {
+        if (got == cap) {
+            int64_t grown = cap ? (cap < n / 2 ? cap * 2 : n) : (n < ((int64_t)1 << 20) ? n : (int64_t)1 << 20);
+            uint8_t *b = gc_realloc(*buf, (size_t)grown);
+            if (!b) {
+                diag_plain(d, "%s: out of memory for %s bytes of data", path, amount);
+                return -1;
+            }
+            *buf = b;
+            cap = grown;
+        }
+        int64_t r = gz_read_upto(gz, path, *buf + got, cap - got, d);
+        if (r < 0) return -1;
+        got += r;
+        if (got < cap) break;   /* the end of the data */
+    }
+    return got;
+}
+
 int idx_load(const char *path, IdxData *out, DiagSink *d)
 {
     memset(out, 0, sizeof *out);
@@ -149,12 +175,7 @@ int idx_load(const char *path, IdxData *out, DiagSink *d)
                    path, amount, IDX_MAX_BYTES >> 30);
         goto fail;
     }
-    data = gc_malloc((size_t)size);
-    if (!data) {
-        diag_plain(d, "%s: out of memory for %s bytes of data", path, amount);
-        goto fail;
-    }
-    got = gz_read_upto(gz, path, data, size, d);
+    got = read_growing(gz, path, &data, size, amount, d);
     if (got < 0) goto fail;
     if (got < size) {
         diag_plain(d, "%s: truncated: header promises %s bytes of data, %s %" PRId64,
@@ -209,6 +230,7 @@ void dataset_free(Dataset *ds)
     gc_free(ds->x);
     gc_free(ds->y);
     gc_free(ds->name);
+    gc_free(ds->labels_name);
     memset(ds, 0, sizeof *ds);
 }
 
@@ -232,7 +254,10 @@ static char *find_file(const char *dir, const char *base, DiagSink *d)
     if (stat(gzp, &st) == 0) { gc_free(plain); return gzp; }
     int gz_errno = errno;
     if (stat(plain, &st) == 0) { gc_free(gzp); return plain; }
-    diag_plain(d, "%s: cannot open: %s (nor %s)", gzp, strerror(gz_errno), plain);
+    if (gz_errno == ENOENT && errno != ENOENT)   /* the plain one is there, but broken */
+        diag_plain(d, "%s: cannot open: %s", plain, strerror(errno));
+    else
+        diag_plain(d, "%s: cannot open: %s (nor %s)", gzp, strerror(gz_errno), plain);
     gc_free(gzp);
     gc_free(plain);
     return NULL;
@@ -279,11 +304,14 @@ int dataset_load_mnist(const char *dir, bool train, Dataset *out, DiagSink *d)
     size_t bytes;
     /* im.size <= IDX_MAX_BYTES, so the products below fit; checked all the same */
     if (!gc_mul_size((size_t)im.size, sizeof(float), &bytes) || !(out->x = gc_malloc(bytes)) ||
-        !(out->y = gc_calloc((size_t)count, sizeof(int32_t))) ||
-        !(out->name = gc_strdup(train ? "mnist-train" : "mnist-test"))) {
+        !(out->y = gc_calloc((size_t)count, sizeof(int32_t)))) {
         diag_plain(d, "%s: out of memory for %" PRId64 " images as floats", ipath, count);
         goto done;
     }
+    out->name = ipath;
+    out->labels_name = lpath;
+    ipath = lpath = NULL;
+    out->item = "images";
     float scale[256];
     for (int v = 0; v < 256; v++) scale[v] = (float)v / 255.0f;
     for (int64_t i = 0; i < im.size; i++) out->x[i] = scale[im.data[i]];
@@ -310,10 +338,12 @@ done:
 #define SYN_KEY_LABEL 0x6c6162656c730001ull
 #define SYN_KEY_PROTO 0x70726f746f740002ull
 #define SYN_KEY_NOISE 0x6e6f697365730003ull
+#define SYN_KEY_TEST_LABEL 0x7465737463730004ull   /* the test set's labels and noise */
+#define SYN_KEY_TEST_NOISE 0x746573746e730005ull
 #define SYN_NOISE 0.3f   /* noise is uniform in [-SYN_NOISE/2, SYN_NOISE/2) */
 
 int dataset_synthetic(Dataset *out, int64_t count, const int64_t *shape, int rank,
-                      int32_t nclasses, uint64_t seed, DiagSink *d)
+                      int32_t nclasses, uint64_t seed, bool train, DiagSink *d)
 {
     memset(out, 0, sizeof *out);
     if (count < 1) {
@@ -349,19 +379,22 @@ int dataset_synthetic(Dataset *out, int64_t count, const int64_t *shape, int ran
     }
     out->x = gc_malloc(bytes);
     out->y = gc_calloc((size_t)count, sizeof(int32_t));
-    out->name = gc_strdup("synthetic");
+    out->name = gc_strdup("synthetic data");
     if (!out->x || !out->y || !out->name) {
         dataset_free(out);
         diag_plain(d, "synthetic dataset: out of memory for %" PRId64 " samples of %" PRId64 " floats", count, ss);
         return -1;
     }
+    /* the prototypes' key is the same for both sets, the samples' keys are not */
+    uint64_t label_key = seed ^ (train ? SYN_KEY_LABEL : SYN_KEY_TEST_LABEL);
+    uint64_t noise_key = seed ^ (train ? SYN_KEY_NOISE : SYN_KEY_TEST_NOISE);
     for (int64_t i = 0; i < count; i++) {
-        int32_t c = (int32_t)rng_below(rng_at(seed ^ SYN_KEY_LABEL, 0, (uint64_t)i), (uint64_t)nclasses);
+        int32_t c = (int32_t)rng_below(rng_at(label_key, 0, (uint64_t)i), (uint64_t)nclasses);
         out->y[i] = c;
         float *xi = out->x + i * ss;
         for (int64_t j = 0; j < ss; j++) {
             float proto = rng_unit(rng_at(seed ^ SYN_KEY_PROTO, (uint64_t)c, (uint64_t)j));
-            float noise = (rng_unit(rng_at(seed ^ SYN_KEY_NOISE, (uint64_t)i, (uint64_t)j)) - 0.5f) * SYN_NOISE;
+            float noise = (rng_unit(rng_at(noise_key, (uint64_t)i, (uint64_t)j)) - 0.5f) * SYN_NOISE;
             float v = proto + noise;
             xi[j] = v < 0.0f ? 0.0f : v > 1.0f ? 1.0f : v;
         }
@@ -371,6 +404,64 @@ int dataset_synthetic(Dataset *out, int64_t count, const int64_t *shape, int ran
     for (int i = 0; i < rank; i++) out->shape[i] = shape[i];
     out->sample_size = ss;
     out->nclasses = nclasses;
+    out->item = "examples";
+    return 0;
+}
+
+/* ---- checking a set against the model ------------------------------------------ */
+
+/* dims without their 1s, into out; returns how many are left. */
+static int squeeze(const int64_t *dims, int rank, int64_t *out)
+{
+    int n = 0;
+    for (int i = 0; i < rank; i++)
+        if (dims[i] != 1) out[n++] = dims[i];
+    return n;
+}
+
+/* Whether examples of shape a fill an input of shape b row by row as they should. */
+static bool same_layout(const int64_t *a, int ra, const int64_t *b, int rb)
+{
+    int64_t sa[4], sb[4], na = 1, nb = 1;
+    if (ra < 0 || ra > 4 || rb < 0 || rb > 4) return false;
+    int qa = squeeze(a, ra, sa), qb = squeeze(b, rb, sb);
+    for (int i = 0; i < ra; i++)
+        if (!gc_mul_i64(na, a[i], &na)) return false;
+    for (int i = 0; i < rb; i++)
+        if (!gc_mul_i64(nb, b[i], &nb)) return false;
+    if (na != nb) return false;
+    if (qa <= 1 || qb <= 1) return true;   /* one flat row: nothing to misalign */
+    return qa == qb && memcmp(sa, sb, (size_t)qa * sizeof *sa) == 0;
+}
+
+int dataset_check(const Dataset *ds, const DataWant *want, DiagSink *d)
+{
+    const char *xs = ds->name ? ds->name : "data set";
+    const char *ys = ds->labels_name ? ds->labels_name : xs;
+    const char *item = ds->item ? ds->item : "examples";
+    if (!same_layout(ds->shape, ds->rank, want->x_shape, want->x_rank)) {
+        char have[128], take[128];
+        dims_str(have, sizeof have, ds->shape, ds->rank);
+        dims_str(take, sizeof take, want->x_shape, want->x_rank);
+        diag_plain(d, "%s: %s are %s, but input '%s' %s takes %s", xs, item, have, want->x_name, want->x_type, take);
+        return -1;
+    }
+    if (want->y_per_example != 1) {
+        diag_plain(d, "%s: one label per example, but input '%s' %s takes %" PRId64 " per example", ys,
+                   want->y_name, want->y_type, want->y_per_example);
+        return -1;
+    }
+    int32_t classes = want->nclasses > 0 ? want->nclasses : ds->nclasses;
+    for (int64_t i = 0; i < ds->count; i++) {
+        if (ds->y[i] >= 0 && ds->y[i] < classes) continue;
+        if (want->nclasses > 0)
+            diag_plain(d, "%s: label %" PRId32 " at index %" PRId64 " is out of range for the model's %" PRId32
+                       " classes (%s)", ys, ds->y[i], i, classes, want->classes_from);
+        else
+            diag_plain(d, "%s: label %" PRId32 " at index %" PRId64 " is out of range 0..%" PRId32, ys, ds->y[i], i,
+                       classes - 1);
+        return -1;
+    }
     return 0;
 }
 

@@ -37,7 +37,10 @@ typedef struct Dataset {
     float *x;              /* count*sample_size floats scaled to [0,1] */
     int32_t *y;            /* count labels in [0, nclasses) */
     int32_t nclasses;
-    char *name;
+    char *name;            /* where the examples come from, for messages: the images file,
+                            * or "synthetic data" */
+    char *labels_name;     /* where the labels come from (the labels file); NULL: as name */
+    const char *item;      /* what one example is, plural, for messages: "images" */
 } Dataset;
 
 /* Loads MNIST from `dir`: train-images-idx3-ubyte + train-labels-idx1-ubyte (or the
@@ -51,10 +54,38 @@ int dataset_load_mnist(const char *dir, bool train, Dataset *out, DiagSink *d);
  * uniform in [0, nclasses).  Learnable: class c has a fixed random prototype in [0,1)
  * (a pure function of seed, c and the element index, so nothing per class is stored)
  * and a sample is its prototype plus uniform noise of +-0.15, clamped to [0,1].
+ * The training set (train) and the test set of one seed share the prototypes, so what
+ * is learnt on one holds on the other, and draw their labels and noise apart.
  * Costs O(count * sample_size), so a huge sample with a small count is cheap.
  * Returns 0, or -1 with a message in `d` and *out zeroed. */
 int dataset_synthetic(Dataset *out, int64_t count, const int64_t *shape, int rank,
-                      int32_t nclasses, uint64_t seed, DiagSink *d);
+                      int32_t nclasses, uint64_t seed, bool train, DiagSink *d);
+
+/* ---- checking a set against the model it feeds ------------------------------------
+ * Every data source's every set (training and test) goes through dataset_check before
+ * a model sees it: the batch buffers are sized from the model's input, so a set whose
+ * examples have another size would overflow them, and one of the same size but
+ * another layout (27x29 for 28x28) would train on misaligned rows without a word. */
+
+/* What the model's inputs take, in the words of its .net file, for dataset_check. */
+typedef struct DataWant {
+    const char *x_name, *x_type;   /* the examples' input: "image", "f32[B, 28, 28, 1]" */
+    int x_rank;                    /* its shape after the batch dimension: 1..4 dims */
+    int64_t x_shape[4];
+    const char *y_name, *y_type;   /* the labels' input: "label", "i32[B]" */
+    int64_t y_per_example;         /* labels it takes per example (1 for i32[B]) */
+    int32_t nclasses;              /* the logits' last dimension; 0 when not known */
+    const char *classes_from;      /* what says so, e.g. "logits 'logits' f32[B, 10]" */
+} DataWant;
+
+/* Checks `ds` against `want`: the examples' shape matches the input's (the same dims
+ * once 1s are dropped, or either side one flat dimension of as many values: a
+ * [B, 784] input takes 28x28x1 images, a [B, 28, 28] input too, a [B, 14, 56, 1] one
+ * does not), one label per example, and every label in [0, nclasses) (in [0,
+ * ds->nclasses) when the model's classes are not known).  Loaders check that there
+ * are as many labels as examples (they cannot build a Dataset otherwise).  0, or -1
+ * with a message naming the file, what it holds and what the input takes. */
+int dataset_check(const Dataset *ds, const DataWant *want, DiagSink *d);
 
 /* Frees and zeroes; safe on a zeroed Dataset and twice. */
 void dataset_free(Dataset *ds);

@@ -1,5 +1,7 @@
 /* Reading images for graphc predict: binary and text PGM, and PNG (through libpng).
- * No resizing: an image must have the model's height and width. */
+ * The first bytes decide the format; any other (PPM, JPEG...) is refused by name.
+ * No resizing: an image must have the model's height and width, and hold exactly the
+ * pixels its header declares. */
 #ifndef GRAPHC_IMAGE_H
 #define GRAPHC_IMAGE_H
 #include <stdint.h>

@@ -45,6 +45,21 @@ typedef struct Feed {
 } Feed;
 
 
+/* The model's classes: the logits' last dimension when it is a known size, else 0.
+ * Its description (what says so) goes into from[n]. */
+static int32_t model_classes(const Graph *g, char *from, size_t n)
+{
+    const Node *lg = g->logits >= 0 ? &g->nodes[g->logits] : NULL;
+    if (!lg || lg->shape.rank < 1 || lg->shape.d[lg->shape.rank - 1].sym >= 0 ||
+        lg->shape.d[lg->shape.rank - 1].v > INT32_MAX)
+        return 0;
+    char b[96];
+    shape_str(g, &lg->shape, b, sizeof b);
+    if (lg->name) snprintf(from, n, "logits '%s' %s%s", lg->name, dtype_name(lg->dtype), b);
+    else snprintf(from, n, "logits %s%s", dtype_name(lg->dtype), b);
+    return (int32_t)lg->shape.d[lg->shape.rank - 1].v;
+}
+
 static int feed_setup(const Graph *g, const TrainSpec *t, const RunOptions *o, bool need_train, Feed *f, DiagSink *d)
 {
     memset(f, 0, sizeof *f);
@@ -60,7 +75,7 @@ static int feed_setup(const Graph *g, const TrainSpec *t, const RunOptions *o, b
                    g->src ? g->src->name : "model", g->ninputs, g->ninputs == 1 ? "" : "s");
         return -1;
     }
-    const Node *x = &g->nodes[g->inputs[f->x_input]];
+    const Node *x = &g->nodes[g->inputs[f->x_input]], *y = &g->nodes[g->inputs[f->y_input]];
     char b[128];
     if (x->shape.rank < 2 || x->shape.d[0].sym < 0 || x->shape.d[0].v != 1) {
         diag_plain(d, "input '%s' %s: the first dimension must be the batch symbol, e.g. f32[B, 28, 28, 1]",
@@ -68,7 +83,13 @@ static int feed_setup(const Graph *g, const TrainSpec *t, const RunOptions *o, b
         return -1;
     }
     f->batch_sym = x->shape.d[0].sym;
-    int64_t shape[4];
+    /* what the data must fit: dataset_check compares every set with it */
+    char xtype[128], ytype[128], from[160];
+    DataWant want = { .x_name = x->name, .x_type = xtype, .x_rank = x->shape.rank - 1, .y_name = y->name,
+                      .y_type = ytype, .y_per_example = 1, .classes_from = from };
+    snprintf(xtype, sizeof xtype, "%s%s", dtype_name(x->dtype), shape_str(g, &x->shape, b, sizeof b));
+    snprintf(ytype, sizeof ytype, "%s%s", dtype_name(y->dtype), shape_str(g, &y->shape, b, sizeof b));
+    want.nclasses = model_classes(g, from, sizeof from);
     f->sample_size = 1;
     for (int i = 1; i < x->shape.rank; i++) {
         if (x->shape.d[i].sym >= 0 || i > 4) {
@@ -76,39 +97,35 @@ static int feed_setup(const Graph *g, const TrainSpec *t, const RunOptions *o, b
                        shape_str(g, &x->shape, b, sizeof b));
             return -1;
         }
-        shape[i - 1] = x->shape.d[i].v;
+        want.x_shape[i - 1] = x->shape.d[i].v;
         f->sample_size *= x->shape.d[i].v;
     }
+    for (int i = 0; i < y->shape.rank; i++)   /* a dim of another symbol: 0, refused */
+        if (y->shape.d[i].sym != f->batch_sym) want.y_per_example *= y->shape.d[i].sym >= 0 ? 0 : y->shape.d[i].v;
     if (t->data == DATA_MNIST) {
         const char *dir = o->data_dir ? o->data_dir : t->data_path;
         if ((need_train && dataset_load_mnist(dir, true, &f->train, d) != 0) ||
-            dataset_load_mnist(dir, false, &f->test, d) != 0) {
-            dataset_free(&f->train);
-            return -1;
-        }
-        if (f->sample_size != f->test.sample_size) {
-            diag_plain(d, "input '%s' %s holds %lld values per example, but MNIST images have %lld (28x28x1)", x->name,
-                       shape_str(g, &x->shape, b, sizeof b), (long long)f->sample_size, (long long)f->test.sample_size);
-            dataset_free(&f->train);
-            dataset_free(&f->test);
-            return -1;
-        }
+            dataset_load_mnist(dir, false, &f->test, d) != 0)
+            goto fail;
     } else if (t->data == DATA_SYNTHETIC) {
-        const Node *lg = g->logits >= 0 ? &g->nodes[g->logits] : NULL;
-        int32_t classes = lg && lg->shape.rank == 2 && lg->shape.d[1].sym < 0 ? (int32_t)lg->shape.d[1].v : 10;
+        int32_t classes = want.nclasses > 0 ? want.nclasses : 10;
         int64_t ntest = t->synth_count / 4 > 0 ? t->synth_count / 4 : 1;
-        if ((need_train && dataset_synthetic(&f->train, t->synth_count, shape, x->shape.rank - 1, classes, t->seed, d) != 0) ||
-            dataset_synthetic(&f->test, ntest, shape, x->shape.rank - 1, classes, t->seed + 1, d) != 0) {
-            dataset_free(&f->train);
-            return -1;
-        }
+        if ((need_train && dataset_synthetic(&f->train, t->synth_count, want.x_shape, want.x_rank, classes, t->seed,
+                                             true, d) != 0) ||
+            dataset_synthetic(&f->test, ntest, want.x_shape, want.x_rank, classes, t->seed, false, d) != 0)
+            goto fail;
     } else {
         diag_plain(d, "%s: the model has no data source (a train block with data = ...)", g->src ? g->src->name : "model");
         return -1;
     }
+    if ((need_train && dataset_check(&f->train, &want, d) != 0) || dataset_check(&f->test, &want, d) != 0) goto fail;
     if (o->train_limit > 0 && f->train.count > o->train_limit) f->train.count = o->train_limit;
     if (o->test_limit > 0 && f->test.count > o->test_limit) f->test.count = o->test_limit;
     return 0;
+fail:
+    dataset_free(&f->train);
+    dataset_free(&f->test);
+    return -1;
 }
 
 static void feed_free(Feed *f)

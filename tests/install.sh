@@ -17,6 +17,11 @@ else bad "make install"; tail -20 "$t/install.log"; fi
 for f in bin/graphc lib/libgraphc.a include/graphc.h lib/pkgconfig/graphc.pc share/man/man1/graphc.1; do
     [ -f "$t/usr/$f" ] && ok "installed $f" || bad "missing $f"
 done
+# the installed library exports the C API and nothing else: every other name is local
+others=$(nm -g --defined-only "$t/usr/lib/libgraphc.a" 2>/dev/null | awk 'NF == 3 && $3 !~ /^graphc_/ { print $3 }')
+napi=$(nm -g --defined-only "$t/usr/lib/libgraphc.a" 2>/dev/null | awk 'NF == 3 && $3 ~ /^graphc_/' | wc -l)
+[ -z "$others" ] && [ "$napi" -ge 10 ] && ok "the installed library's global symbols are the $napi graphc_* of the API" \
+    || bad "the installed library exports $(printf '%s\n' "$others" | wc -l) other names: $(printf '%s ' $others | cut -c1-200)"
 export PKG_CONFIG_PATH="$t/usr/lib/pkgconfig"
 # a sanitizer build's library needs the sanitizers' runtimes at link time too
 if ${CC:-cc} ${SAN_CFLAGS:-} "$top_srcdir/examples/classify.c" $(pkg-config --cflags --libs graphc) -o "$t/classify" 2>"$t/cc.log"; then

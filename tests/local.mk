@@ -3,18 +3,24 @@
 #   test_frontend  lexer/parser, lowering, shape inference, every diagnostic, robustness
 #   test_kernels   the compute kernels against reference loops
 #   test_train     executors, passes, fusions, memory plans, training runs
+#   test_bench     what the benchmark report stands on: bytes per step, small-batch paths
 #   test_data      data sources;  test_image  image files;  test_plot  SVG plots
+#   test_api       the public C API alone (two models on two threads)
+#   test_onnx      ONNX export and import: round trips, damaged files (when built with ONNX)
 # Scripts: golden.sh (dumps of every model against tests/golden/, the stderr of
 # `graphc check` on each tests/errors/*.net against its .err, exit codes; regenerate
 # with GOLDEN_UPDATE=1 top_srcdir=. top_builddir=. tests/golden.sh), resume.sh
-# (checkpoints and resume through the CLI), valgrind.sh, install.sh, mpi.sh, isa.sh (the
-# kernels' variants through GRAPHC_ISA and --isa).
+# (checkpoints and resume through the CLI), valgrind.sh, install.sh, mpi.sh, layers.sh
+# (no file includes a folder of a layer above its own), predict.sh (graphc predict's
+# reports and exit status, and examples/classify beside it), isa.sh (the kernels'
+# variants through GRAPHC_ISA and --isa).
 # Run the tests that expose known bugs with: GRAPHC_KNOWN_BUGS=1 tests/test_frontend
 TEST_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 TEST_LIBS = $(GRAPHC_LIBS) $(CHECK_LIBS)
 AM_TESTS_ENVIRONMENT = top_srcdir='$(top_srcdir)'; top_builddir='$(top_builddir)'; SAN_CFLAGS='$(SAN_CFLAGS)'; export top_srcdir top_builddir SAN_CFLAGS; CK_DEFAULT_TIMEOUT=600; export CK_DEFAULT_TIMEOUT;
 
-CHECK_SUITES = tests/test_frontend tests/test_kernels tests/test_train tests/test_data tests/test_image tests/test_plot
+CHECK_SUITES = tests/test_frontend tests/test_kernels tests/test_train tests/test_bench tests/test_data tests/test_image \
+	tests/test_plot tests/test_api
 check_PROGRAMS += $(CHECK_SUITES)
 TESTS += $(CHECK_SUITES)
 tests_test_frontend_SOURCES = tests/test_frontend.c
@@ -23,9 +29,12 @@ tests_test_frontend_LDADD = $(TEST_LIBS)
 tests_test_kernels_SOURCES = tests/test_kernels.c tests/testutil.h
 tests_test_kernels_CFLAGS = $(TEST_CFLAGS)
 tests_test_kernels_LDADD = $(TEST_LIBS)
-tests_test_train_SOURCES = tests/test_train.c tests/testutil.h
+tests_test_train_SOURCES = tests/test_train.c tests/testutil.h tests/testgraph.h
 tests_test_train_CFLAGS = $(TEST_CFLAGS)
 tests_test_train_LDADD = $(TEST_LIBS)
+tests_test_bench_SOURCES = tests/test_bench.c tests/testutil.h tests/testgraph.h
+tests_test_bench_CFLAGS = $(TEST_CFLAGS)
+tests_test_bench_LDADD = $(TEST_LIBS)
 tests_test_data_SOURCES = tests/test_data.c
 tests_test_data_CFLAGS = $(TEST_CFLAGS)
 tests_test_data_LDADD = $(TEST_LIBS)
@@ -35,10 +44,21 @@ tests_test_image_LDADD = $(TEST_LIBS)
 tests_test_plot_SOURCES = tests/test_plot.c
 tests_test_plot_CFLAGS = $(TEST_CFLAGS)
 tests_test_plot_LDADD = $(TEST_LIBS)
+tests_test_api_SOURCES = tests/test_api.c
+tests_test_api_CFLAGS = $(TEST_CFLAGS)
+tests_test_api_LDADD = $(TEST_LIBS)
 
-TESTS += tests/golden.sh tests/resume.sh tests/valgrind.sh tests/install.sh tests/mpi.sh tests/isa.sh
+TESTS += tests/golden.sh tests/resume.sh tests/valgrind.sh tests/install.sh tests/mpi.sh tests/layers.sh \
+	tests/predict.sh tests/isa.sh
 EXTRA_DIST += tests/golden.sh tests/golden tests/errors tests/resume.sh tests/valgrind.sh tests/valgrind.net \
-	tests/install.sh tests/mpi.sh tests/isa.sh
+	tests/install.sh tests/mpi.sh tests/layers.sh tests/predict.sh tests/isa.sh
+
+# examples/classify.c as its README builds it, but against this build's library
+check_PROGRAMS += examples/classify
+examples_classify_SOURCES = examples/classify.c
+examples_classify_CFLAGS = $(AM_CFLAGS) -I$(top_srcdir)/include
+examples_classify_LDADD = $(GRAPHC_LIBS)
+EXTRA_DIST += examples/digit.pgm
 AM_TESTS_ENVIRONMENT += MAKE='$(MAKE)'; CC='$(CC)'; export MAKE CC;
 
 # tests/mpi.sh compares N ranks x batch B with one process x N*B, weight by weight
@@ -46,3 +66,24 @@ check_PROGRAMS += tests/ckpt_compare
 tests_ckpt_compare_SOURCES = tests/ckpt_compare.c
 tests_ckpt_compare_CFLAGS = $(AM_CFLAGS)
 tests_ckpt_compare_LDADD = $(GRAPHC_LIBS)
+
+# ONNX (docs/onnx.md): tests/onnx.sh exports every shipped model, runs it with ONNX
+# Runtime (tests/onnx_ort.js; onnxruntime-node from bench/) against graphc's inference
+# (tests/onnx_run) and imports it back; tests/onnx_torch.sh imports PyTorch's exports
+# of the same networks (tests/onnx_torch.py, Debian's python3-torch).  Each skips with
+# a message when its tool is missing.
+check_PROGRAMS += tests/onnx_run
+tests_onnx_run_SOURCES = tests/onnx_run.c
+tests_onnx_run_CFLAGS = $(AM_CFLAGS)
+tests_onnx_run_LDADD = $(GRAPHC_LIBS)
+TESTS += tests/onnx.sh tests/onnx_torch.sh
+EXTRA_DIST += tests/onnx.sh tests/onnx_ort.js tests/onnx_torch.sh tests/onnx_torch.py
+if HAVE_ONNX
+check_PROGRAMS += tests/test_onnx
+TESTS += tests/test_onnx
+tests_test_onnx_SOURCES = tests/test_onnx.c
+tests_test_onnx_CFLAGS = $(TEST_CFLAGS)
+tests_test_onnx_LDADD = $(TEST_LIBS)
+else
+EXTRA_DIST += tests/test_onnx.c
+endif

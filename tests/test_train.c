@@ -19,6 +19,7 @@
 #include "run/train.h"
 #include "graph/lower.h"
 #include "graph/passes.h"
+#include "tests/testgraph.h"
 #include "tests/testutil.h"
 #include "util/pool.h"
 
@@ -26,20 +27,6 @@ static const char *srcdir(void)
 {
     const char *s = getenv("top_srcdir");
     return s && *s ? s : ".";
-}
-
-typedef struct Compiled {
-    Source src;
-    DiagSink d;
-    Graph *g;
-} Compiled;
-
-static void compile_str(Compiled *c, const char *text)
-{
-    ck_assert_int_eq(source_from_string(&c->src, "test.net", text), 0);
-    diag_init(&c->d, &c->src);
-    int rc = compile_source(&c->src, &c->d, NULL, &c->g);
-    ck_assert_msg(rc == 0, "compile failed:\n%s", c->d.buf ? c->d.buf : "");
 }
 
 static void compile_file(Compiled *c, const char *rel)
@@ -50,13 +37,6 @@ static void compile_file(Compiled *c, const char *rel)
     ck_assert_msg(source_load(&c->src, path, &c->d) == 0, "%s", c->d.buf ? c->d.buf : "");
     c->d.src = &c->src;
     ck_assert_msg(compile_source(&c->src, &c->d, NULL, &c->g) == 0, "%s", c->d.buf ? c->d.buf : "");
-}
-
-static void compiled_free_all(Compiled *c)
-{
-    graph_free(c->g);
-    diag_free(&c->d);
-    source_free(&c->src);
 }
 
 /* Random feeds for every input of a bound graph: f32 in [0,1), labels in [0, classes). */
@@ -339,16 +319,6 @@ static uint64_t pass_bit(const char *name)
     int i = graph_pass_index(name);
     ck_assert_int_ge(i, 0);
     return (uint64_t)1 << i;
-}
-
-/* The passes that round otherwise than the ops apart (the gradient GEMMs fused into
- * their updates): off, the compiled plan gives the interpreter's bits. */
-static uint64_t rounding_passes(void)
-{
-    uint64_t off = 0;
-    for (int i = 0; i < graph_npasses; i++)
-        if (graph_passes[i].rounds) off |= (uint64_t)1 << i;
-    return off;
 }
 
 /* The step of tg (bound to `batch`; a copy is taken) in `mode` on the suite's pool,
