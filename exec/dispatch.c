@@ -98,7 +98,7 @@ static int k_matmul(const KCall *c)
     size_t M = (size_t)c->n->shape.d[0].v, N = (size_t)c->n->shape.d[1].v;
     size_t K = (size_t)a->d[ta ? 0 : 1].v;
     (void)b;
-    kern_gemm(c->pool, ta, tb, M, N, K, 1.0f, fin(c, 0), fin(c, 1), 0.0f, fout(c));
+    kern_gemm(c->pool, c->env->isa, ta, tb, M, N, K, 1.0f, fin(c, 0), fin(c, 1), 0.0f, fout(c));
     return 0;
 }
 
@@ -696,11 +696,11 @@ static int k_matmul_update(const KCall *c)
     float *s1 = n->a.update.state[1] >= 0 ? e->w->data[n->a.update.state[1]] : NULL;
     switch (n->a.update.kind) {
     case OP_SGD_UPDATE:
-        kern_gemm(c->pool, ta, tb, M, N, K, -e->lr, fin(c, 1), fin(c, 2), 1.0f, wd);
+        kern_gemm(c->pool, e->isa, ta, tb, M, N, K, -e->lr, fin(c, 1), fin(c, 2), 1.0f, wd);
         break;
     case OP_MOMENTUM_UPDATE:
         if (e->nesterov) return fused_with(c, OP_MOMENTUM_UPDATE);
-        kern_gemm_momentum(c->pool, ta, tb, M, N, K, fin(c, 1), fin(c, 2), wd, s0, e->lr, e->momentum);
+        kern_gemm_momentum(c->pool, e->isa, ta, tb, M, N, K, fin(c, 1), fin(c, 2), wd, s0, e->lr, e->momentum);
         break;
     case OP_ADAM_UPDATE:
         kern_gemm_adam(c->pool, c->env->isa, ta, tb, M, N, K, fin(c, 1), fin(c, 2), wd, s0, s1, e->lr, e->beta1, e->beta2, e->eps,
@@ -725,7 +725,7 @@ static int k_matmul_grad_update(const KCall *c)
         return 0;
     }
     if (n->a.update.kind != OP_MOMENTUM_UPDATE || e->nesterov) return fused_with(c, (OpKind)n->a.update.kind);
-    kern_dense_backward_momentum(c->pool, fin(c, 0), fin(c, 1), w, e->w->data[n->a.update.state[0]], fout(c), B, K, N,
+    kern_dense_backward_momentum(c->pool, c->env->isa, fin(c, 0), fin(c, 1), w, e->w->data[n->a.update.state[0]], fout(c), B, K, N,
                                  e->lr, e->momentum, c->scratch);
     return 0;
 }

@@ -274,7 +274,7 @@ static void col2im_add(const KConv *p, const float *restrict col, int64_t m0, in
 typedef struct ConvJob {
     const KConv *p;
     const ConvPath *path;
-    const KernVariant *kv;  /* the direct kernels' variant */
+    KIsa isa;           /* the variant of the direct kernels and of kern_gemm's */
     const float *bias;  /* forward epilogue: bias per filter, or NULL */
     EwAct act;          /* forward epilogue */
     Pool *pool;
@@ -290,8 +290,8 @@ static float *worker_scratch(const ConvJob *j, int worker)
 
 /* Output pixels [m0, m0 + mc) of the forward convolution into y (pixel m0 at y[0]),
  * then the bias and activation, by im2col (into col, mc rows of K) and sgemm. */
-static void conv_pixels(Pool *pool, const KConv *p, const float *x, const float *w, const float *bias, EwAct act,
-                        int64_t m0, int64_t mc, float *col, float *y)
+static void conv_pixels(Pool *pool, KIsa isa, const KConv *p, const float *x, const float *w, const float *bias,
+                        EwAct act, int64_t m0, int64_t mc, float *col, float *y)
 {
     const int64_t K = conv_k(p), F = p->f;
     const float *a = x + m0 * K;
@@ -299,7 +299,7 @@ static void conv_pixels(Pool *pool, const KConv *p, const float *x, const float 
         im2col(p, x, m0, mc, col);
         a = col;
     }
-    kern_gemm(pool, false, false, (size_t)mc, (size_t)F, (size_t)K, 1.0f, a, w, 0.0f, y);
+    kern_gemm(pool, isa, false, false, (size_t)mc, (size_t)F, (size_t)K, 1.0f, a, w, 0.0f, y);
     if (bias)
         kern_bias_act(y, (size_t)mc, (size_t)F, bias, act);
 }
@@ -310,7 +310,7 @@ static void conv_task(void *arg, int task, int worker)
     const KConv *p = j->p;
     const int64_t M = conv_m(p), rows = j->path->rows;
     int64_t m0 = (int64_t)task * rows, mc = M - m0 < rows ? M - m0 : rows;
-    conv_pixels(j->pool, p, j->x, j->w, j->bias, j->act, m0, mc, j->path->col ? worker_scratch(j, worker) : NULL,
+    conv_pixels(j->pool, j->isa, p, j->x, j->w, j->bias, j->act, m0, mc, j->path->col ? worker_scratch(j, worker) : NULL,
                 j->y + m0 * p->f);
 }
 
@@ -321,7 +321,7 @@ static void conv_direct_task(void *arg, int task, int worker)
     (void)worker;
     const ConvJob *j = arg;
     const int64_t R = j->p->n * j->p->oh, r0 = (int64_t)task * j->path->rows;
-    conv_direct_forward(j->kv, j->p, j->x, j->w, j->bias, j->act, j->y + r0 * j->p->ow * j->p->f, r0,
+    conv_direct_forward(kern_variant(j->isa), j->p, j->x, j->w, j->bias, j->act, j->y + r0 * j->p->ow * j->p->f, r0,
                         R - r0 < j->path->rows ? R - r0 : j->path->rows);
 }
 
@@ -331,7 +331,7 @@ static void conv_forward(Pool *pool, KIsa isa, const KConv *p, const float *x, c
     if (conv_m(p) <= 0 || p->f <= 0)
         return;
     const ConvPath path = conv_path(p, KCONV_FORWARD, pool_threads(pool));
-    ConvJob j = { .p = p, .path = &path, .kv = kern_variant(isa), .bias = bias, .act = act, .pool = pool, .x = x, .w = w,
+    ConvJob j = { .p = p, .path = &path, .isa = isa, .bias = bias, .act = act, .pool = pool, .x = x, .w = w,
                   .y = y, .scratch = scratch };
     if (path.direct) {
         float *wp = pack_at(&path, scratch);
@@ -370,7 +370,7 @@ static void conv_grad_input_task(void *arg, int task, int worker)
         int64_t mc = n1 * per_image - m0 < rows ? n1 * per_image - m0 : rows;
         /* dcol[mc, K] = dy[mc, F] W^T; the identity case writes it straight into dx. */
         float *dcol = ident ? j->dx + m0 * K : worker_scratch(j, worker);
-        kern_gemm(j->pool, false, true, (size_t)mc, (size_t)K, (size_t)F, 1.0f, j->dy + m0 * F, j->w, 0.0f, dcol);
+        kern_gemm(j->pool, j->isa, false, true, (size_t)mc, (size_t)K, (size_t)F, 1.0f, j->dy + m0 * F, j->w, 0.0f, dcol);
         if (!ident)
             col2im_add(p, dcol, m0, mc, j->dx);
     }
@@ -387,12 +387,12 @@ void kern_conv2d_grad_input(Pool *pool, KIsa isa, const KConv *p, const float *d
     if (path.direct) {   /* dx = q(dy), the flipped filter packed first */
         float *wp = pack_at(&path, scratch);
         conv_pack_flipped(p, w, wp);
-        ConvJob j = { .p = &path.q, .path = &path, .kv = kern_variant(isa), .act = EW_NO_ACT, .pool = pool, .x = dy,
+        ConvJob j = { .p = &path.q, .path = &path, .isa = isa, .act = EW_NO_ACT, .pool = pool, .x = dy,
                       .w = wp, .y = dx };
         pool_run(pool, (int)path.tasks, conv_direct_task, &j);
         return;
     }
-    ConvJob j = { .p = p, .path = &path, .pool = pool, .w = w, .dy = dy, .dx = dx, .scratch = scratch };
+    ConvJob j = { .p = p, .path = &path, .isa = isa, .pool = pool, .w = w, .dy = dy, .dx = dx, .scratch = scratch };
     pool_run(pool, (int)path.tasks, conv_grad_input_task, &j);
 }
 
@@ -416,7 +416,7 @@ static void conv_grad_filter_task(void *arg, int task, int worker)
         if (first)
             memset(acc, 0, (size_t)(K * F) * sizeof *acc);
         const int64_t R = p->n * p->oh;
-        conv_direct_grad_filter(j->kv, p, j->x, j->dy, acc, m0, R - m0 < rows ? R - m0 : rows);
+        conv_direct_grad_filter(kern_variant(j->isa), p, j->x, j->dy, acc, m0, R - m0 < rows ? R - m0 : rows);
         return;
     }
     const float *col = j->x + m0 * K;
@@ -425,7 +425,7 @@ static void conv_grad_filter_task(void *arg, int task, int worker)
         im2col(p, j->x, m0, mc, buf);
         col = buf;
     }
-    kern_gemm(j->pool, true, false, (size_t)K, (size_t)F, (size_t)mc, 1.0f, col, j->dy + m0 * F, first ? 0.0f : 1.0f, acc);
+    kern_gemm(j->pool, j->isa, true, false, (size_t)K, (size_t)F, (size_t)mc, 1.0f, col, j->dy + m0 * F, first ? 0.0f : 1.0f, acc);
 }
 
 void kern_conv2d_grad_filter(Pool *pool, KIsa isa, const KConv *p, const float *x, const float *dy, float *dw,
@@ -438,7 +438,7 @@ void kern_conv2d_grad_filter(Pool *pool, KIsa isa, const KConv *p, const float *
         return;
     }
     const ConvPath path = conv_path(p, KCONV_GRAD_FILTER, pool_threads(pool));
-    ConvJob j = { .p = p, .path = &path, .kv = kern_variant(isa), .pool = pool, .x = x, .dy = dy, .dw = dw,
+    ConvJob j = { .p = p, .path = &path, .isa = isa, .pool = pool, .x = x, .dy = dy, .dw = dw,
                   .scratch = scratch };
     if (path.single) {   /* one worker: accumulate straight into dw, chunk after chunk */
         for (int64_t t = 0; t < path.tasks; t++)
@@ -575,7 +575,8 @@ typedef struct ConvPoolJob {
     const float *x, *w, *bias;  /* w: the packed filter on the direct path */
     EwAct act;
     Pool *pool;
-    const KernVariant *kv;      /* the direct kernels' variant; NULL: im2col + sgemm */
+    KIsa isa;
+    bool direct;                /* the direct kernels, else im2col + sgemm */
     float *y, *scratch;
     int64_t rows;               /* pooled rows (n, py) per task */
     int64_t band;               /* pooled rows per band */
@@ -585,14 +586,14 @@ typedef struct ConvPoolJob {
 static void convpool_conv_rows(const ConvPoolJob *j, int64_t n, int64_t a, int64_t b, float *col, float *dst)
 {
     const KConv *p = j->p;
-    if (j->kv) {
-        conv_direct_forward(j->kv, p, j->x, j->w, j->bias, j->act, dst, n * p->oh + a, b - a);
+    if (j->direct) {
+        conv_direct_forward(kern_variant(j->isa), p, j->x, j->w, j->bias, j->act, dst, n * p->oh + a, b - a);
         return;
     }
     const int64_t m0 = (n * p->oh + a) * p->ow, m1 = (n * p->oh + b) * p->ow, chunk = conv_chunk_rows(p);
     for (int64_t m = m0; m < m1; m += chunk) {
         int64_t mc = m1 - m < chunk ? m1 - m : chunk;
-        conv_pixels(j->pool, p, j->x, j->w, j->bias, j->act, m, mc, col, dst + (m - m0) * p->f);
+        conv_pixels(j->pool, j->isa, p, j->x, j->w, j->bias, j->act, m, mc, col, dst + (m - m0) * p->f);
     }
 }
 
@@ -636,9 +637,9 @@ void kern_conv2d_maxpool(Pool *pool, KIsa isa, const KConv *p, const KPool *q, c
         return;
     const int T = pool_threads(pool);
     ConvPoolJob j = { .p = p, .q = q, .x = x, .w = w, .bias = bias, .act = bias ? act : EW_NO_ACT, .pool = pool,
-                      .kv = conv_direct(p) ? kern_variant(isa) : NULL, .y = y, .scratch = scratch,
+                      .isa = isa, .direct = conv_direct(p), .y = y, .scratch = scratch,
                       .rows = (R + T - 1) / T, .band = convpool_band(p, q) };
-    if (j.kv) {
+    if (j.direct) {
         float *wp = scratch + (size_t)T * convpool_worker_floats(p, q);
         conv_pack(p, w, wp);
         j.w = wp;

@@ -16,6 +16,7 @@
 #define TILE_NV2 6
 #define TILE_NV4 3   /* unused (NV_MAX 2) */
 #define ISA_ADAM 1
+#define ISA_GEMM 1
 typedef __m256 V;
 typedef __m256i VM;
 

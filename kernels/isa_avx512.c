@@ -16,6 +16,7 @@
 #define TILE_NV2 12
 #define TILE_NV4 6
 #define ISA_ADAM 1
+#define ISA_GEMM 1
 typedef __m512 V;
 typedef __mmask16 VM;
 
@@ -44,5 +45,5 @@ ISA_INLINE V v_sqrt(V a) { return _mm512_sqrt_ps(a); }
  * Every lane is the same chain of FMAs in both, so the bits are the same. */
 static void fwd_row_narrow(const FwdRow *r) { (r->F <= 8 ? kern_variant_avx2.fwd_row : fwd_row_avx512)(r); }
 static void gradw_band_narrow(const GradwBand *b) { (b->F <= 8 ? kern_variant_avx2.gradw_band : gradw_band_avx512)(b); }
-const KernVariant kern_variant_avx512 = { KISA_AVX512, fwd_row_narrow, gradw_band_narrow, adam_avx512 };
+const KernVariant kern_variant_avx512 = { KISA_AVX512, VL, fwd_row_narrow, gradw_band_narrow, adam_avx512, gemm_small_m_avx512 };
 #endif

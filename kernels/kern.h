@@ -107,8 +107,9 @@ void kern_sum_all(const float *x, size_t n, float *y);
 
 /* ---- matrix product (blas.c) ---------------------------------------------- */
 /* C[M,N] = alpha * op(A) op(B) + beta * C, op = transpose if ta/tb; A, B row-major
- * as stored ([M,K] or [K,M]; [K,N] or [N,K]). beta = 0 overwrites C. */
-void kern_gemm(Pool *pool, bool ta, bool tb, size_t M, size_t N, size_t K, float alpha,
+ * as stored ([M,K] or [K,M]; [K,N] or [N,K]). beta = 0 overwrites C.  `isa`: the
+ * variant of its own few-rows kernel (below). */
+void kern_gemm(Pool *pool, KIsa isa, bool ta, bool tb, size_t M, size_t N, size_t K, float alpha,
                const float *A, const float *B, float beta, float *C);
 /* Rows [r0, r1) of kern_gemm's C, in one BLAS call on the calling thread (for a caller
  * that splits the work itself): C points at row r0 of C, [r1 - r0, N] contiguous. */
@@ -127,9 +128,9 @@ const char *kern_blas_info(void);   /* e.g. "OpenBLAS 0.3.21, core Haswell" */
 /* kern_gemm's paths for a dense layer at a small batch (blas.c): one row (M = 1) is an
  * sgemv, cut along K over the pool from 1 MiB of B on (partials summed in block order:
  * the bits depend on the thread count); 2 to 4 rows, no transposes, beta 0 and 1 MiB
- * of B or more run graphc's own kernel (AVX-512 or AVX2 + FMA where the CPU has one),
- * which reads B as stored where sgemm would pack it, each element of C one chain of
- * FMAs over k: the same bits whatever the thread count.
+ * of B or more run graphc's own kernel in the variant `isa` names (kernels/micro.h;
+ * portable: sgemm), which reads B as stored where sgemm would pack it, each element of
+ * C one chain of FMAs over k: the same bits whatever the thread count or the variant.
  * Test hook: mode < 0 turns the latter off (sgemm), 0 automatic. */
 void kern_gemm_set_small_m(int mode);
 
@@ -242,7 +243,7 @@ void kern_adam(KIsa isa, float *w, float *m, float *v, const float *g, size_t n,
  * Momentum (not Nesterov): v = op(A) op(B) + mu v in one GEMM into the velocity, then
  * w -= lr v over the pool.  (SGD needs no kernel of its own: kern_gemm with alpha -lr,
  * beta 1 into w.) */
-void kern_gemm_momentum(Pool *pool, bool ta, bool tb, size_t M, size_t N, size_t K, const float *A, const float *B,
+void kern_gemm_momentum(Pool *pool, KIsa isa, bool ta, bool tb, size_t M, size_t N, size_t K, const float *A, const float *B,
                         float *w, float *v, float lr, float mu);
 /* Adam: the gradient a panel of rows at a time into scratch (kern_gemm_adam_scratch
  * bytes), each panel's rows of w, m and v updated from it as kern_adam does; the panels
@@ -261,7 +262,7 @@ void kern_gemm_adam(Pool *pool, KIsa isa, bool ta, bool tb, size_t M, size_t N, 
 size_t kern_dense_backward_scratch(size_t B, size_t K, bool sgd, int threads);
 void kern_dense_backward_sgd(Pool *pool, const float *x, const float *dy, float *w, float *out, size_t B, size_t K,
                              size_t N, float lr, float *scratch);
-void kern_dense_backward_momentum(Pool *pool, const float *x, const float *dy, float *w, float *v, float *out,
+void kern_dense_backward_momentum(Pool *pool, KIsa isa, const float *x, const float *dy, float *w, float *v, float *out,
                                   size_t B, size_t K, size_t N, float lr, float mu, float *scratch);
 
 #endif

@@ -41,12 +41,17 @@ typedef struct GradwBand {
 
 typedef struct KernVariant {
     KIsa isa;
+    int lanes;   /* floats per vector */
     void (*fwd_row)(const FwdRow *r);
     void (*gradw_band)(const GradwBand *b);
     /* Adam's loop over whole vectors (the scalar loop's bits); returns the elements it
      * did.  NULL: the scalar loop does them all. */
     size_t (*adam)(float *w, float *m, float *v, const float *g, size_t n, float beta1, float beta2, float c1, float c2,
                    float step, float rsb2, float eps);
+    /* kern_gemm's few rows (kernels/blas.c): columns [n0, n1) of C[M, N] = alpha A B,
+     * A [M, K] and B [K, N] as stored.  NULL: sgemm. */
+    void (*gemm_small_m)(size_t M, size_t n0, size_t n1, size_t N, size_t K, float alpha, const float *A,
+                         const float *B, float *C);
 } KernVariant;
 
 /* The variant that runs for `isa` (kern_isa_resolve's). */

@@ -943,7 +943,7 @@ START_TEST(test_gemm)
                 else
                     kern_copy(C0, C, M * N);
                 ref_gemm(ta, tb, M, N, K, alpha, A, B, beta, C0, want);
-                kern_gemm(tu_pool, ta, tb, M, N, K, alpha, A, B, beta, C);
+                kern_gemm(tu_pool, KISA_AUTO, ta, tb, M, N, K, alpha, A, B, beta, C);
                 ck_assert_floats_near_scaled(C, want, M * N, 1e-5);
                 ck_assert(tu_all_finite(C, M * N));
             }
@@ -958,6 +958,64 @@ START_TEST(test_gemm)
 }
 END_TEST
 
+/* The kernels' variants this CPU runs, best first: every test of a kernel that has
+ * variants runs on each (FOR_EACH_ISA sets conv_isa); main() prints them, and those
+ * skipped. */
+static KIsa isas[KISA_COUNT], conv_isa;
+static int n_isas;
+#define FOR_EACH_ISA for (int isa_i_ = 0; isa_i_ < n_isas && (conv_isa = isas[isa_i_], true); isa_i_++)
+
+/* ck_assert_floats_near_scaled, naming the variant that ran. */
+#define ck_assert_isa_near(got, want, n, rtol)                                                                \
+    do {                                                                                                      \
+        const float *g_ = (got), *w_ = (want);                                                                \
+        size_t n_ = (n);                                                                                      \
+        double s_ = tu_max_abs(w_, n_), a_ = (rtol) * (s_ > 1e-30 ? s_ : 1e-30);                              \
+        ptrdiff_t i_ = tu_first_mismatch(g_, w_, n_, 0.0, a_);                                                \
+        ck_assert_msg(i_ < 0, "%s kernels: %s[%td] = %.9g, expected %.9g (atol %g)", kern_isa_name(conv_isa), \
+                      #got, i_, i_ < 0 ? 0.0 : (double)g_[i_], i_ < 0 ? 0.0 : (double)w_[i_], a_);          \
+    } while (0)
+
+/* kern_gemm's few-rows kernel in every variant this CPU runs (portable: sgemm) against
+ * a double-precision reference: 2 to 4 rows, K a multiple of its 8-row blocks or not,
+ * N not a multiple of any vector width; the x86 variants give the same bits as one
+ * another (each element one chain of FMAs over k), at 1 to 3 threads. */
+START_TEST(test_gemm_small_m_variants)
+{
+    const size_t M = 2 + (size_t)_i % 3, K = _i < 3 ? 331 : 336, N = 1001;   /* 1.3 MB of B: the path's */
+    float *A = tu_alloc_uniform(M * K, -1, 1, 30 + (uint64_t)_i), *B = tu_alloc_uniform(K * N, -1, 1, 31);
+    float *want = tu_alloc(M * N), *first = tu_alloc(M * N), *C = tu_alloc(M * N);
+    for (size_t i = 0; i < M * N; i++) {
+        double acc = 0;
+        for (size_t k = 0; k < K; k++)
+            acc += (double)A[i / N * K + k] * B[k * N + i % N];
+        want[i] = (float)(0.75 * acc);
+    }
+    bool have_first = false;
+    for (int t = 1; t <= 3; t++) {
+        tu_threads(t);
+        FOR_EACH_ISA {
+            kern_fill(C, NAN, M * N);   /* beta 0 overwrites */
+            kern_gemm(tu_pool, conv_isa, false, false, M, N, K, 0.75f, A, B, 0.0f, C);
+            ck_assert_isa_near(C, want, M * N, 1e-5);
+            if (conv_isa == KISA_PORTABLE)
+                continue;
+            if (!have_first)
+                memcpy(first, C, M * N * sizeof *C);
+            have_first = true;
+            ck_assert_msg(memcmp(C, first, M * N * sizeof *C) == 0, "%s, %d threads: not the bits of %s at 1 thread",
+                          kern_isa_name(conv_isa), t, kern_isa_name(isas[0]));
+        }
+    }
+    tu_threads(1);
+    free(A);
+    free(B);
+    free(want);
+    free(first);
+    free(C);
+}
+END_TEST
+
 START_TEST(test_blas_info)
 {
     const char *info = kern_blas_info();
@@ -969,7 +1027,7 @@ START_TEST(test_blas_info)
     tu_threads(0);
     /* gemm right on a pool of every core */
     float A[6] = {1, 2, 3, 4, 5, 6}, B[6] = {1, 0, 0, 1, 1, 1}, C[4];
-    kern_gemm(tu_pool, false, false, 2, 2, 3, 1.0f, A, B, 0.0f, C);
+    kern_gemm(tu_pool, KISA_AUTO, false, false, 2, 2, 3, 1.0f, A, B, 0.0f, C);
     ck_assert_float_near_rel(C[0], 4.0, 0.0, 0.0);
     ck_assert_float_near_rel(C[1], 5.0, 0.0, 0.0);
     ck_assert_float_near_rel(C[2], 10.0, 0.0, 0.0);
@@ -985,22 +1043,6 @@ typedef struct ConvCase {
     int64_t n, h, w, c, kh, kw, f, sh, sw, pt, pl, pb, pr;
 } ConvCase;
 
-/* The kernels' variants this CPU runs, best first: every convolution test runs on each
- * (FOR_EACH_ISA sets conv_isa); main() prints them, and those skipped. */
-static KIsa isas[KISA_COUNT], conv_isa;
-static int n_isas;
-#define FOR_EACH_ISA for (int isa_i_ = 0; isa_i_ < n_isas && (conv_isa = isas[isa_i_], true); isa_i_++)
-
-/* ck_assert_floats_near_scaled, naming the variant that ran. */
-#define ck_assert_isa_near(got, want, n, rtol)                                                                \
-    do {                                                                                                      \
-        const float *g_ = (got), *w_ = (want);                                                                \
-        size_t n_ = (n);                                                                                      \
-        double s_ = tu_max_abs(w_, n_), a_ = (rtol) * (s_ > 1e-30 ? s_ : 1e-30);                              \
-        ptrdiff_t i_ = tu_first_mismatch(g_, w_, n_, 0.0, a_);                                                \
-        ck_assert_msg(i_ < 0, "%s kernels: %s[%td] = %.9g, expected %.9g (atol %g)", kern_isa_name(conv_isa), \
-                      #got, i_, i_ < 0 ? 0.0 : (double)g_[i_], i_ < 0 ? 0.0 : (double)w_[i_], a_);          \
-    } while (0)
 
 static const ConvCase conv_cases[] = {
     /*  n  h  w  c  kh kw f  sh sw pt pl pb pr */
@@ -2327,6 +2369,7 @@ static Suite *make_kernels_suite(void)
     tc = tcase_create("gemm");
     tcase_add_loop_test(tc, test_gemm, 0, 3);
     tcase_add_test(tc, test_blas_info);
+    tcase_add_loop_test(tc, test_gemm_small_m_variants, 0, 6);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("conv");
