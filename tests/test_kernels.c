@@ -1087,7 +1087,7 @@ static const ConvCase direct_cases[] = {
  * 16 (packed, the last zero-filled), kernel rows on the padding skipped. */
 static const ConvCase wide_cases[] = {
     /*  n  h   w   c   kh kw f   sh sw pt pl pb pr */
-    {2, 14, 14, 32, 5, 5, 64, 1, 1, 2, 2, 2, 2},  /* the MNIST CNN's second layer, batch 2 */
+    {2, 14, 14, 32, 5, 5, 64, 1, 1, 2, 2, 2, 2},  /* the MNIST CNN's second layer, batch 2: grad filter bands of 4 rows */
     {1, 9, 11, 5, 3, 3, 20, 1, 1, 1, 1, 1, 1},    /* batch 1, C 5, 16 + 4 filters */
     {2, 8, 7, 12, 3, 3, 9, 2, 2, 1, 1, 0, 1},     /* stride 2, 9 filters (one block, 8 + 1) */
     {1, 6, 7, 16, 3, 3, 6, 1, 1, 1, 1, 1, 1},     /* 6 filters: the input gradient only */
@@ -1098,7 +1098,7 @@ static const ConvCase wide_cases[] = {
     {1, 10, 19, 7, 2, 4, 24, 1, 3, 0, 1, 1, 2},   /* stride 3 across, 19 wide */
     {3, 4, 9, 16, 3, 3, 48, 2, 1, 1, 1, 1, 1},    /* mixed strides, 3 blocks of 16 */
     {2, 13, 1, 10, 3, 1, 9, 1, 1, 1, 0, 1, 0},    /* one pixel wide */
-    {1, 12, 60, 40, 3, 3, 16, 1, 1, 1, 1, 1, 1},  /* wide rows: grad filter bands of 2 rows */
+    {1, 12, 60, 40, 3, 3, 16, 1, 1, 1, 1, 1, 1},  /* wide rows: grad filter bands of one row */
     {1, 4, 120, 24, 3, 3, 16, 1, 1, 1, 1, 1, 1},  /* a row too wide for the strip: 2 tiles of columns */
 };
 #define N_WIDE_CASES ((int)(sizeof wide_cases / sizeof wide_cases[0]))
