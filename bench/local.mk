@@ -2,7 +2,7 @@
 # (see bench/README.md)
 EXTRA_DIST += %D%/compare.sh %D%/torch_bench.py %D%/ort_bench.js %D%/report.py %D%/README.md \
 	%D%/package.json %D%/package-lock.json \
-	%D%/mpi_scaling.sh %D%/mpi_model.py %D%/allreduce.c
+	%D%/mpi_scaling.sh %D%/mpi_model.py %D%/allreduce.c %D%/ablate_sweep.sh %D%/torch_faults.py
 
 # bench/peak: the machine's FMA peak and OpenBLAS's sgemm rate, which bench/compare.sh
 # builds (make bench/peak) and runs first.  A check program: built by make check, which

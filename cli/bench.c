@@ -7,6 +7,7 @@
 static const char bench_usage[] =
     "usage: graphc bench FILE.net [--batch N[,N...]] [--infer] [--threads N] [--steps N]\n"
     "                    [--warmup N] [--profile] [--compare-stages] [--json] [--isa NAME]\n"
+    "                    [--ablate [--plot FILE.svg]]\n"
     "\n"
     "Runs the interpreter and the compiled plan side by side in one process, alternating\n"
     "step by step after a warm-up, on random inputs, and prints the median time per step,\n"
@@ -21,7 +22,13 @@ static const char bench_usage[] =
     "                 stages), alternating with the other two: what the stages buy\n"
     "  --json         one JSON object per batch size\n"
     "  --isa NAME     the kernels' variant: avx512, avx2 or portable (default: the\n"
-    "                 best this CPU runs, or GRAPHC_ISA)\n";
+    "                 best this CPU runs, or GRAPHC_ISA)\n"
+    "  --ablate       where the compiled plan's speed comes from: the optimizations\n"
+    "                 added to the interpreter one at a time, and removed from the full\n"
+    "                 plan one at a time, every configuration alternating step by step:\n"
+    "                 time, share of the gap, page faults, bytes allocated, peak memory,\n"
+    "                 outputs against the interpreter's (docs/why-graph-mode.md)\n"
+    "  --plot FILE    with --ablate and one batch size: the waterfall as an SVG\n";
 
 int cmd_bench(int argc, char **argv)
 {
@@ -29,7 +36,8 @@ int cmd_bench(int argc, char **argv)
         { "help", no_argument, 0, 'h' }, { "batch", required_argument, 0, 'b' }, { "infer", no_argument, 0, 'i' },
         { "threads", required_argument, 0, 't' }, { "steps", required_argument, 0, 's' },
         { "warmup", required_argument, 0, 'w' }, { "profile", no_argument, 0, 'p' }, { "json", no_argument, 0, 'j' },
-        { "compare-stages", no_argument, 0, 'c' }, { "isa", required_argument, 0, 'a' }, { 0, 0, 0, 0 },
+        { "compare-stages", no_argument, 0, 'c' }, { "isa", required_argument, 0, 'I' },
+        { "ablate", no_argument, 0, 'a' }, { "plot", required_argument, 0, 'P' }, { 0, 0, 0, 0 },
     };
     BenchOptions o = { .steps = 10, .warmup = 2, .out = stdout, .isa = cli_isa() };
     int64_t batches[16], v;
@@ -55,12 +63,19 @@ int cmd_bench(int argc, char **argv)
         case 'p': o.profile = true; break;
         case 'j': o.json = true; break;
         case 'c': o.compare_stages = true; break;
-        case 'a': if (!cli_parse_isa("bench", optarg, &o.isa)) return EXIT_USAGE; break;
+        case 'I': if (!cli_parse_isa("bench", optarg, &o.isa)) return EXIT_USAGE; break;
+        case 'a': o.ablate = true; break;
+        case 'P': o.plot = optarg; break;
         case ':': return cli_usage_error("bench", "option '%s' needs a value", argv[optind - 1]);
         default: return cli_usage_error("bench", "unknown option '%s'", argv[optind - 1]);
         }
     }
     if (optind != argc - 1) return cli_usage_error("bench", optind == argc ? "missing FILE" : "expected one FILE");
+    if (o.ablate && (o.profile || o.compare_stages))
+        return cli_usage_error("bench", "--ablate measures every configuration itself: not with %s",
+                               o.profile ? "--profile" : "--compare-stages");
+    if (o.plot && !o.ablate) return cli_usage_error("bench", "--plot draws the ablation: it needs --ablate");
+    if (o.plot && o.nbatches > 1) return cli_usage_error("bench", "--plot draws one batch size: give one --batch");
     Model m;
     if (cli_load_model(&m, argv[optind]) != 0) { cli_free_model(&m); return EXIT_BAD_INPUT; }
     if (o.nbatches == 0) { batches[0] = m.graph->train.batch; o.nbatches = 1; }

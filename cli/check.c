@@ -4,6 +4,7 @@
 #include "cli/cli.h"
 #include "exec/pipeline.h"
 #include "graph/passes.h"
+#include "util/outfile.h"
 
 static const char check_usage[] =
     "usage: graphc check FILE.net\n"
@@ -233,20 +234,12 @@ int cmd_dump(int argc, char **argv)
         g = step.run;
     }
     FILE *out = stdout;
-    char *tmp = NULL;
-    if (outpath) {
-        /* Written beside the target and renamed over it: never a half-written file. */
-        size_t n = strlen(outpath) + 8;
-        tmp = gc_malloc(n);
-        snprintf(tmp, n, "%s.tmp", outpath);
-        out = fopen(tmp, "w");
-        if (!out) {
-            perror(outpath);
-            gc_free(tmp);
-            step_free(&step);
-            cli_free_model(&m);
-            return EXIT_BAD_INPUT;
-        }
+    OutFile of;
+    if (outpath && !(out = outfile_open(&of, outpath, "dump", &m.diag))) {
+        diag_flush(&m.diag, stderr);
+        step_free(&step);
+        cli_free_model(&m);
+        return EXIT_BAD_INPUT;
     }
     if (ast) {
         if (fi == F_TEXT) ast_dump_text(m.prog, &m.src, out);
@@ -258,12 +251,10 @@ int cmd_dump(int argc, char **argv)
     else if (fi == F_DOT) graph_dump_dot(g, out);
     else graph_dump_json(g, out);
     if (outpath) {
-        if (fclose(out) != 0 || rename(tmp, outpath) != 0) {
-            perror(outpath);
-            remove(tmp);
+        if (outfile_commit(&of, &m.diag) != 0) {
+            diag_flush(&m.diag, stderr);
             rc = EXIT_BAD_INPUT;
         }
-        gc_free(tmp);
     } else if (fflush(stdout) != 0) {
         rc = EXIT_BAD_INPUT;
     }

@@ -30,7 +30,10 @@ static const char run_usage[] =
     "  --save PATH       write the trained weights to a checkpoint (atomically)\n"
     "  --save-every N    also write it every N steps while training\n"
     "  --resume PATH     continue from a checkpoint: weights, optimizer state, step\n"
-    "                    (and the run's seed): the same result as a run not stopped\n"
+    "                    (and the run's seed): the same result as a run not stopped;\n"
+    "                    refused if the checkpoint lacks the optimizer's state\n"
+    "  --reset-optimizer with --resume: start the optimizer's state (momentum's\n"
+    "                    velocity, Adam's moments) from zero instead\n"
     "  --plot FILE.svg   draw loss and accuracy per step and test accuracy per epoch\n"
     "  --log FORMAT      bar (default), json (a line per epoch), quiet (results only)\n"
     "  --check-numerics  stop at the first NaN or Inf, naming the op, its line, the step\n"
@@ -54,7 +57,7 @@ static const char eval_usage[] =
 enum {
     O_MODE = 256, O_EPOCHS, O_STEPS, O_BATCH, O_LR, O_SEED, O_THREADS, O_DATA, O_TRAIN_LIMIT, O_TEST_LIMIT,
     O_VALIDATE, O_SAVE, O_PLOT, O_LOG, O_WEIGHTS, O_SAVE_EVERY, O_RESUME, O_CHECK_NUMERICS, O_MAX_MEMORY,
-    O_BUCKET_SIZE, O_COMM_TIMEOUT, O_ISA,
+    O_BUCKET_SIZE, O_COMM_TIMEOUT, O_RESET_OPTIMIZER, O_ISA,
 };
 
 static const struct option run_opts[] = {
@@ -69,7 +72,8 @@ static const struct option run_opts[] = {
     { "save-every", required_argument, 0, O_SAVE_EVERY }, { "resume", required_argument, 0, O_RESUME },
     { "check-numerics", no_argument, 0, O_CHECK_NUMERICS }, { "max-memory", required_argument, 0, O_MAX_MEMORY },
     { "bucket-size", required_argument, 0, O_BUCKET_SIZE }, { "comm-timeout", required_argument, 0, O_COMM_TIMEOUT },
-    { "isa", required_argument, 0, O_ISA }, { 0, 0, 0, 0 },
+    { "reset-optimizer", no_argument, 0, O_RESET_OPTIMIZER }, { "isa", required_argument, 0, O_ISA },
+    { 0, 0, 0, 0 },
 };
 
 /* A number of bytes with an optional K, M or G (powers of 1024).  false after a usage error. */
@@ -135,6 +139,7 @@ static int parse_opts(const char *cmd, int argc, char **argv, RunOptions *o, con
         case O_SAVE: o->save_path = optarg; break;
         case O_SAVE_EVERY: if (!cli_parse_i64(cmd, "--save-every", optarg, 1, INT64_MAX, &o->save_every)) return EXIT_USAGE; break;
         case O_RESUME: o->resume_path = optarg; break;
+        case O_RESET_OPTIMIZER: o->reset_optimizer = true; break;
         case O_CHECK_NUMERICS: o->check_numerics = true; break;
         case O_MAX_MEMORY: if (!parse_bytes(cmd, "--max-memory", optarg, &o->max_memory)) return EXIT_USAGE; break;
         case O_BUCKET_SIZE: if (!parse_bytes(cmd, "--bucket-size", optarg, &o->bucket_bytes)) return EXIT_USAGE; break;
@@ -153,6 +158,7 @@ static int parse_opts(const char *cmd, int argc, char **argv, RunOptions *o, con
         }
     }
     if (optind != argc - 1) return cli_usage_error(cmd, optind == argc ? "missing FILE" : "expected one FILE");
+    if (o->reset_optimizer && !o->resume_path) return cli_usage_error(cmd, "--reset-optimizer goes with --resume PATH");
     return -1;
 }
 

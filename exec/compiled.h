@@ -14,6 +14,9 @@ typedef struct CompiledPlan CompiledPlan;
 CompiledPlan *compiled_plan(const Graph *g, Weights *w, Pool *pool, MemPlan *mp, DiagSink *d);
 int compiled_run(CompiledPlan *p, const void *const *feeds, float *const *outs, const StepEnv *env);
 size_t compiled_arena_bytes(const CompiledPlan *p);
+/* With per-op allocation (MemPlan.per_op): the allocations made over every run so far
+ * and their bytes; 0 with an arena. */
+void compiled_alloc_stats(const CompiledPlan *p, int64_t *allocs, int64_t *bytes);
 const MemPlan *compiled_memplan(const CompiledPlan *p);
 void compiled_free(CompiledPlan *p);
 /* The graph the plan runs; node ids of profiles refer to it. */

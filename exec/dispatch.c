@@ -5,6 +5,7 @@
  * algorithms are the kernels' (kernels/). */
 #include <assert.h>
 #include <math.h>
+#include <stdarg.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -242,6 +243,7 @@ static int k_conv2d_grad_filter(const KCall *c)
 }
 
 static size_t update_scratch(const Graph *g, const Node *n, int threads);
+static size_t layer_norm_scale_scratch(const Node *n);
 
 /* A convolution's scratch, sized by the path its kernel takes at these sizes (a direct
  * kernel needs no im2col chunks); the fused updates' (Adam's panels, a dense backward's
@@ -250,6 +252,7 @@ size_t dispatch_scratch_bytes(const Graph *g, const Node *n, int threads)
 {
     if (n->op == OP_MATMUL_UPDATE || n->op == OP_MATMUL_GRAD_UPDATE) return update_scratch(g, n, threads);
     if (n->op == OP_CONV2D_MAXPOOL) return convpool_scratch(g, n, threads);
+    if (n->op == OP_LAYER_NORM_GRAD_SCALE) return layer_norm_scale_scratch(n);
     KConvOp op;
     switch (n->op) {
     case OP_CONV2D: case OP_CONV2D_BIAS_ACT: op = KCONV_FORWARD; break;
@@ -325,29 +328,45 @@ static int k_unary(const KCall *c)
 
 static int k_unary_grad(const KCall *c) { return k_unary(c); }
 
-static void rows_cols(const Shape *s, size_t *rows, size_t *cols)
+/* softmax and log-softmax along their axis: rows (outer x inner positions) are
+ * independent, so blocks of the outer axes go to different threads. */
+typedef struct AxisJob {
+    const KCall *c;
+    size_t outer, len, inner;
+    Range r;   /* over outer */
+} AxisJob;
+
+static void axis_dims(const Node *n, const Shape *s, size_t *outer, size_t *len, size_t *inner);
+
+static void softmax_part(void *arg, int part, int worker)
 {
-    *cols = (size_t)s->d[s->rank - 1].v;
-    *rows = *cols ? numel(s) / *cols : 0;
+    (void)worker;
+    const AxisJob *j = arg;
+    const KCall *c = j->c;
+    size_t lo, hi, blk = j->len * j->inner;
+    range_of(&j->r, part, &lo, &hi);
+    bool is_log = c->n->op == OP_LOG_SOFTMAX || c->n->op == OP_LOG_SOFTMAX_GRAD;
+    if (c->n->op == OP_SOFTMAX || c->n->op == OP_LOG_SOFTMAX)
+        kern_softmax_axis(fin(c, 0) + lo * blk, fout(c) + lo * blk, hi - lo, j->len, j->inner, is_log);
+    else
+        kern_softmax_axis_grad(fin(c, 0) + lo * blk, fin(c, 1) + lo * blk, fout(c) + lo * blk, hi - lo, j->len, j->inner,
+                               is_log);
 }
 
-static int k_softmax(const KCall *c)
+/* The op's [outer, len, inner] over the pool, in blocks of whole outer rows. */
+static int run_axis(const KCall *c, const Shape *s, void (*part)(void *, int, int))
 {
-    size_t r, k;
-    rows_cols(&c->n->shape, &r, &k);
-    if (c->n->op == OP_SOFTMAX) kern_softmax(fin(c, 0), fout(c), r, k);
-    else kern_log_softmax(fin(c, 0), fout(c), r, k);
+    AxisJob j = { .c = c };
+    axis_dims(c->n, s, &j.outer, &j.len, &j.inner);
+    j.r = ranges(c, j.outer * j.len * j.inner, j.len * j.inner);
+    j.r.n = j.outer;
+    j.r.unit = 1;
+    pool_run(c->pool, j.r.parts, part, &j);
     return 0;
 }
 
-static int k_softmax_grad(const KCall *c)
-{
-    size_t r, k;
-    rows_cols(&c->n->shape, &r, &k);
-    if (c->n->op == OP_SOFTMAX_GRAD) kern_softmax_grad(fin(c, 0), fin(c, 1), fout(c), r, k);
-    else kern_log_softmax_grad(fin(c, 0), fin(c, 1), fout(c), r, k);
-    return 0;
-}
+static int k_softmax(const KCall *c) { return run_axis(c, &c->n->shape, softmax_part); }
+static int k_softmax_grad(const KCall *c) { return run_axis(c, &c->n->shape, softmax_part); }
 
 static KPool pool_params(const Node *n, const Shape *x, const Shape *y)
 {
@@ -500,37 +519,60 @@ static int k_dropout(const KCall *c)
     return 0;
 }
 
+/* A run-time error at the node's .net line: "FILE:LINE:COL: OP: MESSAGE". */
+static int run_error(const KCall *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int run_error(const KCall *c, const char *fmt, ...)
+{
+    char msg[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    int line = 0, col = 0;
+    if (c->g->src) diag_line_col(c->g->src, c->n->loc.start, &line, &col);
+    diag_plain(c->env->d, "%s:%d:%d: %s: %s", c->g->src ? c->g->src->name : "?", line, col, op_name(c->n->op), msg);
+    return -1;
+}
+
 static int bad_label(const KCall *c, int rc)
 {
     int64_t row = -1 - rc;
     const int32_t *labels = (const int32_t *)c->in[1];
-    int line = 0, col = 0;
-    if (c->g->src) diag_line_col(c->g->src, c->n->loc.start, &line, &col);
-    diag_plain(c->env->d, "%s:%d:%d: %s: label %d in row %lld is outside [0, %lld)", c->g->src ? c->g->src->name : "?",
-               line, col, op_name(c->n->op), labels[row], (long long)row, (long long)ishape(c, 0)->d[1].v);
-    return -1;
+    const Shape *l = ishape(c, 0);
+    return run_error(c, "label %d in row %lld is outside [0, %lld)", labels[row], (long long)row,
+                     (long long)l->d[l->rank - 1].v);
+}
+
+/* logits [..., classes]: the rows of every leading axis (a sequence's tokens too) */
+static void class_rows(const KCall *c, size_t *rows, size_t *cols)
+{
+    const Shape *l = ishape(c, 0);
+    *cols = (size_t)l->d[l->rank - 1].v;
+    *rows = *cols ? numel(l) / *cols : 0;
 }
 
 static int k_cross_entropy(const KCall *c)
 {
-    const Shape *l = ishape(c, 0);
-    int rc = kern_cross_entropy(fin(c, 0), (const int32_t *)c->in[1], (size_t)l->d[0].v, (size_t)l->d[1].v, fout(c));
+    size_t rows, cols;
+    class_rows(c, &rows, &cols);
+    int rc = kern_cross_entropy_ls(fin(c, 0), (const int32_t *)c->in[1], rows, cols, c->n->a.loss.smoothing, fout(c));
     return rc ? bad_label(c, rc) : 0;
 }
 
 static int k_cross_entropy_grad(const KCall *c)
 {
-    const Shape *l = ishape(c, 0);
-    int rc = kern_cross_entropy_grad(fin(c, 0), (const int32_t *)c->in[1], fin(c, 2)[0], fout(c), (size_t)l->d[0].v,
-                                     (size_t)l->d[1].v);
+    size_t rows, cols;
+    class_rows(c, &rows, &cols);
+    int rc = kern_cross_entropy_ls_grad(fin(c, 0), (const int32_t *)c->in[1], fin(c, 2)[0], fout(c), rows, cols,
+                                        c->n->a.loss.smoothing);
     return rc ? bad_label(c, rc) : 0;
 }
 
 static int k_accuracy(const KCall *c)
 {
-    const Shape *l = ishape(c, 0);
-    size_t rows = (size_t)l->d[0].v;
-    size_t ok = kern_count_correct(fin(c, 0), (const int32_t *)c->in[1], rows, (size_t)l->d[1].v);
+    size_t rows, cols;
+    class_rows(c, &rows, &cols);
+    size_t ok = kern_count_correct(fin(c, 0), (const int32_t *)c->in[1], rows, cols);
     fout(c)[0] = rows ? (float)ok / (float)rows : 0.0f;
     return 0;
 }
@@ -809,6 +851,239 @@ static int k_allreduce_wait(const KCall *c)
     int ranks = comm_size(c->env->comm);
     if (ranks > 1) kern_scale(fin(c, 0), 1.0f / (float)ranks, fout(c), len);
     else if (c->out != c->in[0]) memcpy(c->out, c->in[0], len * sizeof(float));
+    return 0;
+}
+
+/* ---- the transformer ops (issue 14) ---------------------------------------------- */
+
+/* [outer, len, inner] of shape s around the node's run of axes (shape rules checked it). */
+static void axis_dims(const Node *n, const Shape *s, size_t *outer, size_t *len, size_t *inner)
+{
+    int first, count;
+    node_axes(n, s->rank, &first, &count);
+    *outer = *len = *inner = 1;
+    for (int i = 0; i < s->rank; i++) {
+        size_t d = (size_t)s->d[i].v;
+        if (i < first) *outer *= d;
+        else if (i < first + count) *len *= d;
+        else *inner *= d;
+    }
+}
+
+typedef struct TransposeJob {
+    const KCall *c;
+    int64_t dims[MAX_RANK];
+    Range r;   /* over the output's first axis */
+} TransposeJob;
+
+static void transpose_part(void *arg, int part, int worker)
+{
+    (void)worker;
+    const TransposeJob *j = arg;
+    size_t lo, hi;
+    range_of(&j->r, part, &lo, &hi);
+    kern_transpose(j->c->in[0], j->dims, ishape(j->c, 0)->rank, j->c->n->a.transpose.perm, j->c->out, lo, hi);
+}
+
+static int k_transpose(const KCall *c)
+{
+    const Shape *x = ishape(c, 0), *y = &c->n->shape;
+    TransposeJob j = { .c = c };
+    dims64(x, j.dims);
+    size_t rows = y->rank ? (size_t)y->d[0].v : 1, n = numel(y);
+    j.r = ranges(c, n, rows ? n / rows : 1);
+    j.r.n = rows;
+    j.r.unit = 1;
+    pool_run(c->pool, j.r.parts, transpose_part, &j);
+    return 0;
+}
+
+static int k_batch_matmul(const KCall *c)
+{
+    const Shape *a = ishape(c, 0), *y = &c->n->shape;
+    int r = y->rank;
+    bool ta = c->n->a.matmul.ta, tb = c->n->a.matmul.tb;
+    size_t M = (size_t)y->d[r - 2].v, N = (size_t)y->d[r - 1].v, K = (size_t)a->d[r - (ta ? 2 : 1)].v;
+    size_t batch = M && N ? numel(y) / (M * N) : 0;
+    kern_gemm_batch(c->pool, c->env->isa, ta, tb, batch, M, N, K, 1.0f, fin(c, 0), fin(c, 1), 0.0f, fout(c));
+    return 0;
+}
+
+static int k_reduce(const KCall *c)
+{
+    size_t outer, len, inner;
+    axis_dims(c->n, ishape(c, 0), &outer, &len, &inner);
+    if (c->n->op == OP_REDUCE_MAX) kern_reduce_max(fin(c, 0), outer, len, inner, fout(c));
+    else kern_reduce_sum(fin(c, 0), outer, len, inner, c->n->op == OP_REDUCE_MEAN ? 1.0f / (float)len : 1.0f, fout(c));
+    return 0;
+}
+
+static int k_expand(const KCall *c)
+{
+    size_t outer, len, inner;
+    axis_dims(c->n, &c->n->shape, &outer, &len, &inner);
+    kern_expand(fin(c, 0), outer, len, inner, c->n->a.axes.mean ? 1.0f / (float)len : 1.0f, fout(c));
+    return 0;
+}
+
+static int k_reduce_max_grad(const KCall *c)
+{
+    size_t outer, len, inner;
+    axis_dims(c->n, &c->n->shape, &outer, &len, &inner);
+    kern_reduce_max_grad(fin(c, 0), fin(c, 1), fin(c, 2), outer, len, inner, fout(c));
+    return 0;
+}
+
+static int k_where(const KCall *c)
+{
+    int64_t d[4][MAX_RANK];
+    const Shape *s[4] = { ishape(c, 0), ishape(c, 1), ishape(c, 2), &c->n->shape };
+    for (int k = 0; k < 4; k++) dims64(s[k], d[k]);
+    kern_where(fin(c, 0), d[0], s[0]->rank, fin(c, 1), d[1], s[1]->rank, fin(c, 2), d[2], s[2]->rank, fout(c), d[3],
+               s[3]->rank);
+    return 0;
+}
+
+static int k_causal_mask(const KCall *c)
+{
+    const Shape *y = &c->n->shape;
+    size_t T = (size_t)y->d[y->rank - 2].v, S = (size_t)y->d[y->rank - 1].v;
+    kern_causal_mask(fin(c, 0), fout(c), T && S ? numel(y) / (T * S) : 0, T, S, c->n->a.mask.value);
+    return 0;
+}
+
+static int bad_id(const KCall *c, int rc, size_t vocab)
+{
+    const int32_t *ids = (const int32_t *)c->in[0];
+    return run_error(c, "id %d at position %lld of the ids is outside [0, %zu)", ids[-1 - rc], (long long)(-1 - rc), vocab);
+}
+
+static int k_embedding(const KCall *c)
+{
+    const Shape *t = ishape(c, 1);
+    size_t vocab = (size_t)t->d[0].v;
+    int rc = kern_embedding((const int32_t *)c->in[0], numel(ishape(c, 0)), fin(c, 1), vocab, (size_t)t->d[1].v, fout(c));
+    return rc ? bad_id(c, rc, vocab) : 0;
+}
+
+/* The table's gradient: columns to threads (each column's rows added in the ids' order,
+ * so the bits do not depend on the split). */
+typedef struct EmbedJob {
+    const KCall *c;
+    size_t vocab, dim;
+    int parts, rc;
+} EmbedJob;
+
+static void embedding_grad_part(void *arg, int part, int worker)
+{
+    (void)worker;
+    EmbedJob *j = arg;
+    size_t c0 = j->dim * (size_t)part / (size_t)j->parts, c1 = j->dim * (size_t)(part + 1) / (size_t)j->parts;
+    int rc = kern_embedding_grad((const int32_t *)j->c->in[0], numel(ishape(j->c, 0)), fin(j->c, 1), j->vocab, j->dim, c0, c1,
+                                 fout(j->c));
+    if (rc && part == 0) j->rc = rc;
+}
+
+static int k_embedding_grad(const KCall *c)
+{
+    const Shape *t = &c->n->shape;
+    EmbedJob j = { c, (size_t)t->d[0].v, (size_t)t->d[1].v, 1, 0 };
+    Range r = ranges(c, numel(ishape(c, 1)), 1);
+    if (r.parts > 1 && j.dim >= 16 * (size_t)r.parts) j.parts = r.parts;
+    pool_run(c->pool, j.parts, embedding_grad_part, &j);
+    return j.rc ? bad_id(c, j.rc, j.vocab) : 0;
+}
+
+static void layer_norm_part(void *arg, int part, int worker)
+{
+    (void)worker;
+    const AxisJob *j = arg;
+    const KCall *c = j->c;
+    size_t lo, hi;
+    range_of(&j->r, part, &lo, &hi);
+    size_t cols = j->len, off = lo * cols;
+    if (c->n->op == OP_LAYER_NORM)
+        kern_layer_norm(fin(c, 0) + off, fin(c, 1), fin(c, 2), hi - lo, cols, c->n->a.axes.eps, fout(c) + off);
+    else
+        kern_layer_norm_grad(fin(c, 0) + off, fin(c, 1), fin(c, 2) + off, hi - lo, cols, c->n->a.axes.eps, fout(c) + off);
+}
+
+static int k_layer_norm(const KCall *c) { return run_axis(c, ishape(c, 0), layer_norm_part); }
+static int k_layer_norm_grad(const KCall *c) { return run_axis(c, ishape(c, 0), layer_norm_part); }
+
+/* gamma's gradient, a sum over every row: as sum_to's, the rows cut into a fixed number
+ * of blocks summed in double on the pool (each into its part of the scratch), then the
+ * blocks added in order, so the bits do not depend on the thread count. */
+enum { LN_PARTS = 8 };
+
+static size_t layer_norm_scale_scratch(const Node *n) { return (size_t)LN_PARTS * (size_t)shape_numel(&n->shape) * sizeof(double); }
+
+typedef struct LnScaleJob {
+    const KCall *c;
+    size_t rows, cols;
+} LnScaleJob;
+
+static void layer_norm_scale_part(void *arg, int part, int worker)
+{
+    (void)worker;
+    const LnScaleJob *j = arg;
+    double *acc = (double *)(void *)j->c->scratch + (size_t)part * j->cols;
+    size_t lo = j->rows * (size_t)part / LN_PARTS, hi = j->rows * (size_t)(part + 1) / LN_PARTS;
+    memset(acc, 0, j->cols * sizeof *acc);
+    kern_layer_norm_grad_scale(fin(j->c, 0) + lo * j->cols, fin(j->c, 1) + lo * j->cols, hi - lo, j->cols,
+                               j->c->n->a.axes.eps, acc);
+}
+
+static int k_layer_norm_grad_scale(const KCall *c)
+{
+    size_t cols = numel(&c->n->shape);
+    LnScaleJob j = { c, cols ? numel(ishape(c, 0)) / cols : 0, cols };
+    pool_run(c->pool, LN_PARTS, layer_norm_scale_part, &j);
+    const double *acc = (const double *)(const void *)c->scratch;
+    for (size_t k = 0; k < cols; k++) {
+        double s = acc[k];
+        for (int p = 1; p < LN_PARTS; p++) s += acc[(size_t)p * cols + k];
+        fout(c)[k] = (float)s;
+    }
+    return 0;
+}
+
+static int k_bce(const KCall *c)
+{
+    kern_bce_logits(fin(c, 0), fin(c, 1), numel(ishape(c, 0)), fout(c));
+    return 0;
+}
+
+static int k_bce_grad(const KCall *c)
+{
+    kern_bce_logits_grad(fin(c, 0), fin(c, 1), fin(c, 2)[0], numel(ishape(c, 0)), c->n->a.loss.wrt_target, fout(c));
+    return 0;
+}
+
+/* slice_grad: the pieces copied side by side when they tile the axis in order (a
+ * split's gradient: a concat); otherwise zeros, each piece added at its offset. */
+static int k_slice_grad(const KCall *c)
+{
+    const Node *n = c->n;
+    int axis = n->a.pieces.axis, k = n->nin;
+    int64_t lens[SLICE_GRAD_MAX], at = 0;
+    const float *xs[SLICE_GRAD_MAX];
+    bool tiles = true;
+    for (int i = 0; i < k; i++) {
+        lens[i] = ishape(c, i)->d[axis].v;
+        xs[i] = fin(c, i);
+        tiles &= n->a.pieces.off[i] == at;
+        at += lens[i];
+    }
+    tiles &= at == n->shape.d[axis].v;
+    size_t outer, inner;
+    outer_inner(&n->shape, axis, &outer, &inner);
+    if (tiles) {
+        kern_concat(xs, lens, k, outer, inner, fout(c));
+        return 0;
+    }
+    kern_fill(fout(c), 0.0f, numel(&n->shape));
+    for (int i = 0; i < k; i++) kern_slice_add(xs[i], n->shape.d[axis].v, n->a.pieces.off[i], lens[i], outer, inner, fout(c));
     return 0;
 }
 

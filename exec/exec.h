@@ -102,7 +102,8 @@ double exec_now_ns(void);
 typedef struct InterpStats {
     size_t peak_bytes;    /* most bytes of activations live at once */
     size_t live_bytes;
-    int64_t allocs;
+    int64_t allocs;       /* allocations of outputs and scratch, over every run */
+    int64_t alloc_bytes;  /* and their bytes */
 } InterpStats;
 
 /* feeds[i]: data of input i (g->inputs order).  outs[i] receives output i (numel of its

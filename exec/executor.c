@@ -54,6 +54,16 @@ size_t executor_peak_bytes(const Executor *e)
     return e->mode == MODE_COMPILED ? compiled_arena_bytes(e->plan) : e->stats.peak_bytes;
 }
 
+void executor_alloc_stats(const Executor *e, int64_t *allocs, int64_t *bytes)
+{
+    if (e->mode == MODE_COMPILED) {
+        compiled_alloc_stats(e->plan, allocs, bytes);
+        return;
+    }
+    *allocs = e->stats.allocs;
+    *bytes = e->stats.alloc_bytes;
+}
+
 const Graph *executor_graph(const Executor *e) { return e->g; }
 
 const MemPlan *executor_memplan(const Executor *e) { return e->mode == MODE_COMPILED ? compiled_memplan(e->plan) : NULL; }

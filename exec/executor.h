@@ -19,6 +19,9 @@ Executor *executor_new(ExecMode mode, const Graph *g, Weights *w, Pool *pool, Me
 int executor_run(Executor *e, const void *const *feeds, float *const *outs, const StepEnv *env);
 /* Peak bytes of activations: measured (interpreter) or planned (compiled). */
 size_t executor_peak_bytes(const Executor *e);
+/* Allocations of activations and scratch made by the runs so far, and their bytes: the
+ * interpreter's, or a compiled plan's with per-op allocation (0 with an arena). */
+void executor_alloc_stats(const Executor *e, int64_t *allocs, int64_t *bytes);
 void executor_free(Executor *e);
 /* The graph the executor runs. */
 const Graph *executor_graph(const Executor *e);

@@ -62,7 +62,8 @@ int interp_run(const Graph *g, const void *const *feeds, float *const *outs, con
                 }
                 owned[i] = true;
                 if (st) {
-                    st->allocs++;
+                    st->allocs += 1 + (scratch > 0);
+                    st->alloc_bytes += (int64_t)(bytes + scratch);
                     st->live_bytes += bytes;
                     if (st->live_bytes + scratch > st->peak_bytes) st->peak_bytes = st->live_bytes + scratch;
                 }

@@ -28,6 +28,7 @@ void memplan_free(MemPlan *mp)
     gc_free(mp->last);
     gc_free(mp->stage);
     gc_free(mp->bin);
+    gc_free(mp->root);
     memset(mp, 0, sizeof *mp);
 }
 
@@ -123,6 +124,7 @@ static int planner_init(Planner *p, const Graph *g, int threads, MemPlan *mp)
     mp->last = gc_calloc(nz, sizeof *mp->last);
     mp->stage = gc_calloc(nz, sizeof *mp->stage);
     mp->bin = gc_calloc(nz, sizeof *mp->bin);
+    mp->root = gc_calloc(nz, sizeof *mp->root);
     p->root = gc_calloc(nz, sizeof *p->root);
     p->inplace = gc_calloc(nz, sizeof *p->inplace);
     p->order = gc_calloc(nz, sizeof *p->order);
@@ -130,7 +132,7 @@ static int planner_init(Planner *p, const Graph *g, int threads, MemPlan *mp)
     p->cand = gc_calloc(nz, sizeof *p->cand);
     p->best = gc_calloc(nz, sizeof *p->best);
     p->trial = gc_calloc(nz, sizeof *p->trial);
-    if (mp->offset && mp->size && mp->first && mp->last && mp->stage && mp->bin && p->root && p->inplace && p->order &&
+    if (mp->offset && mp->size && mp->first && mp->last && mp->stage && mp->bin && mp->root && p->root && p->inplace && p->order &&
         p->placed && p->cand && p->best && p->trial)
         return 0;
     planner_free(p);
@@ -184,7 +186,12 @@ static void merge_inplace(Planner *p)
         int cands = op_info[nd->op].traits & OPT_ELEMWISE ? nd->nin : 1;
         for (int k = 0; k < cands && r < 0; k++) {
             int32_t q = p->root[nd->in[k]];
-            if (!outside_arena(&g->nodes[q]) && mp->size[q] == mp->size[i] && mp->last[q] == i) r = q;
+            /* the same elements, not just the same aligned size: a broadcast operand
+             * smaller than the output may round up to its size, and is read again
+             * after the output's first row is written */
+            if (!outside_arena(&g->nodes[q]) && node_bytes(&g->nodes[q]) == node_bytes(nd) && mp->size[q] == mp->size[i] &&
+                mp->last[q] == i)
+                r = q;
         }
         if (r < 0) continue;
         p->root[i] = r;
@@ -295,6 +302,27 @@ static void search_placement(Planner *p)
     mp->scratch_offset = mp->offset + n;
 }
 
+/* Without reuse (an ablation), every buffer lives through the whole step, so the
+ * placement gives each its own bytes: the naive sum, less what in-place ops share. */
+static void no_reuse(Planner *p)
+{
+    for (int b = 0; b < 2 * p->n; b++) {
+        p->mp->first[b] = 0;
+        p->mp->last[b] = p->n;
+    }
+}
+
+/* mp->root: each value's buffer, the chains of views and in-place ops followed (an
+ * input's root comes before the node, so one pass in node order resolves them). */
+static void export_roots(Planner *p)
+{
+    for (int i = 0; i < p->n; i++) {
+        int32_t r = p->root[i];
+        p->mp->root[i] = r == i ? i : p->mp->root[r];
+        p->mp->root[p->n + i] = p->n + i;
+    }
+}
+
 static int plan_arena(const Graph *g, const PlanOptions *o, StageMode stages, MemPlan *mp, DiagSink *d)
 {
     int threads = o->threads > 0 ? o->threads : 1;
@@ -311,8 +339,16 @@ static int plan_arena(const Graph *g, const PlanOptions *o, StageMode stages, Me
         memplan_free(mp);
         return -1;
     }
+    if (o->no_reuse && !o->per_op) no_reuse(&p);
     lower_bound(&p);
-    search_placement(&p);
+    export_roots(&p);
+    mp->per_op = o->per_op;
+    if (o->per_op) {
+        mp->arena = mp->lower_bound;   /* what the allocator holds at the peak; nothing placed */
+        mp->scratch_offset = mp->offset + p.n;
+    } else {
+        search_placement(&p);
+    }
     planner_free(&p);
     return 0;
 }

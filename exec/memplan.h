@@ -27,6 +27,13 @@ typedef struct MemPlan {
     int nstages;          /* stages in all */
     int parallel;         /* stages of more than one op */
     int threads;          /* the pool's threads it was made for: the scratch is sized for them */
+    int32_t *root;        /* the buffer node i's value is in: i, the input an in-place op wrote over, what a view
+                           * reads (a source: no buffer); n + i: node i's scratch */
+    bool per_op;          /* no arena: the executor allocates each buffer for its lifetime (PlanOptions.per_op);
+                           * offsets are -1 and `arena` is the lower bound, the most bytes it holds at once */
+    void *external;       /* set by the caller before the plan runs: memory of at least `arena` bytes the
+                           * plan borrows instead of allocating its own (plans that never run at once, such
+                           * as graphc bench --ablate's, share one); NULL: its own */
 } MemPlan;
 
 /* Whether the plan runs a kernel for a node (sources and reshape views run none). */
@@ -42,6 +49,10 @@ typedef struct PlanOptions {
     int threads;          /* of the pool the plan will run on (< 1: one) */
     StageMode stages;
     bool no_inplace;      /* every output a buffer of its own (what in-place reuse buys) */
+    /* The two below take apart what one planned arena buys (graphc bench --ablate): */
+    bool no_reuse;        /* every buffer alive for the whole step: an arena of the naive sum, nothing shared */
+    bool per_op;          /* no arena: each buffer allocated before the op that writes it and freed after its
+                           * last reader, as the interpreter does (no_reuse is then moot) */
 } PlanOptions;
 
 /* Plans the arena: stages, lifetimes, offsets.  If the stages leave the arena above

@@ -76,7 +76,7 @@ int prepare_from(Graph *g, Purpose purpose, int64_t batch, const CompileOptions 
     if (o->verify && graph_verify(s->graph, d) != 0) goto fail;
     /* the base stage is "train" in dumps whatever the purpose ("infer" too) */
     if (o->stop_after && (strcmp(o->stop_after, "train") == 0 || strcmp(o->stop_after, "infer") == 0)) return 0;
-    if (o->mode == MODE_COMPILED) {
+    if (o->mode == MODE_COMPILED || o->interp_passes) {
         bool stopped;
         s->run = graph_run_passes(s->graph, o->passes_off, o->stop_after, o->verify, &stopped, d);
         if (!s->run) {
@@ -92,12 +92,20 @@ int prepare_from(Graph *g, Purpose purpose, int64_t batch, const CompileOptions 
     /* the memory plan: the compiled plan's arena, or the interpreter's least peak (its
      * lower bound), counted before anything is allocated */
     bool need_plan = o->mode == MODE_COMPILED || o->max_memory > 0 || !w;
-    PlanOptions po = { o->pool ? pool_threads(o->pool) : o->threads, o->stages, o->no_inplace };
+    PlanOptions po = { o->pool ? pool_threads(o->pool) : o->threads, o->stages, o->no_inplace, o->no_reuse, o->per_op };
     if (need_plan && memplan_build(s->run, &po, &s->plan, d) != 0) goto fail;
     s->bytes = weights_bytes(s->graph) + (o->mode == MODE_COMPILED ? s->plan.arena : s->plan.lower_bound) + o->extra_bytes;
     if (check_memory(s, o, &s->plan, d) != 0) goto fail;
     if (!w) return 0;
     if (!w->data && weights_init(w, s->graph, o->seed, d) != 0) goto fail;
+    if (o->arena && o->mode == MODE_COMPILED && !s->plan.per_op) {
+        if (o->arena_bytes < s->plan.arena) {
+            diag_plain(d, "internal error: a borrowed arena of %lld bytes for a plan of %lld",
+                       (long long)o->arena_bytes, (long long)s->plan.arena);
+            goto fail;
+        }
+        s->plan.external = o->arena;
+    }
     s->ex = executor_new(o->mode, s->run, w, o->pool, need_plan ? &s->plan : NULL, d);
     if (!s->ex) goto fail;
     return 0;

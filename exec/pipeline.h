@@ -24,6 +24,12 @@ typedef struct CompileOptions {
     uint64_t passes_off;        /* bit i set: graph_passes[i] does not run */
     StageMode stages;           /* parallel stages of the compiled plan */
     bool no_inplace;            /* the compiled plan writes no output over an input */
+    bool no_reuse;              /* the compiled plan's buffers share nothing (PlanOptions.no_reuse) */
+    bool per_op;                /* the compiled plan allocates per op, no arena (PlanOptions.per_op) */
+    bool interp_passes;         /* the interpreter runs the graph after the compiler's passes too */
+    void *arena;                /* non-NULL: memory of arena_bytes the compiled plan borrows for its arena
+                                 * (refused if smaller), as plans that never run at once can share one */
+    int64_t arena_bytes;
     int64_t max_memory;         /* > 0: refuse a step that needs more bytes (weights, plan, extra) */
     int64_t extra_bytes;        /* what the caller allocates for the step besides (data, batches) */
     const char *stop_after;     /* a stage name: compile only that far, no executor (dumps) */

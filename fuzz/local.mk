@@ -4,7 +4,7 @@
 # (fuzz/run.sh runs every fuzz/fuzz_*.c).
 FUZZ_SECONDS = 60
 EXTRA_DIST += %D%/run.sh %D%/fuzz_frontend.c %D%/fuzz_idx.c %D%/fuzz_checkpoint.c %D%/fuzz_dataset.c %D%/fuzz_image.c \
-	%D%/fuzz_onnx.c %D%/recipe.h %D%/data_campaign.py
+	%D%/fuzz_onnx.c %D%/recipe.h %D%/data_campaign.py %D%/craft_checkpoints.py %D%/ckpt_campaign.sh
 fuzz: graphc$(EXEEXT) $(BUILT_SOURCES)
 	$(SHELL) $(top_srcdir)/fuzz/run.sh '$(top_srcdir)' '$(top_builddir)' $(FUZZ_SECONDS)
 .PHONY: fuzz

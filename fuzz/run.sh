@@ -3,9 +3,12 @@
 # library code) and runs each for a bounded time.  `make fuzz` calls this; FUZZ_SECONDS
 # sets the time per target.  Crashes are written to fuzz-out/TARGET/ and fail the run;
 # each one found becomes a regression test (tests/test_frontend.c, tests/test_data.c,
-# tests/test_onnx.c).
+# tests/test_onnx.c, tests/test_checkpoint.c).  The checkpoint campaign is
+# fuzz/ckpt_campaign.sh.
 set -eu
 src=${1:?top_srcdir} build=${2:?top_builddir} seconds=${3:-60}
+# absolute: the paths made from them below are used from other folders
+src=$(cd "$src" && pwd) build=$(cd "$build" && pwd)
 CC=${FUZZ_CC:-clang}
 out="$build/fuzz-out"
 mkdir -p "$out"
@@ -55,6 +58,11 @@ printf '\0\4\5\7\0\0\0\0\0\0\0\0\0\0\1\2\3' > "$out/seed-image/pgm"
 printf '\1\4\5\7\0\0\0\0\0\0\0\0\0\0\1\2\3' > "$out/seed-image/text"
 printf '\2\4\5\7\0\0\3\3\0\0\0\0\0\0\1\2\3' > "$out/seed-image/png"
 "$build/graphc" run "$out/tiny.net" --log quiet --save "$out/seed-checkpoint/tiny.ckpt" >/dev/null
+# and crafted ones, one or two of each kind of damage (fuzz/craft_checkpoints.py)
+if command -v python3 >/dev/null 2>&1; then
+    python3 "$src/fuzz/craft_checkpoints.py" "$out/seed-checkpoint/tiny.ckpt" "$out/seed-checkpoint" \
+        --total-steps 1000 --count 72 && rm -f "$out/seed-checkpoint/manifest.tsv"
+fi
 case $targets in *onnx*)
     # the small shipped models exported (with their initial weights), and the tiny one
     for m in mlp lenet5 resnet siamese; do

@@ -104,23 +104,27 @@ static void g_unary(AD *ad, int32_t id, int32_t dy)
 static void g_rows(AD *ad, int32_t id, int32_t dy)
 {
     const Node *n = N(ad, id);
-    accum(ad, n->in[0], emit2(ad, n->op == OP_SOFTMAX ? OP_SOFTMAX_GRAD : OP_LOG_SOFTMAX_GRAD, id, dy));
+    NodeAttr a = n->a;   /* the axis */
+    int32_t in[2] = { id, dy };
+    accum(ad, n->in[0], emit(ad, n->op == OP_SOFTMAX ? OP_SOFTMAX_GRAD : OP_LOG_SOFTMAX_GRAD, in, 2, &a, NULL));
 }
 
+/* matmul and batch_matmul (the same rule over the last two axes) */
 static void g_matmul(AD *ad, int32_t id, int32_t dy)
 {
     const Node *n = N(ad, id);
+    OpKind op = n->op;
     int32_t A = n->in[0], B = n->in[1];
     bool ta = n->a.matmul.ta, tb = n->a.matmul.tb;
     if (ad->needs[A]) {
         NodeAttr at = { .matmul = { ta ? tb : false, ta ? true : !tb } };
         int32_t in[2] = { ta ? B : dy, ta ? dy : B };
-        accum(ad, A, emit(ad, OP_MATMUL, in, 2, &at, NULL));
+        accum(ad, A, emit(ad, op, in, 2, &at, NULL));
     }
     if (ad->needs[B]) {
         NodeAttr at = { .matmul = { tb ? true : !ta, tb ? ta : false } };
         int32_t in[2] = { tb ? dy : A, tb ? A : dy };
-        accum(ad, B, emit(ad, OP_MATMUL, in, 2, &at, NULL));
+        accum(ad, B, emit(ad, op, in, 2, &at, NULL));
     }
 }
 
@@ -191,7 +195,8 @@ static void g_cross_entropy(AD *ad, int32_t id, int32_t dy)
 {
     const Node *n = N(ad, id);
     int32_t in[3] = { n->in[0], n->in[1], dy };
-    accum(ad, n->in[0], emit(ad, OP_CROSS_ENTROPY_GRAD, in, 3, NULL, NULL));
+    NodeAttr a = n->a;   /* label smoothing */
+    accum(ad, n->in[0], emit(ad, OP_CROSS_ENTROPY_GRAD, in, 3, &a, NULL));
 }
 
 static void g_mse(AD *ad, int32_t id, int32_t dy)
@@ -201,6 +206,153 @@ static void g_mse(AD *ad, int32_t id, int32_t dy)
     int32_t da = emit(ad, OP_MSE_GRAD, in, 3, NULL, NULL);
     accum(ad, n->in[0], da);
     if (ad->needs[n->in[1]]) accum(ad, n->in[1], emit1(ad, OP_NEG, da));
+}
+
+/* ---- the transformer ops (issue 14) ---------------------------------------------- */
+
+static int32_t zero(AD *ad) { return emit(ad, OP_CONST, NULL, 0, &(NodeAttr){ .cnst = { 0.0f } }, NULL); }
+
+/* where(cond, dy, 0) summed down to x: dy where cond holds (or where it does not). */
+static void accum_where(AD *ad, int32_t x, int32_t cond, int32_t dy, bool where_true)
+{
+    if (!ad->needs[x]) return;
+    int32_t z = zero(ad);
+    int32_t in[3] = { cond, where_true ? dy : z, where_true ? z : dy };
+    accum(ad, x, unbroadcast(ad, emit(ad, OP_WHERE, in, 3, NULL, NULL), x));
+}
+
+/* pow(a, b): da = dy b a^(b-1), db = dy a^b log(a) */
+static void g_pow(AD *ad, int32_t id, int32_t dy)
+{
+    int32_t a = N(ad, id)->in[0], b = N(ad, id)->in[1];
+    if (ad->needs[a]) {
+        int32_t one = emit(ad, OP_CONST, NULL, 0, &(NodeAttr){ .cnst = { 1.0f } }, NULL);
+        int32_t t = emit2(ad, OP_POW, a, emit2(ad, OP_SUB, b, one));
+        accum(ad, a, unbroadcast(ad, emit2(ad, OP_MUL, emit2(ad, OP_MUL, dy, b), t), a));
+    }
+    if (ad->needs[b]) accum(ad, b, unbroadcast(ad, emit2(ad, OP_MUL, emit2(ad, OP_MUL, dy, id), emit1(ad, OP_LOG, a)), b));
+}
+
+/* max(a, b) picks a where a >= b (ties: a), min(a, b) where a <= b: the picked operand
+ * gets dy, the other 0 (as clip's gradient, min(max(x, lo), hi), passes dy at a bound). */
+static void g_max(AD *ad, int32_t id, int32_t dy)
+{
+    const Node *n = N(ad, id);
+    int32_t a = n->in[0], b = n->in[1];
+    if (!ad->needs[a] && !ad->needs[b]) return;
+    int32_t other = emit2(ad, n->op == OP_MAX ? OP_LESS : OP_GREATER, a, b);   /* where b is picked */
+    accum_where(ad, a, other, dy, false);
+    accum_where(ad, b, other, dy, true);
+}
+#define g_min g_max
+/* masks: no gradient */
+#define g_greater g_none
+#define g_less g_none
+
+static void g_where(AD *ad, int32_t id, int32_t dy)
+{
+    const Node *n = N(ad, id);
+    accum_where(ad, n->in[1], n->in[0], dy, true);
+    accum_where(ad, n->in[2], n->in[0], dy, false);
+}
+
+static void g_transpose(AD *ad, int32_t id, int32_t dy)
+{
+    const Node *n = N(ad, id);
+    NodeAttr a;
+    memset(&a, 0, sizeof a);
+    for (int i = 0; i < n->shape.rank; i++) a.transpose.perm[n->a.transpose.perm[i]] = (int8_t)i;
+    accum(ad, n->in[0], emit(ad, OP_TRANSPOSE, &dy, 1, &a, NULL));
+}
+
+/* A slice's gradient: its piece in zeros (slice_grad).  Where x's gradient so far is a
+ * slice_grad along the same axis (split's other parts), the sum is one slice_grad of
+ * all the pieces (up to SLICE_GRAD_MAX, in order of offset), not an add of padded copies: a copy of
+ * each piece when they tile the axis.  The earlier one is then dead unless something
+ * else reads it. */
+static void g_slice(AD *ad, int32_t id, int32_t dy)
+{
+    const Node *n = N(ad, id);
+    int32_t x = n->in[0], prev = ad->grad[x];
+    Shape xs = N(ad, x)->shape;
+    NodeAttr a;
+    memset(&a, 0, sizeof a);
+    a.pieces.axis = n->a.slice.axis;
+    int32_t in[SLICE_GRAD_MAX];
+    int k = 0;
+    if (prev >= 0 && N(ad, prev)->op == OP_SLICE_GRAD && N(ad, prev)->a.pieces.axis == a.pieces.axis &&
+        N(ad, prev)->nin < SLICE_GRAD_MAX) {
+        a = N(ad, prev)->a;
+        for (; k < N(ad, prev)->nin; k++) in[k] = N(ad, prev)->in[k];
+        ad->grad[x] = -1;
+    }
+    int nin = k + 1;
+    for (; k > 0 && a.pieces.off[k - 1] > n->a.slice.off; k--) {   /* in order of offset */
+        in[k] = in[k - 1];
+        a.pieces.off[k] = a.pieces.off[k - 1];
+    }
+    in[k] = dy;
+    a.pieces.off[k] = n->a.slice.off;
+    a.pieces.n++;
+    accum(ad, x, emit(ad, OP_SLICE_GRAD, in, nin, &a, &xs));
+}
+
+static void g_reduce(AD *ad, int32_t id, int32_t dy)
+{
+    const Node *n = N(ad, id);
+    int32_t x = n->in[0];
+    NodeAttr a = n->a;
+    if (n->op == OP_REDUCE_MAX) {
+        int32_t in[3] = { x, id, dy };
+        accum(ad, x, emit(ad, OP_REDUCE_MAX_GRAD, in, 3, &a, NULL));
+        return;
+    }
+    Shape xs = N(ad, x)->shape;
+    a.axes.mean = n->op == OP_REDUCE_MEAN;
+    accum(ad, x, emit(ad, OP_EXPAND, &dy, 1, &a, &xs));
+}
+
+static void g_causal_mask(AD *ad, int32_t id, int32_t dy)
+{
+    accum(ad, N(ad, id)->in[0], emit(ad, OP_CAUSAL_MASK, &dy, 1, &(NodeAttr){ .mask = { 0.0f } }, NULL));
+}
+
+/* Only the table has a gradient: dy's rows added into the rows of their ids. */
+static void g_embedding(AD *ad, int32_t id, int32_t dy)
+{
+    const Node *n = N(ad, id);
+    int32_t t = n->in[1];
+    Shape ts = N(ad, t)->shape;
+    int32_t in[2] = { n->in[0], dy };
+    accum(ad, t, emit(ad, OP_EMBEDDING_GRAD, in, 2, NULL, &ts));
+}
+
+static void g_layer_norm(AD *ad, int32_t id, int32_t dy)
+{
+    const Node *n = N(ad, id);
+    int32_t x = n->in[0], gamma = n->in[1], beta = n->in[2];
+    NodeAttr a = n->a;
+    if (ad->needs[x]) {
+        int32_t in[3] = { x, gamma, dy };
+        accum(ad, x, emit(ad, OP_LAYER_NORM_GRAD, in, 3, &a, NULL));
+    }
+    if (ad->needs[gamma]) {
+        Shape gs = N(ad, gamma)->shape;
+        int32_t in[2] = { x, dy };
+        accum(ad, gamma, emit(ad, OP_LAYER_NORM_GRAD_SCALE, in, 2, &a, &gs));
+    }
+    if (ad->needs[beta]) accum(ad, beta, unbroadcast(ad, dy, beta));
+}
+
+static void g_bce(AD *ad, int32_t id, int32_t dy)
+{
+    const Node *n = N(ad, id);
+    int32_t in[3] = { n->in[0], n->in[1], dy };
+    for (int k = 0; k < 2; k++)
+        if (ad->needs[n->in[k]]) {
+            NodeAttr a = { .loss = { .wrt_target = k == 1 } };
+            accum(ad, n->in[k], emit(ad, OP_BCE_LOGITS_GRAD, in, 3, &a, NULL));
+        }
 }
 
 /* Subtraction's rule is addition's (it negates the second operand's gradient). */

@@ -18,6 +18,29 @@ static const char *fn_name(int op, float p, char *buf, size_t len)
     return buf;
 }
 
+/* The run of axes of an op along axes (counted from the end: the last is -1), and its
+ * flags; nothing for the softmax family along the last axis, as before there was a
+ * choice. */
+static void axes_str(const Graph *g, const Node *n, char *buf, size_t len)
+{
+    int k = n->a.axes.n > 0 ? n->a.axes.n : 1, last = -1 - n->a.axes.after;
+    size_t at = 0;
+    bool softmax = n->op == OP_SOFTMAX || n->op == OP_LOG_SOFTMAX || n->op == OP_SOFTMAX_GRAD || n->op == OP_LOG_SOFTMAX_GRAD;
+    buf[0] = 0;
+    if (!softmax || last != -1) {
+        if (k == 1) at = (size_t)snprintf(buf, len, "axis=%d", last);
+        else at = (size_t)snprintf(buf, len, "axes=%d..%d", last - k + 1, last);
+    }
+    if (n->a.axes.keepdims && at < len) at += (size_t)snprintf(buf + at, len - at, " keepdims");
+    if (n->a.axes.mean && at < len) at += (size_t)snprintf(buf + at, len - at, " mean");
+    if (n->op == OP_LAYER_NORM || n->op == OP_LAYER_NORM_GRAD || n->op == OP_LAYER_NORM_GRAD_SCALE)
+        if (at < len) at += (size_t)snprintf(buf + at, len - at, " eps=%g", n->a.axes.eps);
+    if (n->op == OP_EXPAND && at < len) {
+        char b1[128];
+        snprintf(buf + at, len - at, " to=%s", shape_str(g, &n->tshape, b1, sizeof b1));
+    }
+}
+
 /* Attributes as "key=value" words, the same in every format. */
 static void attrs_str(const Graph *g, const Node *n, char *buf, size_t len)
 {
@@ -109,6 +132,35 @@ static void attrs_str(const Graph *g, const Node *n, char *buf, size_t len)
     case OP_UPDATE_ALL:
         snprintf(buf, len, "fuses=%d %s", n->nin / 2, op_name((OpKind)n->a.update.kind));
         break;
+    /* the transformer ops (issue 14) */
+    case OP_TRANSPOSE: {
+        size_t k = (size_t)snprintf(buf, len, "perm=[");
+        for (int i = 0; i < n->shape.rank && k < len; i++) k += (size_t)snprintf(buf + k, len - k, "%s%d", i ? "," : "", n->a.transpose.perm[i]);
+        if (k < len) snprintf(buf + k, len - k, "]");
+        break;
+    }
+    case OP_BATCH_MATMUL:
+        if (n->a.matmul.ta || n->a.matmul.tb)
+            snprintf(buf, len, "transpose=%s%s", n->a.matmul.ta ? "a" : "", n->a.matmul.tb ? "b" : "");
+        break;
+    case OP_SOFTMAX: case OP_LOG_SOFTMAX: case OP_SOFTMAX_GRAD: case OP_LOG_SOFTMAX_GRAD:
+    case OP_REDUCE_SUM: case OP_REDUCE_MEAN: case OP_REDUCE_MAX: case OP_REDUCE_MAX_GRAD: case OP_EXPAND:
+    case OP_LAYER_NORM: case OP_LAYER_NORM_GRAD: case OP_LAYER_NORM_GRAD_SCALE:
+        axes_str(g, n, buf, len);
+        break;
+    case OP_CAUSAL_MASK: snprintf(buf, len, "value=%g", n->a.mask.value); break;
+    case OP_CROSS_ENTROPY: case OP_CROSS_ENTROPY_GRAD:
+        if (n->a.loss.smoothing != 0) snprintf(buf, len, "label_smoothing=%g", n->a.loss.smoothing);
+        break;
+    case OP_BCE_LOGITS_GRAD: snprintf(buf, len, "wrt=%s", n->a.loss.wrt_target ? "targets" : "logits"); break;
+    case OP_EMBEDDING_GRAD: snprintf(buf, len, "to=%s", shape_str(g, &n->tshape, b1, sizeof b1)); break;
+    case OP_SLICE_GRAD: {
+        size_t k = (size_t)snprintf(buf, len, "axis=%d offsets=", n->a.pieces.axis);
+        for (int i = 0; i < n->a.pieces.n && k < len; i++)
+            k += (size_t)snprintf(buf + k, len - k, "%s%lld", i ? "," : "", (long long)n->a.pieces.off[i]);
+        if (k < len) snprintf(buf + k, len - k, " to=%s", shape_str(g, &n->tshape, b1, sizeof b1));
+        break;
+    }
     default:
         if (op_has(n->op, OPT_UNARY) && op_info[n->op].param)
             snprintf(buf, len, "%s=%g", op_info[n->op].param, n->a.unary.p);

@@ -188,6 +188,14 @@ Shape shape_make(int rank, const int64_t *dims)
     return s;
 }
 
+bool node_axes(const Node *n, int rank, int *first, int *count)
+{
+    int k = n->a.axes.n > 0 ? n->a.axes.n : 1, after = n->a.axes.after;
+    *count = k;
+    *first = rank - after - k;
+    return after >= 0 && *first >= 0;
+}
+
 bool dim_eq(Dim a, Dim b) { return a.v == b.v && a.sym == b.sym; }
 
 bool shape_eq(const Shape *a, const Shape *b)
@@ -320,6 +328,17 @@ double node_flops(const Graph *g, const Node *n)
                (2.0 * b + update_flops((OpKind)n->a.update.kind)) * numel_d(g, w);
     }
     case OP_INPUT: case OP_PARAM: case OP_CONST: case OP_RESHAPE: case OP_CONCAT: case OP_SLICE:
+        return 0;
+    /* the transformer ops (issue 14): layout, embeddings and slices' gradients move data */
+    case OP_BATCH_MATMUL: {
+        const Shape *a = &g->nodes[n->in[0]].shape;
+        return 2.0 * numel_d(g, y) * dimv(g, a->d[a->rank - (n->a.matmul.ta ? 2 : 1)]);
+    }
+    case OP_REDUCE_SUM: case OP_REDUCE_MEAN: case OP_REDUCE_MAX: case OP_BCE_LOGITS: case OP_BCE_LOGITS_GRAD:
+        return 4.0 * numel_d(g, &g->nodes[n->in[0]].shape);
+    case OP_LAYER_NORM: case OP_LAYER_NORM_GRAD: case OP_LAYER_NORM_GRAD_SCALE:
+        return 8.0 * numel_d(g, &g->nodes[n->in[0]].shape);
+    case OP_TRANSPOSE: case OP_EMBEDDING: case OP_SLICE_GRAD: case OP_CAUSAL_MASK:
         return 0;
     default:
         return (op_info[n->op].traits & OPT_ELEMWISE) || n->op == OP_DROPOUT || n->op == OP_DROPOUT_GRAD ||

@@ -79,6 +79,9 @@ typedef struct WinAttr {
     float act_p;                              /* its parameter */
 } WinAttr;
 
+/* The most pieces one slice_grad places (a split into more: several, added). */
+#define SLICE_GRAD_MAX 8
+
 typedef union NodeAttr {
     struct { int index; } input;              /* INPUT: position in g->inputs */
     struct { int var; } param;                /* PARAM: index into g->vars */
@@ -108,6 +111,27 @@ typedef union NodeAttr {
         int kind;                             /* the fused ops: the update they replace (SGD, MOMENTUM or ADAM_UPDATE) */
         bool ta, tb;                          /* MATMUL_UPDATE: the gradient matmul's transpose flags */
     } update;
+    /* ---- the transformer ops (issue 14) ---- */
+    struct { int8_t perm[MAX_RANK]; } transpose;  /* TRANSPOSE: output axis i is input axis perm[i] */
+    struct {                                  /* ops along a run of axes: SOFTMAX, LOG_SOFTMAX (one
+                                               * axis), the reductions, EXPAND, LAYER_NORM and the
+                                               * gradients of each; zeroed: the last axis alone */
+        int after;                            /* the axes after the run (0: it ends at the last) */
+        int n;                                /* the run's length; 0 means 1 */
+        bool keepdims;                        /* REDUCE_*: the run stays, each axis of size 1 */
+        bool mean;                            /* EXPAND: divided by the run's size (mean's gradient) */
+        float eps;                            /* LAYER_NORM(_GRAD*): added to the variance */
+    } axes;
+    struct {                                  /* SLICE_GRAD: input k is placed at off[k] along axis */
+        int axis;
+        int n;                                /* pieces: nin */
+        int64_t off[SLICE_GRAD_MAX];
+    } pieces;
+    struct { float value; } mask;             /* CAUSAL_MASK: what replaces the masked scores */
+    struct {                                  /* CROSS_ENTROPY(_GRAD), ACCURACY, BCE_LOGITS(_GRAD) */
+        float smoothing;                      /* CROSS_ENTROPY: label smoothing, in [0, 1) */
+        bool wrt_target;                      /* BCE_LOGITS_GRAD: the targets' gradient (not the logits') */
+    } loss;
 } NodeAttr;
 
 typedef struct Node {
@@ -192,6 +216,9 @@ bool shape_eq(const Shape *a, const Shape *b);
 bool dim_eq(Dim a, Dim b);
 bool shape_concrete(const Shape *s);
 int64_t shape_numel(const Shape *s);        /* concrete shapes only; -1 on overflow */
+/* The run of axes of an op along axes (a.axes: softmax, the reductions, layer_norm...)
+ * in a tensor of rank `rank`: its first axis and its length.  false when it does not fit. */
+bool node_axes(const Node *n, int rank, int *first, int *count);
 /* "[B, 28, 28, 1]" into buf (always NUL-terminated). */
 const char *shape_str(const Graph *g, const Shape *s, char *buf, size_t n);
 

@@ -17,6 +17,8 @@ typedef enum ValKind {
     V_DATA,     /* a data source (train block) */
     V_OPTIM,    /* an optimizer (train block) */
     V_SYM,      /* a size symbol such as B: count is its index */
+    V_LIST,     /* [1, 2]: items, nitems integers (axes, a permutation) */
+    V_TUPLE,    /* several tensors (split): nodes, nitems of them */
 } ValKind;
 
 typedef struct Val {
@@ -36,12 +38,17 @@ typedef struct Val {
     OptimKind optim;
     float lr, momentum, beta1, beta2, eps;
     bool nesterov;
+    /* V_LIST, V_TUPLE (in the graph's arena) */
+    const int64_t *items;
+    const int32_t *nodes;
+    int nitems;
 } Val;
 
 static const char *val_kind_name(ValKind k)
 {
     static const char *names[] = { "error", "tensor", "number", "string", "boolean",
-                                   "initializer", "data source", "optimizer", "size symbol" };
+                                   "initializer", "data source", "optimizer", "size symbol", "list",
+                                   "tuple of tensors" };
     return names[k];
 }
 
@@ -80,7 +87,8 @@ typedef struct Lower {
     int nbinds, bind_cap;
     int cur_stmt;
     const char *cur_target;   /* name the current statement defines */
-    int layer_count[4];       /* dense, conv2d: for Keras-style names */
+    int layer_count[8];       /* dense, conv2d, ..., embedding, layer_normalization,
+                               * multi_head_attention (LAYER_*): for Keras-style names */
     int dropout_count;
     bool in_param_init;       /* evaluating `param NAME: T = <init>` */
     bool in_train;            /* evaluating a train block entry */
@@ -162,6 +170,15 @@ static int32_t mk2(Lower *L, OpKind op, int32_t a, int32_t b, Loc loc)
 }
 
 static const Node *node(Lower *L, int32_t id) { return &L->g->nodes[id]; }
+
+static int32_t reshape_to(Lower *L, int32_t x, Shape t, Loc loc)
+{
+    int32_t id = graph_add(L->g, OP_RESHAPE, &x, 1, loc);
+    if (id < 0) return -1;
+    L->g->nodes[id].tshape = t;
+    if (!graph_infer_node(L->g, id, L->d)) { L->g->nnodes--; return -1; }
+    return id;
+}
 
 /* ---- parameters -------------------------------------------------------------------------- */
 
@@ -508,19 +525,26 @@ static Val b_dense(Lower *L, Call *c)
         return verr(loc);
     const Shape *xs = &node(L, x)->shape;
     char b1[128];
-    if (xs->rank != 2)
-        return error_at(L, loc, "dense: the input must be [batch, features], got %s; use flatten() first",
+    if (xs->rank < 2)
+        return error_at(L, loc, "dense: the input must be [batch, features] (or [..., features]), got %s",
                         shape_str(L->g, xs, b1, sizeof b1));
-    if (xs->d[1].sym >= 0)
+    Dim f = xs->d[xs->rank - 1];
+    if (f.sym >= 0)
         return error_at(L, loc, "dense: the number of input features must be known, got %s", shape_str(L->g, xs, b1, sizeof b1));
     const char *lname = layer_name(L, c, 0, "dense");
     if (!lname) return verr(loc);
+    /* Over the last axis, as Keras: the leading axes are rows of one product (views) */
+    Shape out = *xs;
+    out.d[out.rank - 1] = (Dim){ units, -1 };
+    if (xs->rank > 2) x = reshape_to(L, x, (Shape){ 2, { { -1, -1 }, f } }, loc);
     char pname[256];
     snprintf(pname, sizeof pname, "%s/kernel", lname);
-    int64_t ks[2] = { xs->d[1].v, units };
+    int64_t ks[2] = { f.v, units };
     int32_t w = param_node(L, pname, shape_make(2, ks), INIT_GLOROT_UNIFORM, loc);
-    int32_t y = w < 0 ? -1 : mk2(L, OP_MATMUL, x, w, loc);
-    return vtensor(bias_and_activation(L, c, lname, y, units, use_bias, act), loc);
+    int32_t y = w < 0 || x < 0 ? -1 : mk2(L, OP_MATMUL, x, w, loc);
+    y = bias_and_activation(L, c, lname, y, units, use_bias, act);
+    if (y >= 0 && out.rank > 2) y = reshape_to(L, y, out, loc);
+    return vtensor(y, loc);
 }
 
 static const char *const paddings[] = { "valid", "same", NULL };
@@ -584,15 +608,6 @@ static Val b_pool(Lower *L, Call *c)
         return verr(loc);
     NodeAttr a = { .win = { .kh = (int)size, .kw = (int)size, .sh = (int)stride, .sw = (int)stride, .padding = (Padding)pad } };
     return vtensor(mk(L, (OpKind)c->bi->kind, &x, 1, loc, &a), loc);
-}
-
-static int32_t reshape_to(Lower *L, int32_t x, Shape t, Loc loc)
-{
-    int32_t id = graph_add(L->g, OP_RESHAPE, &x, 1, loc);
-    if (id < 0) return -1;
-    L->g->nodes[id].tshape = t;
-    if (!graph_infer_node(L->g, id, L->d)) { L->g->nnodes--; return -1; }
-    return id;
 }
 
 static Val b_flatten(Lower *L, Call *c)
@@ -661,11 +676,16 @@ static Val b_loss(Lower *L, Call *c)
 {
     int32_t a, b;
     Loc loc = c->ast->loc;
-    bool ce = c->bi->kind == OP_CROSS_ENTROPY;
-    if (!pos_tensor(L, c, 0, ce ? "logits" : "prediction", &a) || !pos_tensor(L, c, 1, ce ? "labels" : "target", &b) ||
-        !no_more_pos(L, c, 2))
+    OpKind op = (OpKind)c->bi->kind;
+    bool ce = op == OP_CROSS_ENTROPY, bce = op == OP_BCE_LOGITS;
+    NodeAttr at;
+    memset(&at, 0, sizeof at);
+    if (!pos_tensor(L, c, 0, ce || bce ? "logits" : "prediction", &a) ||
+        !pos_tensor(L, c, 1, ce ? "labels" : bce ? "targets" : "target", &b) || !no_more_pos(L, c, 2) ||
+        (ce && !kw_float(L, c, "label_smoothing", false, 0, 0, 0.999999, &at.loss.smoothing)))
         return verr(loc);
-    int32_t id = mk2(L, ce ? OP_CROSS_ENTROPY : OP_MSE, a, b, loc);
+    int32_t in[2] = { a, b };
+    int32_t id = mk(L, op, in, 2, loc, &at);
     if (id >= 0 && ce && L->g->logits < 0) {
         L->g->logits = a;
         if (node(L, b)->op == OP_INPUT) L->g->label_input = b;
@@ -748,15 +768,584 @@ static Val b_optim(Lower *L, Call *c)
     return v;
 }
 
+/* ---- the transformer family (issue 14): layout, batched products, reductions, masks,
+ * embeddings, normalization, attention ------------------------------------------------ */
+
+enum { LAYER_EMBEDDING = 4, LAYER_LAYER_NORM = 5, LAYER_MHA = 6 };   /* layer_count[] */
+
+static Val eval(Lower *L, const Ast *a);
+
+static Val vlist(Lower *L, const int64_t *items, int n, Loc loc)
+{
+    Val v;
+    memset(&v, 0, sizeof v);
+    v.kind = V_LIST;
+    v.loc = loc;
+    int64_t *copy = arena_alloc(&L->g->arena, (size_t)(n ? n : 1) * sizeof *copy);
+    if (!copy) return error_at(L, loc, "out of memory");
+    if (n) memcpy(copy, items, (size_t)n * sizeof *copy);
+    v.items = copy;
+    v.nitems = n;
+    return v;
+}
+
+/* [e1, e2, ...]: integers (axes, a permutation).  Not inlined (nor eval_index): eval
+ * recurses as deep as an expression nests, and their locals would make each of its
+ * frames larger (beyond the stack at MAX_EXPR_DEPTH under the sanitizers). */
+__attribute__((noinline)) static Val eval_list(Lower *L, const Ast *a)
+{
+    int64_t items[MAX_ARGS];
+    if (a->u.list.n > MAX_ARGS) return error_at(L, a->loc, "a list holds at most %d items", MAX_ARGS);
+    for (int i = 0; i < a->u.list.n; i++) {
+        Val v = eval(L, a->u.list.items[i]);
+        if (v.kind == V_ERROR) return verr(a->loc);
+        if (v.kind != V_NUM || !v.is_int)
+            return error_at(L, v.loc, "a list holds integers (axes, a permutation), got %s",
+                            v.kind == V_NUM ? "a floating-point number" : val_kind_name(v.kind));
+        items[i] = v.ival;
+    }
+    return vlist(L, items, a->u.list.n, a->loc);
+}
+
+/* axis `ax` (negative: from the end) of a tensor of rank `rank`, checked; the reported
+ * place is the value's. */
+static bool norm_axis(Lower *L, Call *c, Loc at, int64_t ax, int rank, int *out)
+{
+    if (ax < -rank || ax >= rank) {
+        error_at(L, at, "%s: axis %lld is out of range for rank %d (from %d to %d)", c->fn, (long long)ax, rank, -rank,
+                 rank - 1);
+        return false;
+    }
+    *out = (int)(ax < 0 ? ax + rank : ax);
+    return true;
+}
+
+/* The keyword `name`: one axis or a list of them, each in range and none twice, into
+ * mask (bit i: axis i).  Absent: def_all ? every axis : the last one. */
+static bool kw_axes(Lower *L, Call *c, const char *name, int rank, bool def_all, unsigned *mask)
+{
+    bool ok;
+    Kw *k = kw_arg(L, c, name, false, &ok);
+    *mask = 0;
+    if (!ok) return false;
+    if (!k) {
+        *mask = def_all ? (1u << rank) - 1 : rank > 0 ? 1u << (rank - 1) : 0;
+        return true;
+    }
+    int64_t one = k->val.ival;
+    const int64_t *items = &one;
+    int n = 1;
+    if (k->val.kind == V_LIST) {
+        items = k->val.items;
+        n = k->val.nitems;
+    } else if (k->val.kind != V_NUM || !k->val.is_int) {
+        error_at(L, k->val.loc, "%s: '%s' must be an integer or a list of integers, got %s", c->fn, name,
+                 k->val.kind == V_NUM ? "a floating-point number" : val_kind_name(k->val.kind));
+        return false;
+    }
+    if (n == 0) {
+        error_at(L, k->val.loc, "%s: '%s' names no axis", c->fn, name);
+        return false;
+    }
+    for (int i = 0; i < n; i++) {
+        int ax;
+        if (!norm_axis(L, c, k->val.loc, items[i], rank, &ax)) return false;
+        if (*mask & (1u << ax)) {
+            error_at(L, k->val.loc, "%s: axis %d is named twice", c->fn, ax);
+            return false;
+        }
+        *mask |= 1u << ax;
+    }
+    return true;
+}
+
+/* The last run of consecutive axes in mask, as a.axes counts it (after, n); the run's
+ * bits are cleared from mask. */
+static void take_last_run(unsigned *mask, int rank, NodeAttr *a)
+{
+    int hi = rank - 1;
+    while (!(*mask & (1u << hi))) hi--;
+    int lo = hi;
+    while (lo > 0 && (*mask & (1u << (lo - 1)))) lo--;
+    a->axes.after = rank - 1 - hi;
+    a->axes.n = hi - lo + 1;
+    for (int i = lo; i <= hi; i++) *mask &= ~(1u << i);
+}
+
+/* The transpose of x by perm (n axes given at `at`), each axis of x once. */
+static Val transpose_by(Lower *L, Call *c, int32_t x, const int64_t *perm, int n, Loc at)
+{
+    Loc loc = c->ast->loc;
+    int rank = node(L, x)->shape.rank;
+    char b1[128];
+    if (n != rank)
+        return error_at(L, at, "%s: %d axes given for %s, which has %d", c->fn, n, shape_str(L->g, &node(L, x)->shape, b1, sizeof b1),
+                        rank);
+    NodeAttr a;
+    memset(&a, 0, sizeof a);
+    unsigned seen = 0;
+    for (int i = 0; i < rank; i++) {
+        int ax;
+        if (!norm_axis(L, c, at, perm[i], rank, &ax)) return verr(loc);
+        if (seen & (1u << ax)) return error_at(L, at, "%s: axis %d is named twice; give each axis once", c->fn, ax);
+        seen |= 1u << ax;
+        a.transpose.perm[i] = (int8_t)ax;
+    }
+    return vtensor(mk(L, OP_TRANSPOSE, &x, 1, loc, &a), loc);
+}
+
+/* transpose(x) reverses the axes (a matrix's two); transpose(x, perm=[...]): output
+ * axis i is input axis perm[i]. */
+static Val b_transpose(Lower *L, Call *c)
+{
+    int32_t x;
+    bool ok;
+    if (!pos_tensor(L, c, 0, "x", &x) || !no_more_pos(L, c, 1)) return verr(c->ast->loc);
+    Kw *k = kw_arg(L, c, "perm", false, &ok);
+    if (!ok) return verr(c->ast->loc);
+    if (!k) {
+        int64_t rev[MAX_RANK];
+        int rank = node(L, x)->shape.rank;
+        for (int i = 0; i < rank; i++) rev[i] = rank - 1 - i;
+        return transpose_by(L, c, x, rev, rank, c->ast->loc);
+    }
+    if (k->val.kind != V_LIST) return error_at(L, k->val.loc, "transpose: 'perm' must be a list of axes, e.g. perm=[0, 2, 1, 3]");
+    return transpose_by(L, c, x, k->val.items, k->val.nitems, k->val.loc);
+}
+
+/* permute(x, p0, p1, ...): PyTorch's form, one position per axis */
+static Val b_permute(Lower *L, Call *c)
+{
+    int32_t x;
+    int64_t perm[MAX_ARGS];
+    if (!pos_tensor(L, c, 0, "x", &x)) return verr(c->ast->loc);
+    for (int i = 1; i < c->npos; i++) {
+        if (c->pos[i].kind != V_NUM || !c->pos[i].is_int)
+            return error_at(L, c->pos[i].loc, "permute: axis %d must be an integer", i);
+        perm[i - 1] = c->pos[i].ival;
+    }
+    return transpose_by(L, c, x, perm, c->npos - 1, c->ast->loc);
+}
+
+/* The part [start, end) of axis `axis` of x (Python's rule: negative counts from the
+ * end; here never empty and never past the end). */
+static int32_t slice_node(Lower *L, Call *c, int32_t x, int axis, int64_t start, int64_t end, Loc at, Loc loc)
+{
+    const Shape *xs = &node(L, x)->shape;
+    char b1[128];
+    Dim d = xs->d[axis];
+    const char *fn = c ? c->fn : "", *colon = c ? ": " : "";
+    if (d.sym >= 0) {
+        error_at(L, at, "%s%saxis %d of %s is not a known size (the batch cannot be sliced)", fn, colon, axis,
+                 shape_str(L->g, xs, b1, sizeof b1));
+        return -1;
+    }
+    int64_t s0 = start < 0 ? start + d.v : start, e0 = end < 0 ? end + d.v : end;
+    if (s0 < 0 || e0 > d.v || s0 >= e0) {
+        error_at(L, at, "%s%s[%lld:%lld] is not a non-empty part of axis %d of %s (size %lld)", fn, colon, (long long)start,
+                 (long long)end, axis, shape_str(L->g, xs, b1, sizeof b1), (long long)d.v);
+        return -1;
+    }
+    if (s0 == 0 && e0 == d.v) return x;
+    NodeAttr a;
+    memset(&a, 0, sizeof a);
+    a.slice.axis = axis;
+    a.slice.off = s0;
+    a.slice.len = e0 - s0;
+    return mk(L, OP_SLICE, &x, 1, loc, &a);
+}
+
+static Val b_slice(Lower *L, Call *c)
+{
+    int32_t x;
+    int64_t ax, start, end;
+    Loc loc = c->ast->loc;
+    if (!pos_tensor(L, c, 0, "x", &x) || !no_more_pos(L, c, 1)) return verr(loc);
+    int rank = node(L, x)->shape.rank, axis;
+    Kw *k = kw_find(c, "axis");
+    if (!kw_int(L, c, "axis", true, 0, INT32_MIN, INT32_MAX, &ax) || !norm_axis(L, c, k->val.loc, ax, rank, &axis))
+        return verr(loc);
+    int64_t size = node(L, x)->shape.d[axis].sym >= 0 ? 1 : node(L, x)->shape.d[axis].v;
+    if (!kw_int(L, c, "start", false, 0, INT64_MIN / 2, INT64_MAX / 2, &start) ||
+        !kw_int(L, c, "end", false, size, INT64_MIN / 2, INT64_MAX / 2, &end))
+        return verr(loc);
+    return vtensor(slice_node(L, c, x, axis, start, end, loc, loc), loc);
+}
+
+/* split(x, n, axis=-1): n equal parts along the axis, a tuple for a, b, c = split(...) */
+static Val b_split(Lower *L, Call *c)
+{
+    int32_t x;
+    int64_t ax;
+    Loc loc = c->ast->loc;
+    if (!pos_tensor(L, c, 0, "x", &x)) return verr(loc);
+    if (c->npos < 2 || c->pos[1].kind != V_NUM || !c->pos[1].is_int || c->pos[1].ival < 1 || c->pos[1].ival > MAX_ARGS)
+        return error_at(L, c->npos >= 2 ? c->pos[1].loc : loc, "split: give the number of parts (1 to %d), e.g. split(x, 3)",
+                        MAX_ARGS);
+    if (!no_more_pos(L, c, 2) || !kw_int(L, c, "axis", false, -1, INT32_MIN, INT32_MAX, &ax)) return verr(loc);
+    int n = (int)c->pos[1].ival, axis;
+    const Shape *xs = &node(L, x)->shape;
+    if (!norm_axis(L, c, loc, ax, xs->rank, &axis)) return verr(loc);
+    char b1[128];
+    Dim d = xs->d[axis];
+    if (d.sym >= 0 || d.v % n != 0)
+        return error_at(L, loc, "split: axis %d of %s does not split into %d equal parts", axis,
+                        shape_str(L->g, xs, b1, sizeof b1), n);
+    int32_t *parts = arena_alloc(&L->g->arena, (size_t)n * sizeof *parts);
+    if (!parts) return error_at(L, loc, "out of memory");
+    int64_t len = d.v / n;
+    for (int i = 0; i < n; i++)
+        if ((parts[i] = slice_node(L, c, x, axis, i * len, (i + 1) * len, loc, loc)) < 0) return verr(loc);
+    Val v;
+    memset(&v, 0, sizeof v);
+    v.kind = V_TUPLE;
+    v.loc = loc;
+    v.nodes = parts;
+    v.nitems = n;
+    return v;
+}
+
+/* x[i, a:b, :]: a slice per ranged axis; a single index takes one element and drops its
+ * axis (a view); axes not named are whole. */
+__attribute__((noinline)) static Val eval_index(Lower *L, const Ast *a)
+{
+    Val base = eval(L, a->u.index.base);
+    Loc loc = a->loc;
+    if (base.kind == V_ERROR) return verr(loc);
+    if (base.kind != V_TENSOR) return error_at(L, base.loc, "only a tensor can be indexed, got %s", val_kind_name(base.kind));
+    int32_t x = base.node;
+    int rank = node(L, x)->shape.rank;
+    char b1[128];
+    if (a->u.index.n > rank)
+        return error_at(L, loc, "%d indices for %s, which has %d axes", a->u.index.n,
+                        shape_str(L->g, &node(L, x)->shape, b1, sizeof b1), rank);
+    unsigned dropped = 0;
+    for (int i = 0; i < a->u.index.n; i++) {
+        const AstSlice *it = &a->u.index.items[i];
+        if (it->range && !it->start && !it->end) continue;   /* ':' */
+        Dim d = node(L, x)->shape.d[i];
+        int64_t bound[2] = { 0, d.sym < 0 ? d.v : 1 };
+        const Ast *ends[2] = { it->start, it->end };
+        for (int e = 0; e < 2; e++) {
+            if (!ends[e]) continue;
+            Val v = eval(L, ends[e]);
+            if (v.kind == V_ERROR) return verr(loc);
+            if (v.kind != V_NUM || !v.is_int)
+                return error_at(L, v.loc, "an index must be an integer, got %s",
+                                v.kind == V_NUM ? "a floating-point number" : val_kind_name(v.kind));
+            bound[e] = v.ival;
+        }
+        if (!it->range) {   /* [i, i + 1); -1 is the last */
+            char b2[128];
+            if (d.sym < 0 && (bound[0] < -d.v || bound[0] >= d.v))
+                return error_at(L, it->loc, "index %lld is out of range for axis %d of %s (size %lld)", (long long)bound[0], i,
+                                shape_str(L->g, &node(L, x)->shape, b2, sizeof b2), (long long)d.v);
+            bound[1] = bound[0] == -1 ? bound[1] : bound[0] + 1;
+            dropped |= 1u << i;
+        }
+        if ((x = slice_node(L, NULL, x, i, bound[0], bound[1], it->loc, loc)) < 0) return verr(loc);
+    }
+    if (dropped) {
+        Shape out = { 0, { { 0, -1 } } };
+        for (int i = 0; i < rank; i++)
+            if (!(dropped & (1u << i))) out.d[out.rank++] = node(L, x)->shape.d[i];
+        x = reshape_to(L, x, out, loc);
+    }
+    return vtensor(x, loc);
+}
+
+static Val b_batch_matmul(Lower *L, Call *c)
+{
+    int32_t a, b;
+    NodeAttr at;
+    memset(&at, 0, sizeof at);
+    if (!pos_tensor(L, c, 0, "a", &a) || !pos_tensor(L, c, 1, "b", &b) || !no_more_pos(L, c, 2) ||
+        !kw_bool(L, c, "transpose_a", false, &at.matmul.ta) || !kw_bool(L, c, "transpose_b", false, &at.matmul.tb))
+        return verr(c->ast->loc);
+    int32_t in[2] = { a, b };
+    return vtensor(mk(L, OP_BATCH_MATMUL, in, 2, c->ast->loc, &at), c->ast->loc);
+}
+
+/* softmax(x, axis=-1), log_softmax(x, axis=-1): along one axis */
+static Val b_softmax(Lower *L, Call *c)
+{
+    int32_t x;
+    unsigned mask;
+    Loc loc = c->ast->loc;
+    if (!pos_tensor(L, c, 0, "x", &x) || !no_more_pos(L, c, 1)) return verr(loc);
+    int rank = node(L, x)->shape.rank;
+    Kw *k = kw_find(c, "axis");
+    if (k && k->val.kind == V_LIST) return error_at(L, k->val.loc, "%s: 'axis' is one axis here", c->fn);
+    if (!kw_axes(L, c, "axis", rank, false, &mask)) return verr(loc);
+    NodeAttr a;
+    memset(&a, 0, sizeof a);
+    if (rank > 0) take_last_run(&mask, rank, &a);
+    return vtensor(mk(L, (OpKind)c->bi->kind, &x, 1, loc, &a), loc);
+}
+
+/* sum, mean, max(x, axis=..., keepdims=false): over every axis by default; the axes
+ * named, run by run from the last (so the earlier keep their places); max(a, b) with
+ * two operands is the elementwise maximum. */
+static Val b_reduce(Lower *L, Call *c)
+{
+    int32_t x;
+    unsigned mask;
+    bool keep;
+    Loc loc = c->ast->loc;
+    OpKind op = (OpKind)c->bi->kind;
+    if (op == OP_REDUCE_MAX && c->npos == 2 && c->nkw == 0) return binary(L, OP_MAX, c->pos[0], c->pos[1], loc);
+    if (!pos_tensor(L, c, 0, "x", &x) || !no_more_pos(L, c, 1) || !kw_bool(L, c, "keepdims", false, &keep)) return verr(loc);
+    int rank = node(L, x)->shape.rank;
+    if (rank == 0) return error_at(L, loc, "%s: needs at least one axis, got a scalar", c->fn);
+    if (!kw_axes(L, c, "axis", rank, true, &mask)) return verr(loc);
+    int removed = 0;   /* axes after the run already reduced away */
+    while (mask && x >= 0) {
+        NodeAttr a;
+        memset(&a, 0, sizeof a);
+        take_last_run(&mask, rank, &a);
+        a.axes.after -= removed;
+        a.axes.keepdims = keep;
+        if (!keep) removed += a.axes.n;
+        x = mk(L, op, &x, 1, loc, &a);
+    }
+    return vtensor(x, loc);
+}
+
+/* clip(x, min=, max=): max(min(x, max), min) as two ops (the elementwise pass fuses
+ * them), with their gradient: dy inside [min, max], bounds included, as torch.clamp. */
+static Val b_clip(Lower *L, Call *c)
+{
+    int32_t x;
+    float lo, hi;
+    Loc loc = c->ast->loc;
+    bool has_lo = kw_find(c, "min") != NULL, has_hi = kw_find(c, "max") != NULL;
+    if (!pos_tensor(L, c, 0, "x", &x) || !no_more_pos(L, c, 1) || !kw_float(L, c, "min", false, 0, -1e30, 1e30, &lo) ||
+        !kw_float(L, c, "max", false, 0, -1e30, 1e30, &hi))
+        return verr(loc);
+    if (!has_lo && !has_hi) return error_at(L, loc, "clip: give min=, max= or both");
+    if (has_lo && has_hi && !(lo <= hi)) return error_at(L, loc, "clip: 'min' (%g) is above 'max' (%g)", lo, hi);
+    Val v = vtensor(x, loc);
+    Val bound;
+    memset(&bound, 0, sizeof bound);
+    bound.kind = V_NUM;
+    bound.loc = loc;
+    if (has_lo) {
+        bound.num = lo;
+        v = binary(L, OP_MAX, v, bound, loc);
+    }
+    if (has_hi && v.kind == V_TENSOR) {
+        bound.num = hi;
+        v = binary(L, OP_MIN, v, bound, loc);
+    }
+    return v;
+}
+
+/* gelu(x, approximate="none"): the erf form, or "tanh" for the tanh form (gelu_tanh) */
+static Val b_gelu(Lower *L, Call *c)
+{
+    static const char *const forms[] = { "none", "tanh", NULL };
+    int32_t x;
+    int form;
+    if (!pos_tensor(L, c, 0, "x", &x) || !no_more_pos(L, c, 1) || !kw_choice(L, c, "approximate", "none", forms, &form))
+        return verr(c->ast->loc);
+    return vtensor(unary_node(L, form ? OP_GELU_TANH : OP_GELU, 0.0f, x, c->ast->loc), c->ast->loc);
+}
+
+static Val b_where(Lower *L, Call *c)
+{
+    int32_t cond;
+    Loc loc = c->ast->loc;
+    if (!pos_tensor(L, c, 0, "cond", &cond)) return verr(loc);
+    if (c->npos != 3) return error_at(L, loc, "where: takes 3 arguments (cond, a, b), got %d", c->npos);
+    int32_t in[3] = { cond, as_tensor(L, &c->pos[1]), as_tensor(L, &c->pos[2]) };
+    if (in[1] < 0 || in[2] < 0) return verr(loc);
+    return vtensor(mk(L, OP_WHERE, in, 3, loc, NULL), loc);
+}
+
+static Val b_causal_mask(Lower *L, Call *c)
+{
+    int32_t x;
+    NodeAttr a;
+    memset(&a, 0, sizeof a);
+    if (!pos_tensor(L, c, 0, "scores", &x) || !no_more_pos(L, c, 1) ||
+        !kw_float(L, c, "value", false, -1e9, -3e38, 3e38, &a.mask.value))
+        return verr(c->ast->loc);
+    return vtensor(mk(L, OP_CAUSAL_MASK, &x, 1, c->ast->loc, &a), c->ast->loc);
+}
+
+/* A layer's parameter LAYER/WHAT of `shape` (a Keras name). */
+static int32_t layer_param(Lower *L, const char *lname, const char *what, int rank, const int64_t *dims, InitKind init,
+                           Loc loc)
+{
+    char pname[600];
+    if ((size_t)snprintf(pname, sizeof pname, "%s/%s", lname, what) >= sizeof pname) {
+        error_at(L, loc, "the layer name '%s' is too long", lname);
+        return -1;
+    }
+    return param_node(L, pname, shape_make(rank, dims), init, loc);
+}
+
+/* embedding(ids, vocab=, dim=): the Keras layer, its table "embedding/embeddings"
+ * [vocab, dim] uniform in [-0.05, 0.05) as Keras starts it. */
+static Val b_embedding(Lower *L, Call *c)
+{
+    int32_t ids;
+    int64_t vocab, dim;
+    Loc loc = c->ast->loc;
+    if (!pos_tensor(L, c, 0, "ids", &ids) || !no_more_pos(L, c, 1) || !kw_int(L, c, "vocab", true, 0, 1, INT32_MAX, &vocab) ||
+        !kw_int(L, c, "dim", true, 0, 1, INT32_MAX, &dim))
+        return verr(loc);
+    const char *lname = layer_name(L, c, LAYER_EMBEDDING, "embedding");
+    if (!lname) return verr(loc);
+    int64_t ts[2] = { vocab, dim };
+    int32_t t = layer_param(L, lname, "embeddings", 2, ts, INIT_UNIFORM, loc);
+    if (t < 0) return verr(loc);
+    Var *v = &L->g->vars[node(L, t)->a.param.var];
+    v->init_a = -0.05f;
+    v->init_b = 0.05f;
+    int32_t in[2] = { ids, t };
+    return vtensor(mk(L, OP_EMBEDDING, in, 2, loc, NULL), loc);
+}
+
+/* layer_norm(x, axis=-1, eps=1e-3): Keras' LayerNormalization over the last axis or
+ * axes, its gamma (ones) and beta (zeros) of their shape. */
+static Val b_layer_norm(Lower *L, Call *c)
+{
+    int32_t x;
+    unsigned mask;
+    NodeAttr a;
+    memset(&a, 0, sizeof a);
+    Loc loc = c->ast->loc;
+    if (!pos_tensor(L, c, 0, "x", &x) || !no_more_pos(L, c, 1) || !kw_float(L, c, "eps", false, 1e-3, 1e-30, 1, &a.axes.eps))
+        return verr(loc);
+    const Shape *xs = &node(L, x)->shape;
+    char b1[128];
+    if (xs->rank < 1) return error_at(L, loc, "layer_norm: needs at least one axis, got a scalar");
+    if (!kw_axes(L, c, "axis", xs->rank, false, &mask)) return verr(loc);
+    take_last_run(&mask, xs->rank, &a);
+    if (mask || a.axes.after != 0)
+        return error_at(L, kw_find(c, "axis")->val.loc, "layer_norm: the axes must be the last ones of %s, each once",
+                        shape_str(L->g, xs, b1, sizeof b1));
+    int64_t ps[MAX_RANK];
+    for (int i = 0; i < a.axes.n; i++) {
+        Dim d = xs->d[xs->rank - a.axes.n + i];
+        if (d.sym >= 0)
+            return error_at(L, loc, "layer_norm: the normalized axes of %s must be known sizes", shape_str(L->g, xs, b1, sizeof b1));
+        ps[i] = d.v;
+    }
+    const char *lname = layer_name(L, c, LAYER_LAYER_NORM, "layer_normalization");
+    if (!lname) return verr(loc);
+    int32_t in[3] = { x, layer_param(L, lname, "gamma", a.axes.n, ps, INIT_ONES, loc),
+                      layer_param(L, lname, "beta", a.axes.n, ps, INIT_ZEROS, loc) };
+    if (in[1] < 0 || in[2] < 0) return verr(loc);
+    return vtensor(mk(L, OP_LAYER_NORM, in, 3, loc, &a), loc);
+}
+
+/* One of attention's projections: x2 [rows, din] times LAYER/WHAT/kernel plus
+ * LAYER/WHAT/bias.  The kernel keeps Keras' shape kd (the heads an axis of their own:
+ * [D, heads, dim] in, [heads, dim, D] out), viewed as [din, dout] where din is the
+ * product of its first in_axes axes; the bias (shape bd) as [dout]. */
+static int32_t projection(Lower *L, int32_t x2, const char *lname, const char *what, const int64_t *kd, int in_axes,
+                          int br, const int64_t *bd, Loc loc)
+{
+    char sub[256];
+    snprintf(sub, sizeof sub, "%s/%s", lname, what);
+    int64_t wd[2] = { 1, 1 };
+    for (int i = 0; i < 3; i++) wd[i < in_axes ? 0 : 1] *= kd[i];
+    int32_t w = layer_param(L, sub, "kernel", 3, kd, INIT_GLOROT_UNIFORM, loc);
+    int32_t b = layer_param(L, sub, "bias", br, bd, INIT_ZEROS, loc);
+    if (w < 0 || b < 0 || x2 < 0) return -1;
+    w = reshape_to(L, w, shape_make(2, wd), loc);
+    if (br > 1) b = reshape_to(L, b, shape_make(1, &wd[1]), loc);
+    int32_t y = w < 0 ? -1 : mk2(L, OP_MATMUL, x2, w, loc);
+    return y < 0 || b < 0 ? -1 : mk2(L, OP_ADD, y, b, loc);
+}
+
+/* [rows, H dk] -> [B, H, T, dk]: the heads split off the features, then moved before
+ * the positions (a copy). */
+static int32_t heads_first(Lower *L, int32_t y, Dim B, int64_t T, int64_t H, int64_t dk, Loc loc)
+{
+    if (y < 0) return -1;
+    y = reshape_to(L, y, (Shape){ 4, { B, { T, -1 }, { H, -1 }, { dk, -1 } } }, loc);
+    NodeAttr a;
+    memset(&a, 0, sizeof a);
+    int8_t perm[4] = { 0, 2, 1, 3 };
+    memcpy(a.transpose.perm, perm, sizeof perm);
+    return y < 0 ? -1 : mk(L, OP_TRANSPOSE, &y, 1, loc, &a);
+}
+
+/* multi_head_attention(x, heads=, dim=, causal=false): self-attention over x [B, T, D],
+ * Keras' MultiHeadAttention with the same parameters (query, key, value, each a kernel
+ * [D, heads, dim] and a bias [heads, dim]; attention_output, [heads, dim, D] and [D]),
+ * lowered to the ops: three projections, the heads split off (reshape, transpose),
+ * q scaled by 1/sqrt(dim), scores q k^T (a transpose flag), the causal mask, softmax,
+ * the weighted sum of v, the heads joined back and the output projection. */
+static Val b_mha(Lower *L, Call *c)
+{
+    int32_t x;
+    int64_t H, dk;
+    bool causal;
+    Loc loc = c->ast->loc;
+    if (!pos_tensor(L, c, 0, "x", &x) || !no_more_pos(L, c, 1) || !kw_int(L, c, "heads", true, 0, 1, 4096, &H) ||
+        !kw_bool(L, c, "causal", false, &causal))
+        return verr(loc);
+    const Shape *xs = &node(L, x)->shape;
+    char b1[128];
+    if (xs->rank != 3 || xs->d[1].sym >= 0 || xs->d[2].sym >= 0)
+        return error_at(L, loc, "multi_head_attention: the input must be [batch, positions, features] with known "
+                        "positions and features, got %s", shape_str(L->g, xs, b1, sizeof b1));
+    Dim B = xs->d[0];
+    int64_t T = xs->d[1].v, D = xs->d[2].v;
+    if (!kw_int(L, c, "dim", false, D / H, 1, 1 << 20, &dk)) return verr(loc);
+    if (!kw_find(c, "dim") && D % H != 0)
+        return error_at(L, loc, "multi_head_attention: %lld features do not split into %lld heads; give dim=", (long long)D,
+                        (long long)H);
+    const char *lname = layer_name(L, c, LAYER_MHA, "multi_head_attention");
+    if (!lname) return verr(loc);
+    int32_t x2 = reshape_to(L, x, (Shape){ 2, { { -1, -1 }, { D, -1 } } }, loc);
+    int64_t kd[3] = { D, H, dk }, bd[2] = { H, dk };
+    int32_t q = heads_first(L, projection(L, x2, lname, "query", kd, 1, 2, bd, loc), B, T, H, dk, loc);
+    int32_t k = heads_first(L, projection(L, x2, lname, "key", kd, 1, 2, bd, loc), B, T, H, dk, loc);
+    int32_t v = heads_first(L, projection(L, x2, lname, "value", kd, 1, 2, bd, loc), B, T, H, dk, loc);
+    if (q < 0 || k < 0 || v < 0) return verr(loc);
+    int32_t scale = mk(L, OP_CONST, NULL, 0, loc, &(NodeAttr){ .cnst = { (float)(1.0 / sqrt((double)dk)) } });
+    q = scale < 0 ? -1 : mk2(L, OP_MUL, q, scale, loc);
+    NodeAttr tb;
+    memset(&tb, 0, sizeof tb);
+    tb.matmul.tb = true;
+    int32_t in[2] = { q, k };
+    int32_t s = q < 0 ? -1 : mk(L, OP_BATCH_MATMUL, in, 2, loc, &tb);   /* [B, H, T, T] */
+    if (s >= 0 && causal) s = mk(L, OP_CAUSAL_MASK, &s, 1, loc, &(NodeAttr){ .mask = { -1e9f } });
+    NodeAttr last;
+    memset(&last, 0, sizeof last);
+    s = s < 0 ? -1 : mk(L, OP_SOFTMAX, &s, 1, loc, &last);
+    int32_t o = s < 0 ? -1 : mk2(L, OP_BATCH_MATMUL, s, v, loc);   /* [B, H, T, dk] */
+    NodeAttr back;
+    memset(&back, 0, sizeof back);
+    int8_t perm[4] = { 0, 2, 1, 3 };
+    memcpy(back.transpose.perm, perm, sizeof perm);
+    o = o < 0 ? -1 : mk(L, OP_TRANSPOSE, &o, 1, loc, &back);   /* [B, T, H, dk] */
+    o = o < 0 ? -1 : reshape_to(L, o, (Shape){ 2, { { -1, -1 }, { H * dk, -1 } } }, loc);
+    int64_t od[3] = { H, dk, D };
+    o = o < 0 ? -1 : projection(L, o, lname, "attention_output", od, 2, 1, &D, loc);
+    o = o < 0 ? -1 : reshape_to(L, o, *xs, loc);
+    return vtensor(o, loc);
+}
+
 static const Builtin builtins[] = {
+    /* Rows that take over an elementwise function's name come first (a name's first row
+     * is the one called): max(x, axis=) reduces, max(a, b) is still the function;
+     * gelu(x, approximate="tanh") is gelu_tanh. */
+    { "max", b_reduce, OP_REDUCE_MAX, { "axis", "keepdims" }, "max(x, axis=-1) or max(a, b)" },
+    { "gelu", b_gelu, OP_GELU, { "approximate" }, "gelu(x, approximate=\"tanh\")" },
     /* every elementwise function of util/elemwise.def, by its op's name */
 #define BINARY(E, name) { #name, b_binary, OP_##E, { 0 }, #name "(a, b)" },
 #define UNARY(E, name, reads, param, def) { #name, b_unary, OP_##E, { param }, #name "(x)" },
 #include "util/elemwise.def"
 #undef BINARY
 #undef UNARY
-    { "softmax", b_op1, OP_SOFTMAX, { 0 }, "softmax(x)" },
-    { "log_softmax", b_op1, OP_LOG_SOFTMAX, { 0 }, "log_softmax(x)" },
+    { "softmax", b_softmax, OP_SOFTMAX, { "axis" }, "softmax(x, axis=-1)" },
+    { "log_softmax", b_softmax, OP_LOG_SOFTMAX, { "axis" }, "log_softmax(x, axis=-1)" },
     { "global_avgpool", b_op1, OP_GLOBAL_AVGPOOL, { 0 }, "global_avgpool(x)" },
     { "matmul", b_matmul, OP_MATMUL, { 0 }, "matmul(a, b)" },
     { "dense", b_dense, 0, { "units", "use_bias", "activation", "name" }, "dense(x, units=N)" },
@@ -768,7 +1357,7 @@ static const Builtin builtins[] = {
     { "reshape", b_reshape, 0, { 0 }, "reshape(x, d1, d2, ...)" },
     { "concat", b_concat, 0, { "axis" }, "concat(a, b, ..., axis=-1)" },
     { "dropout", b_dropout, 0, { "rate" }, "dropout(x, rate=R)" },
-    { "cross_entropy", b_loss, OP_CROSS_ENTROPY, { 0 }, "cross_entropy(logits, labels)" },
+    { "cross_entropy", b_loss, OP_CROSS_ENTROPY, { "label_smoothing" }, "cross_entropy(logits, labels)" },
     { "mse", b_loss, OP_MSE, { 0 }, "mse(prediction, target)" },
     { "zeros", b_init, INIT_ZEROS, { 0 }, "zeros()" },
     { "ones", b_init, INIT_ONES, { 0 }, "ones()" },
@@ -781,6 +1370,21 @@ static const Builtin builtins[] = {
     { "synthetic", b_data, DATA_SYNTHETIC, { "count" }, "synthetic(count=N)" },
     { "sgd", b_optim, OPTIM_SGD, { "lr", "momentum", "nesterov" }, "sgd(lr=0.01, momentum=0, nesterov=false)" },
     { "adam", b_optim, OPTIM_ADAM, { "lr", "beta1", "beta2", "eps" }, "adam(lr=0.001)" },
+    /* the transformer family (issue 14) */
+    { "transpose", b_transpose, OP_TRANSPOSE, { "perm" }, "transpose(x, perm=[1, 0])" },
+    { "permute", b_permute, OP_TRANSPOSE, { 0 }, "permute(x, 0, 2, 1)" },
+    { "slice", b_slice, 0, { "axis", "start", "end" }, "slice(x, axis=1, start=0, end=16)" },
+    { "split", b_split, 0, { "axis" }, "a, b = split(x, 2, axis=-1)" },
+    { "batch_matmul", b_batch_matmul, OP_BATCH_MATMUL, { "transpose_a", "transpose_b" }, "batch_matmul(a, b)" },
+    { "sum", b_reduce, OP_REDUCE_SUM, { "axis", "keepdims" }, "sum(x, axis=-1)" },
+    { "mean", b_reduce, OP_REDUCE_MEAN, { "axis", "keepdims" }, "mean(x, axis=-1)" },
+    { "clip", b_clip, 0, { "min", "max" }, "clip(x, min=0, max=1)" },
+    { "where", b_where, OP_WHERE, { 0 }, "where(cond, a, b)" },
+    { "causal_mask", b_causal_mask, OP_CAUSAL_MASK, { "value" }, "causal_mask(scores)" },
+    { "embedding", b_embedding, 0, { "vocab", "dim", "name" }, "embedding(ids, vocab=V, dim=D)" },
+    { "layer_norm", b_layer_norm, 0, { "axis", "eps", "name" }, "layer_norm(x)" },
+    { "multi_head_attention", b_mha, 0, { "heads", "dim", "causal", "name" }, "multi_head_attention(x, heads=H)" },
+    { "binary_cross_entropy", b_loss, OP_BCE_LOGITS, { 0 }, "binary_cross_entropy(logits, targets)" },
 };
 enum { NBUILTINS = sizeof builtins / sizeof builtins[0] };
 
@@ -796,6 +1400,16 @@ int lower_builtin_names(const char *const **names)
 
 static Val eval(Lower *L, const Ast *a);
 
+/* Does statement st define `name`? (a, b = split(...) defines both) */
+static bool stmt_defines(const Stmt *st, const char *name)
+{
+    if (st->kind == ST_TRAIN || !st->name) return false;
+    if (st->kind != ST_UNPACK) return strcmp(st->name, name) == 0;
+    for (int k = 0; k < st->nnames; k++)
+        if (strcmp(st->names[k], name) == 0) return true;
+    return false;
+}
+
 /* Does expression `a` mention `name`? (for telling a cycle from a late definition) */
 static bool mentions(const Ast *a, const char *name)
 {
@@ -809,6 +1423,14 @@ static bool mentions(const Ast *a, const char *name)
     case AST_BINARY: return mentions(a->u.bin.l, name) || mentions(a->u.bin.r, name);
     case AST_NEG: return mentions(a->u.neg, name);
     case AST_KWARG: return mentions(a->u.kw.value, name);
+    case AST_LIST:
+        for (int i = 0; i < a->u.list.n; i++)
+            if (mentions(a->u.list.items[i], name)) return true;
+        return false;
+    case AST_INDEX:
+        for (int i = 0; i < a->u.index.n; i++)
+            if (mentions(a->u.index.items[i].start, name) || mentions(a->u.index.items[i].end, name)) return true;
+        return mentions(a->u.index.base, name);
     default: return false;
     }
 }
@@ -839,7 +1461,7 @@ static Val eval_name(Lower *L, const Ast *a)
     /* Defined later?  Then it is either a cycle or a use before definition. */
     for (int s = L->cur_stmt + 1; s < L->p->nstmts; s++) {
         const Stmt *st = L->p->stmts[s];
-        if (st->name && strcmp(st->name, name) == 0 && st->kind != ST_TRAIN) {
+        if (stmt_defines(st, name)) {
             int line, col;
             diag_line_col(L->g->src, st->loc.start, &line, &col);
             if (L->cur_target && mentions(st->expr, L->cur_target))
@@ -973,6 +1595,8 @@ static Val eval_inner(Lower *L, const Ast *a)
     }
     case AST_KWARG:
         return error_at(L, a->loc, "keyword argument '%s=' outside a call", a->u.kw.name);
+    case AST_LIST: return eval_list(L, a);
+    case AST_INDEX: return eval_index(L, a);
     case AST_KIND_COUNT: break;
     }
     return verr(a->loc);
@@ -1116,8 +1740,40 @@ static void lower_assign(Lower *L, const Stmt *s)
     if (v.kind == V_SYM) v = error_at(L, v.loc, "'%s' is a size symbol, bound when the model runs; it can only be a dimension",
                                       L->g->syms[v.count]);
     if (v.kind == V_DATA || v.kind == V_OPTIM) v = error_at(L, v.loc, "a %s belongs in the train block", val_kind_name(v.kind));
+    if (v.kind == V_TUPLE)
+        v = error_at(L, v.loc, "this gives %d tensors: assign each to a name, e.g. '%s, %s_1 = ...'", v.nitems, s->name, s->name);
+    if (v.kind == V_LIST) v = error_at(L, v.loc, "a list is not a value; it can only be an argument (axis=[1, 2])");
     name_node(L, v, s->name);
     bind(L, s->name, v);
+}
+
+/* a, b, c = split(...): one name per tensor of a tuple, in order. */
+static void lower_unpack(Lower *L, const Stmt *s)
+{
+    Loc names = { s->name_locs[0].start, s->name_locs[s->nnames - 1].end };
+    for (int k = 0; k < s->nnames; k++)
+        for (int j = 0; j < k; j++)
+            if (strcmp(s->names[j], s->names[k]) == 0) {
+                error_at(L, s->name_locs[k], "'%s' is assigned twice in one statement", s->names[k]);
+                for (int i = 0; i < s->nnames; i++) bind(L, s->names[i], verr(s->loc));
+                return;
+            }
+    Val v = eval(L, s->expr);
+    if (v.kind == V_TUPLE && v.nitems != s->nnames)
+        v = error_at(L, names, "%d names for the %d tensors of %s", s->nnames, v.nitems,
+                     s->expr->kind == AST_CALL ? s->expr->u.call.fn : "the value");
+    else if (v.kind != V_TUPLE && v.kind != V_ERROR)
+        v = error_at(L, s->expr->loc, "%d names for one %s: only a function of several tensors (split) can be unpacked",
+                     s->nnames, val_kind_name(v.kind));
+    for (int k = 0; k < s->nnames; k++) {
+        if (strcmp(s->names[k], "true") == 0 || strcmp(s->names[k], "false") == 0) {
+            error_at(L, s->name_locs[k], "'%s' is a constant and cannot be assigned", s->names[k]);
+            continue;
+        }
+        Val one = v.kind == V_TUPLE ? vtensor(v.nodes[k], s->name_locs[k]) : verr(s->loc);
+        name_node(L, one, s->names[k]);
+        bind(L, s->names[k], one);
+    }
 }
 
 static void lower_output(Lower *L, const Stmt *s)
@@ -1274,6 +1930,7 @@ Graph *lower_program(const Program *p, const Source *src, DiagSink *d)
         case ST_INPUT: lower_input(&L, s); break;
         case ST_PARAM: lower_param(&L, s); break;
         case ST_ASSIGN: lower_assign(&L, s); break;
+        case ST_UNPACK: lower_unpack(&L, s); break;
         case ST_OUTPUT: lower_output(&L, s); break;
         case ST_TRAIN: lower_train(&L, s); break;
         case ST_KIND_COUNT: break;

@@ -74,6 +74,33 @@ static bool need_rank(Ctx *c, Node *n, int i, int rank, const char *what)
                 sname(c, s, b, sizeof b), s->rank);
 }
 
+/* The run of axes of an op along axes (n->a.axes) fits x: its first axis and length
+ * into *first, *count when not NULL. */
+static bool axes_in_range(Ctx *c, Node *n, const Shape *x)
+{
+    int first, count;
+    if (node_axes(n, x->rank, &first, &count)) return true;
+    char b[128];
+    return fail(c, n, "%s: axes %d..%d (from the end) are outside %s (rank %d)", op_name(n->op),
+                -(n->a.axes.after + (n->a.axes.n > 0 ? n->a.axes.n : 1)), -n->a.axes.after - 1, sname(c, x, b, sizeof b),
+                x->rank);
+}
+
+/* slice: [off, off + len) within the axis, when its size is a number. */
+static bool slice_in_range(Ctx *c, Node *n)
+{
+    const Shape *x = in_shape(c, n, 0);
+    int ax = n->a.slice.axis;
+    char b[128];
+    if (ax < 0 || ax >= x->rank)
+        return fail(c, n, "slice: axis %d is out of range for %s (rank %d)", ax, sname(c, x, b, sizeof b), x->rank);
+    Dim d = x->d[ax];
+    if (d.sym < 0 && (n->a.slice.off < 0 || n->a.slice.len < 1 || n->a.slice.off > d.v - n->a.slice.len))
+        return fail(c, n, "slice: [%lld, %lld) is not a non-empty part of axis %d of %s", (long long)n->a.slice.off,
+                    (long long)(n->a.slice.off + n->a.slice.len), ax, sname(c, x, b, sizeof b));
+    return true;
+}
+
 /* ---- rules ---------------------------------------------------------------------- */
 
 static bool r_source(Ctx *c, Node *n)
@@ -139,6 +166,7 @@ static bool r_rows(Ctx *c, Node *n)
 {
     if (!need_f32(c, n, 0, "the input")) return false;
     if (in_shape(c, n, 0)->rank < 1) return fail(c, n, "%s: needs at least one axis, got a scalar", op_name(n->op));
+    if (!axes_in_range(c, n, in_shape(c, n, 0))) return false;
     return r_same(c, n);
 }
 
@@ -355,17 +383,35 @@ static bool r_dropout(Ctx *c, Node *n)
     return r_same(c, n);
 }
 
+/* logits [..., classes] and labels i32[...] over the same leading axes (a batch, or a
+ * batch of sequences: one label per token). */
 static bool r_class_loss(Ctx *c, Node *n)
 {
     char b1[128], b2[128];
-    if (!need_f32(c, n, 0, "the logits") || !need_rank(c, n, 0, 2, "the logits [N, classes]")) return false;
+    if (!need_f32(c, n, 0, "the logits")) return false;
     const Shape *l = in_shape(c, n, 0), *y = in_shape(c, n, 1);
-    if (in_dtype(c, n, 1) != DT_I32 || y->rank != 1)
-        return fail(c, n, "%s: the labels must be integer class indices i32[N], got %s%s", op_name(n->op),
-                    dtype_name(in_dtype(c, n, 1)), sname(c, y, b1, sizeof b1));
-    if (!dim_eq(l->d[0], y->d[0]))
-        return fail(c, n, "%s: logits %s and labels %s have different batch sizes", op_name(n->op),
+    if (l->rank < 2)
+        return fail(c, n, "%s: the logits [N, classes] must have rank 2 or more (a class axis last), got %s (rank %d)",
+                    op_name(n->op), sname(c, l, b1, sizeof b1), l->rank);
+    Shape lead = *l;
+    lead.rank--;
+    if (in_dtype(c, n, 1) != DT_I32 || y->rank != lead.rank) {
+        if (l->rank == 2)
+            return fail(c, n, "%s: the labels must be integer class indices i32[N], got %s%s", op_name(n->op),
+                        dtype_name(in_dtype(c, n, 1)), sname(c, y, b1, sizeof b1));
+        return fail(c, n, "%s: the labels must be integer class indices i32%s, one per row of the logits %s, got %s%s",
+                    op_name(n->op), sname(c, &lead, b2, sizeof b2), sname(c, l, b1, sizeof b1),
+                    dtype_name(in_dtype(c, n, 1)), sname(c, y, b2, sizeof b2));
+    }
+    if (!shape_eq(&lead, y)) {
+        if (l->rank == 2)
+            return fail(c, n, "%s: logits %s and labels %s have different batch sizes", op_name(n->op),
+                        sname(c, l, b1, sizeof b1), sname(c, y, b2, sizeof b2));
+        return fail(c, n, "%s: logits %s and labels %s differ in their leading axes", op_name(n->op),
                     sname(c, l, b1, sizeof b1), sname(c, y, b2, sizeof b2));
+    }
+    if (!(n->a.loss.smoothing >= 0 && n->a.loss.smoothing < 1))
+        return fail(c, n, "%s: label_smoothing must be in [0, 1), got %g", op_name(n->op), n->a.loss.smoothing);
     n->dtype = DT_F32;
     n->shape.rank = 0;
     return true;
@@ -393,7 +439,8 @@ static bool r_target(Ctx *c, Node *n)
 
 static bool r_slice(Ctx *c, Node *n)
 {
-    n->dtype = DT_F32;
+    if (!slice_in_range(c, n)) return false;
+    n->dtype = in_dtype(c, n, 0);
     n->shape = *in_shape(c, n, 0);
     n->shape.d[n->a.slice.axis].v = n->a.slice.len;
     return true;
@@ -460,6 +507,173 @@ static bool r_allreduce(Ctx *c, Node *n)
     n->dtype = DT_F32;
     n->shape.rank = 1;
     n->shape.d[0] = (Dim){ total, -1 };
+    return true;
+}
+
+/* ---- the transformer ops (issue 14) ---------------------------------------------- */
+
+static bool r_transpose(Ctx *c, Node *n)
+{
+    const Shape *x = in_shape(c, n, 0);
+    char b[128];
+    bool seen[MAX_RANK] = { false };
+    for (int i = 0; i < x->rank; i++) {
+        int p = n->a.transpose.perm[i];
+        if (p < 0 || p >= x->rank || seen[p])
+            return fail(c, n, "transpose: the permutation is not one of the %d axes of %s", x->rank, sname(c, x, b, sizeof b));
+        seen[p] = true;
+    }
+    n->dtype = in_dtype(c, n, 0);
+    n->shape.rank = x->rank;
+    for (int i = 0; i < x->rank; i++) n->shape.d[i] = x->d[n->a.transpose.perm[i]];
+    return true;
+}
+
+static bool r_batch_matmul(Ctx *c, Node *n)
+{
+    if (!need_f32(c, n, 0, "the left operand") || !need_f32(c, n, 1, "the right operand")) return false;
+    const Shape *a = in_shape(c, n, 0), *b = in_shape(c, n, 1);
+    char b1[128], b2[128];
+    if (a->rank < 3 || a->rank != b->rank)
+        return fail(c, n, "batch_matmul: the operands must have the same rank, 3 or more ([batch..., rows, columns]), "
+                    "got %s and %s; a rank-2 operand takes matmul or dense", sname(c, a, b1, sizeof b1), sname(c, b, b2, sizeof b2));
+    int r = a->rank;
+    for (int i = 0; i < r - 2; i++)
+        if (!dim_eq(a->d[i], b->d[i]))
+            return fail(c, n, "batch_matmul: the batch axes of %s and %s differ (axis %d)", sname(c, a, b1, sizeof b1),
+                        sname(c, b, b2, sizeof b2), i);
+    bool ta = n->a.matmul.ta, tb = n->a.matmul.tb;
+    Dim m = a->d[r - (ta ? 1 : 2)], ka = a->d[r - (ta ? 2 : 1)];
+    Dim kb = b->d[r - (tb ? 1 : 2)], nn = b->d[r - (tb ? 2 : 1)];
+    if (!dim_eq(ka, kb))
+        return fail(c, n, "batch_matmul: inner dimensions differ: %s%s x %s%s", sname(c, a, b1, sizeof b1),
+                    ta ? " (transposed)" : "", sname(c, b, b2, sizeof b2), tb ? " (transposed)" : "");
+    n->dtype = DT_F32;
+    n->shape = *a;
+    n->shape.d[r - 2] = m;
+    n->shape.d[r - 1] = nn;
+    return true;
+}
+
+static bool r_reduce(Ctx *c, Node *n)
+{
+    const Shape *x = in_shape(c, n, 0);
+    int first, count;
+    if (!need_f32(c, n, 0, "the input")) return false;
+    if (x->rank < 1) return fail(c, n, "%s: needs at least one axis, got a scalar", op_name(n->op));
+    if (!axes_in_range(c, n, x)) return false;
+    node_axes(n, x->rank, &first, &count);
+    n->dtype = DT_F32;
+    n->shape = *x;
+    if (n->a.axes.keepdims) {
+        for (int i = first; i < first + count; i++) n->shape.d[i] = (Dim){ 1, -1 };
+    } else {
+        n->shape.rank = x->rank - count;
+        for (int i = first; i < n->shape.rank; i++) n->shape.d[i] = x->d[i + count];
+    }
+    return true;
+}
+
+/* The broadcast shape of where's three operands. */
+static bool r_where(Ctx *c, Node *n)
+{
+    static const char *const what[3] = { "the condition", "the first value", "the second value" };
+    for (int k = 0; k < 3; k++)
+        if (!need_f32(c, n, k, what[k])) return false;
+    Shape ab;
+    if (!broadcast(c, n, in_shape(c, n, 1), in_shape(c, n, 2), &ab)) return false;
+    n->dtype = DT_F32;
+    return broadcast(c, n, in_shape(c, n, 0), &ab, &n->shape);
+}
+
+static bool r_causal_mask(Ctx *c, Node *n)
+{
+    const Shape *x = in_shape(c, n, 0);
+    char b[128];
+    if (!need_f32(c, n, 0, "the scores")) return false;
+    if (x->rank < 2)
+        return fail(c, n, "causal_mask: the scores must have rank 2 or more ([..., queries, keys]), got %s",
+                    sname(c, x, b, sizeof b));
+    Dim t = x->d[x->rank - 2], s = x->d[x->rank - 1];
+    if (t.sym >= 0 || s.sym >= 0 || t.v > s.v)
+        return fail(c, n, "causal_mask: the last two axes of %s must be known sizes, no more queries than keys",
+                    sname(c, x, b, sizeof b));
+    return r_same(c, n);
+}
+
+static bool r_embedding(Ctx *c, Node *n)
+{
+    const Shape *ids = in_shape(c, n, 0), *t = in_shape(c, n, 1);
+    char b1[128], b2[128];
+    if (in_dtype(c, n, 0) != DT_I32)
+        return fail(c, n, "embedding: the ids must be i32, got %s%s", dtype_name(in_dtype(c, n, 0)), sname(c, ids, b1, sizeof b1));
+    if (!need_f32(c, n, 1, "the table") || !need_rank(c, n, 1, 2, "the table [vocab, dim]")) return false;
+    if (ids->rank >= MAX_RANK)
+        return fail(c, n, "embedding: ids %s leave no room for the embedding's axis (at most %d axes)", sname(c, ids, b1, sizeof b1),
+                    MAX_RANK);
+    if (t->d[0].sym >= 0 || t->d[1].sym >= 0)
+        return fail(c, n, "embedding: the table %s must have a known size", sname(c, t, b2, sizeof b2));
+    n->dtype = DT_F32;
+    n->shape = *ids;
+    n->shape.d[n->shape.rank++] = t->d[1];
+    return true;
+}
+
+static bool r_layer_norm(Ctx *c, Node *n)
+{
+    const Shape *x = in_shape(c, n, 0);
+    int first, count;
+    char b1[128], b2[128];
+    if (!need_f32(c, n, 0, "the input") || !need_f32(c, n, 1, "the scale") || !need_f32(c, n, 2, "the shift")) return false;
+    if (n->a.axes.after != 0 || !node_axes(n, x->rank, &first, &count))
+        return fail(c, n, "layer_norm: normalizes over the last axes of its input; %s has %d", sname(c, x, b1, sizeof b1), x->rank);
+    Shape p = { count, { { 0, -1 } } };
+    for (int i = 0; i < count; i++) p.d[i] = x->d[first + i];
+    for (int k = 1; k < 3; k++)
+        if (!shape_eq(in_shape(c, n, k), &p))
+            return fail(c, n, "layer_norm: the %s must have the shape %s of the normalized axes, got %s", k == 1 ? "scale" : "shift",
+                        sname(c, &p, b1, sizeof b1), sname(c, in_shape(c, n, k), b2, sizeof b2));
+    if (!(n->a.axes.eps > 0)) return fail(c, n, "layer_norm: eps must be above 0, got %g", n->a.axes.eps);
+    n->dtype = DT_F32;
+    n->shape = *x;
+    return true;
+}
+
+/* binary_cross_entropy(logits, targets): the same shape, a scalar mean. */
+static bool r_bce(Ctx *c, Node *n)
+{
+    if (!need_f32(c, n, 0, "the logits") || !need_f32(c, n, 1, "the targets")) return false;
+    const Shape *a = in_shape(c, n, 0), *b = in_shape(c, n, 1);
+    if (!shape_eq(a, b)) {
+        char b1[128], b2[128];
+        return fail(c, n, "%s: logits %s and targets %s differ in shape", op_name(n->op), sname(c, a, b1, sizeof b1),
+                    sname(c, b, b2, sizeof b2));
+    }
+    n->dtype = DT_F32;
+    n->shape.rank = 0;
+    return true;
+}
+
+/* slice_grad: every piece fits tshape at its offset along the axis. */
+static bool r_slice_grad(Ctx *c, Node *n)
+{
+    Shape t = subst_shape(c->g, n->tshape);
+    int ax = n->a.pieces.axis;
+    if (n->nin != n->a.pieces.n || n->nin < 1 || n->nin > SLICE_GRAD_MAX || ax < 0 || ax >= t.rank)
+        return fail(c, n, "slice_grad: %d pieces along axis %d of rank %d", n->nin, ax, t.rank);
+    for (int k = 0; k < n->nin; k++) {
+        const Shape *p = in_shape(c, n, k);
+        bool ok = p->rank == t.rank && n->a.pieces.off[k] >= 0 && p->d[ax].sym < 0 && t.d[ax].sym < 0 &&
+                  n->a.pieces.off[k] + p->d[ax].v <= t.d[ax].v;
+        for (int i = 0; ok && i < t.rank; i++) ok = i == ax || dim_eq(p->d[i], t.d[i]);
+        if (!ok) {
+            char b1[128], b2[128];
+            return fail(c, n, "slice_grad: piece %s at %lld does not fit %s", sname(c, p, b1, sizeof b1),
+                        (long long)n->a.pieces.off[k], sname(c, &t, b2, sizeof b2));
+        }
+    }
+    n->dtype = DT_F32;
+    n->shape = t;
     return true;
 }
 

@@ -255,6 +255,53 @@ void kern_gemm(Pool *pool, KIsa isa, bool ta, bool tb, size_t M, size_t N, size_
     pool_run(pool, (int)j.parts, gemm_part, &j);
 }
 
+typedef struct BatchJob {
+    bool ta, tb;
+    size_t batch, M, N, K, parts;
+    float alpha, beta;
+    const float *A, *B;
+    float *C;
+} BatchJob;
+
+/* Part `part` of the batch: its run of whole matrices, one BLAS call each. */
+static void batch_part(void *arg, int part, int worker)
+{
+    (void)worker;
+    const BatchJob *j = arg;
+    size_t lo = j->batch * (size_t)part / j->parts, hi = j->batch * (size_t)(part + 1) / j->parts;
+    size_t sa = j->M * j->K, sb = j->K * j->N, sc = j->M * j->N;
+    for (size_t b = lo; b < hi; b++)
+        sgemm_block(j->ta, j->tb, j->M, j->N, j->K, j->alpha, j->A + b * sa, j->ta ? j->M : j->K, j->B + b * sb,
+                    j->tb ? j->K : j->N, j->beta, j->C + b * sc, j->N);
+}
+
+void kern_gemm_batch(Pool *pool, KIsa isa, bool ta, bool tb, size_t batch, size_t M, size_t N, size_t K, float alpha,
+                     const float *A, const float *B, float beta, float *C)
+{
+    if (batch == 0 || M == 0 || N == 0)
+        return;
+    if (K == 0 || alpha == 0.0f) {
+        scale_only(C, batch * M * N, beta);
+        return;
+    }
+    /* Attention's products are many small ones ([T, dk] x [dk, T] per head and example):
+     * whole matrices to each thread.  A batch smaller than the pool: each product as
+     * kern_gemm splits it. */
+    size_t T = (size_t)pool_threads(pool);
+    if (batch < T) {
+        for (size_t b = 0; b < batch; b++)
+            kern_gemm(pool, isa, ta, tb, M, N, K, alpha, A + b * M * K, B + b * K * N, beta, C + b * M * N);
+        return;
+    }
+    BatchJob j = { ta, tb, batch, M, N, K, T, alpha, beta, A, B, C };
+    if (T <= 1 || 2.0 * (double)batch * (double)M * (double)N * (double)K < 1e5)
+        j.parts = 1;
+    if (j.parts == 1)
+        batch_part(&j, 0, 0);
+    else
+        pool_run(pool, (int)j.parts, batch_part, &j);
+}
+
 size_t kern_gemm_panel_rows(size_t M, size_t N)
 {
     size_t rows = N ? GEMM_PANEL_BYTES / (N * sizeof(float)) : M;

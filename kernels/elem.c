@@ -204,8 +204,7 @@ void kern_colsum_d(const float *x, size_t rows, size_t cols, double *acc)
     }
 }
 
-/* y[cols] = sum over rows of x[rows, cols], accumulated in double per column. */
-static void colsum(const float *x, size_t rows, size_t cols, float *y)
+void kern_colsum(const float *x, size_t rows, size_t cols, float scale, float *y)
 {
     double acc[COLSUM_BLOCK];
     for (size_t j0 = 0; j0 < cols; j0 += COLSUM_BLOCK) {
@@ -218,7 +217,7 @@ static void colsum(const float *x, size_t rows, size_t cols, float *y)
                 acc[j] += xr[j];
         }
         for (size_t j = 0; j < jn; j++)
-            y[j0 + j] = (float)acc[j];
+            y[j0 + j] = (float)(acc[j] * scale);
     }
 }
 
@@ -245,7 +244,7 @@ void kern_sum_to(const float *x, const int64_t *xshape, int xrank,
         return;
     }
     if (r == 2 && sy[0] != 0 && sy[1] == 0) {
-        colsum(x, (size_t)shp[1], (size_t)shp[0], y);
+        kern_colsum(x, (size_t)shp[1], (size_t)shp[0], 1.0f, y);
         return;
     }
 
@@ -497,6 +496,12 @@ static int check_labels(const int32_t *labels, size_t rows, size_t cols)
 
 int kern_cross_entropy(const float *logits, const int32_t *labels, size_t rows, size_t cols, float *loss)
 {
+    return kern_cross_entropy_ls(logits, labels, rows, cols, 0.0f, loss);
+}
+
+/* Without smoothing, the sums the kernel has always made (the same bits). */
+int kern_cross_entropy_ls(const float *logits, const int32_t *labels, size_t rows, size_t cols, float s, float *loss)
+{
     int st = check_labels(labels, rows, cols);
     if (st)
         return st;
@@ -504,7 +509,15 @@ int kern_cross_entropy(const float *logits, const int32_t *labels, size_t rows, 
     for (size_t r = 0; r < rows; r++) {
         const float *xr = logits + r * cols;
         float m = row_max(xr, cols);
-        total += (double)m + row_lse_shifted(xr, cols, m) - xr[labels[r]];
+        double lse = (double)m + row_lse_shifted(xr, cols, m);
+        if (s == 0.0f) {
+            total += lse - xr[labels[r]];
+        } else {   /* (1 - s) (lse - x[label]) + s (lse - mean(x)) */
+            double mean = 0;
+            for (size_t j = 0; j < cols; j++)
+                mean += xr[j];
+            total += lse - (1.0 - s) * xr[labels[r]] - s * mean / (double)cols;
+        }
     }
     *loss = rows ? (float)(total / (double)rows) : 0.0f;
     return 0;
@@ -513,14 +526,23 @@ int kern_cross_entropy(const float *logits, const int32_t *labels, size_t rows, 
 int kern_cross_entropy_grad(const float *logits, const int32_t *labels, float dloss,
                             float *dlogits, size_t rows, size_t cols)
 {
+    return kern_cross_entropy_ls_grad(logits, labels, dloss, dlogits, rows, cols, 0.0f);
+}
+
+int kern_cross_entropy_ls_grad(const float *logits, const int32_t *labels, float dloss, float *dlogits, size_t rows,
+                               size_t cols, float s)
+{
     int st = check_labels(labels, rows, cols);
     if (st)
         return st;
-    float scale = dloss / (float)rows;
+    float scale = dloss / (float)rows, spread = s / (float)cols;
     for (size_t r = 0; r < rows; r++) {
         float *dr = dlogits + r * cols;
         kern_softmax(logits + r * cols, dr, 1, cols);
-        dr[labels[r]] -= 1.0f;
+        dr[labels[r]] -= 1.0f - s;
+        if (s != 0.0f)
+            for (size_t j = 0; j < cols; j++)
+                dr[j] -= spread;
         for (size_t j = 0; j < cols; j++)
             dr[j] *= scale;
     }

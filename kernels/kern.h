@@ -58,6 +58,10 @@ void kern_binary(EwBinary op, const float *a, const int64_t *ashape, int arank,
 void kern_sum_to(const float *x, const int64_t *xshape, int xrank,
                  float *y, const int64_t *yshape, int yrank);
 
+/* y[j] = scale * the sum over the rows of x[rows, cols] of x[r, j], accumulated in
+ * double (scale 1: the bits of the plain sum). */
+void kern_colsum(const float *x, size_t rows, size_t cols, float scale, float *y);
+
 /* acc[j] = sum over the rows of x[rows, cols] of x[r, j], in double: one block of
  * kern_sum_to's [rows, cols] -> [cols] case, for callers that split the rows and add
  * the blocks' sums in a fixed order. */
@@ -264,5 +268,73 @@ void kern_dense_backward_sgd(Pool *pool, const float *x, const float *dy, float 
                              size_t N, float lr, float *scratch);
 void kern_dense_backward_momentum(Pool *pool, KIsa isa, const float *x, const float *dy, float *w, float *v, float *out,
                                   size_t B, size_t K, size_t N, float lr, float mu, float *scratch);
+
+/* ---- the transformer kernels (seq.c, blas.c; issue 14) ----------------------------
+ * Ops along a run of axes see their tensor as [outer, len, inner]: the axes before the
+ * run, the run, the axes after it.  Sums are accumulated in double. */
+
+/* C[b] = alpha op(A[b]) op(B[b]) + beta C[b] for b < batch, each matrix stored as
+ * kern_gemm's and the batch's matrices back to back (A[b] at A + b M K, ...): one BLAS
+ * call per matrix, the batch spread over the pool (a batch smaller than the pool: each
+ * product split as kern_gemm splits it). */
+void kern_gemm_batch(Pool *pool, KIsa isa, bool ta, bool tb, size_t batch, size_t M, size_t N, size_t K, float alpha,
+                     const float *A, const float *B, float beta, float *C);
+
+/* y = x with its axes permuted (y's axis i is x's axis perm[i]), for 4-byte elements of
+ * any type; only y's rows [r0, r1) along its first axis are written. */
+void kern_transpose(const void *x, const int64_t *xshape, int rank, const int8_t *perm, void *y, size_t r0, size_t r1);
+
+/* softmax (or log-softmax) along the middle axis of [outer, len, inner], and its
+ * gradient from y and dy; inner 1 is kern_softmax's (kern_log_softmax's) rows. */
+void kern_softmax_axis(const float *x, float *y, size_t outer, size_t len, size_t inner, bool is_log);
+void kern_softmax_axis_grad(const float *y, const float *dy, float *dx, size_t outer, size_t len, size_t inner, bool is_log);
+
+/* y[o, i] = scale * sum over l of x[o, l, i] (scale 1/len: the mean); the max; dx of the
+ * max: dy[o, i] at the first l where x equals y, 0 elsewhere; dx = scale * dy copied
+ * along the middle axis (the sum's and mean's gradient). */
+void kern_reduce_sum(const float *x, size_t outer, size_t len, size_t inner, float scale, float *y);
+void kern_reduce_max(const float *x, size_t outer, size_t len, size_t inner, float *y);
+void kern_reduce_max_grad(const float *x, const float *y, const float *dy, size_t outer, size_t len, size_t inner, float *dx);
+void kern_expand(const float *dy, size_t outer, size_t len, size_t inner, float scale, float *dx);
+
+/* y[yshape] = cond != 0 ? a : b, the three broadcast to yshape (NumPy's rule). */
+void kern_where(const float *cond, const int64_t *cshape, int crank, const float *a, const int64_t *ashape, int arank,
+                const float *b, const int64_t *bshape, int brank, float *y, const int64_t *yshape, int yrank);
+
+/* mats matrices [T, S]: y = x with element (i, j) replaced by value where j > i + S - T
+ * (a later position than the query's); y may be x. */
+void kern_causal_mask(const float *x, float *y, size_t mats, size_t T, size_t S, float value);
+
+/* y[r] = table[ids[r]] for r < n (rows of dim); returns 0, or -1 - r for the first id
+ * outside [0, vocab) (y is then not complete). */
+int kern_embedding(const int32_t *ids, size_t n, const float *table, size_t vocab, size_t dim, float *y);
+/* The table's gradient, columns [c0, c1) only (a caller splits the columns; the rows of
+ * a column are added in the ids' order, so the bits do not depend on the split):
+ * dt[v, c] = sum of dy[r, c] over the r with ids[r] == v.  Touches the rows of the ids
+ * used and zeroes the others; no one-hot.  Returns as kern_embedding. */
+int kern_embedding_grad(const int32_t *ids, size_t n, const float *dy, size_t vocab, size_t dim, size_t c0, size_t c1,
+                        float *dt);
+
+/* Layer normalization of the rows of x [rows, cols]: (x - mean) / sqrt(var + eps) * gamma
+ * + beta, mean and (biased) variance per row; the input's gradient from dy (the mean and
+ * deviation recomputed from x); gamma's gradient acc[c] += dy * xhat over the rows. */
+void kern_layer_norm(const float *x, const float *gamma, const float *beta, size_t rows, size_t cols, float eps, float *y);
+void kern_layer_norm_grad(const float *x, const float *gamma, const float *dy, size_t rows, size_t cols, float eps, float *dx);
+void kern_layer_norm_grad_scale(const float *x, const float *dy, size_t rows, size_t cols, float eps, double *acc);
+
+/* kern_cross_entropy and its gradient with label smoothing s (PyTorch's): the target of
+ * a row is (1 - s) one-hot(label) + s / cols. */
+int kern_cross_entropy_ls(const float *logits, const int32_t *labels, size_t rows, size_t cols, float s, float *loss);
+int kern_cross_entropy_ls_grad(const float *logits, const int32_t *labels, float dloss, float *dlogits, size_t rows,
+                               size_t cols, float s);
+
+/* Binary cross entropy with logits, mean over n: max(x, 0) - x t + log(1 + exp(-|x|));
+ * its gradient with respect to x, (sigmoid(x) - t) dloss / n, or to t, -x dloss / n. */
+void kern_bce_logits(const float *x, const float *t, size_t n, float *loss);
+void kern_bce_logits_grad(const float *x, const float *t, float dloss, size_t n, bool wrt_target, float *d);
+
+/* The adjoint of kern_slice: x [outer, len, inner] added into y [outer, total_len,
+ * inner] at offset off along the middle axis. */
+void kern_slice_add(const float *x, int64_t total_len, int64_t off, int64_t len, size_t outer, size_t inner, float *y);
 
 #endif

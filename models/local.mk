@@ -1,2 +1,3 @@
-MODELS = %D%/mnist.net %D%/mnist-adam.net %D%/mlp.net %D%/lenet5.net %D%/resnet.net %D%/large.net %D%/siamese.net
+MODELS = %D%/mnist.net %D%/mnist-adam.net %D%/mlp.net %D%/lenet5.net %D%/resnet.net %D%/large.net %D%/siamese.net \
+	%D%/charlm.net
 EXTRA_DIST += $(MODELS)

@@ -374,6 +374,11 @@ static void export_node(Ex *e, int32_t id)
         return;
     }
     case OM_ROWS: {
+        if (n->a.axes.after != 0) {   /* softmax(x, axis=) along another axis than the last (issue 14) */
+            diag_error(e->d, n->loc, "export: %s along axis %d, not the last, has no ONNX form here", op_name(n->op),
+                       -1 - n->a.axes.after);
+            return;
+        }
         bool nchw = all_nchw(e, n, false);
         const char *in[1] = { get(e, n->in[0], nchw ? LAY_NCHW : LAY_NHWC) };
         e->nat[id] = nchw ? LAY_NCHW : LAY_NHWC;

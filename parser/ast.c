@@ -52,11 +52,11 @@ void ast_free(Program *p)
 }
 
 static const char *kind_names[AST_KIND_COUNT] = {
-    "int", "float", "string", "name", "call", "binary", "neg", "kwarg",
+    "int", "float", "string", "name", "call", "binary", "neg", "kwarg", "list", "index",
 };
 const char *ast_kind_name(AstKind k) { return (unsigned)k < AST_KIND_COUNT ? kind_names[k] : "?"; }
 
-static const char *stmt_names[ST_KIND_COUNT] = { "input", "param", "assign", "output", "train" };
+static const char *stmt_names[ST_KIND_COUNT] = { "input", "param", "assign", "output", "train", "unpack" };
 
 static void print_json_string(FILE *out, const char *s)
 {
@@ -99,6 +99,26 @@ static void expr_text(const Ast *a, FILE *out)
         break;
     case AST_NEG: fputs("-", out); expr_text(a->u.neg, out); break;
     case AST_KWARG: fprintf(out, "%s=", a->u.kw.name); expr_text(a->u.kw.value, out); break;
+    case AST_LIST:
+        fputc('[', out);
+        for (int i = 0; i < a->u.list.n; i++) {
+            if (i) fputs(", ", out);
+            expr_text(a->u.list.items[i], out);
+        }
+        fputc(']', out);
+        break;
+    case AST_INDEX:
+        expr_text(a->u.index.base, out);
+        fputc('[', out);
+        for (int i = 0; i < a->u.index.n; i++) {
+            const AstSlice *it = &a->u.index.items[i];
+            if (i) fputs(", ", out);
+            if (it->start) expr_text(it->start, out);
+            if (it->range) fputc(':', out);
+            if (it->end) expr_text(it->end, out);
+        }
+        fputc(']', out);
+        break;
     case AST_KIND_COUNT: break;
     }
 }
@@ -126,6 +146,11 @@ void ast_dump_text(const Program *p, const Source *src, FILE *out)
         case ST_INPUT: fprintf(out, "%s: ", s->name); type_text(&s->type, out); break;
         case ST_PARAM: fprintf(out, "%s: ", s->name); type_text(&s->type, out); fputs(" = ", out); expr_text(s->expr, out); break;
         case ST_ASSIGN: fprintf(out, "%s = ", s->name); expr_text(s->expr, out); break;
+        case ST_UNPACK:
+            for (int k = 0; k < s->nnames; k++) fprintf(out, "%s%s", k ? ", " : "", s->names[k]);
+            fputs(" = ", out);
+            expr_text(s->expr, out);
+            break;
         case ST_OUTPUT: fputs(s->name, out); if (s->expr) { fputs(" = ", out); expr_text(s->expr, out); } break;
         case ST_TRAIN:
             fputs("{", out);
@@ -182,6 +207,28 @@ static void expr_json(const Ast *a, const Source *src, FILE *out)
         fputs(", \"value\": ", out);
         expr_json(a->u.kw.value, src, out);
         break;
+    case AST_LIST:
+        fputs(", \"items\": [", out);
+        for (int i = 0; i < a->u.list.n; i++) {
+            if (i) fputs(", ", out);
+            expr_json(a->u.list.items[i], src, out);
+        }
+        fputc(']', out);
+        break;
+    case AST_INDEX:
+        fputs(", \"base\": ", out);
+        expr_json(a->u.index.base, src, out);
+        fputs(", \"items\": [", out);
+        for (int i = 0; i < a->u.index.n; i++) {
+            const AstSlice *it = &a->u.index.items[i];
+            fprintf(out, "%s{\"range\": %s, \"start\": ", i ? ", " : "", it->range ? "true" : "false");
+            expr_json(it->start, src, out);
+            fputs(", \"end\": ", out);
+            expr_json(it->end, src, out);
+            fputc('}', out);
+        }
+        fputc(']', out);
+        break;
     case AST_KIND_COUNT: break;
     }
     fputc('}', out);
@@ -197,6 +244,14 @@ void ast_dump_json(const Program *p, const Source *src, FILE *out)
         fprintf(out, "  {\"kind\": \"%s\", ", stmt_names[s->kind]);
         loc_json(src, s->loc, out);
         if (s->name) { fputs(", \"name\": ", out); print_json_string(out, s->name); }
+        if (s->kind == ST_UNPACK) {
+            fputs(", \"names\": [", out);
+            for (int k = 0; k < s->nnames; k++) {
+                if (k) fputs(", ", out);
+                print_json_string(out, s->names[k]);
+            }
+            fputc(']', out);
+        }
         if (s->kind == ST_INPUT || s->kind == ST_PARAM) {
             fputs(", \"dtype\": ", out);
             print_json_string(out, s->type.dtype ? s->type.dtype : "?");

@@ -19,10 +19,21 @@ typedef enum AstKind {
     AST_BINARY,   /* l op r: bin */
     AST_NEG,      /* -e: neg */
     AST_KWARG,    /* name=value, only directly inside a call: kw */
+    AST_LIST,     /* [e1, e2, ...]: list (axes, a permutation) */
+    AST_INDEX,    /* base[i, a:b, :]: index (slicing) */
     AST_KIND_COUNT
 } AstKind;
 
 typedef struct Ast Ast;
+
+/* One item of base[...]: a range start:end (either may be missing, NULL) or a single
+ * index (start). */
+typedef struct AstSlice {
+    bool range;
+    Ast *start, *end;
+    Loc loc;
+} AstSlice;
+
 struct Ast {
     AstKind kind;
     Loc loc;              /* the whole expression */
@@ -46,6 +57,15 @@ struct Ast {
             Loc name_loc;
             Ast *value;
         } kw;
+        struct {
+            Ast **items;  /* AST_LIST */
+            int n;
+        } list;
+        struct {
+            Ast *base;    /* AST_INDEX: the tensor */
+            AstSlice *items;  /* one per leading axis */
+            int n;
+        } index;
     } u;
 };
 
@@ -71,6 +91,7 @@ typedef enum StmtKind {
     ST_ASSIGN,  /* NAME = EXPR */
     ST_OUTPUT,  /* output NAME [= EXPR] */
     ST_TRAIN,   /* train { key = EXPR ... } */
+    ST_UNPACK,  /* NAME, NAME, ... = EXPR (a function of several results, split) */
     ST_KIND_COUNT
 } StmtKind;
 
@@ -83,8 +104,11 @@ typedef struct TrainEntry {
 typedef struct Stmt {
     StmtKind kind;
     Loc loc;              /* the whole statement */
-    char *name;           /* defined name (not for ST_TRAIN) */
+    char *name;           /* defined name (not for ST_TRAIN; ST_UNPACK: the first) */
     Loc name_loc;
+    char **names;         /* ST_UNPACK: every name, nnames >= 2 of them */
+    Loc *name_locs;
+    int nnames;
     AstType type;         /* ST_INPUT, ST_PARAM */
     Ast *expr;            /* ST_ASSIGN, ST_PARAM (initializer), ST_OUTPUT (may be NULL) */
     TrainEntry *entries;  /* ST_TRAIN */

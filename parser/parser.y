@@ -56,6 +56,8 @@ static void netyyerror(Loc *loc, void *scanner, struct LexState *ls, const char 
 
 static Ast *mk_call(struct LexState *ls, Loc loc, char *fn, Loc fn_loc, Ast **args, int nargs);
 static Ast *mk_bin(struct LexState *ls, Loc loc, char op, Ast *l, Ast *r);
+static void add_name(struct LexState *ls, char ***names, Loc **locs, int *n, char *name, Loc loc);
+static Stmt *mk_unpack(struct LexState *ls, Loc loc, char *first, Loc first_loc, char **rest, Loc *rest_locs, int nrest, Ast *expr);
 }
 
 %union {
@@ -70,6 +72,9 @@ static Ast *mk_bin(struct LexState *ls, Loc loc, char op, Ast *l, Ast *r);
     AstType type;
     struct { TrainEntry *v; int n; } entries;
     TrainEntry entry;
+    struct { AstSlice *v; int n; } slices;
+    AstSlice slice;
+    struct { char **v; Loc *locs; int n; } names;
 }
 
 /* Everything is allocated in the Program's arena and freed with it at once, so no
@@ -86,8 +91,11 @@ static Ast *mk_bin(struct LexState *ls, Loc loc, char op, Ast *l, Ast *r);
 %left '*' '/'
 %precedence NEG
 
-%type <ast> expr primary arg
-%type <list> args
+%type <ast> expr primary postfix arg
+%type <list> args exprs
+%type <slices> slices
+%type <slice> slice
+%type <names> names
 %type <dims> dims
 %type <dim> dim
 %type <type> type
@@ -121,6 +129,8 @@ stmt
         { $$ = ast_stmt(ls->prog, ST_PARAM, @$); if ($$) { $$->name = $2; $$->name_loc = @2; $$->type = $4; $$->expr = $6; } }
     | IDENT '=' expr
         { $$ = ast_stmt(ls->prog, ST_ASSIGN, @$); if ($$) { $$->name = $1; $$->name_loc = @1; $$->expr = $3; } }
+    | IDENT ',' names '=' expr
+        { $$ = mk_unpack(ls, @$, $1, @1, $3.v, $3.locs, $3.n, $5); }
     | KW_OUTPUT IDENT
         { $$ = ast_stmt(ls->prog, ST_OUTPUT, @$); if ($$) { $$->name = $2; $$->name_loc = @2; } }
     | KW_OUTPUT IDENT '=' expr
@@ -133,6 +143,11 @@ stmt
             TrainEntry *v = ast_grow(ls->prog, $3.v, $3.n, sizeof *v);
             if ($$ && v) { v[$3.n] = $4; $$->entries = v; $$->nentries = $3.n + 1; }
         }
+    ;
+
+names
+    : IDENT                       { $$.v = NULL; $$.locs = NULL; $$.n = 0; add_name(ls, &$$.v, &$$.locs, &$$.n, $1, @1); }
+    | names ',' IDENT             { $$ = $1; add_name(ls, &$$.v, &$$.locs, &$$.n, $3, @3); }
     ;
 
 entries
@@ -185,12 +200,52 @@ primary
     : INT                         { $$ = ast_new(ls->prog, AST_INT, @$); if ($$) $$->u.ival = $1; }
     | FLOAT                       { $$ = ast_new(ls->prog, AST_FLOAT, @$); if ($$) $$->u.fval = $1; }
     | STRING                      { $$ = ast_new(ls->prog, AST_STRING, @$); if ($$) $$->u.str = $1; }
-    | IDENT                       { $$ = ast_new(ls->prog, AST_NAME, @$); if ($$) $$->u.str = $1; }
+    | '[' exprs ']'
+        { $$ = ast_new(ls->prog, AST_LIST, @$); if ($$) { $$->u.list.items = $2.v; $$->u.list.n = $2.n; } }
+    | postfix
+    ;
+
+/* what can be indexed: a name, a call, a bracketed expression, an indexing */
+postfix
+    : IDENT                       { $$ = ast_new(ls->prog, AST_NAME, @$); if ($$) $$->u.str = $1; }
     | IDENT '(' ')'               { $$ = mk_call(ls, @$, $1, @1, NULL, 0); }
     | IDENT '(' args ')'          { $$ = mk_call(ls, @$, $1, @1, $3.v, $3.n); }
     | IDENT '(' args ',' ')'      { $$ = mk_call(ls, @$, $1, @1, $3.v, $3.n); }
     | IDENT '(' error ')'         { $$ = NULL; /* reported; lowering stays quiet about it */ }
     | '(' expr ')'                { $$ = $2; if ($$) $$->loc = @$; }
+    | postfix '[' slices ']'
+        {
+            $$ = ast_new(ls->prog, AST_INDEX, @$);
+            if ($$) { $$->u.index.base = $1; $$->u.index.items = $3.v; $$->u.index.n = $3.n; }
+        }
+    ;
+
+exprs
+    : expr                        { $$.v = ast_grow(ls->prog, NULL, 0, sizeof(Ast *)); if ($$.v) $$.v[0] = $1; $$.n = 1; }
+    | exprs ',' expr
+        {
+            $$ = $1;
+            Ast **v = ast_grow(ls->prog, $1.v, $1.n, sizeof *v);
+            if (v) { v[$1.n] = $3; $$.v = v; $$.n = $1.n + 1; }
+        }
+    ;
+
+slices
+    : slice                       { $$.v = ast_grow(ls->prog, NULL, 0, sizeof(AstSlice)); if ($$.v) $$.v[0] = $1; $$.n = 1; }
+    | slices ',' slice
+        {
+            $$ = $1;
+            AstSlice *v = ast_grow(ls->prog, $1.v, $1.n, sizeof *v);
+            if (v) { v[$1.n] = $3; $$.v = v; $$.n = $1.n + 1; }
+        }
+    ;
+
+slice
+    : expr                        { $$ = (AstSlice){ false, $1, NULL, @$ }; }
+    | ':'                         { $$ = (AstSlice){ true, NULL, NULL, @$ }; }
+    | expr ':'                    { $$ = (AstSlice){ true, $1, NULL, @$ }; }
+    | ':' expr                    { $$ = (AstSlice){ true, NULL, $2, @$ }; }
+    | expr ':' expr               { $$ = (AstSlice){ true, $1, $3, @$ }; }
     ;
 
 args
@@ -235,11 +290,36 @@ static Ast *mk_bin(struct LexState *ls, Loc loc, char op, Ast *l, Ast *r)
     return a;
 }
 
+static void add_name(struct LexState *ls, char ***names, Loc **locs, int *n, char *name, Loc loc)
+{
+    char **v = ast_grow(ls->prog, *names, *n, sizeof *v);
+    Loc *l = ast_grow(ls->prog, *locs, *n, sizeof *l);
+    if (!v || !l) return;
+    v[*n] = name;
+    l[*n] = loc;
+    *names = v;
+    *locs = l;
+    (*n)++;
+}
+
+/* a, b, c = EXPR: the names in order (the first one also as the statement's name). */
+static Stmt *mk_unpack(struct LexState *ls, Loc loc, char *first, Loc first_loc, char **rest, Loc *rest_locs, int nrest, Ast *expr)
+{
+    Stmt *s = ast_stmt(ls->prog, ST_UNPACK, loc);
+    if (!s) return NULL;
+    s->name = first;
+    s->name_loc = first_loc;
+    s->expr = expr;
+    add_name(ls, &s->names, &s->name_locs, &s->nnames, first, first_loc);
+    for (int i = 0; i < nrest; i++) add_name(ls, &s->names, &s->name_locs, &s->nnames, rest[i], rest_locs[i]);
+    return s->nnames == nrest + 1 ? s : NULL;
+}
+
 /* "unexpected X; expected A, B or C": the expected set is exact thanks to LAC. */
 static int yyreport_syntax_error(const yypcontext_t *ctx, void *scanner, struct LexState *ls)
 {
     (void)scanner;
-    enum { MAXEXP = 6 };
+    enum { MAXEXP = 7 };
     yysymbol_kind_t expected[MAXEXP];
     int n = yypcontext_expected_tokens(ctx, expected, MAXEXP);
     yysymbol_kind_t got = yypcontext_token(ctx);

@@ -7,6 +7,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 #include "run/bench.h"
+#include "run/ablate.h"
 #include "exec/pipeline.h"
 #include "kernels/kern.h"
 #include "util/rng.h"
@@ -17,7 +18,7 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-static double median(double *v, int n)
+double bench_median(double *v, int n)
 {
     qsort(v, (size_t)n, sizeof *v, cmp_double);
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
@@ -85,7 +86,7 @@ static void profile_table(FILE *out, const Graph *g, const MemPlan *mp, int thre
     gc_free(rows);
 }
 
-static void free_feeds(const Graph *g, void **f)
+void bench_free_feeds(const Graph *g, void **f)
 {
     if (!f) return;
     for (int i = 0; i < g->ninputs; i++) gc_free(f[i]);
@@ -105,7 +106,7 @@ static void **random_feeds(const Graph *g, int32_t classes, DiagSink *d)
         char what[256];
         snprintf(what, sizeof what, "input '%s'", n->name ? n->name : "?");
         if (cnt < 0 || !exec_fits_memory((double)cnt * 4, what, d)) {
-            free_feeds(g, f);
+            bench_free_feeds(g, f);
             return NULL;
         }
         f[i] = gc_mul_size((size_t)cnt, 4, &bytes) ? gc_malloc(bytes) : NULL;
@@ -113,7 +114,7 @@ static void **random_feeds(const Graph *g, int32_t classes, DiagSink *d)
             char b[128];
             diag_plain(d, "out of memory: input '%s' %s needs %.1f GB", n->name ? n->name : "?",
                        shape_str(g, &n->shape, b, sizeof b), (double)cnt * 4 / 1e9);
-            free_feeds(g, f);
+            bench_free_feeds(g, f);
             return NULL;
         }
         for (int64_t k = 0; k < cnt; k++) {
@@ -124,6 +125,29 @@ static void **random_feeds(const Graph *g, int32_t classes, DiagSink *d)
     }
     return f;
 }
+
+void **bench_feeds(const Graph *fwd, const Graph *g, DiagSink *d)
+{
+    int32_t classes = 2;
+    if (fwd->logits >= 0 && fwd->nodes[fwd->logits].shape.rank == 2) classes = (int32_t)fwd->nodes[fwd->logits].shape.d[1].v;
+    return random_feeds(g, classes, d);
+}
+
+StepEnv bench_env(const Graph *g, Weights *w, const BenchOptions *o, DiagSink *d)
+{
+    return (StepEnv){ .w = w, .seed = 1, .lr = 1e-4f, .momentum = g->train.momentum, .beta1 = 0.9f, .beta2 = 0.999f,
+                      .eps = 1e-7f, .nesterov = g->train.nesterov, .training = !o->infer, .d = d, .isa = o->isa };
+}
+
+double bench_cpu_ns(long *minor_faults)
+{
+    struct rusage u;
+    getrusage(RUSAGE_SELF, &u);
+    if (minor_faults) *minor_faults = u.ru_minflt;
+    return 1e9 * (double)(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + 1e3 * (double)(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+}
+
+int bench_turn(int s, int m, int nm) { return (s % 2) ? (nm - 1 - (m + s / 2) % nm) : (m + s / 2) % nm; }
 
 /* The modes measured side by side: the interpreter, the compiled plan, and with
  * --compare-stages the compiled plan without parallel stages (each op alone, split
@@ -140,7 +164,8 @@ typedef struct Bench {
     Weights w[NM_MAX];
     StepEnv env[NM_MAX];
     double *times[NM_MAX];     /* per measured step */
-    double med[NM_MAX];
+    double *cpu[NM_MAX];       /* and the process's CPU time in it */
+    double med[NM_MAX], cpu_med[NM_MAX];
     size_t mem[NM_MAX];
     double compile_ns;         /* the compiled plan's prepare(): step graph, passes, plan, calls */
     int threads;               /* the pool's */
@@ -152,11 +177,12 @@ typedef struct Bench {
 
 static void bench_free(Bench *b)
 {
-    free_feeds(b->step[0].graph, b->feeds);   /* made from the first step's graph */
+    bench_free_feeds(b->step[0].graph, b->feeds);   /* made from the first step's graph */
     for (int m = 0; m < NM_MAX; m++) {
         step_free(&b->step[m]);
         weights_free(&b->w[m]);
         gc_free(b->times[m]);
+        gc_free(b->cpu[m]);
     }
 }
 
@@ -173,22 +199,17 @@ static int bench_setup(Bench *b, Pool *pool, DiagSink *d)
             return -1;
         if (m == 1) b->compile_ns = exec_now_ns() - t0;
         b->times[m] = gc_calloc((size_t)o->steps, sizeof(double));
-        if (!b->times[m]) {
+        b->cpu[m] = gc_calloc((size_t)o->steps, sizeof(double));
+        if (!b->times[m] || !b->cpu[m]) {
             diag_plain(d, "out of memory");
             return -1;
         }
-        const Graph *g = b->step[m].graph;
-        b->env[m] = (StepEnv){ .w = &b->w[m], .seed = 1, .lr = 1e-4f, .momentum = g->train.momentum, .beta1 = 0.9f,
-                               .beta2 = 0.999f, .eps = 1e-7f, .nesterov = g->train.nesterov, .training = !o->infer,
-                               .d = d, .isa = o->isa };
+        b->env[m] = bench_env(b->step[m].graph, &b->w[m], o, d);
     }
     b->threads = pool_threads(pool);
     b->bytes = exec_step_bytes(executor_graph(b->step[1].ex), b->threads);
     const Graph *g = b->step[0].graph;
-    int32_t classes = 2;
-    if (b->fwd->logits >= 0 && b->fwd->nodes[b->fwd->logits].shape.rank == 2)
-        classes = (int32_t)b->fwd->nodes[b->fwd->logits].shape.d[1].v;
-    b->feeds = random_feeds(g, classes, d);
+    b->feeds = bench_feeds(b->fwd, g, d);
     if (!b->feeds) return -1;
     for (int i = 0; i < g->noutputs && i < 16; i++)
         b->outs[i] = shape_numel(&g->nodes[g->outputs[i].node].shape) == 1 ? b->scratch_out[i] : NULL;
@@ -207,14 +228,16 @@ static int bench_time(Bench *b)
             if (bench_step(b, m) != 0) return -1;
     for (int s = 0; s < n; s++)
         for (int m = 0; m < nm; m++) {
-            int mm = (s % 2) ? (nm - 1 - (m + s / 2) % nm) : (m + s / 2) % nm;
+            int mm = bench_turn(s, m, nm);
             b->env[mm].step = s;
-            double t0 = exec_now_ns();
+            double t0 = exec_now_ns(), c0 = bench_cpu_ns(NULL);
             if (bench_step(b, mm) != 0) return -1;
             b->times[mm][s] = exec_now_ns() - t0;
+            b->cpu[mm][s] = bench_cpu_ns(NULL) - c0;
         }
     for (int m = 0; m < nm; m++) {
-        b->med[m] = median(b->times[m], n);
+        b->med[m] = bench_median(b->times[m], n);
+        b->cpu_med[m] = bench_median(b->cpu[m], n);
         b->mem[m] = executor_peak_bytes(b->step[m].ex);
     }
     return 0;
@@ -232,8 +255,10 @@ static void bench_report(const Bench *b, int threads)
     const char *model = b->fwd->model_name ? b->fwd->model_name : "model";
     const char *isa = kern_isa_name(kern_isa_resolve(o->isa));   /* the variant that ran */
     if (o->json) {
-        char serial[96] = "";
-        if (b->nm == 3) snprintf(serial, sizeof serial, "\"one_op_at_a_time_ms\": %.3f, ", med[2] / 1e6);
+        char serial[192] = "";   /* the fields before "ratio" that only some runs have, and the CPU times */
+        int len = b->nm == 3 ? snprintf(serial, sizeof serial, "\"one_op_at_a_time_ms\": %.3f, ", med[2] / 1e6) : 0;
+        snprintf(serial + len, sizeof serial - (size_t)len, "\"interp_cpu_ms\": %.3f, \"compiled_cpu_ms\": %.3f, "
+                 "\"cpu_ratio\": %.3f, ", b->cpu_med[0] / 1e6, b->cpu_med[1] / 1e6, b->cpu_med[0] / b->cpu_med[1]);
         fprintf(out, "{\"model\": \"%s\", \"step\": \"%s\", \"batch\": %lld, \"threads\": %d, \"blas\": \"%s\", \"isa\": \"%s\", "
                 "\"interp_ms\": %.3f, \"compiled_ms\": %.3f, %s\"ratio\": %.3f, \"interp_images_per_s\": %.1f, "
                 "\"compiled_images_per_s\": %.1f, \"interp_peak_bytes\": %zu, \"compiled_arena_bytes\": %zu, "
@@ -248,13 +273,14 @@ static void bench_report(const Bench *b, int threads)
             "%s kernels, %d thread%s\n",
             model, o->infer ? "inference" : "training", (long long)b->batch, graph_flops(g) / 1e9, b->bytes / 1e6,
             o->steps, o->warmup, kern_blas_info(), isa, threads, threads == 1 ? "" : "s");
-    fprintf(out, "  %-16s %12s %10s %9s %16s\n", "mode", "median ms", "images/s", "GFLOP/s", "activations MB");
+    fprintf(out, "  %-16s %12s %10s %9s %16s %8s\n", "mode", "median ms", "images/s", "GFLOP/s", "activations MB",
+            "CPU ms");
     for (int m = 0; m < b->nm; m++)
-        fprintf(out, "  %-16s %12.2f %10.1f %9.1f %16.1f  (%s)\n", mode_names[m], med[m] / 1e6,
-                1e9 * (double)b->batch / med[m], graph_flops(g) / med[m], (double)mem[m] / 1e6,
+        fprintf(out, "  %-16s %12.2f %10.1f %9.1f %16.1f %8.2f  (%s)\n", mode_names[m], med[m] / 1e6,
+                1e9 * (double)b->batch / med[m], graph_flops(g) / med[m], (double)mem[m] / 1e6, b->cpu_med[m] / 1e6,
                 m == 0 ? "peak live" : "arena, scratch in it");
-    fprintf(out, "  interp / compiled: %.2fx   (process peak resident memory %.1f MB)\n", med[0] / med[1],
-            (double)ru.ru_maxrss / 1024);
+    fprintf(out, "  interp / compiled: %.2fx, in CPU time %.2fx   (process peak resident memory %.1f MB)\n",
+            med[0] / med[1], b->cpu_med[0] / b->cpu_med[1], (double)ru.ru_maxrss / 1024);
     if (b->nm == 3) {
         const MemPlan *mp = executor_memplan(b->step[1].ex);
         fprintf(out, "  one op at a time / compiled: %.2fx   (%d of %d stages run several ops at once)\n",
@@ -307,7 +333,7 @@ int bench_run(const Graph *fwd, const BenchOptions *o, DiagSink *d)
     }
     int rc = 0;
     for (int i = 0; i < o->nbatches && rc == 0; i++) {
-        rc = bench_batch(fwd, o, o->batches[i], pool, d);
+        rc = o->ablate ? ablate_batch(fwd, o, o->batches[i], pool, d) : bench_batch(fwd, o, o->batches[i], pool, d);
         if (rc == 0 && !o->json && i + 1 < o->nbatches) fputc('\n', o->out);
     }
     pool_free(pool);

@@ -1,7 +1,6 @@
 #include "run/plot.h"
 #include "util/mem.h"
-#include <errno.h>
-#include <fcntl.h>
+#include "util/outfile.h"
 #include <math.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -610,34 +609,25 @@ static void build_svg(Buf *b, const TrainLog *log, double *work)
     buf_str(b, "</svg>\n");
 }
 
-/* ---- atomic write -------------------------------------------------------------- */
-
-static int write_all(int fd, const char *p, size_t n)
+/* Writes b's text to path as util/outfile.h writes every file (see plot.h) and frees
+ * it; the messages name the plot. */
+static int write_svg(const char *path, Buf *b, DiagSink *d)
 {
-    while (n > 0) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0) {
-            if (errno == EINTR) continue;
-            return -1;
-        }
-        p += w;
-        n -= (size_t)w;
+    if (b->oom) {
+        gc_free(b->p);
+        diag_plain(d, "cannot write plot '%s': out of memory", path);
+        return -1;
     }
-    return 0;
-}
-
-/* Makes the rename durable; best effort (some file systems refuse fsync on a folder). */
-static void sync_dir_of(const char *path)
-{
-    const char *slash = strrchr(path, '/');
-    char *dir = slash ? gc_strndup(path, slash == path ? 1 : (size_t)(slash - path)) : gc_strdup(".");
-    if (!dir) return;
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd >= 0) {
-        (void)fsync(fd);
-        close(fd);
+    OutFile of;
+    FILE *f = outfile_open(&of, path, "plot", d);
+    int rc = -1;
+    if (f) {
+        /* a failed fwrite leaves the stream's error set: outfile_commit reports it */
+        (void)fwrite(b->p, 1, b->len, f);
+        rc = outfile_commit(&of, d);
     }
-    gc_free(dir);
+    gc_free(b->p);
+    return rc;
 }
 
 int plot_svg(const char *path, const TrainLog *log, DiagSink *d)
@@ -646,56 +636,114 @@ int plot_svg(const char *path, const TrainLog *log, DiagSink *d)
     size_t nwork = log->nsteps > log->nepochs ? log->nsteps : log->nepochs;
     double *work = gc_calloc(nwork ? nwork : 1, sizeof(double));
     if (work) build_svg(&b, log, work);
+    else b.oom = true;
     gc_free(work);
-    if (!work || b.oom) {
-        gc_free(b.p);
-        diag_plain(d, "cannot write plot '%s': out of memory", path);
-        return -1;
-    }
+    return write_svg(path, &b, d);
+}
 
-    size_t plen = strlen(path);
-    char *tmp = gc_malloc(plen + 5);
-    if (!tmp) {
-        gc_free(b.p);
-        diag_plain(d, "cannot write plot '%s': out of memory", path);
-        return -1;
-    }
-    memcpy(tmp, path, plen);
-    memcpy(tmp + plen, ".tmp", 5);
+/* ---- a waterfall ----------------------------------------------------------------- */
 
-    const char *stage;
-    int rc = -1;
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
-    if (fd < 0) {
-        diag_plain(d, "cannot write plot '%s': cannot create '%s': %s", path, tmp, strerror(errno));
-        goto out;
+#define WF_LABEL_W 260.0      /* the bars' labels, left of the axis */
+#define WF_NOTE_W 250.0       /* their notes, right of it */
+#define WF_ROW_H 30.0
+#define WF_TOP 84.0
+
+static double wf_x(double v, double xmax) { return WF_LABEL_W + v / xmax * (SVG_W - WF_LABEL_W - WF_NOTE_W); }
+
+/* The axis: vertical grid lines and their values under the bars. */
+static void wf_axis(Buf *b, double xmax, double step, double bottom, const char *axis)
+{
+    int dec = step_decimals(step);
+    for (long i = 0; (double)i * step <= xmax * (1 + 1e-9) && i <= 50; i++) {
+        double x = wf_x((double)i * step, xmax);
+        buf_str(b, "<line x1=\""); buf_num(b, x, 1);
+        buf_str(b, "\" x2=\""); buf_num(b, x, 1);
+        buf_str(b, "\" y1=\""); buf_num(b, WF_TOP - 6, 1);
+        buf_str(b, "\" y2=\""); buf_num(b, bottom, 1);
+        buf_str(b, "\" stroke=\"#e6e6e6\"/>\n<text x=\""); buf_num(b, x, 1);
+        buf_str(b, "\" y=\""); buf_num(b, bottom + 16, 1);
+        buf_str(b, "\" text-anchor=\"middle\">"); buf_num(b, (double)i * step, dec);
+        buf_str(b, "</text>\n");
     }
-    if (write_all(fd, b.p, b.len)) stage = "write to";
-    else if (fsync(fd)) stage = "fsync";
-    else stage = NULL;
-    if (stage) {
-        int e = errno;
-        close(fd);
-        unlink(tmp);
-        diag_plain(d, "cannot write plot '%s': %s '%s' failed: %s", path, stage, tmp, strerror(e));
-        goto out;
+    buf_str(b, "<text x=\""); buf_num(b, wf_x(xmax / 2, xmax), 1);
+    buf_str(b, "\" y=\""); buf_num(b, bottom + 36, 1);
+    buf_str(b, "\" text-anchor=\"middle\">");
+    buf_xml(b, axis);
+    buf_str(b, "</text>\n");
+}
+
+/* A bar from value a to b (either order) at pixel row y, h high. */
+static void wf_rect(Buf *b, double from, double to, double y, double h, double xmax, const char *fill)
+{
+    double lo = wf_x(fmin(from, to), xmax), hi = wf_x(fmax(from, to), xmax);
+    buf_str(b, "<rect x=\""); buf_num(b, lo, 1);
+    buf_str(b, "\" y=\""); buf_num(b, y, 1);
+    buf_str(b, "\" width=\""); buf_num(b, fmax(hi - lo, 1), 1);
+    buf_str(b, "\" height=\""); buf_num(b, h, 1);
+    buf_printf(b, "\" fill=\"%s\"/>\n", fill);
+}
+
+/* Bar i: its label, the bar from `from` to `to` (a total from 0), its note, and a
+ * dashed line on to the next bar's start. */
+static void wf_bar(Buf *b, const Waterfall *w, int i, double xmax)
+{
+    const WaterfallBar *r = &w->bars[i];
+    double y = WF_TOP + WF_ROW_H * i;
+    bool down = r->to <= r->from, down2 = r->to2 <= r->from2;
+    buf_str(b, "<text x=\""); buf_num(b, WF_LABEL_W - 8, 1);
+    buf_str(b, "\" y=\""); buf_num(b, y + WF_ROW_H / 2 + 4, 1);
+    buf_str(b, r->total ? "\" text-anchor=\"end\" font-weight=\"bold\">" : "\" text-anchor=\"end\">");
+    buf_xml(b, r->label ? r->label : "");
+    buf_str(b, "</text>\n");
+    wf_rect(b, r->from, r->to, y + 5, WF_ROW_H - 10, xmax, r->total ? "#9db4d8" : down ? "#98d598" : "#eb9393");
+    if (r->from2 != 0 || r->to2 != 0)
+        wf_rect(b, r->from2, r->to2, y + WF_ROW_H / 2 - 3, 6, xmax, r->total ? "#2a4a80" : down2 ? "#176317" : "#8b1a1a");
+    if (r->note) {
+        buf_str(b, "<text x=\""); buf_num(b, SVG_W - WF_NOTE_W + 10, 1);
+        buf_str(b, "\" y=\""); buf_num(b, y + WF_ROW_H / 2 + 4, 1);
+        buf_str(b, "\">");
+        buf_xml(b, r->note);
+        buf_str(b, "</text>\n");
     }
-    if (close(fd)) {
-        int e = errno;
-        unlink(tmp);
-        diag_plain(d, "cannot write plot '%s': closing '%s' failed: %s", path, tmp, strerror(e));
-        goto out;
+    if (i + 1 < w->nbars) {
+        double x = wf_x(r->to, xmax);
+        buf_str(b, "<line x1=\""); buf_num(b, x, 1);
+        buf_str(b, "\" x2=\""); buf_num(b, x, 1);
+        buf_str(b, "\" y1=\""); buf_num(b, y + WF_ROW_H - 5, 1);
+        buf_str(b, "\" y2=\""); buf_num(b, y + WF_ROW_H + 5, 1);
+        buf_str(b, "\" stroke=\"#666\" stroke-dasharray=\"2,2\"/>\n");
     }
-    if (rename(tmp, path)) {
-        int e = errno;
-        unlink(tmp);
-        diag_plain(d, "cannot write plot '%s': cannot rename '%s' over it: %s", path, tmp, strerror(e));
-        goto out;
-    }
-    sync_dir_of(path);
-    rc = 0;
-out:
-    gc_free(tmp);
-    gc_free(b.p);
-    return rc;
+}
+
+int plot_waterfall(const char *path, const Waterfall *w, DiagSink *d)
+{
+    Buf b = {0};
+    double top = 0;
+    for (int i = 0; i < w->nbars; i++)
+        for (int k = 0; k < 4; k++) {
+            double v = k == 0 ? w->bars[i].from : k == 1 ? w->bars[i].to : k == 2 ? w->bars[i].from2 : w->bars[i].to2;
+            if (isfinite(v)) top = fmax(top, v);
+        }
+    double step = nice_step(top > 0 ? top : 1, 6), xmax = ceil((top > 0 ? top : 1) / step) * step;
+    double bottom = WF_TOP + WF_ROW_H * w->nbars + 4;
+    int h = (int)bottom + 60;
+    buf_str(&b, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+    buf_printf(&b, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
+               "font-family=\"DejaVu Sans, Helvetica, Arial, sans-serif\" font-size=\"12\" fill=\"#333\">\n",
+               SVG_W, h, SVG_W, h);
+    buf_str(&b, "<title>");
+    buf_xml(&b, w->title ? w->title : "waterfall");
+    buf_printf(&b, "</title>\n<rect width=\"%d\" height=\"%d\" fill=\"white\"/>\n", SVG_W, h);
+    buf_printf(&b, "<text x=\"%d\" y=\"28\" text-anchor=\"middle\" font-size=\"16\" font-weight=\"bold\">", SVG_W / 2);
+    buf_xml(&b, w->title ? w->title : "waterfall");
+    buf_printf(&b, "</text>\n<text x=\"%d\" y=\"50\" text-anchor=\"middle\" fill=\"#777\">", SVG_W / 2);
+    buf_xml(&b, w->subtitle ? w->subtitle : "");
+    buf_str(&b, "</text>\n");
+    wf_axis(&b, xmax, step, bottom, w->axis ? w->axis : "");
+    for (int i = 0; i < w->nbars; i++)
+        if (isfinite(w->bars[i].from) && isfinite(w->bars[i].to) && isfinite(w->bars[i].from2) &&
+            isfinite(w->bars[i].to2))
+            wf_bar(&b, w, i, xmax);
+    buf_str(&b, "</svg>\n");
+    return write_svg(path, &b, d);
 }

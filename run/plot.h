@@ -10,6 +10,7 @@
 #ifndef GRAPHC_PLOT_H
 #define GRAPHC_PLOT_H
 #include <stddef.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include "util/diag.h"
 
@@ -24,10 +25,29 @@ typedef struct TrainLog {
     const char *title;             /* UTF-8; may be NULL */
 } TrainLog;
 
-/* Writes the SVG to `path` atomically: `path`.tmp in the same folder, flushed and
- * fsynced, then renamed over `path`.  On failure the temporary file is removed, any
- * file already at `path` is left as it was, and a message naming the path and the
- * system's reason goes to `d`.  Returns 0 or -1. */
+/* Writes the SVG to `path` as util/outfile.h writes every file: atomically, through a
+ * symlink to its target, never over anything but a regular file.  On failure any file
+ * already at `path` is left as it was, and a message naming the path and the system's
+ * reason goes to `d`.  Returns 0 or -1. */
 int plot_svg(const char *path, const TrainLog *log, DiagSink *d);
+
+/* A waterfall (graphc bench --ablate): a total bar, the steps that take it to another
+ * total, each a floating bar from where the one before ended (green where it goes
+ * down, red where it goes up), one row each, with a note to the right; a second
+ * measure of the same (CPU time beside wall time) as a thin bar inside each row. */
+typedef struct WaterfallBar {
+    const char *label;
+    double from, to;               /* a total bar: 0 and the total */
+    double from2, to2;             /* the second measure; both 0: none */
+    bool total;
+    const char *note;              /* may be NULL */
+} WaterfallBar;
+typedef struct Waterfall {
+    const char *title, *subtitle, *axis;   /* UTF-8; may be NULL */
+    const WaterfallBar *bars;
+    int nbars;
+} Waterfall;
+/* Written to `path` as plot_svg writes. */
+int plot_waterfall(const char *path, const Waterfall *w, DiagSink *d);
 
 #endif

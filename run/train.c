@@ -7,6 +7,7 @@
 #include "kernels/kern.h"
 #include "run/plot.h"
 #include "run/train.h"
+#include "util/outfile.h"
 
 void run_options_default(RunOptions *o)
 {
@@ -357,8 +358,8 @@ int train_run(const Graph *fwd, const RunOptions *o, RunResult *r, Weights *w_ou
     co.max_memory = 0;
     if (evaluator_init(&ev, fwd, &f, t.batch, &co, &w, comm, d) != 0) goto out;
     if (o->resume_path) {
-        if (checkpoint_load(o->resume_path, tg, &w, d) != 0) goto out;
-        if (w.step > t.epochs * steps) {
+        if (checkpoint_resume(o->resume_path, tg, &w, o->reset_optimizer, d) != 0) goto out;
+        if (w.step < 0 || w.step > t.epochs * steps) {
             diag_plain(d, "%s: the checkpoint is at step %lld, past the %lld steps of this run", o->resume_path,
                        (long long)w.step, (long long)(t.epochs * steps));
             goto out;
@@ -371,6 +372,8 @@ int train_run(const Graph *fwd, const RunOptions *o, RunResult *r, Weights *w_ou
                    (long long)o->save_every);
         goto out;
     }
+    /* before the first step: an output that cannot be written would lose the run */
+    if (rank == 0 && (outfile_check(save, "checkpoint", d) != 0 || outfile_check(o->plot_path, "plot", d) != 0)) goto out;
 
     if (!exec_fits_memory((double)t.batch * (double)f.sample_size * 4, "a batch of inputs", d)) goto out;
     x = gc_calloc((size_t)(t.batch * f.sample_size), sizeof *x);

@@ -20,6 +20,7 @@ typedef struct RunOptions {
     const char *save_path;          /* checkpoint written at the end (and every save_every steps) */
     int64_t save_every;             /* steps between checkpoints while training (0: only at the end) */
     const char *resume_path;        /* continue from this checkpoint: weights, optimizer state, step */
+    bool reset_optimizer;           /* resume even if the checkpoint has no optimizer state (zeros) */
     volatile int *stop;             /* set (by a signal handler) to stop after the current step */
     bool check_numerics;            /* stop at the first NaN or Inf, naming the op and its line */
     int64_t max_memory;             /* refuse to train if the step needs more bytes (0: no limit) */
@@ -63,10 +64,16 @@ void run_result_free(RunResult *r);
 /* Writes every var of `g` atomically (temp file, fsync, rename, fsync of the folder). */
 int checkpoint_save(const char *path, const Graph *g, const Weights *w, uint64_t seed, DiagSink *d);
 /* Loads the vars of `g` present in the file; every param of g must be there with the
- * same shape (optimizer state is loaded when present).  Nothing is changed in `w`
- * unless the whole file is valid. */
+ * same shape, and g's optimizer state is loaded when the file has it (all of it, or
+ * none: then it is left as it is).  Records of optimizer state that g does not have
+ * are checked and skipped.  Nothing is changed in `w` unless the whole file is valid. */
 int checkpoint_load(const char *path, const Graph *g, Weights *w, DiagSink *d);
-/* The seed a checkpoint was trained with (to resume with the same masks and order). */
+/* The same for resuming training graph g: every optimizer state var of g must be there
+ * too (to go on as if never stopped), unless reset_optimizer, which sets it to zero
+ * instead (the file's, if any, is checked and not used). */
+int checkpoint_resume(const char *path, const Graph *g, Weights *w, bool reset_optimizer, DiagSink *d);
+/* The seed a checkpoint was trained with (to resume with the same masks and order),
+ * from its header, which is checked; the file must be a regular file. */
 int checkpoint_seed(const char *path, uint64_t *seed, DiagSink *d);
 
 #endif

@@ -7,20 +7,23 @@
 #   test_data      data sources;  test_image  image files;  test_plot  SVG plots
 #   test_api       the public C API alone (two models on two threads)
 #   test_onnx      ONNX export and import: round trips, damaged files (when built with ONNX)
+#   test_checkpoint  checkpoints (crafted fields, streams, resuming) and output files
+#   test_ablate    graphc bench --ablate: every configuration against the interpreter, its output
 # Scripts: golden.sh (dumps of every model against tests/golden/, the stderr of
 # `graphc check` on each tests/errors/*.net against its .err, exit codes; regenerate
 # with GOLDEN_UPDATE=1 top_srcdir=. top_builddir=. tests/golden.sh), resume.sh
 # (checkpoints and resume through the CLI), valgrind.sh, install.sh, mpi.sh, layers.sh
 # (no file includes a folder of a layer above its own), predict.sh (graphc predict's
 # reports and exit status, and examples/classify beside it), isa.sh (the kernels'
-# variants through GRAPHC_ISA and --isa).
+# variants through GRAPHC_ISA and --isa), ablate_cli.sh (graphc bench --ablate's
+# refusals and plot).
 # Run the tests that expose known bugs with: GRAPHC_KNOWN_BUGS=1 tests/test_frontend
 TEST_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 TEST_LIBS = $(GRAPHC_LIBS) $(CHECK_LIBS)
 AM_TESTS_ENVIRONMENT = top_srcdir='$(top_srcdir)'; top_builddir='$(top_builddir)'; SAN_CFLAGS='$(SAN_CFLAGS)'; export top_srcdir top_builddir SAN_CFLAGS; CK_DEFAULT_TIMEOUT=600; export CK_DEFAULT_TIMEOUT;
 
 CHECK_SUITES = tests/test_frontend tests/test_kernels tests/test_train tests/test_bench tests/test_data tests/test_image \
-	tests/test_plot tests/test_api
+	tests/test_plot tests/test_api tests/test_ablate
 check_PROGRAMS += $(CHECK_SUITES)
 TESTS += $(CHECK_SUITES)
 tests_test_frontend_SOURCES = tests/test_frontend.c
@@ -47,11 +50,14 @@ tests_test_plot_LDADD = $(TEST_LIBS)
 tests_test_api_SOURCES = tests/test_api.c
 tests_test_api_CFLAGS = $(TEST_CFLAGS)
 tests_test_api_LDADD = $(TEST_LIBS)
+tests_test_ablate_SOURCES = tests/test_ablate.c tests/testgraph.h tests/model_file.h
+tests_test_ablate_CFLAGS = $(TEST_CFLAGS)
+tests_test_ablate_LDADD = $(TEST_LIBS)
 
 TESTS += tests/golden.sh tests/resume.sh tests/valgrind.sh tests/install.sh tests/mpi.sh tests/layers.sh \
-	tests/predict.sh tests/isa.sh
+	tests/predict.sh tests/isa.sh tests/ablate_cli.sh
 EXTRA_DIST += tests/golden.sh tests/golden tests/errors tests/resume.sh tests/valgrind.sh tests/valgrind.net \
-	tests/install.sh tests/mpi.sh tests/layers.sh tests/predict.sh tests/isa.sh
+	tests/install.sh tests/mpi.sh tests/layers.sh tests/predict.sh tests/isa.sh tests/ablate_cli.sh
 
 # examples/classify.c as its README builds it, but against this build's library
 check_PROGRAMS += examples/classify
@@ -73,7 +79,7 @@ tests_ckpt_compare_LDADD = $(GRAPHC_LIBS)
 # of the same networks (tests/onnx_torch.py, Debian's python3-torch).  Each skips with
 # a message when its tool is missing.
 check_PROGRAMS += tests/onnx_run
-tests_onnx_run_SOURCES = tests/onnx_run.c
+tests_onnx_run_SOURCES = tests/onnx_run.c tests/model_file.h
 tests_onnx_run_CFLAGS = $(AM_CFLAGS)
 tests_onnx_run_LDADD = $(GRAPHC_LIBS)
 TESTS += tests/onnx.sh tests/onnx_torch.sh
@@ -87,3 +93,20 @@ tests_test_onnx_LDADD = $(TEST_LIBS)
 else
 EXTRA_DIST += tests/test_onnx.c
 endif
+
+# checkpoints (every field of a crafted file, streams, resuming) and output files
+check_PROGRAMS += tests/test_checkpoint
+TESTS += tests/test_checkpoint
+tests_test_checkpoint_SOURCES = tests/test_checkpoint.c
+tests_test_checkpoint_CFLAGS = $(TEST_CFLAGS)
+tests_test_checkpoint_LDADD = $(TEST_LIBS)
+
+# The transformer ops and models/charlm.net against PyTorch (tests/torch_ops.sh and
+# tests/torch_ops.py; tests/torch_run makes graphc's side: weights, inputs, the loss
+# and every gradient as raw files).  Skipped with a message without python3-torch.
+check_PROGRAMS += tests/torch_run
+tests_torch_run_SOURCES = tests/torch_run.c tests/model_file.h
+tests_torch_run_CFLAGS = $(AM_CFLAGS)
+tests_torch_run_LDADD = $(GRAPHC_LIBS)
+TESTS += tests/torch_ops.sh
+EXTRA_DIST += tests/torch_ops.sh tests/torch_ops.py

@@ -43,6 +43,9 @@ fi
 
 for net in "$top_srcdir"/models/*.net; do
     m=$(basename "$net" .net)
+    case $m in   # export refuses its ops with a message each; their ONNX forms are still to come
+    charlm) echo "SKIP: $m: embedding, layer_norm and attention have no ONNX export yet"; continue ;;
+    esac
     batch=3
     [ "$m" = large ] && batch=1   # 1080x1920 images
     if ! "$R" init "$net" "$t/$m.ckpt" 11 || ! "$G" export "$net" --weights "$t/$m.ckpt" -o "$t/$m.onnx" >/dev/null; then

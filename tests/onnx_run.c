@@ -20,6 +20,7 @@
 #include "run/train.h"
 #include "util/file.h"
 #include "util/rng.h"
+#include "tests/model_file.h"
 
 static int fail(DiagSink *d)
 {
@@ -134,16 +135,10 @@ int main(int argc, char **argv)
     }
     Source src;
     DiagSink d;
-    diag_init(&d, NULL);
-    Graph *g = NULL;
-    if (source_load(&src, argv[2], &d) != 0) return fail(&d);
-    d.src = &src;
-    int rc = 1;
-    if (compile_source(&src, &d, NULL, &g) == 0 && d.nerrors == 0)
-        rc = strcmp(argv[1], "init") == 0 ? init(g, argv[3], strtoull(argv[4], NULL, 10), &d)
-                                           : run(g, argv[3], strtoll(argv[4], NULL, 10), argv[5], &d);
-    else
-        fail(&d);
+    Graph *g;
+    if (model_file(argv[2], &src, &d, &g) != 0) return 1;
+    int rc = strcmp(argv[1], "init") == 0 ? init(g, argv[3], strtoull(argv[4], NULL, 10), &d)
+                                          : run(g, argv[3], strtoll(argv[4], NULL, 10), argv[5], &d);
     graph_free(g);
     diag_free(&d);
     source_free(&src);

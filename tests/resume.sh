@@ -3,7 +3,10 @@
 #  - a run stopped (Ctrl-C, or kill -9 at random moments, many times) and resumed ends
 #    with the same weights, bit for bit, as a run that was never stopped;
 #  - whenever kill -9 strikes, even mid-save, the checkpoint on disk loads;
-#  - damaged or mismatched checkpoints are refused with a message, exit 1.
+#  - damaged or mismatched checkpoints are refused with a message, exit 1;
+#  - hostile checkpoints with valid CRCs (fuzz/craft_checkpoints.py, every class of
+#    damage), streams that are no checkpoint, a resume without the optimizer's state,
+#    outputs through symlinks or onto FIFOs and devices, outputs checked before training.
 set -u
 top_srcdir=${top_srcdir:-.}
 top_builddir=${top_builddir:-.}
@@ -86,6 +89,108 @@ sed 's/units=1024/units=256/' "$t/m.net" > "$t/other.net"
 "$G" predict "$t/m.net" --weights "$t/full.ckpt" "$t/small.pgm" >/dev/null 2>"$t/err"; rc=$?
 [ $rc -eq 1 ] && grep -q "small.pgm: the image is 27x28; the model's input is 28x28" "$t/err" \
     && ok "predict refuses an image of the wrong size" || { bad "predict wrong size: $rc"; cat "$t/err"; }
+
+# ---- hostile checkpoints and outputs (docs/fuzzing.md, "Checkpoints"), on a tiny model
+cat > "$t/tiny.net" <<'NET'
+input x: f32[B, 3]
+input y: i32[B]
+loss = cross_entropy(dense(relu(dense(x, units=4)), units=2), y)
+train { data = synthetic(count=16); optimizer = adam(); batch = 4; epochs = 2; minimize = loss }
+NET
+"$G" run "$t/tiny.net" --log quiet --save "$t/tiny.ckpt" >/dev/null 2>"$t/err" || { bad "tiny run"; cat "$t/err"; }
+# refused: exit 1, a message with $2, no sanitizer report; the command after "--"
+refused() {
+    what=$1 msg=$2
+    shift 3
+    timeout 120 "$@" >"$t/out" 2>"$t/err"; rc=$?
+    if [ $rc -eq 1 ] && grep -qF -- "$msg" "$t/err" && ! grep -q "Sanitizer\|runtime error:" "$t/err"; then ok "$what"
+    else bad "$what: status $rc"; cat "$t/err"; fi
+}
+accepted() {
+    what=$1
+    shift 2
+    timeout 120 "$@" >"$t/out" 2>"$t/err"; rc=$?
+    if [ $rc -eq 0 ] && ! grep -q "Sanitizer\|runtime error:" "$t/err"; then ok "$what"
+    else bad "$what: status $rc"; cat "$t/err"; fi
+}
+if command -v python3 >/dev/null 2>&1; then
+    # craft BASE OUT CODE: BASE parsed as c (fuzz/craft_checkpoints.py), changed by CODE, CRCs recomputed
+    craft() {
+        python3 -B - "$1" "$2" "$top_srcdir/fuzz" "$3" <<'PY'
+import sys
+sys.path.insert(0, sys.argv[3])
+import craft_checkpoints as cc
+c = cc.parse(open(sys.argv[1], "rb").read())
+exec(sys.argv[4])
+open(sys.argv[2], "wb").write(c.bytes())
+PY
+    }
+    # the issue's file: valid CRCs, step 2^64-1 (was a negative index and a write out of bounds)
+    craft "$t/tiny.ckpt" "$t/step.ckpt" 'c.step = cc.U64'
+    refused "resume from step 2^64-1 is refused" "step 18446744073709551615 is out of range" -- \
+        "$G" run "$t/tiny.net" --log quiet --resume "$t/step.ckpt"
+    craft "$t/tiny.ckpt" "$t/past.ckpt" 'c.step = 9'
+    refused "resume from a step past the run is refused" "at step 9, past the 8 steps of this run" -- \
+        "$G" run "$t/tiny.net" --log quiet --resume "$t/past.ckpt"
+    # without the optimizer's state: refused, unless --reset-optimizer
+    craft "$t/tiny.ckpt" "$t/nostate.ckpt" 'c.recs = [r for r in c.recs if r.role == cc.PARAM]; c.step = 4'
+    refused "resume without Adam's moments is refused, naming them" \
+        "no optimizer state for this run: 8 tensors missing ('dense/kernel:m', 'dense/kernel:v', 'dense/bias:m', ...)" -- \
+        "$G" run "$t/tiny.net" --log quiet --resume "$t/nostate.ckpt"
+    accepted "resume without them with --reset-optimizer" -- \
+        "$G" run "$t/tiny.net" --log quiet --resume "$t/nostate.ckpt" --reset-optimizer
+    accepted "eval needs no optimizer state" -- "$G" eval "$t/tiny.net" --weights "$t/nostate.ckpt"
+    # every class of damage behind the CRCs, twice, through eval, resume and --reset-optimizer
+    if sh "$top_srcdir/fuzz/ckpt_campaign.sh" "$G" 72 >"$t/campaign" 2>&1; then ok "$(tail -1 "$t/campaign")"
+    else bad "crafted checkpoints"; grep -v "^PASS" "$t/campaign" | head -40; fi
+else
+    echo "SKIP: python3 is not installed: no crafted checkpoints"
+fi
+"$G" run "$t/tiny.net" --reset-optimizer >/dev/null 2>"$t/err"; rc=$?
+[ $rc -eq 2 ] && grep -q "reset-optimizer goes with --resume" "$t/err" && ok "--reset-optimizer without --resume is a usage error" \
+    || { bad "--reset-optimizer alone: status $rc"; cat "$t/err"; }
+refused "eval --weights /dev/zero ends at once" "/dev/zero: not a graphc checkpoint (bad magic)" -- \
+    "$G" eval "$t/tiny.net" --weights /dev/zero
+mkfifo "$t/fifo"
+refused "resume from a FIFO is refused at once (the file is read twice)" "not a regular file" -- \
+    "$G" run "$t/tiny.net" --log quiet --resume "$t/fifo"
+cat "$t/tiny.ckpt" > "$t/fifo" &
+accepted "eval reads a checkpoint through a FIFO" -- "$G" eval "$t/tiny.net" --weights "$t/fifo"
+wait
+(cat /dev/zero > "$t/fifo") 2>/dev/null &
+refused "eval refuses endless zeros through a FIFO" "bad magic" -- "$G" eval "$t/tiny.net" --weights "$t/fifo"
+wait
+
+# outputs: through symlinks, never over a FIFO or a device, checked before the first step
+cp "$t/tiny.ckpt" "$t/target.ckpt"
+ln -s target.ckpt "$t/link.ckpt"
+accepted "--save through a symlink" -- "$G" run "$t/tiny.net" --log quiet --seed 3 --save "$t/link.ckpt"
+[ -L "$t/link.ckpt" ] && ! cmp -s "$t/tiny.ckpt" "$t/target.ckpt" && "$G" eval "$t/tiny.net" --weights "$t/target.ckpt" >/dev/null \
+    && ok "the symlink stays, its target holds the new checkpoint" || bad "--save through a symlink"
+refused "--save onto a FIFO is refused before training" "cannot write checkpoint '$t/fifo': it is a FIFO" -- \
+    "$G" run "$t/tiny.net" --save "$t/fifo"
+[ -p "$t/fifo" ] && ! grep -q "Training" "$t/out" || bad "--save onto a FIFO: the FIFO was replaced or training ran"
+refused "--save onto /dev/null is refused" "it is a character device, not a regular file" -- \
+    "$G" run "$t/tiny.net" --save /dev/null
+refused "--save into a missing folder is refused before training" "folder '$t/none': No such file or directory" -- \
+    "$G" run "$t/tiny.net" --save "$t/none/w.ckpt"
+grep -q "Training" "$t/out" && bad "--save into a missing folder: training ran"
+refused "--plot into a missing folder is refused before training" "cannot write plot '$t/none/p.svg'" -- \
+    "$G" run "$t/tiny.net" --plot "$t/none/p.svg"
+grep -q "Training" "$t/out" && bad "--plot into a missing folder: training ran"
+ln -s target.txt "$t/dump-link"
+accepted "dump -o through a symlink" -- "$G" dump "$t/tiny.net" -o "$t/dump-link"
+[ -L "$t/dump-link" ] && grep -q "^var dense/kernel" "$t/target.txt" && ok "dump -o wrote the symlink's target" \
+    || bad "dump -o through a symlink"
+refused "dump -o onto a FIFO is refused" "cannot write dump '$t/fifo': it is a FIFO" -- \
+    "$G" dump "$t/tiny.net" -o "$t/fifo"
+if "$G" export --help >/dev/null 2>&1; then   # a build with ONNX: its files go the same way
+    printf 'input x: f32[B, 3]\noutput p = softmax(dense(relu(dense(x, units=4)), units=2))\n' > "$t/infer.net"
+    refused "export -o onto a FIFO is refused" "cannot write file '$t/fifo': it is a FIFO" -- \
+        "$G" export "$t/infer.net" --weights "$t/tiny.ckpt" -o "$t/fifo"
+fi
+# (part.ckpt.tmp.PID: left by the kill -9 above, as docs/checkpoint.md says)
+ls "$t" | grep "\.tmp\." | grep -qv "^part\.ckpt\.tmp\." && { bad "a temporary was left behind"; ls "$t"; }
 
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

@@ -248,6 +248,26 @@ static void sx(const Ast *a, char *buf, size_t n)
         sx_append(buf, n, "%s=", a->u.kw.name);
         sx(a->u.kw.value, buf, n);
         break;
+    case AST_LIST:
+        sx_append(buf, n, "(list");
+        for (int i = 0; i < a->u.list.n; i++) {
+            sx_append(buf, n, " ");
+            sx(a->u.list.items[i], buf, n);
+        }
+        sx_append(buf, n, ")");
+        break;
+    case AST_INDEX:   /* (index base item...), an item a single index or start:end, either missing */
+        sx_append(buf, n, "(index ");
+        sx(a->u.index.base, buf, n);
+        for (int i = 0; i < a->u.index.n; i++) {
+            const AstSlice *it = &a->u.index.items[i];
+            sx_append(buf, n, " ");
+            if (it->start) sx(it->start, buf, n);
+            if (it->range) sx_append(buf, n, ":");
+            if (it->end) sx(it->end, buf, n);
+        }
+        sx_append(buf, n, ")");
+        break;
     case AST_KIND_COUNT: sx_append(buf, n, "?"); break;
     }
 }
@@ -456,6 +476,14 @@ static const struct { const char *expr, *tree; } prec_cases[] = {
     { "2 * -3.5", "(* 2 (neg 3.5))" },
     { "f(a + b, k=-c * d)", "(call f (+ a b) k=(* (neg c) d))" },
     { "((a))", "a" },
+    /* lists and indexing (issue 14): an index binds tighter than any operator */
+    { "f(x, axis=[0, -1])", "(call f x axis=(list 0 (neg 1)))" },
+    { "x[:, 0:16]", "(index x : 0:16)" },
+    { "x[1, :-1, 2:, -3]", "(index x 1 :(neg 1) 2: (neg 3))" },
+    { "-x[0] * y[a + 1:]", "(* (neg (index x 0)) (index y (+ a 1):))" },
+    { "f(x)[0][1:2]", "(index (index (call f x) 0) 1:2)" },
+    { "(a + b)[0]", "(index (+ a b) 0)" },
+    { "[[1], [2, 3]]", "(list (list 1) (list 2 3))" },
 };
 
 START_TEST(parse_precedence)
@@ -1076,6 +1104,92 @@ START_TEST(lower_window_sizes)
 }
 END_TEST
 
+/* a, b, c = EXPR: one statement of several names */
+START_TEST(parse_unpack)
+{
+    Parsed ps;
+    parse_ok(&ps, "input x: f32[B, 6]\nq, k, v = split(x, 3)\na, b = f(x)[0]\noutput q\n");
+    const Stmt *st = ps.p->stmts[1];
+    ck_assert_int_eq(st->kind, ST_UNPACK);
+    ck_assert_int_eq(st->nnames, 3);
+    ck_assert_str_eq(st->name, "q");
+    ck_assert_str_eq(st->names[1], "k");
+    ck_assert_str_eq(st->names[2], "v");
+    int line, col;
+    line_col(&ps.src, st->name_locs[2].start, &line, &col);
+    ck_assert_int_eq(line, 2);
+    ck_assert_int_eq(col, 7);
+    ck_assert_str_eq(stmt_sx(&ps, 1), "(call split x 3)");
+    ck_assert_int_eq(ps.p->stmts[2]->nnames, 2);
+    ck_assert_str_eq(stmt_sx(&ps, 2), "(index (call f x) 0)");
+    parsed_free(&ps);
+}
+END_TEST
+
+/* The shapes the transformer family's functions make (issue 14). */
+START_TEST(lower_sequence_shapes)
+{
+    static const struct { const char *expr, *shape; } cases[] = {
+        { "transpose(m)", "[5, 3]" },
+        { "transpose(x)", "[16, 8, B]" },
+        { "transpose(x, perm=[0, 2, 1])", "[B, 16, 8]" },
+        { "permute(x, 1, 0, 2)", "[8, B, 16]" },
+        { "slice(x, axis=2, start=4)", "[B, 8, 12]" },
+        { "slice(x, axis=-1, start=-4, end=-1)", "[B, 8, 3]" },
+        { "x[:, 0:2]", "[B, 2, 16]" },
+        { "x[:, 3]", "[B, 16]" },
+        { "x[:, -1, 5:]", "[B, 11]" },
+        { "x[:, :, 1]", "[B, 8]" },
+        { "batch_matmul(x, x, transpose_b=true)", "[B, 8, 8]" },
+        { "batch_matmul(x, x, transpose_a=true)", "[B, 16, 16]" },
+        { "softmax(x, axis=1)", "[B, 8, 16]" },
+        { "sum(x)", "[]" },
+        { "sum(x, axis=0)", "[8, 16]" },
+        { "mean(x, axis=[1, 2], keepdims=true)", "[B, 1, 1]" },
+        { "max(x, axis=[0, 2])", "[8]" },
+        { "max(x, 0.5)", "[B, 8, 16]" },
+        { "pow(x, 2) + min(x, m[0, 0]) + clip(x, min=0)", "[B, 8, 16]" },
+        { "where(greater(x, 0), x, 0.1 * x)", "[B, 8, 16]" },
+        { "causal_mask(batch_matmul(x, x, transpose_b=true))", "[B, 8, 8]" },
+        { "embedding(ids, vocab=50, dim=6)", "[B, 8, 6]" },
+        { "layer_norm(x, axis=[-2, -1])", "[B, 8, 16]" },
+        { "multi_head_attention(x, heads=4, causal=true)", "[B, 8, 16]" },
+        { "multi_head_attention(x, heads=3, dim=5)", "[B, 8, 16]" },
+        { "dense(x, units=7)", "[B, 8, 7]" },
+        { "cross_entropy(x, ids, label_smoothing=0.1)", "[]" },
+        { "binary_cross_entropy(x, sigmoid(x))", "[]" },
+        { "gelu(x, approximate=\"tanh\") + softplus(x)", "[B, 8, 16]" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char text[512];
+        snprintf(text, sizeof text, "input x: f32[B, 8, 16]\ninput ids: i32[B, 8]\ninput m: f32[3, 5]\noutput y = %s\n",
+                 cases[i].expr);
+        Comp c;
+        comp_ok(&c, text);
+        const Node *y = out(c.g, "y");
+        ck_assert_msg(strcmp(shp(c.g, &y->shape), cases[i].shape) == 0, "%s: %s", cases[i].expr, shp(c.g, &y->shape));
+        comp_free(&c);
+    }
+}
+END_TEST
+
+/* split's parts, named by the statement; a tuple used as one value is refused. */
+START_TEST(lower_split_unpack)
+{
+    Comp c;
+    comp_ok(&c, "input x: f32[B, 4, 6]\nq, k, v = split(x, 3)\nhead, tail = split(x, 2, axis=1)\noutput y = q * k + v\n"
+                "output t = tail\n");
+    const Node *t = out(c.g, "t");
+    ck_assert_int_eq(t->op, OP_SLICE);
+    ck_assert_int_eq(t->a.slice.axis, 1);
+    ck_assert_int_eq(t->a.slice.off, 2);
+    ck_assert_str_eq(t->name, "tail");
+    const Node *y = out(c.g, "y");
+    ck_assert_str_eq(shp(c.g, &y->shape), "[B, 4, 2]");
+    comp_free(&c);
+}
+END_TEST
+
 START_TEST(lower_conv2d_cases)
 {
     static const struct { const char *call, *shape; } cases[] = {
@@ -1286,6 +1400,9 @@ Suite *make_lower_suite(void)
     tcase_add_test(tc, lower_concat_axis);
     tcase_add_loop_test(tc, lower_window_sizes, 0, 3);
     tcase_add_test(tc, lower_conv2d_cases);
+    tcase_add_test(tc, parse_unpack);
+    tcase_add_test(tc, lower_sequence_shapes);
+    tcase_add_test(tc, lower_split_unpack);
     tcase_add_test(tc, lower_dropout_and_losses);
     tcase_add_test(tc, lower_train_block);
     tcase_add_loop_test(tc, lower_model_param_counts, 0, NMODELS);
@@ -1562,7 +1679,7 @@ static const struct FullCase {
       "input x: f32[B, 4]\n"
       "y = relu(x))\n"
       "output y\n",
-      "t.net:2:12: error: unexpected ')'; expected end of line, '+', '-', '*' or '/'\n"
+      "t.net:2:12: error: unexpected ')'; expected end of line, '+', '-', '*', '/' or '['\n"
       "  y = relu(x))\n"
       "             ^\n",
       1 },
@@ -1573,7 +1690,7 @@ static const struct FullCase {
       "t.net:2:28: error: unterminated string (a string ends on the same line)\n"
       "  y = dense(x, units=3, name=\"abc)\n"
       "                             ^~~~~\n"
-      "t.net:3:1: error: unexpected 'output'\n"
+      "t.net:3:1: error: unexpected 'output'; expected '+', '-', '*', '/', ',' or ')'\n"
       "  output y\n"
       "  ^~~~~~\n"
       "t.net:2:10: note: this '(' is not closed\n"
@@ -1790,11 +1907,11 @@ static const struct LineCase {
       "loss = mse(x, t)\n"
       "output loss\n",
       "t.net:3:8: error: mse: prediction [B, 4] and target [B, 3] differ in shape", 1 },
-    { "dense_rank4",
-      "input img: f32[B, 8, 8, 3]\n"
-      "y = dense(img, units=3)\n"
+    { "dense_rank1",
+      "input v: f32[B]\n"
+      "y = dense(v, units=3)\n"
       "output y\n",
-      "t.net:2:5: error: dense: the input must be [batch, features], got [B, 8, 8, 3]; use flatten() first", 1 },
+      "t.net:2:5: error: dense: the input must be [batch, features] (or [..., features]), got [B]", 1 },
     { "dense_use_bias_not_bool",
       "input x: f32[B, 4]\n"
       "y = dense(x, units=3, use_bias=1)\n"
@@ -1804,7 +1921,7 @@ static const struct LineCase {
       "input x: f32[B, 4]\n"
       "y = dense(x, units=3, activation=\"swish\")\n"
       "output y\n",
-      "t.net:2:34: error: dense: 'activation' must be one of \"linear\", \"neg\", \"relu\", \"sigmoid\", \"tanh\", \"exp\", \"log\", \"sqrt\", \"gelu\", \"silu\", \"leaky_relu\", \"softmax\", got \"swish\"", 1 },
+      "t.net:2:34: error: dense: 'activation' must be one of \"linear\", \"neg\", \"relu\", \"sigmoid\", \"tanh\", \"exp\", \"log\", \"sqrt\", \"gelu\", \"silu\", \"leaky_relu\", \"softplus\", \"gelu_tanh\", \"softmax\", got \"swish\"", 1 },
     { "dense_name_not_string",
       "input x: f32[B, 4]\n"
       "y = dense(x, units=3, name=7)\n"
@@ -2392,7 +2509,7 @@ START_TEST(error_at_end_of_file)
 {
     Comp c;
     comp(&c, "input x: f32[B, 4]\ny = dense(x, units=3");
-    ck_assert_str_eq(msgs(&c), "t.net:2:21: error: unexpected end of line\n"
+    ck_assert_str_eq(msgs(&c), "t.net:2:21: error: unexpected end of line; expected '+', '-', '*', '/', ',' or ')'\n"
                                "  y = dense(x, units=3\n"
                                "                      ^\n"
                                "t.net:2:10: note: this '(' is not closed\n"

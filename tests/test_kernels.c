@@ -51,6 +51,11 @@ static float apply_op(EwBinary op, float u, float v)
     case EW_SUB: return u - v;
     case EW_MUL: return u * v;
     case EW_DIV: return u / v;
+    case EW_POW: return (float)pow(u, v);
+    case EW_MAX: return u >= v ? u : v;
+    case EW_MIN: return u <= v ? u : v;
+    case EW_GREATER: return u > v ? 1.0f : 0.0f;
+    case EW_LESS: return u < v ? 1.0f : 0.0f;
     default: return NAN;
     }
 }
@@ -138,20 +143,35 @@ static void bin_inputs(const ShapePair *c, float **a, float **b, Shape *ys, uint
     *b = tu_alloc_uniform(numel(c->b.d, c->b.rank), 0.5f, 2.0f, seed + 1);
 }
 
+/* Operands in each function's domain, into ao and bo: pow's base positive (|a| + 0.25:
+ * a fractional power of a negative number is NaN); max, min and the masks' operands on
+ * grids a quarter apart (a on k/2 + 1/4, b on k/2), never within FD_EPS of a tie. */
+static void op_operands(EwBinary op, const float *a, size_t na, const float *b, size_t nb, float *ao, float *bo)
+{
+    bool grid = op == EW_MAX || op == EW_MIN || op == EW_GREATER || op == EW_LESS;
+    for (size_t i = 0; i < na; i++)
+        ao[i] = op == EW_POW ? fabsf(a[i]) + 0.25f : grid ? floorf(a[i] * 2.0f) / 2.0f + 0.25f : a[i];
+    for (size_t i = 0; i < nb; i++)
+        bo[i] = grid ? roundf(b[i] * 2.0f) / 2.0f : b[i];
+}
+
 START_TEST(test_binary_forward)
 {
     const ShapePair *c = &bin_cases[_i];
-    float *a, *b;
+    float *a0, *b0;
     Shape ys;
-    bin_inputs(c, &a, &b, &ys, 100 + (uint64_t)_i);
-    size_t ny = numel(ys.d, ys.rank);
-    float *y = tu_alloc(ny), *want = tu_alloc(ny);
+    bin_inputs(c, &a0, &b0, &ys, 100 + (uint64_t)_i);
+    size_t ny = numel(ys.d, ys.rank), na = numel(c->a.d, c->a.rank), nb = numel(c->b.d, c->b.rank);
+    float *y = tu_alloc(ny), *want = tu_alloc(ny), *a = tu_alloc(na ? na : 1), *b = tu_alloc(nb ? nb : 1);
     for (int op = 0; op < EW_BINARY_COUNT; op++) {
+        op_operands((EwBinary)op, a0, na, b0, nb, a, b);
         ref_binary((EwBinary)op, a, &c->a, b, &c->b, want, &ys);
         kern_fill(y, NAN, ny);
         kern_binary((EwBinary)op, a, c->a.d, c->a.rank, b, c->b.d, c->b.rank, y, ys.d, ys.rank);
         ck_assert_floats_near(y, want, ny, 1e-6, 0.0);
     }
+    free(a0);
+    free(b0);
     free(a);
     free(b);
     free(y);
@@ -174,15 +194,21 @@ START_TEST(test_binary_inplace)
         float *a, *b;
         Shape ys;
         bin_inputs(c, &a, &b, &ys, 7 + k);
-        float *want = tu_alloc(na);
+        size_t nb = numel(c->b.d, c->b.rank);
+        float *want = tu_alloc(na), *a0 = a, *b0 = b;
+        a = tu_alloc(na);
+        b = tu_alloc(nb ? nb : 1);
         for (int op = 0; op < EW_BINARY_COUNT; op++) {
             float *y = tu_alloc(na);
+            op_operands((EwBinary)op, a0, na, b0, nb, a, b);
             kern_copy(a, y, na);
             ref_binary((EwBinary)op, a, &c->a, b, &c->b, want, &ys);
             kern_binary((EwBinary)op, y, c->a.d, c->a.rank, b, c->b.d, c->b.rank, y, ys.d, ys.rank);
             ck_assert_floats_near(y, want, na, 1e-6, 0.0);
             free(y);
         }
+        free(a0);
+        free(b0);
         free(a);
         free(b);
         free(want);
@@ -273,7 +299,39 @@ static void binary_vjp(EwBinary op, const float *a, const Shape *as, const float
         kern_unary(EW_NEG, 0.0f, t2, t, ny);
         kern_sum_to(t, ys->d, ys->rank, db, bs->d, bs->rank);
         break;
-    default:
+    case EW_POW: {   /* da = dy b a^(b-1), db = dy y log(a), as graph/autodiff.c's g_pow */
+        size_t na = numel(as->d, as->rank);
+        float *bm1 = tu_alloc(numel(bs->d, bs->rank)), *la = tu_alloc(na ? na : 1);
+        const float one = 1.0f;
+        const int64_t none[1] = { 1 };
+        kern_binary(EW_SUB, b, bs->d, bs->rank, &one, none, 0, bm1, bs->d, bs->rank);
+        kern_binary(EW_POW, a, as->d, as->rank, bm1, bs->d, bs->rank, t, ys->d, ys->rank);
+        kern_binary(EW_MUL, dy, ys->d, ys->rank, b, bs->d, bs->rank, t2, ys->d, ys->rank);
+        kern_binary(EW_MUL, t2, ys->d, ys->rank, t, ys->d, ys->rank, t, ys->d, ys->rank);
+        kern_sum_to(t, ys->d, ys->rank, da, as->d, as->rank);
+        kern_unary(EW_LOG, 0.0f, a, la, na);
+        kern_binary(EW_MUL, dy, ys->d, ys->rank, y, ys->d, ys->rank, t2, ys->d, ys->rank);
+        kern_binary(EW_MUL, t2, ys->d, ys->rank, la, as->d, as->rank, t, ys->d, ys->rank);
+        kern_sum_to(t, ys->d, ys->rank, db, bs->d, bs->rank);
+        free(bm1);
+        free(la);
+        break;
+    }
+    case EW_MAX: case EW_MIN: {   /* the picked operand gets dy (g_max: where(other picked, 0, dy)) */
+        const float zero = 0.0f;
+        const int64_t none[1] = { 1 };
+        float *m = tu_alloc(ny);
+        kern_binary(op == EW_MAX ? EW_LESS : EW_GREATER, a, as->d, as->rank, b, bs->d, bs->rank, m, ys->d, ys->rank);
+        kern_where(m, ys->d, ys->rank, &zero, none, 0, dy, ys->d, ys->rank, t, ys->d, ys->rank);
+        kern_sum_to(t, ys->d, ys->rank, da, as->d, as->rank);
+        kern_where(m, ys->d, ys->rank, dy, ys->d, ys->rank, &zero, none, 0, t, ys->d, ys->rank);
+        kern_sum_to(t, ys->d, ys->rank, db, bs->d, bs->rank);
+        free(m);
+        break;
+    }
+    default:   /* greater, less: steps, no gradient (0 away from a == b) */
+        kern_fill(da, 0.0f, numel(as->d, as->rank));
+        kern_fill(db, 0.0f, numel(bs->d, bs->rank));
         break;
     }
     free(t);
@@ -286,13 +344,14 @@ static const int bin_grad_cases[] = {1, 4, 7, 8, 9, 10, 11, 13, 17, 20};
 START_TEST(test_binary_grad_fd)
 {
     const ShapePair *c = &bin_cases[bin_grad_cases[_i]];
-    float *a, *b;
+    float *a0, *b0;
     Shape ys;
-    bin_inputs(c, &a, &b, &ys, 300 + (uint64_t)_i);
+    bin_inputs(c, &a0, &b0, &ys, 300 + (uint64_t)_i);
     size_t na = numel(c->a.d, c->a.rank), nb = numel(c->b.d, c->b.rank), ny = numel(ys.d, ys.rank);
     float *y = tu_alloc(ny), *dy = tu_alloc_uniform(ny, -1.0f, 1.0f, 400 + (uint64_t)_i);
-    float *da = tu_alloc(na), *db = tu_alloc(nb);
+    float *da = tu_alloc(na), *db = tu_alloc(nb), *a = tu_alloc(na ? na : 1), *b = tu_alloc(nb ? nb : 1);
     for (int op = 0; op < EW_BINARY_COUNT; op++) {
+        op_operands((EwBinary)op, a0, na, b0, nb, a, b);
         BinCtx ctx = {(EwBinary)op, &c->a, &c->b, ys, a, b, 0};
         bin_fn(&ctx, a, y);
         binary_vjp((EwBinary)op, a, &c->a, b, &c->b, y, &ys, dy, da, db);
@@ -300,6 +359,8 @@ START_TEST(test_binary_grad_fd)
         ctx.wrt = 1;
         ck_assert_grad_fd(bin_fn, &ctx, b, nb, ny, dy, db, FD_EPS, FD_RTOL, FD_ATOL);
     }
+    free(a0);
+    free(b0);
     free(a);
     free(b);
     free(y);
@@ -331,6 +392,8 @@ static double ref_unary(EwUnary op, double x)
     case EW_GELU: return 0.5 * x * (1.0 + erf(x / sqrt(2.0)));
     case EW_SILU: return x / (1.0 + exp(-x));
     case EW_LEAKY_RELU: return x > 0 ? x : p * x;
+    case EW_SOFTPLUS: return x > 20 ? x : log1p(exp(x));
+    case EW_GELU_TANH: return 0.5 * x * (1.0 + tanh(sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
     default: return NAN;
     }
 }
@@ -2340,6 +2403,361 @@ START_TEST(test_adam_vector_bits)
 }
 END_TEST
 
+/* ================================================================================
+ * The transformer kernels (issue 14): layout, batched GEMM, ops along an axis,
+ * masks, embedding rows, layer normalization, the sequence losses
+ * ================================================================================ */
+
+/* Every permutation of a rank-4 tensor against the index map, written whole and in
+ * two row ranges; i32 bits pass unchanged. */
+START_TEST(test_transpose)
+{
+    const int64_t xs[4] = { 2, 3, 4, 5 };
+    size_t n = 120;
+    float *x = tu_alloc_uniform(n, -1.0f, 1.0f, 1400), *y = tu_alloc(n), *half = tu_alloc(n);
+    int8_t perm[4];
+    int count = 0;
+    for (int p = 0; p < 256; p++) {
+        int used = 0;
+        for (int i = 0; i < 4; i++) {
+            perm[i] = (int8_t)((p >> (2 * i)) & 3);
+            used |= 1 << perm[i];
+        }
+        if (used != 15) continue;
+        count++;
+        int64_t yd[4];
+        for (int i = 0; i < 4; i++) yd[i] = xs[perm[i]];
+        kern_fill(y, NAN, n);
+        kern_transpose(x, xs, 4, perm, y, 0, (size_t)yd[0]);
+        kern_fill(half, NAN, n);
+        kern_transpose(x, xs, 4, perm, half, 0, 1);
+        kern_transpose(x, xs, 4, perm, half, 1, (size_t)yd[0]);
+        ck_assert_mem_eq(y, half, n * sizeof *y);
+        for (size_t e = 0; e < n; e++) {
+            int64_t yi[4], xi[4];
+            unravel(e, yd, 4, yi);
+            for (int i = 0; i < 4; i++) xi[perm[i]] = yi[i];
+            size_t off = (size_t)(((xi[0] * xs[1] + xi[1]) * xs[2] + xi[2]) * xs[3] + xi[3]);
+            ck_assert_msg(memcmp(&y[e], &x[off], sizeof *y) == 0, "perm %d%d%d%d element %zu", perm[0], perm[1], perm[2],
+                          perm[3], e);
+        }
+    }
+    ck_assert_int_eq(count, 24);
+    free(x);
+    free(y);
+    free(half);
+}
+END_TEST
+
+/* Every pair of transpose flags, batches below and above the thread count (_i + 1
+ * threads), against ref_gemm matrix by matrix. */
+START_TEST(test_gemm_batch)
+{
+    static const size_t sizes[][4] = { { 1, 5, 7, 3 }, { 2, 17, 9, 33 }, { 7, 8, 8, 4 }, { 12, 64, 64, 16 }, { 3, 1, 6, 5 } };
+    tu_threads(_i + 1);
+    for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+        size_t bt = sizes[s][0], M = sizes[s][1], N = sizes[s][2], K = sizes[s][3];
+        float *A = tu_alloc_uniform(bt * M * K, -1.0f, 1.0f, 1500 + s), *B = tu_alloc_uniform(bt * K * N, -1.0f, 1.0f, 1510 + s);
+        float *C = tu_alloc(bt * M * N), *want = tu_alloc(bt * M * N);
+        for (int t = 0; t < 4; t++) {
+            bool ta = t & 1, tb = t & 2;
+            for (size_t b = 0; b < bt; b++)
+                ref_gemm(ta, tb, M, N, K, 1.0f, A + b * M * K, B + b * K * N, 0.0f, NULL, want + b * M * N);
+            kern_fill(C, NAN, bt * M * N);
+            kern_gemm_batch(tu_pool, KISA_AUTO, ta, tb, bt, M, N, K, 1.0f, A, B, 0.0f, C);
+            ck_assert_floats_near_scaled(C, want, bt * M * N, 1e-5);
+        }
+        free(A);
+        free(B);
+        free(C);
+        free(want);
+    }
+    tu_threads(1);
+}
+END_TEST
+
+/* softmax and log-softmax along the middle axis of [outer, len, inner] (inner 1: the row
+ * kernels), and their gradients, against double references. */
+START_TEST(test_softmax_axis)
+{
+    static const size_t dims[][3] = { { 2, 5, 3 }, { 3, 4, 1 }, { 1, 7, 6 } };
+    for (size_t c = 0; c < 3; c++) {
+        size_t O = dims[c][0], L = dims[c][1], I = dims[c][2], n = O * L * I;
+        float *x = tu_alloc_uniform(n, -3.0f, 3.0f, 1600 + c), *dy = tu_alloc_uniform(n, -1.0f, 1.0f, 1610 + c);
+        float *y = tu_alloc(n), *dx = tu_alloc(n), *want = tu_alloc(n), *dwant = tu_alloc(n);
+        for (int lg = 0; lg < 2; lg++) {
+            for (size_t o = 0; o < O; o++)
+                for (size_t i = 0; i < I; i++) {
+                    double m = -INFINITY, s = 0, dot = 0, sdy = 0;
+                    for (size_t l = 0; l < L; l++) m = fmax(m, x[(o * L + l) * I + i]);
+                    for (size_t l = 0; l < L; l++) s += exp(x[(o * L + l) * I + i] - m);
+                    for (size_t l = 0; l < L; l++) {
+                        size_t at = (o * L + l) * I + i;
+                        double p = exp(x[at] - m) / s;
+                        want[at] = (float)(lg ? x[at] - m - log(s) : p);
+                        dot += p * dy[at];
+                        sdy += dy[at];
+                    }
+                    for (size_t l = 0; l < L; l++) {
+                        size_t at = (o * L + l) * I + i;
+                        double p = exp(x[at] - m) / s;
+                        dwant[at] = (float)(lg ? dy[at] - p * sdy : p * (dy[at] - dot));
+                    }
+                }
+            kern_softmax_axis(x, y, O, L, I, lg);
+            ck_assert_floats_near(y, want, n, 1e-5, 1e-6);
+            kern_softmax_axis_grad(y, dy, dx, O, L, I, lg);
+            ck_assert_floats_near(dx, dwant, n, 1e-4, 1e-6);
+        }
+        free(x);
+        free(dy);
+        free(y);
+        free(dx);
+        free(want);
+        free(dwant);
+    }
+}
+END_TEST
+
+/* sum, mean, max along the middle axis; max's gradient to the first maximum (a tie
+ * put in on purpose); the expansion back. */
+START_TEST(test_reduce_expand)
+{
+    const size_t O = 3, L = 4, I = 5, n = O * L * I;
+    float *x = tu_alloc_uniform(n, -2.0f, 2.0f, 1700), *y = tu_alloc(O * I), *dy = tu_alloc_uniform(O * I, -1.0f, 1.0f, 1701);
+    float *dx = tu_alloc(n);
+    x[(0 * L + 3) * I + 2] = x[(0 * L + 1) * I + 2] = 5.0f;   /* a tie: the first (l = 1) gets dy */
+    for (int op = 0; op < 3; op++) {
+        if (op == 2) kern_reduce_max(x, O, L, I, y);
+        else kern_reduce_sum(x, O, L, I, op ? 1.0f / (float)L : 1.0f, y);
+        for (size_t o = 0; o < O; o++)
+            for (size_t i = 0; i < I; i++) {
+                double s = 0, m = -INFINITY;
+                for (size_t l = 0; l < L; l++) {
+                    s += x[(o * L + l) * I + i];
+                    m = fmax(m, x[(o * L + l) * I + i]);
+                }
+                double want = op == 2 ? m : op ? s / (double)L : s;
+                ck_assert_float_near_rel(y[o * I + i], want, 1e-6, 1e-6);
+            }
+    }
+    kern_reduce_max_grad(x, y, dy, O, L, I, dx);
+    for (size_t o = 0; o < O; o++)
+        for (size_t i = 0; i < I; i++) {
+            int routed = 0;
+            for (size_t l = 0; l < L; l++) {
+                float v = dx[(o * L + l) * I + i];
+                if (v != 0.0f) {
+                    routed++;
+                    ck_assert(x[(o * L + l) * I + i] == y[o * I + i] && v == dy[o * I + i]);
+                }
+            }
+            ck_assert_int_eq(routed, 1);
+        }
+    ck_assert(dx[(0 * L + 1) * I + 2] == dy[2] && dx[(0 * L + 3) * I + 2] == 0.0f);
+    kern_expand(dy, O, L, I, 0.25f, dx);
+    for (size_t e = 0; e < n; e++) ck_assert(dx[e] == 0.25f * dy[(e / (L * I)) * I + e % I]);
+    free(x);
+    free(y);
+    free(dy);
+    free(dx);
+}
+END_TEST
+
+/* where over three broadcast operands; the causal mask of [T, S] with T < S. */
+START_TEST(test_where_causal_mask)
+{
+    const int64_t cs[2] = { 3, 1 }, as[1] = { 4 }, bs[2] = { 3, 4 }, ys[2] = { 3, 4 };
+    float cond[3] = { 1.0f, 0.0f, -2.0f }, *a = tu_alloc_uniform(4, -1.0f, 1.0f, 1800), *b = tu_alloc_uniform(12, -1.0f, 1.0f, 1801);
+    float y[12];
+    kern_where(cond, cs, 2, a, as, 1, b, bs, 2, y, ys, 2);
+    for (int r = 0; r < 3; r++)
+        for (int c = 0; c < 4; c++) ck_assert(y[r * 4 + c] == (cond[r] != 0.0f ? a[c] : b[r * 4 + c]));
+    const size_t T = 3, S = 5;
+    float *x = tu_alloc_uniform(2 * T * S, -1.0f, 1.0f, 1802), *m = tu_alloc(2 * T * S);
+    kern_causal_mask(x, m, 2, T, S, -7.0f);
+    for (size_t e = 0; e < 2 * T * S; e++) {
+        size_t i = e / S % T, j = e % S;
+        ck_assert(m[e] == (j > i + S - T ? -7.0f : x[e]));
+    }
+    kern_causal_mask(x, x, 2, T, S, -7.0f);   /* in place */
+    ck_assert_mem_eq(x, m, 2 * T * S * sizeof *x);
+    free(a);
+    free(b);
+    free(x);
+    free(m);
+}
+END_TEST
+
+/* Rows of the table; a bad id; the gradient's rows (ids repeat; unused rows zero),
+ * by columns in two parts the same as whole. */
+START_TEST(test_embedding)
+{
+    const size_t V = 6, D = 5, n = 7;
+    int32_t ids[7] = { 2, 0, 2, 5, 2, 0, 3 };
+    float *t = tu_alloc_uniform(V * D, -1.0f, 1.0f, 1900), *y = tu_alloc(n * D), *dy = tu_alloc_uniform(n * D, -1.0f, 1.0f, 1901);
+    float *dt = tu_alloc(V * D), *parts = tu_alloc(V * D);
+    ck_assert_int_eq(kern_embedding(ids, n, t, V, D, y), 0);
+    for (size_t r = 0; r < n; r++) ck_assert_mem_eq(y + r * D, t + (size_t)ids[r] * D, D * sizeof *y);
+    kern_fill(dt, NAN, V * D);
+    ck_assert_int_eq(kern_embedding_grad(ids, n, dy, V, D, 0, D, dt), 0);
+    for (size_t v = 0; v < V; v++)
+        for (size_t c = 0; c < D; c++) {
+            double s = 0;
+            for (size_t r = 0; r < n; r++)
+                if ((size_t)ids[r] == v) s += dy[r * D + c];
+            ck_assert_float_near_rel(dt[v * D + c], s, 1e-6, 1e-7);
+        }
+    kern_fill(parts, NAN, V * D);
+    kern_embedding_grad(ids, n, dy, V, D, 0, 2, parts);
+    kern_embedding_grad(ids, n, dy, V, D, 2, D, parts);
+    ck_assert_mem_eq(parts, dt, V * D * sizeof *dt);
+    ids[4] = 6;
+    ck_assert_int_eq(kern_embedding(ids, n, t, V, D, y), -1 - 4);
+    ids[4] = -1;
+    ck_assert_int_eq(kern_embedding_grad(ids, n, dy, V, D, 0, D, dt), -1 - 4);
+    free(t);
+    free(y);
+    free(dy);
+    free(dt);
+    free(parts);
+}
+END_TEST
+
+typedef struct LnCtx {
+    size_t rows, cols;
+    const float *x, *gamma, *beta;
+    int wrt;   /* 0: x, 1: gamma */
+} LnCtx;
+
+static void ln_fn(void *vc, const float *v, float *y)
+{
+    const LnCtx *c = vc;
+    kern_layer_norm(c->wrt == 0 ? v : c->x, c->wrt == 1 ? v : c->gamma, c->beta, c->rows, c->cols, 1e-5f, y);
+}
+
+/* Layer normalization against a double reference; its gradients (x's, gamma's) against
+ * central differences. */
+START_TEST(test_layer_norm)
+{
+    const size_t R = 4, C = 7, n = R * C;
+    float *x = tu_alloc_uniform(n, -2.0f, 3.0f, 2000), *g = tu_alloc_uniform(C, 0.5f, 1.5f, 2001);
+    float *b = tu_alloc_uniform(C, -0.5f, 0.5f, 2002), *y = tu_alloc(n), *dy = tu_alloc_uniform(n, -1.0f, 1.0f, 2003);
+    float *dx = tu_alloc(n), *dg = tu_alloc(C);
+    kern_layer_norm(x, g, b, R, C, 1e-5f, y);
+    for (size_t r = 0; r < R; r++) {
+        double m = 0, v = 0;
+        for (size_t c = 0; c < C; c++) m += x[r * C + c] / (double)C;
+        for (size_t c = 0; c < C; c++) v += (x[r * C + c] - m) * (x[r * C + c] - m) / (double)C;
+        for (size_t c = 0; c < C; c++)
+            ck_assert_float_near_rel(y[r * C + c], (x[r * C + c] - m) / sqrt(v + 1e-5) * g[c] + b[c], 1e-5, 1e-6);
+    }
+    LnCtx ctx = { R, C, x, g, b, 0 };
+    kern_layer_norm_grad(x, g, dy, R, C, 1e-5f, dx);
+    ck_assert_grad_fd(ln_fn, &ctx, x, n, n, dy, dx, FD_EPS, FD_RTOL, FD_ATOL);
+    double acc[7] = { 0 };
+    kern_layer_norm_grad_scale(x, dy, R, C, 1e-5f, acc);
+    for (size_t c = 0; c < C; c++) dg[c] = (float)acc[c];
+    ctx.wrt = 1;
+    ck_assert_grad_fd(ln_fn, &ctx, g, C, n, dy, dg, FD_EPS, FD_RTOL, FD_ATOL);
+    free(x);
+    free(g);
+    free(b);
+    free(y);
+    free(dy);
+    free(dx);
+    free(dg);
+}
+END_TEST
+
+typedef struct LossCtx {
+    const int32_t *labels;
+    const float *x, *t;
+    size_t rows, cols;
+    float s;
+} LossCtx;
+
+static void ce_ls_fn(void *vc, const float *x, float *loss)
+{
+    const LossCtx *c = vc;
+    ck_assert_int_eq(kern_cross_entropy_ls(x, c->labels, c->rows, c->cols, c->s, loss), 0);
+}
+
+static void bce_fn(void *vc, const float *x, float *loss)
+{
+    const LossCtx *c = vc;
+    kern_bce_logits(x, c->t, c->rows * c->cols, loss);
+}
+
+static void bce_target_fn(void *vc, const float *t, float *loss)
+{
+    const LossCtx *c = vc;
+    kern_bce_logits(c->x, t, c->rows * c->cols, loss);
+}
+
+/* Cross entropy with label smoothing (PyTorch's definition) and binary cross entropy
+ * with logits (finite for |x| = 100): values against double references, gradients
+ * against central differences. */
+START_TEST(test_smoothing_and_bce)
+{
+    const size_t R = 5, C = 4, n = R * C;
+    int32_t labels[5] = { 0, 3, 1, 1, 2 };
+    float *x = tu_alloc_uniform(n, -2.0f, 2.0f, 2100), *t = tu_alloc_uniform(n, 0.0f, 1.0f, 2101), *d = tu_alloc(n);
+    float loss, one = 1.0f;
+    LossCtx ctx = { labels, x, t, R, C, 0.1f };
+    kern_cross_entropy_ls(x, labels, R, C, 0.1f, &loss);
+    double want = 0;
+    for (size_t r = 0; r < R; r++) {
+        double m = -INFINITY, s = 0;
+        for (size_t c = 0; c < C; c++) m = fmax(m, x[r * C + c]);
+        for (size_t c = 0; c < C; c++) s += exp(x[r * C + c] - m);
+        for (size_t c = 0; c < C; c++) {
+            double q = 0.1 / (double)C + ((int32_t)c == labels[r] ? 0.9 : 0.0);
+            want += -q * (x[r * C + c] - m - log(s)) / (double)R;
+        }
+    }
+    ck_assert_float_near_rel(loss, want, 1e-6, 1e-7);
+    kern_cross_entropy_ls_grad(x, labels, 1.0f, d, R, C, 0.1f);
+    ck_assert_grad_fd(ce_ls_fn, &ctx, x, n, 1, &one, d, FD_EPS, FD_RTOL, FD_ATOL);
+    x[0] = 100.0f;
+    x[1] = -100.0f;
+    kern_bce_logits(x, t, n, &loss);
+    want = 0;
+    for (size_t i = 0; i < n; i++) want += (fmax(x[i], 0) - x[i] * t[i] + log1p(exp(-fabs(x[i])))) / (double)n;
+    ck_assert_float_near_rel(loss, want, 1e-6, 1e-7);
+    x[0] = 1.5f;
+    x[1] = -1.5f;
+    kern_bce_logits_grad(x, t, 1.0f, n, false, d);
+    ck_assert_grad_fd(bce_fn, &ctx, x, n, 1, &one, d, FD_EPS, FD_RTOL, FD_ATOL);
+    kern_bce_logits_grad(x, t, 1.0f, n, true, d);
+    ck_assert_grad_fd(bce_target_fn, &ctx, t, n, 1, &one, d, FD_EPS, FD_RTOL, FD_ATOL);
+    free(x);
+    free(t);
+    free(d);
+}
+END_TEST
+
+/* kern_slice_add is kern_slice's adjoint: <slice(y), x> = <y, slice_add(x)>. */
+START_TEST(test_slice_add)
+{
+    const size_t O = 3, I = 2;
+    const int64_t total = 7, off = 2, len = 3;
+    float *y = tu_alloc_uniform(O * (size_t)total * I, -1.0f, 1.0f, 2200), *x = tu_alloc_uniform(O * (size_t)len * I, -1.0f, 1.0f, 2201);
+    float *s = tu_alloc(O * (size_t)len * I), *z = tu_alloc(O * (size_t)total * I);
+    kern_slice(y, total, off, len, O, I, s);
+    kern_fill(z, 0.0f, O * (size_t)total * I);
+    kern_slice_add(x, total, off, len, O, I, z);
+    double l = 0, r = 0;
+    for (size_t i = 0; i < O * (size_t)len * I; i++) l += (double)s[i] * x[i];
+    for (size_t i = 0; i < O * (size_t)total * I; i++) r += (double)y[i] * z[i];
+    ck_assert_float_near_rel(l, r, 1e-6, 1e-7);
+    free(y);
+    free(x);
+    free(s);
+    free(z);
+}
+END_TEST
+
 /* ================================================================================ */
 
 static Suite *make_kernels_suite(void)
@@ -2420,6 +2838,18 @@ static Suite *make_kernels_suite(void)
     tcase_add_test(tc, test_dropout_mask);
     tcase_add_test(tc, test_dropout_edges);
     tcase_add_test(tc, test_dropout_grad);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("sequence");
+    tcase_add_test(tc, test_transpose);
+    tcase_add_loop_test(tc, test_gemm_batch, 0, 3);
+    tcase_add_test(tc, test_softmax_axis);
+    tcase_add_test(tc, test_reduce_expand);
+    tcase_add_test(tc, test_where_causal_mask);
+    tcase_add_test(tc, test_embedding);
+    tcase_add_test(tc, test_layer_norm);
+    tcase_add_test(tc, test_smoothing_and_bce);
+    tcase_add_test(tc, test_slice_add);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("optimizers");

@@ -93,6 +93,44 @@ static inline float ew_silu_grad(float x, float dy, float p)
 static inline float ew_leaky_relu(float x, float p) { return x > 0.0f ? x : p * x; }
 static inline float ew_leaky_relu_grad(float x, float dy, float p) { return x > 0.0f ? dy : p * dy; }
 
+/* ---- the transformer family (issue 14) ---------------------------------------------- */
+/* Binary: their gradients are rules of graph/autodiff.c (g_pow, g_max, ...).  max and
+ * min pass the gradient to a where a == b; greater and less make a mask (1 or 0) for
+ * where() and have no gradient. */
+static inline float ew_pow(float a, float b) { return powf(a, b); }
+static inline float ew_max(float a, float b) { return a >= b ? a : b; }
+static inline float ew_min(float a, float b) { return a <= b ? a : b; }
+static inline float ew_greater(float a, float b) { return a > b ? 1.0f : 0.0f; }
+static inline float ew_less(float a, float b) { return a < b ? 1.0f : 0.0f; }
+
+/* Softplus, log(1 + e^x), as PyTorch's (beta 1, threshold 20): x itself above 20, where
+ * log1p(e^x) equals x in float; its derivative sigmoid(x), 1 above 20. */
+static inline float ew_softplus(float x, float p) { (void)p; return x > 20.0f ? x : log1pf(expf(x)); }
+static inline float ew_softplus_grad(float x, float dy, float p)
+{
+    (void)p;
+    if (x > 20.0f) return dy;
+    float z = expf(x);
+    return dy * z / (z + 1.0f);
+}
+
+/* GELU, tanh form (PyTorch's approximate="tanh"): x (1 + tanh(u)) / 2 with u = k (x +
+ * 0.044715 x^3), k = sqrt(2 / pi), computed as x sigmoid(2u), the same function without
+ * 1 + tanh(u)'s cancellation for negative x; its derivative s + 2 x s (1 - s) u'. */
+static inline float ew_gelu_tanh(float x, float p)
+{
+    (void)p;
+    const float k = 0.7978845608f;
+    return x / (1.0f + expf(-2.0f * k * (x + 0.044715f * x * x * x)));
+}
+static inline float ew_gelu_tanh_grad(float x, float dy, float p)
+{
+    (void)p;
+    const float k = 0.7978845608f, kappa = 0.044715f;
+    float x2 = x * x, s = 1.0f / (1.0f + expf(-2.0f * k * (x + kappa * x2 * x)));
+    return dy * (s + 2.0f * x * s * (1.0f - s) * k * (1.0f + 3.0f * kappa * x2));
+}
+
 /* ---- by enum: for constant folding and tests (the kernels loop over the inline
  * functions above directly) ---------------------------------------------------------- */
 static inline float ew_binary(EwBinary op, float a, float b)
