@@ -15,7 +15,8 @@
 # (checkpoints and resume through the CLI), valgrind.sh, install.sh, mpi.sh, layers.sh
 # (no file includes a folder of a layer above its own), predict.sh (graphc predict's
 # reports and exit status, and examples/classify beside it), isa.sh (the kernels'
-# variants through GRAPHC_ISA and --isa), ablate_cli.sh (graphc bench --ablate's
+# variants through GRAPHC_ISA and --isa), isa_kernels.sh (the kernel suite under each
+# lower variant), ablate_cli.sh (graphc bench --ablate's
 # refusals and plot).
 # Run the tests that expose known bugs with: GRAPHC_KNOWN_BUGS=1 tests/test_frontend
 TEST_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
@@ -55,9 +56,9 @@ tests_test_ablate_CFLAGS = $(TEST_CFLAGS)
 tests_test_ablate_LDADD = $(TEST_LIBS)
 
 TESTS += tests/golden.sh tests/resume.sh tests/valgrind.sh tests/install.sh tests/mpi.sh tests/layers.sh \
-	tests/predict.sh tests/isa.sh tests/ablate_cli.sh
+	tests/predict.sh tests/isa.sh tests/isa_kernels.sh tests/ablate_cli.sh
 EXTRA_DIST += tests/golden.sh tests/golden tests/errors tests/resume.sh tests/valgrind.sh tests/valgrind.net \
-	tests/install.sh tests/mpi.sh tests/layers.sh tests/predict.sh tests/isa.sh tests/ablate_cli.sh
+	tests/install.sh tests/mpi.sh tests/layers.sh tests/predict.sh tests/isa.sh tests/isa_kernels.sh tests/ablate_cli.sh
 
 # examples/classify.c as its README builds it, but against this build's library
 check_PROGRAMS += examples/classify
