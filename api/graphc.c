@@ -178,9 +178,8 @@ graphc_status graphc_train_step(graphc_model *m, int64_t batch, const float *inp
     float lv = 0, av = 0;
     float *outs[2] = { &lv, &av };
     const TrainSpec *t = &m->fwd->train;
-    StepEnv env = { .w = &m->w, .step = m->steps, .seed = t->seed, .lr = t->lr, .momentum = t->momentum,
-                    .beta1 = t->beta1, .beta2 = t->beta2, .eps = t->eps, .nesterov = t->nesterov,
-                    .training = true, .d = &m->diag };
+    StepEnv env = { .w = &m->w, .seed = t->seed, .training = true, .d = &m->diag };
+    step_env_train(&env, t, m->steps);
     if (executor_run(m->train.ex, feeds, outs, &env) != 0) return GRAPHC_ERR_RUN;
     m->steps++;
     if (loss) *loss = lv;
