@@ -481,7 +481,9 @@ static const OpKind activation_ops[] = {
 /* Layer name: name= if given, else Keras' scheme: dense, dense_1, dense_2, ... */
 static const char *layer_name(Lower *L, Call *c, int kind, const char *base)
 {
-    static const char *const first_var[] = { "kernel", "kernel", "gamma" };   /* by kind: names taken */
+    /* by kind (layer_count's order): the first name each layer takes */
+    static const char *const first_var[8] = { "kernel", "kernel", "gamma", "kernel", "embeddings", "gamma",
+                                              "query/kernel" };
     Kw *k = kw_find(c, "name");
     const char *given = kw_string(L, c, "name", NULL);
     if (k && !given) return NULL;
@@ -498,7 +500,7 @@ static const char *layer_name(Lower *L, Call *c, int kind, const char *base)
         int n = L->layer_count[kind]++;
         if (n == 0) snprintf(buf, sizeof buf, "%s", base);
         else snprintf(buf, sizeof buf, "%s_%d", base, n);
-        snprintf(kernel, sizeof kernel, "%s/%s", buf, first_var[kind]);
+        snprintf(kernel, sizeof kernel, "%s/%s", buf, first_var[kind] ? first_var[kind] : "kernel");
         if (find_var(L->g, kernel) < 0) break;
     }
     return arena_strdup(&L->g->arena, buf);
