@@ -202,9 +202,13 @@ static void attrs_str(const Graph *g, const Node *n, char *buf, size_t len)
         put(buf, len, &at, "to=%s", shape_str(g, &n->tshape, b1, sizeof b1));
         break;
     case OP_CONCAT: put(buf, len, &at, "axis=%d", n->a.concat.axis); break;
-    case OP_SLICE:
-        put(buf, len, &at, "axis=%d offset=%lld len=%lld", n->a.slice.axis, (long long)n->a.slice.off, (long long)n->a.slice.len);
+    case OP_SLICE: {
+        char b2[64];
+        bool sym = n->a.slice.slen.v > 0 && !shape_concrete(&n->shape);   /* unbound: "offset=B len=B" */
+        Dim off = sym ? n->a.slice.soff : (Dim){ n->a.slice.off, -1 }, l = sym ? n->a.slice.slen : (Dim){ n->a.slice.len, -1 };
+        put(buf, len, &at, "axis=%d offset=%s len=%s", n->a.slice.axis, dim_str(g, off, b1, sizeof b1), dim_str(g, l, b2, sizeof b2));
         break;
+    }
     case OP_DROPOUT: case OP_DROPOUT_GRAD: put(buf, len, &at, "rate=%g stream=%d", n->a.dropout.rate, n->a.dropout.stream); break;
     case OP_UNARY_GRAD: put(buf, len, &at, "of=%s", fn_name(n->a.unary.op, n->a.unary.p, fb, sizeof fb)); break;
     case OP_ALLREDUCE: put(buf, len, &at, "bucket=%d gradients=%d", n->a.allreduce.bucket, n->nin); break;

@@ -6,9 +6,12 @@ Ast *ast_new(Program *p, AstKind kind, Loc loc)
     Ast *a = arena_alloc(&p->arena, sizeof *a);
     if (!a) return NULL;
     a->kind = kind;
+    a->height = 1;
     a->loc = loc;
     return a;
 }
+
+int ast_height(const Ast *a) { return a ? a->height : 0; }
 
 Stmt *ast_stmt(Program *p, StmtKind kind, Loc loc)
 {
