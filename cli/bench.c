@@ -6,7 +6,7 @@
 
 static const char bench_usage[] =
     "usage: graphc bench FILE.net [--batch N[,N...]] [--infer] [--threads N] [--steps N]\n"
-    "                    [--warmup N] [--profile] [--compare-stages] [--json]\n"
+    "                    [--warmup N] [--profile] [--compare-stages] [--json] [--isa NAME]\n"
     "                    [--ablate [--plot FILE.svg]]\n"
     "\n"
     "Runs the interpreter and the compiled plan side by side in one process, alternating\n"
@@ -21,6 +21,8 @@ static const char bench_usage[] =
     "  --compare-stages  also the compiled plan with every op alone (no parallel\n"
     "                 stages), alternating with the other two: what the stages buy\n"
     "  --json         one JSON object per batch size\n"
+    "  --isa NAME     the kernels' variant: avx512, avx2 or portable (default: the\n"
+    "                 best this CPU runs, or GRAPHC_ISA)\n"
     "  --ablate       where the compiled plan's speed comes from: the optimizations\n"
     "                 added to the interpreter one at a time, and removed from the full\n"
     "                 plan one at a time, every configuration alternating step by step:\n"
@@ -35,10 +37,10 @@ int cmd_bench(int argc, char **argv)
         { "help", no_argument, 0, 'h' }, { "batch", required_argument, 0, 'b' }, { "infer", no_argument, 0, 'i' },
         { "threads", required_argument, 0, 't' }, { "steps", required_argument, 0, 's' },
         { "warmup", required_argument, 0, 'w' }, { "profile", no_argument, 0, 'p' }, { "json", no_argument, 0, 'j' },
-        { "compare-stages", no_argument, 0, 'c' }, { "ablate", no_argument, 0, 'a' },
-        { "plot", required_argument, 0, 'P' }, { 0, 0, 0, 0 },
+        { "compare-stages", no_argument, 0, 'c' }, { "isa", required_argument, 0, 'I' },
+        { "ablate", no_argument, 0, 'a' }, { "plot", required_argument, 0, 'P' }, { 0, 0, 0, 0 },
     };
-    BenchOptions o = { .steps = 10, .warmup = 2, .out = stdout };
+    BenchOptions o = { .steps = 10, .warmup = 2, .out = stdout, .isa = cli_isa() };
     int64_t batches[16], v;
     int c;
     optind = 1;
@@ -62,6 +64,7 @@ int cmd_bench(int argc, char **argv)
         case 'p': o.profile = true; break;
         case 'j': o.json = true; break;
         case 'c': o.compare_stages = true; break;
+        case 'I': if (!cli_parse_isa("bench", optarg, &o.isa)) return EXIT_USAGE; break;
         case 'a': o.ablate = true; break;
         case 'P':
             if (!cli_plot_path("bench", optarg)) return EXIT_USAGE;

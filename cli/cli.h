@@ -7,6 +7,7 @@
 #include "graph/graph.h"
 #include "graph/lower.h"
 #include "exec/executor.h"
+#include "kernels/kern.h"
 
 enum { EXIT_OK = 0, EXIT_BAD_INPUT = 1, EXIT_USAGE = 2 };
 
@@ -56,6 +57,12 @@ void cli_print_flops(double f, FILE *out);
 /* graphc summary's table of m (cli/summary.c), planned at `batch` (0: the train
  * block's) for `threads`.  0, or -1 after reporting to d. */
 int cli_print_summary(const Model *m, int64_t batch, int threads, FILE *out, DiagSink *d);
+/* The kernels' variant named by `--isa NAME` (refusing a name that is none, or one this
+ * CPU cannot run, with a usage error: false). */
+bool cli_parse_isa(const char *cmd, const char *name, KIsa *out);
+/* The variant GRAPHC_ISA names (read once, by main), else KISA_AUTO: the default of
+ * every command's --isa. */
+KIsa cli_isa(void);
 
 int cmd_check(int argc, char **argv);
 int cmd_summary(int argc, char **argv);

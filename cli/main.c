@@ -36,7 +36,10 @@ static const char usage[] =
     "\n"
     "options:\n"
     "  -h, --help            show this help (or a command's: graphc COMMAND --help)\n"
-    "  -V, --version         show the version\n"
+    "  -V, --version         show the version and the kernels' variant\n"
+    "\n"
+    "environment: GRAPHC_ISA=avx512|avx2|portable runs that variant of the kernels, not\n"
+    "the best this CPU has (for tests and comparisons; run and bench also take --isa).\n"
     "\n"
     "exit status: 0 success, 1 bad model or input file, 2 bad usage,\n"
     "130 a run interrupted by Ctrl-C (its checkpoint saved).\n";
@@ -126,6 +129,28 @@ int cli_parse_mode(const char *cmd, const char *s, ExecMode *out)
     return EXIT_OK;
 }
 
+/* Why `name` is refused (kern_isa_parse's status rc), after `what`: "--isa" or
+ * "GRAPHC_ISA".  False. */
+static bool isa_refused(const char *cmd, const char *what, const char *name, int rc)
+{
+    if (rc == -1)
+        cli_usage_error(cmd, "%s: expected %s, got '%s'", what, kern_isa_names(), name);
+    else
+        cli_usage_error(cmd, "%s: '%s' needs instructions this CPU does not have (it runs %s and below)", what, name,
+                        kern_isa_name(kern_isa_cpu()));
+    return false;
+}
+
+bool cli_parse_isa(const char *cmd, const char *name, KIsa *out)
+{
+    int rc = kern_isa_parse(name, kern_isa_cpu(), out);
+    return rc == 0 || isa_refused(cmd, "--isa", name, rc);
+}
+
+static KIsa env_isa;   /* GRAPHC_ISA's, read once at start */
+
+KIsa cli_isa(void) { return env_isa; }
+
 int cli_load_model_quiet(Model *m, const char *path)
 {
     memset(m, 0, sizeof *m);
@@ -194,14 +219,22 @@ static int run_command(int argc, char **argv)
         print_usage(stderr);
         return EXIT_USAGE;
     }
-    const char *cmd = argv[1];
+    const char *cmd = argv[1], *isa = getenv("GRAPHC_ISA");
+    if (isa) {
+        int rc = kern_isa_parse(isa, kern_isa_cpu(), &env_isa);
+        if (rc != 0) {
+            isa_refused(NULL, "GRAPHC_ISA", isa, rc);
+            return EXIT_USAGE;
+        }
+    }
     if (strcmp(cmd, "-h") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "help") == 0) {
         print_usage(stdout);
         return EXIT_OK;
     }
     if (strcmp(cmd, "-V") == 0 || strcmp(cmd, "--version") == 0) {
-        printf("%s (%s; %s)\n", PACKAGE_STRING, comm_available() ? "with MPI: data-parallel under mpirun" : "without MPI",
-               ONNX_SUPPORT ? "with ONNX: export and import" : "without ONNX");
+        printf("%s (%s; %s; %s kernels)\n", PACKAGE_STRING,
+               comm_available() ? "with MPI: data-parallel under mpirun" : "without MPI",
+               ONNX_SUPPORT ? "with ONNX: export and import" : "without ONNX", kern_isa_name(kern_isa_resolve(env_isa)));
         return EXIT_OK;
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)

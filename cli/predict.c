@@ -116,7 +116,7 @@ static int infer(const Graph *model, int xi, const float *x, int n, ExecMode mod
     }
     for (int i = 0; i < g->ninputs; i++) feeds[i] = i == xi ? x : dummy;
     float *outs[16] = { *probs };
-    StepEnv env = { .w = w, .d = d };
+    StepEnv env = { .w = w, .d = d, .isa = cli_isa() };
     if (g->noutputs > 16 || executor_run(step.ex, feeds, outs, &env) != 0) goto out;
     rc = 0;
 out:

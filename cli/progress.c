@@ -139,9 +139,9 @@ static void bar_event(Progress *p, const RunEvent *ev)
     switch (ev->kind) {
     case RUN_START: {
         const RunStartInfo *s = &ev->u.start;
-        fprintf(out, "Training %s: %lld epochs x %lld steps, batch %lld, %s mode, %s, %d thread%s\n", s->model,
-                (long long)s->epochs, (long long)s->steps, (long long)s->batch, s->mode, s->blas, s->threads,
-                s->threads == 1 ? "" : "s");
+        fprintf(out, "Training %s: %lld epochs x %lld steps, batch %lld, %s mode, %s, %s kernels, %d thread%s\n",
+                s->model, (long long)s->epochs, (long long)s->steps, (long long)s->batch, s->mode, s->blas, s->isa,
+                s->threads, s->threads == 1 ? "" : "s");
         if (s->ranks > 1)
             fprintf(out, "Data parallel: %d ranks x batch %lld = global batch %lld; %s\n", s->ranks, (long long)s->batch,
                     (long long)s->global_batch, s->comm);

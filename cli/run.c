@@ -22,6 +22,8 @@ static const char run_usage[] =
     "  --lr X            learning rate (of a schedule: its first value)\n"
     "  --seed N          seed of initialisation, shuffling and dropout\n"
     "  --threads N       threads (default: all cores)\n"
+    "  --isa NAME        the kernels' variant: avx512, avx2 or portable (default: the\n"
+    "                    best this CPU runs, or GRAPHC_ISA)\n"
     "  --data PATH       the data source's file or folder (overrides the train block's)\n"
     "  --train-limit N   train on the first N examples only\n"
     "  --test-limit N    evaluate on the first N test examples only\n"
@@ -54,7 +56,7 @@ static const char run_usage[] =
 
 static const char eval_usage[] =
     "usage: graphc eval FILE.net --weights PATH [--mode MODE] [--batch N] [--threads N] [--data PATH]\n"
-    "                   [--test-limit N] [--comm-timeout S]\n"
+    "                   [--test-limit N] [--comm-timeout S] [--isa NAME]\n"
     "\n"
     "Evaluates saved weights on the test set of the model's data source: prints the test\n"
     "loss, the accuracy and the number of examples evaluated.\n";
@@ -62,7 +64,7 @@ static const char eval_usage[] =
 enum {
     O_MODE = 256, O_EPOCHS, O_STEPS, O_BATCH, O_LR, O_SEED, O_THREADS, O_DATA, O_TRAIN_LIMIT, O_TEST_LIMIT,
     O_VALIDATE, O_SAVE, O_PLOT, O_LOG, O_WEIGHTS, O_SAVE_EVERY, O_RESUME, O_CHECK_NUMERICS, O_MAX_MEMORY,
-    O_BUCKET_SIZE, O_COMM_TIMEOUT, O_RESET_OPTIMIZER,
+    O_BUCKET_SIZE, O_COMM_TIMEOUT, O_RESET_OPTIMIZER, O_ISA,
 };
 
 static const struct option run_opts[] = {
@@ -77,7 +79,7 @@ static const struct option run_opts[] = {
     { "save-every", required_argument, 0, O_SAVE_EVERY }, { "resume", required_argument, 0, O_RESUME },
     { "check-numerics", no_argument, 0, O_CHECK_NUMERICS }, { "max-memory", required_argument, 0, O_MAX_MEMORY },
     { "bucket-size", required_argument, 0, O_BUCKET_SIZE }, { "comm-timeout", required_argument, 0, O_COMM_TIMEOUT },
-    { "reset-optimizer", no_argument, 0, O_RESET_OPTIMIZER },
+    { "reset-optimizer", no_argument, 0, O_RESET_OPTIMIZER }, { "isa", required_argument, 0, O_ISA },
     { 0, 0, 0, 0 },
 };
 
@@ -115,7 +117,7 @@ static int parse_opts(const char *cmd, int argc, char **argv, RunOptions *o, Log
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":h", run_opts, NULL)) != -1) {
         bool eval_ok = c == 'h' || c == O_MODE || c == O_BATCH || c == O_THREADS || c == O_DATA || c == O_WEIGHTS ||
-                       c == O_TEST_LIMIT || c == O_COMM_TIMEOUT || c == ':' || c == '?';
+                       c == O_TEST_LIMIT || c == O_COMM_TIMEOUT || c == O_ISA || c == ':' || c == '?';
         if (weights == NULL && c == O_WEIGHTS) return cli_usage_error(cmd, "--weights is for 'graphc eval'");
         if (weights != NULL && !eval_ok) return cli_usage_error(cmd, "option '%s' is for 'graphc run'", argv[optind - 1]);
         switch (c) {
@@ -161,6 +163,7 @@ static int parse_opts(const char *cmd, int argc, char **argv, RunOptions *o, Log
             else return cli_usage_error(cmd, "--log: expected bar, json or quiet, got '%s'", optarg);
             break;
         case O_WEIGHTS: *weights = optarg; break;
+        case O_ISA: if (!cli_parse_isa(cmd, optarg, &o->isa)) return EXIT_USAGE; break;
         case ':': return cli_usage_error(cmd, "option '%s' needs a value", argv[optind - 1]);
         default: return cli_unknown_option(cmd, run_opts, argv[optind - 1]);
         }
@@ -237,6 +240,7 @@ int cmd_run(int argc, char **argv)
 {
     RunOptions o;
     run_options_default(&o);
+    o.isa = cli_isa();
     LogMode log = LOG_BAR;
     int rc = parse_opts("run", argc, argv, &o, &log, NULL, run_usage);
     if (rc >= 0) return rc;
@@ -280,6 +284,7 @@ int cmd_eval(int argc, char **argv)
 {
     RunOptions o;
     run_options_default(&o);
+    o.isa = cli_isa();
     LogMode log = LOG_BAR;
     const char *weights = NULL;
     int rc = parse_opts("eval", argc, argv, &o, &log, &weights, eval_usage);

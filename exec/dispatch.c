@@ -100,7 +100,7 @@ static int k_matmul(const KCall *c)
     size_t M = (size_t)c->n->shape.d[0].v, N = (size_t)c->n->shape.d[1].v;
     size_t K = (size_t)a->d[ta ? 0 : 1].v;
     (void)b;
-    kern_gemm(c->pool, ta, tb, M, N, K, 1.0f, fin(c, 0), fin(c, 1), 0.0f, fout(c));
+    kern_gemm(c->pool, c->env->isa, ta, tb, M, N, K, 1.0f, fin(c, 0), fin(c, 1), 0.0f, fout(c));
     return 0;
 }
 
@@ -199,11 +199,11 @@ static int k_conv2d_maxpool(const KCall *c)
     const float *bias = c->n->nin == 3 ? fin(c, 2) : NULL;
     EwAct act = bias ? act_of(c->n->a.convpool.conv.act, c->n->a.convpool.conv.act_p) : EW_NO_ACT;
     if (kern_conv2d_maxpool_exact(&p)) {
-        kern_conv2d_maxpool(c->pool, &p, &q, fin(c, 0), fin(c, 1), bias, act, fout(c), c->scratch);
+        kern_conv2d_maxpool(c->pool, c->env->isa, &p, &q, fin(c, 0), fin(c, 1), bias, act, fout(c), c->scratch);
         return 0;
     }
     float *conv = c->scratch;
-    kern_conv2d_bias_act(c->pool, &p, fin(c, 0), fin(c, 1), bias, act, conv, conv + convpool_apart_floats(&p));
+    kern_conv2d_bias_act(c->pool, c->env->isa, &p, fin(c, 0), fin(c, 1), bias, act, conv, conv + convpool_apart_floats(&p));
     return run_images(c, q, OP_MAXPOOL, conv);
 }
 
@@ -222,24 +222,24 @@ static int k_conv2d(const KCall *c)
 {
     KConv p = call_conv(c);
     if (c->n->op == OP_CONV2D_BIAS_ACT)
-        kern_conv2d_bias_act(c->pool, &p, fin(c, 0), fin(c, 1), fin(c, 2), act_of(c->n->a.win.act, c->n->a.win.act_p),
+        kern_conv2d_bias_act(c->pool, c->env->isa, &p, fin(c, 0), fin(c, 1), fin(c, 2), act_of(c->n->a.win.act, c->n->a.win.act_p),
                              fout(c), c->scratch);
     else
-        kern_conv2d(c->pool, &p, fin(c, 0), fin(c, 1), fout(c), c->scratch);
+        kern_conv2d(c->pool, c->env->isa, &p, fin(c, 0), fin(c, 1), fout(c), c->scratch);
     return 0;
 }
 
 static int k_conv2d_grad_input(const KCall *c)
 {
     KConv p = call_conv(c);
-    kern_conv2d_grad_input(c->pool, &p, fin(c, 0), fin(c, 1), fout(c), c->scratch);
+    kern_conv2d_grad_input(c->pool, c->env->isa, &p, fin(c, 0), fin(c, 1), fout(c), c->scratch);
     return 0;
 }
 
 static int k_conv2d_grad_filter(const KCall *c)
 {
     KConv p = call_conv(c);
-    kern_conv2d_grad_filter(c->pool, &p, fin(c, 0), fin(c, 1), fout(c), c->scratch);
+    kern_conv2d_grad_filter(c->pool, c->env->isa, &p, fin(c, 0), fin(c, 1), fout(c), c->scratch);
     return 0;
 }
 
@@ -659,7 +659,7 @@ static KOptim optim_of(const StepEnv *e, OpKind op, float scale)
 {
     KOptim o = { .kind = KOPT_RMSPROP, .lr = e->lr, .mu = e->momentum, .nesterov = e->nesterov, .beta1 = e->beta1,
                  .beta2 = e->beta2, .rho = e->rho, .centered = e->centered, .eps = e->eps, .t = e->step + 1,
-                 .scale = scale, .l2 = e->weight_decay, .decay = 1.0f };
+                 .scale = scale, .l2 = e->weight_decay, .decay = 1.0f, .isa = e->isa };
     switch (op) {
     case OP_SGD_UPDATE: o.kind = KOPT_SGD; break;
     case OP_MOMENTUM_UPDATE: o.kind = KOPT_MOMENTUM; break;
@@ -807,11 +807,11 @@ static int k_matmul_update(const KCall *c)
     KOptim o = optim_of(e, (OpKind)n->a.update.kind, 1.0f);
     switch (n->a.update.kind) {
     case OP_SGD_UPDATE:   /* w = (1 - lr l2) w - lr op(a) op(b) */
-        kern_gemm(c->pool, ta, tb, M, N, K, -e->lr, fin(c, 1), fin(c, 2), 1.0f - e->lr * e->weight_decay, wd);
+        kern_gemm(c->pool, e->isa, ta, tb, M, N, K, -e->lr, fin(c, 1), fin(c, 2), 1.0f - e->lr * e->weight_decay, wd);
         break;
     case OP_MOMENTUM_UPDATE:
         if (e->nesterov) return fused_with(c, OP_MOMENTUM_UPDATE);
-        kern_gemm_momentum(c->pool, ta, tb, M, N, K, fin(c, 1), fin(c, 2), wd, st[0], e->lr, e->momentum,
+        kern_gemm_momentum(c->pool, e->isa, ta, tb, M, N, K, fin(c, 1), fin(c, 2), wd, st[0], e->lr, e->momentum,
                            e->weight_decay);
         break;
     case OP_ADAM_UPDATE: case OP_ADAMW_UPDATE: case OP_RMSPROP_UPDATE:
@@ -836,7 +836,7 @@ static int k_matmul_grad_update(const KCall *c)
         return 0;
     }
     if (n->a.update.kind != OP_MOMENTUM_UPDATE || e->nesterov) return fused_with(c, (OpKind)n->a.update.kind);
-    kern_dense_backward_momentum(c->pool, fin(c, 0), fin(c, 1), w, e->w->data[n->a.update.state[0]], fout(c), B, K, N,
+    kern_dense_backward_momentum(c->pool, c->env->isa, fin(c, 0), fin(c, 1), w, e->w->data[n->a.update.state[0]], fout(c), B, K, N,
                                  e->lr, e->momentum, e->weight_decay, c->scratch);
     return 0;
 }
@@ -974,7 +974,7 @@ static int k_batch_matmul(const KCall *c)
     bool ta = c->n->a.matmul.ta, tb = c->n->a.matmul.tb;
     size_t M = (size_t)y->d[r - 2].v, N = (size_t)y->d[r - 1].v, K = (size_t)a->d[r - (ta ? 2 : 1)].v;
     size_t batch = M && N ? numel(y) / (M * N) : 0;
-    kern_gemm_batch(c->pool, ta, tb, batch, M, N, K, 1.0f, fin(c, 0), fin(c, 1), 0.0f, fout(c));
+    kern_gemm_batch(c->pool, c->env->isa, ta, tb, batch, M, N, K, 1.0f, fin(c, 0), fin(c, 1), 0.0f, fout(c));
     return 0;
 }
 

@@ -8,6 +8,7 @@
 #ifndef GRAPHC_EXEC_H
 #define GRAPHC_EXEC_H
 #include "graph/graph.h"
+#include "kernels/kern.h"
 #include "util/pool.h"
 
 typedef struct Weights {
@@ -45,6 +46,8 @@ typedef struct StepEnv {
     Comm *comm;          /* data-parallel ranks (allreduce ops); NULL: one process */
     int shard;           /* this rank's index in the global batch: the rows it holds are
                           * shard*B .. shard*B+B-1, and dropout masks are those rows' */
+    KIsa isa;            /* the kernels' variant (0: the best the CPU runs); the same
+                          * scratch for all, so it may change from step to step */
 } StepEnv;
 
 /* The environment of training step `step` (0-based) of a run with train block t: the

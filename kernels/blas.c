@@ -1,5 +1,6 @@
 /* Matrix product and BLAS housekeeping.  Every BLAS call in graphc lives here. */
 #include "kernels/kern.h"
+#include "kernels/variant.h"
 #include "util/pool.h"
 
 #include <cblas.h>
@@ -170,160 +171,28 @@ static void gemv_split(Pool *pool, size_t parts, bool ta, bool tb, size_t N, siz
 /* ---- a few rows times a large matrix: a dense layer at a small batch -----------------
  * C[M, N] = alpha A[M, K] B[K, N], no transposes, beta 0, M from 2 to SMALLM_MAX and at
  * least SMALLM_MIN_B_BYTES of B.  sgemm would first pack all of B (the 12.8 MB of the
- * MNIST CNN's 3136 x 1024 layer, for a few rows of work): here B is read as it is stored,
- * a panel of columns at a time (smallm_panel), SMALLM_KB rows of the panel at a time
- * (a block that stays in L1 while every pair of A's rows uses it).  For a pair of rows
- * of A, the block's 2 x KB elements sit broadcast in registers, and each vector of C's
- * two rows is loaded (but for the first block), given its KB fused multiply-adds and
- * stored.  So each element
- * of C is one chain of FMAs over k in order, the vector lanes and the scalar columns
- * past the last whole vector alike: its bits depend neither on how the columns are cut
- * over the pool's threads nor on their number.  One body per vector width, compiled
- * with target attributes (AVX-512; AVX2 + FMA) and taken when the CPU has one;
- * elsewhere sgemm. */
-#if defined(__GNUC__) && defined(__x86_64__)
-#include <immintrin.h>
-#define SMALLM 1
-#endif
+ * MNIST CNN's 3136 x 1024 layer, for a few rows of work): the variant's few-rows kernel
+ * (kernels/micro.h, gemm_small_m) reads B as it is stored instead, each element of C
+ * one chain of FMAs over k, so its bits depend neither on how the columns are cut over
+ * the pool's threads nor on their number (nor on the variant); without one (portable),
+ * sgemm. */
 /* Up to 4 rows: against sgemm on the MNIST CNN's 3136 x 1024 layer, one thread, both
  * measured in turn on the (loaded) Zen 5 machine, medians: 2 rows 0.35 ms against 0.90,
  * 4 rows 0.53 against 0.86, 8 rows 1.0 against 1.06, 16 rows 1.7 against 1.6; from 8
  * rows on, sgemm's packing is paid back. */
-enum { SMALLM_MAX = 4, SMALLM_KB = 8, SMALLM_MIN_B_BYTES = 1 << 20 };
-
-#ifdef SMALLM
-/* Columns per panel: C's rows over a panel (about 16 KiB) stay in L1 while every block
- * of B's rows goes by, so C costs no traffic beyond L1 and B is read once, 8 runs of a
- * panel's width at a time.  Whole vectors, at least 2. */
-static size_t smallm_panel(size_t M, size_t W)
-{
-    size_t nb = (16 << 10) / (M * sizeof(float)) / W * W;
-    return nb < 2 * W ? 2 * W : nb;
-}
-
-/* Rows m, m + 1 (mb of them) of C, columns [n0, n1), over B's rows [k0, k0 + kb): when
- * first, C is not read (the chains start at 0); when last, alpha scales the result.
- * NAME##_pair is the common case (2 rows, SMALLM_KB = 8 rows of B), written out so the
- * 16 broadcasts stay in registers; NAME##_tile any other (M odd, the last rows of B). */
-#define SMALLM_EIGHT(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7)
-#define SMALLM_TILE(NAME, TARGET, W, V, LOAD, STORE, FMA, BCAST, ZERO, MUL)                              \
-    __attribute__((target(TARGET))) static void NAME##_pair(size_t n0, size_t n1, size_t N, size_t K,      \
-                                                            const float *A, const float *B, float *C,      \
-                                                            bool first, bool last, float alpha)           \
-    {                                                                                                    \
-        _Static_assert(SMALLM_KB == 8, "the pair's body is written for 8 rows of B");                    \
-        SMALLM_EIGHT(NAME##_A)                                                                           \
-        V va = BCAST(alpha);                                                                             \
-        bool scale = last && alpha != 1.0f;                                                              \
-        size_t n = n0;                                                                                   \
-        for (; n + W <= n1; n += W) {                                                                    \
-            V c0 = first ? ZERO() : LOAD(C + n), c1 = first ? ZERO() : LOAD(C + N + n), b;               \
-            SMALLM_EIGHT(NAME##_F)                                                                       \
-            STORE(C + n, scale ? MUL(c0, va) : c0);                                                      \
-            STORE(C + N + n, scale ? MUL(c1, va) : c1);                                                  \
-        }                                                                                                \
-        NAME##_tail(2, SMALLM_KB, n, n1, N, K, A, B, C, first, last, alpha);                             \
-    }
-#define SMALLM_SCALAR(NAME)                                                                              \
-    static void NAME##_tail(int mb, int kb, size_t n0, size_t n1, size_t N, size_t K, const float *A,     \
-                            const float *B, float *C, bool first, bool last, float alpha)                \
-    {                                                                                                    \
-        for (size_t n = n0; n < n1; n++)                                                                 \
-            for (int r = 0; r < mb; r++) {                                                               \
-                float c = first ? 0.0f : C[(size_t)r * N + n];                                           \
-                for (int i = 0; i < kb; i++)                                                             \
-                    c = __builtin_fmaf(A[(size_t)r * K + (size_t)i], B[(size_t)i * N + n], c);           \
-                C[(size_t)r * N + n] = last && alpha != 1.0f ? c * alpha : c;                            \
-            }                                                                                            \
-    }
-#define SMALLM_DRIVER(NAME, TARGET, W, V, LOAD, STORE, FMA, BCAST, ZERO, MUL)                            \
-    /* any tile: whole vectors with the k loop inside, then the scalar columns */                        \
-    __attribute__((target(TARGET))) static void NAME##_tile(int mb, int kb, size_t n0, size_t n1, size_t N, \
-                                                            size_t K, const float *A, const float *B,     \
-                                                            float *C, bool first, bool last, float alpha) \
-    {                                                                                                    \
-        V va = BCAST(alpha);                                                                             \
-        size_t n = n0;                                                                                   \
-        for (; n + W <= n1; n += W)                                                                      \
-            for (int r = 0; r < mb; r++) {                                                               \
-                V c = first ? ZERO() : LOAD(C + (size_t)r * N + n);                                      \
-                for (int i = 0; i < kb; i++)                                                             \
-                    c = FMA(BCAST(A[(size_t)r * K + (size_t)i]), LOAD(B + (size_t)i * N + n), c);        \
-                STORE(C + (size_t)r * N + n, last && alpha != 1.0f ? MUL(c, va) : c);                    \
-            }                                                                                            \
-        NAME##_tail(mb, kb, n, n1, N, K, A, B, C, first, last, alpha);                                   \
-    }                                                                                                    \
-    __attribute__((target(TARGET))) static void NAME(size_t M, size_t n0, size_t n1, size_t N, size_t K,  \
-                                                     float alpha, const float *A, const float *B, float *C) \
-    {                                                                                                    \
-        size_t nb = smallm_panel(M, W);                                                                  \
-        for (size_t p0 = n0; p0 < n1; p0 += nb) {                                                        \
-            size_t p1 = n1 - p0 < nb ? n1 : p0 + nb;                                                     \
-            for (size_t k0 = 0; k0 < K; k0 += SMALLM_KB) {                                               \
-                int kb = K - k0 < SMALLM_KB ? (int)(K - k0) : SMALLM_KB;                                 \
-                bool first = k0 == 0, last = k0 + (size_t)kb == K;                                       \
-                for (size_t m = 0; m < M; m += 2) {                                                      \
-                    if (m + 1 < M && kb == SMALLM_KB)                                                    \
-                        NAME##_pair(p0, p1, N, K, A + m * K + k0, B + k0 * N, C + m * N, first, last, alpha); \
-                    else                                                                                 \
-                        NAME##_tile(m + 1 < M ? 2 : 1, kb, p0, p1, N, K, A + m * K + k0, B + k0 * N,      \
-                                    C + m * N, first, last, alpha);                                      \
-                }                                                                                        \
-            }                                                                                            \
-        }                                                                                                \
-    }
-
-#define V512_LOAD(p) _mm512_loadu_ps(p)
-#define V512_STORE(p, v) _mm512_storeu_ps(p, v)
-#define V512_FMA(a, b, c) _mm512_fmadd_ps(a, b, c)
-#define V512_BCAST(x) _mm512_set1_ps(x)
-#define V512_ZERO() _mm512_setzero_ps()
-#define V512_MUL(a, b) _mm512_mul_ps(a, b)
-#define V256_LOAD(p) _mm256_loadu_ps(p)
-#define V256_STORE(p, v) _mm256_storeu_ps(p, v)
-#define V256_FMA(a, b, c) _mm256_fmadd_ps(a, b, c)
-#define V256_BCAST(x) _mm256_set1_ps(x)
-#define V256_ZERO() _mm256_setzero_ps()
-#define V256_MUL(a, b) _mm256_mul_ps(a, b)
-SMALLM_SCALAR(smallm_avx512)
-SMALLM_SCALAR(smallm_avx2)
-#define smallm_avx512_A(i) __m512 a0##i = _mm512_set1_ps(A[i]), a1##i = _mm512_set1_ps(A[K + i]);
-#define smallm_avx512_F(i) b = _mm512_loadu_ps(B + i * N + n); c0 = _mm512_fmadd_ps(a0##i, b, c0); c1 = _mm512_fmadd_ps(a1##i, b, c1);
-#define smallm_avx2_A(i) __m256 a0##i = _mm256_set1_ps(A[i]), a1##i = _mm256_set1_ps(A[K + i]);
-#define smallm_avx2_F(i) b = _mm256_loadu_ps(B + i * N + n); c0 = _mm256_fmadd_ps(a0##i, b, c0); c1 = _mm256_fmadd_ps(a1##i, b, c1);
-SMALLM_TILE(smallm_avx512, "avx512f", 16, __m512, V512_LOAD, V512_STORE, V512_FMA, V512_BCAST, V512_ZERO, V512_MUL)
-SMALLM_TILE(smallm_avx2, "avx2,fma", 8, __m256, V256_LOAD, V256_STORE, V256_FMA, V256_BCAST, V256_ZERO, V256_MUL)
-SMALLM_DRIVER(smallm_avx512, "avx512f", 16, __m512, V512_LOAD, V512_STORE, V512_FMA, V512_BCAST, V512_ZERO, V512_MUL)
-SMALLM_DRIVER(smallm_avx2, "avx2,fma", 8, __m256, V256_LOAD, V256_STORE, V256_FMA, V256_BCAST, V256_ZERO, V256_MUL)
-
-typedef void (*SmallMFn)(size_t M, size_t n0, size_t n1, size_t N, size_t K, float alpha, const float *A,
-                         const float *B, float *C);
+enum { SMALLM_MAX = 4, SMALLM_MIN_B_BYTES = 1 << 20 };
 
 /* Test hook: mode < 0 turns the path off (0: automatic). */
 static int smallm_mode;
 
-/* The widest variant this CPU runs and its vector width in floats; NULL without one. */
-static SmallMFn smallm_fn(size_t *width)
-{
-    if (smallm_mode < 0)
-        return NULL;
-    if (__builtin_cpu_supports("avx512f")) {
-        *width = 16;
-        return smallm_avx512;
-    }
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
-        *width = 8;
-        return smallm_avx2;
-    }
-    return NULL;
-}
+void kern_gemm_set_small_m(int mode) { smallm_mode = mode; }
 
 typedef struct SmallMJob {
     size_t M, N, K, parts, unit;
     float alpha;
     const float *A, *B;
     float *C;
-    SmallMFn fn;
+    const KernVariant *kv;
 } SmallMJob;
 
 static void smallm_part(void *arg, int part, int worker)
@@ -332,44 +201,26 @@ static void smallm_part(void *arg, int part, int worker)
     const SmallMJob *j = arg;
     size_t units = (j->N + j->unit - 1) / j->unit;
     size_t n0 = units * (size_t)part / j->parts * j->unit, n1 = units * ((size_t)part + 1) / j->parts * j->unit;
-    j->fn(j->M, n0, n1 < j->N ? n1 : j->N, j->N, j->K, j->alpha, j->A, j->B, j->C);
-}
-#endif
-
-void kern_gemm_set_small_m(int mode)
-{
-#ifdef SMALLM
-    smallm_mode = mode;
-#else
-    (void)mode;
-#endif
+    j->kv->gemm_small_m(j->M, n0, n1 < j->N ? n1 : j->N, j->N, j->K, j->alpha, j->A, j->B, j->C);
 }
 
 /* The small-M path where it applies (true: C is made), its columns cut over the pool
  * in blocks of whole vectors when the product is worth a wake-up (as kern_gemm's). */
-static bool small_m(Pool *pool, bool ta, bool tb, size_t M, size_t N, size_t K, float alpha, const float *A,
+static bool small_m(Pool *pool, KIsa isa, bool ta, bool tb, size_t M, size_t N, size_t K, float alpha, const float *A,
                     const float *B, float beta, float *C)
 {
-#ifdef SMALLM
-    size_t W = 0;
-    SmallMFn fn = ta || tb || beta != 0.0f || M < 2 || M > SMALLM_MAX ||
-                          (double)K * (double)N * sizeof(float) < SMALLM_MIN_B_BYTES
-                      ? NULL
-                      : smallm_fn(&W);
-    if (!fn || N < W)
+    const KernVariant *kv = kern_variant(isa);
+    if (smallm_mode < 0 || !kv->gemm_small_m || ta || tb || beta != 0.0f || M < 2 || M > SMALLM_MAX ||
+        (double)K * (double)N * sizeof(float) < SMALLM_MIN_B_BYTES || N < (size_t)kv->lanes)
         return false;
-    size_t T = (size_t)pool_threads(pool), units = (N + W - 1) / W;
+    size_t T = (size_t)pool_threads(pool), W = (size_t)kv->lanes, units = (N + W - 1) / W;
     size_t parts = 2.0 * (double)M * (double)N * (double)K >= 4e6 ? T : 1;
-    SmallMJob j = { M, N, K, parts < units ? parts : units, W, alpha, A, B, C, fn };
+    SmallMJob j = { M, N, K, parts < units ? parts : units, W, alpha, A, B, C, kv };
     pool_run(pool, (int)j.parts, smallm_part, &j);
     return true;
-#else
-    (void)pool, (void)ta, (void)tb, (void)M, (void)N, (void)K, (void)alpha, (void)A, (void)B, (void)beta, (void)C;
-    return false;
-#endif
 }
 
-void kern_gemm(Pool *pool, bool ta, bool tb, size_t M, size_t N, size_t K, float alpha,
+void kern_gemm(Pool *pool, KIsa isa, bool ta, bool tb, size_t M, size_t N, size_t K, float alpha,
                const float *A, const float *B, float beta, float *C)
 {
     if (M == 0 || N == 0)
@@ -392,7 +243,7 @@ void kern_gemm(Pool *pool, bool ta, bool tb, size_t M, size_t N, size_t K, float
             return;
         }
     }
-    if (small_m(pool, ta, tb, M, N, K, alpha, A, B, beta, C))
+    if (small_m(pool, isa, ta, tb, M, N, K, alpha, A, B, beta, C))
         return;
     GemmJob j = { ta, tb, M >= N, M, N, K, 1, alpha, beta, A, B, C };
     if (T > 1 && M > 1 && 2.0 * (double)M * (double)N * (double)K >= 4e6 && longer >= 32 * T)
@@ -424,7 +275,7 @@ static void batch_part(void *arg, int part, int worker)
                     j->tb ? j->K : j->N, j->beta, j->C + b * sc, j->N);
 }
 
-void kern_gemm_batch(Pool *pool, bool ta, bool tb, size_t batch, size_t M, size_t N, size_t K, float alpha,
+void kern_gemm_batch(Pool *pool, KIsa isa, bool ta, bool tb, size_t batch, size_t M, size_t N, size_t K, float alpha,
                      const float *A, const float *B, float beta, float *C)
 {
     if (batch == 0 || M == 0 || N == 0)
@@ -439,7 +290,7 @@ void kern_gemm_batch(Pool *pool, bool ta, bool tb, size_t batch, size_t M, size_
     size_t T = (size_t)pool_threads(pool);
     if (batch < T) {
         for (size_t b = 0; b < batch; b++)
-            kern_gemm(pool, ta, tb, M, N, K, alpha, A + b * M * K, B + b * K * N, beta, C + b * M * N);
+            kern_gemm(pool, isa, ta, tb, M, N, K, alpha, A + b * M * K, B + b * K * N, beta, C + b * M * N);
         return;
     }
     BatchJob j = { ta, tb, batch, M, N, K, T, alpha, beta, A, B, C };

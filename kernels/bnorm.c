@@ -125,8 +125,9 @@ INLINE void grad_input_rows_body(const float *dy, const float *x, float *dx, siz
 BN_LOOPS(_plain, )
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
 BN_LOOPS(_avx2, __attribute__((target("avx2"))))
-static bool avx2(void) { return __builtin_cpu_supports("avx2"); }
-#define PICK(fn) (avx2() ? fn##_avx2 : fn##_plain)
+/* By the CPU (kern_isa_cpu), not by a forced lower variant (KIsa): both loops give the
+ * same bits (target "avx2" has no FMA to contract into), the AVX2 one only goes faster. */
+#define PICK(fn) (kern_isa_cpu() >= KISA_AVX2 ? fn##_avx2 : fn##_plain)
 #else
 #define PICK(fn) fn##_plain
 #endif

@@ -10,10 +10,10 @@
  * the filter size, never by the batch or the image.  When the im2col matrix is the
  * input itself (1x1 stride-1 unpadded convolutions, and kernels covering the whole
  * unpadded image) no copy is made and no scratch is needed.
- * With few input channels (conv_direct_ok), the forward pass and the filter gradient
- * run conv_direct.c's kernels on the same chunks instead of im2col + sgemm; with
- * more (conv_wide) the forward pass, the filter gradient and the stride-1 input
- * gradient run its many-channel kernels on whole output rows, one share per thread. */
+ * Where the sizes take conv_direct.c's kernels (conv_direct_ok: an image network's
+ * convolutions), the forward pass, the filter gradient and the stride-1 input gradient
+ * run those instead, on whole output rows, one share per thread, in the variant (KIsa)
+ * the caller names. */
 
 /* The loops here are written for the auto-vectorizer, which plain -O2 (GCC 12's
  * "very cheap" cost model) leaves off; measured 2-3x on the elementwise kernels.
@@ -40,8 +40,9 @@ enum {
     CONV_IDENTITY_ROWS = 1 << 20,    /* no copy: chunks only keep BLAS sizes in range */
     /* The many-channel filter gradient beat im2col + sgemm by 5-25% single-threaded up
      * to 64 filters (MNIST's 5x5x32x64, 3x3x16x32, a stride-2 3x3x32x64) and lost
-     * 5-15% at 128 (3x3, C 32 and 64, 14x14): with more, sgemm keeps it. */
-    CONV_WIDE_GRADW_MAX_F = 64
+     * 5-15% at 128 (3x3, C 32 and 64, 14x14), AVX2 on a Zen 3: with more, sgemm keeps
+     * it (few channels: always direct). */
+    CONV_DIRECT_GRADW_MAX_F = 64
 };
 
 /* Test hook (not in kern.h): force the rows per chunk; 0 restores the automatic choice. */
@@ -78,11 +79,16 @@ static int64_t conv_chunk_rows(const KConv *p)
     return rows < m ? rows : m;
 }
 
-/* The many-channel direct forward kernel (conv_direct.c) where it applies: not
- * for the identity cases, where sgemm reads the input as it is. */
-static bool conv_wide(const KConv *p) { return !conv_is_identity(p) && conv_wide_ok(p); }
+/* The direct kernels (conv_direct.c) where they apply: not for the identity cases,
+ * where sgemm reads the input as it is. */
+static bool conv_direct(const KConv *p) { return !conv_is_identity(p) && conv_direct_ok(p); }
 
-static bool conv_wide_gi(const KConv *p, KConv *q) { return !conv_is_identity(p) && conv_wide_grad_input_ok(p, q); }
+static bool conv_direct_gi(const KConv *p, KConv *q) { return !conv_is_identity(p) && conv_direct_grad_input_ok(p, q); }
+
+static bool conv_direct_gw(const KConv *p)
+{
+    return conv_direct(p) && (conv_direct_few(p) || p->f <= CONV_DIRECT_GRADW_MAX_F);
+}
 
 static int64_t nchunks(int64_t m, int64_t rows) { return (m + rows - 1) / rows; }
 
@@ -92,16 +98,15 @@ static int64_t nchunks(int64_t m, int64_t rows) { return (m + rows - 1) / rows; 
  * (task t runs on worker t % T, so min(T, tasks) of them), each an im2col chunk then a
  * private [K, F] sum, and after them the filter packed once per call. */
 typedef struct ConvPath {
-    bool direct;        /* the few-channel direct kernel (forward, grad filter) */
-    bool wide;          /* the many-channel kernel: forward, grad filter, stride-1 grad input */
-    int64_t rows;       /* per task: output pixels, or whole output rows (n, oy) when wide */
+    bool direct;        /* the direct kernels: forward, grad filter, stride-1 grad input */
+    int64_t rows;       /* per task: output pixels, or whole output rows (n, oy) when direct */
     int64_t per_task;   /* grad input through im2col: whole images per task */
     int64_t tasks;
     bool single;        /* grad filter: one worker sums straight into dw */
     size_t col, acc;    /* floats of a worker region: im2col chunk, [K, F] partial sum */
     int64_t regions;
     size_t pack;        /* floats of the packed filter after the regions */
-    KConv q;            /* wide grad input: the forward convolution it runs */
+    KConv q;            /* direct grad input: the forward convolution it runs */
     int threads;        /* of the pool the kernel runs on: regions are per thread */
 } ConvPath;
 
@@ -122,20 +127,19 @@ static ConvPath conv_path(const KConv *p, KConvOp op, int T)
     c.tasks = nchunks(M, c.rows);
     switch (op) {
     case KCONV_FORWARD:
-        if (conv_wide(p)) {
-            c.wide = true;
+        if (conv_direct(p)) {
+            c.direct = true;
             share_rows(&c, p->n * p->oh, T);
-            c.pack = conv_wide_pack_floats(p);
+            c.pack = conv_pack_floats(p);
             return c;
         }
-        c.direct = conv_direct_ok(p);
-        c.col = c.direct || conv_is_identity(p) ? 0 : (size_t)(c.rows * K);
+        c.col = conv_is_identity(p) ? 0 : (size_t)(c.rows * K);
         break;
     case KCONV_GRAD_INPUT:
-        if (conv_wide_gi(p, &c.q)) {   /* dx = q(dy), the flipped filter packed first */
-            c.wide = true;
+        if (conv_direct_gi(p, &c.q)) {   /* dx = q(dy), the flipped filter packed first */
+            c.direct = true;
             share_rows(&c, c.q.n * c.q.oh, T);
-            c.pack = conv_wide_pack_floats(&c.q);
+            c.pack = conv_pack_floats(&c.q);
             return c;
         }
         {   /* a few tasks per thread, of whole images */
@@ -150,12 +154,11 @@ static ConvPath conv_path(const KConv *p, KConvOp op, int T)
         c.col = conv_is_identity(p) ? 0 : (size_t)(c.rows * K);
         break;
     default:   /* KCONV_GRAD_FILTER */
-        c.direct = conv_direct_ok(p);
-        c.wide = F <= CONV_WIDE_GRADW_MAX_F && conv_wide(p);
-        if (c.wide)
+        c.direct = conv_direct_gw(p);
+        if (c.direct)
             share_rows(&c, p->n * p->oh, T);
         c.single = c.tasks == 1 || T == 1;
-        c.col = c.direct || c.wide || conv_is_identity(p) ? 0 : (size_t)(c.rows * K);
+        c.col = c.direct || conv_is_identity(p) ? 0 : (size_t)(c.rows * K);
         c.acc = c.single ? 0 : (size_t)(K * F);
         break;
     }
@@ -271,6 +274,7 @@ static void col2im_add(const KConv *p, const float *restrict col, int64_t m0, in
 typedef struct ConvJob {
     const KConv *p;
     const ConvPath *path;
+    KIsa isa;           /* the variant of the direct kernels and of kern_gemm's */
     const float *bias;  /* forward epilogue: bias per filter, or NULL */
     EwAct act;          /* forward epilogue */
     Pool *pool;
@@ -285,23 +289,17 @@ static float *worker_scratch(const ConvJob *j, int worker)
 }
 
 /* Output pixels [m0, m0 + mc) of the forward convolution into y (pixel m0 at y[0]),
- * then the bias and activation: the few-channel direct kernel, or im2col (into col,
- * mc rows of K) and sgemm.  Every pixel's value is the same however the pixels are
- * cut into calls. */
-static void conv_pixels(Pool *pool, const KConv *p, const float *x, const float *w, const float *bias, EwAct act,
-                        bool direct, int64_t m0, int64_t mc, float *col, float *y)
+ * then the bias and activation, by im2col (into col, mc rows of K) and sgemm. */
+static void conv_pixels(Pool *pool, KIsa isa, const KConv *p, const float *x, const float *w, const float *bias,
+                        EwAct act, int64_t m0, int64_t mc, float *col, float *y)
 {
-    if (direct) {
-        conv_direct_forward(p, x, w, bias, act, y, m0, mc);
-        return;
-    }
     const int64_t K = conv_k(p), F = p->f;
     const float *a = x + m0 * K;
     if (!conv_is_identity(p)) {
         im2col(p, x, m0, mc, col);
         a = col;
     }
-    kern_gemm(pool, false, false, (size_t)mc, (size_t)F, (size_t)K, 1.0f, a, w, 0.0f, y);
+    kern_gemm(pool, isa, false, false, (size_t)mc, (size_t)F, (size_t)K, 1.0f, a, w, 0.0f, y);
     if (bias)
         kern_bias_act(y, (size_t)mc, (size_t)F, bias, act);
 }
@@ -312,47 +310,48 @@ static void conv_task(void *arg, int task, int worker)
     const KConv *p = j->p;
     const int64_t M = conv_m(p), rows = j->path->rows;
     int64_t m0 = (int64_t)task * rows, mc = M - m0 < rows ? M - m0 : rows;
-    conv_pixels(j->pool, p, j->x, j->w, j->bias, j->act, j->path->direct, m0, mc, j->path->col ? worker_scratch(j, worker) : NULL,
+    conv_pixels(j->pool, j->isa, p, j->x, j->w, j->bias, j->act, m0, mc, j->path->col ? worker_scratch(j, worker) : NULL,
                 j->y + m0 * p->f);
 }
 
-/* The many-channel direct forward: whole output rows (n, oy), one equal share per
- * thread, on the filter packed into the scratch. */
-static void conv_wide_task(void *arg, int task, int worker)
+/* The direct forward: whole output rows (n, oy), one equal share per thread, on the
+ * filter packed into the scratch. */
+static void conv_direct_task(void *arg, int task, int worker)
 {
     (void)worker;
     const ConvJob *j = arg;
     const int64_t R = j->p->n * j->p->oh, r0 = (int64_t)task * j->path->rows;
-    conv_wide_forward(j->p, j->x, j->w, j->bias, j->act, j->y + r0 * j->p->ow * j->p->f, r0,
-                      R - r0 < j->path->rows ? R - r0 : j->path->rows);
+    conv_direct_forward(kern_variant(j->isa), j->p, j->x, j->w, j->bias, j->act, j->y + r0 * j->p->ow * j->p->f, r0,
+                        R - r0 < j->path->rows ? R - r0 : j->path->rows);
 }
 
-static void conv_forward(Pool *pool, const KConv *p, const float *x, const float *w, const float *bias, EwAct act,
-                         float *y, float *scratch)
+static void conv_forward(Pool *pool, KIsa isa, const KConv *p, const float *x, const float *w, const float *bias,
+                         EwAct act, float *y, float *scratch)
 {
     if (conv_m(p) <= 0 || p->f <= 0)
         return;
     const ConvPath path = conv_path(p, KCONV_FORWARD, pool_threads(pool));
-    ConvJob j = { .p = p, .path = &path, .bias = bias, .act = act, .pool = pool, .x = x, .w = w, .y = y, .scratch = scratch };
-    if (path.wide) {
+    ConvJob j = { .p = p, .path = &path, .isa = isa, .bias = bias, .act = act, .pool = pool, .x = x, .w = w,
+                  .y = y, .scratch = scratch };
+    if (path.direct) {
         float *wp = pack_at(&path, scratch);
-        conv_wide_pack(p, w, wp);
+        conv_pack(p, w, wp);
         j.w = wp;
-        pool_run(pool, (int)path.tasks, conv_wide_task, &j);
+        pool_run(pool, (int)path.tasks, conv_direct_task, &j);
         return;
     }
     pool_run(pool, (int)path.tasks, conv_task, &j);
 }
 
-void kern_conv2d(Pool *pool, const KConv *p, const float *x, const float *w, float *y, float *scratch)
+void kern_conv2d(Pool *pool, KIsa isa, const KConv *p, const float *x, const float *w, float *y, float *scratch)
 {
-    conv_forward(pool, p, x, w, NULL, EW_NO_ACT, y, scratch);
+    conv_forward(pool, isa, p, x, w, NULL, EW_NO_ACT, y, scratch);
 }
 
-void kern_conv2d_bias_act(Pool *pool, const KConv *p, const float *x, const float *w, const float *bias, EwAct act,
-                          float *y, float *scratch)
+void kern_conv2d_bias_act(Pool *pool, KIsa isa, const KConv *p, const float *x, const float *w, const float *bias,
+                          EwAct act, float *y, float *scratch)
 {
-    conv_forward(pool, p, x, w, bias, act, y, scratch);
+    conv_forward(pool, isa, p, x, w, bias, act, y, scratch);
 }
 
 /* Grad input scatters each chunk into overlapping patches of dx, so tasks are whole
@@ -371,27 +370,29 @@ static void conv_grad_input_task(void *arg, int task, int worker)
         int64_t mc = n1 * per_image - m0 < rows ? n1 * per_image - m0 : rows;
         /* dcol[mc, K] = dy[mc, F] W^T; the identity case writes it straight into dx. */
         float *dcol = ident ? j->dx + m0 * K : worker_scratch(j, worker);
-        kern_gemm(j->pool, false, true, (size_t)mc, (size_t)K, (size_t)F, 1.0f, j->dy + m0 * F, j->w, 0.0f, dcol);
+        kern_gemm(j->pool, j->isa, false, true, (size_t)mc, (size_t)K, (size_t)F, 1.0f, j->dy + m0 * F, j->w, 0.0f, dcol);
         if (!ident)
             col2im_add(p, dcol, m0, mc, j->dx);
     }
 }
 
-void kern_conv2d_grad_input(Pool *pool, const KConv *p, const float *dy, const float *w, float *dx, float *scratch)
+void kern_conv2d_grad_input(Pool *pool, KIsa isa, const KConv *p, const float *dy, const float *w, float *dx,
+                            float *scratch)
 {
     if (conv_m(p) <= 0 || p->f <= 0) {
         memset(dx, 0, (size_t)(p->n * p->h * p->w * p->c) * sizeof *dx);
         return;
     }
     const ConvPath path = conv_path(p, KCONV_GRAD_INPUT, pool_threads(pool));
-    if (path.wide) {   /* dx = q(dy), the flipped filter packed first */
+    if (path.direct) {   /* dx = q(dy), the flipped filter packed first */
         float *wp = pack_at(&path, scratch);
-        conv_wide_pack_flipped(p, w, wp);
-        ConvJob j = { .p = &path.q, .path = &path, .act = EW_NO_ACT, .pool = pool, .x = dy, .w = wp, .y = dx };
-        pool_run(pool, (int)path.tasks, conv_wide_task, &j);
+        conv_pack_flipped(p, w, wp);
+        ConvJob j = { .p = &path.q, .path = &path, .isa = isa, .act = EW_NO_ACT, .pool = pool, .x = dy,
+                      .w = wp, .y = dx };
+        pool_run(pool, (int)path.tasks, conv_direct_task, &j);
         return;
     }
-    ConvJob j = { .p = p, .path = &path, .pool = pool, .w = w, .dy = dy, .dx = dx, .scratch = scratch };
+    ConvJob j = { .p = p, .path = &path, .isa = isa, .pool = pool, .w = w, .dy = dy, .dx = dx, .scratch = scratch };
     pool_run(pool, (int)path.tasks, conv_grad_input_task, &j);
 }
 
@@ -411,15 +412,11 @@ static void conv_grad_filter_task(void *arg, int task, int worker)
     float *acc = path->single ? j->dw : worker_scratch(j, task % T) + path->col;
     /* the first task of each slot overwrites it */
     bool first = path->single ? task == 0 : task < T;
-    if (path->direct || path->wide) {
+    if (path->direct) {   /* whole output rows: m0 is row m0 */
         if (first)
             memset(acc, 0, (size_t)(K * F) * sizeof *acc);
-        if (path->direct)
-            conv_direct_grad_filter(p, j->x, j->dy, acc, m0, mc);
-        else {
-            const int64_t R = p->n * p->oh;
-            conv_wide_grad_filter(p, j->x, j->dy, acc, m0, R - m0 < rows ? R - m0 : rows);
-        }
+        const int64_t R = p->n * p->oh;
+        conv_direct_grad_filter(kern_variant(j->isa), p, j->x, j->dy, acc, m0, R - m0 < rows ? R - m0 : rows);
         return;
     }
     const float *col = j->x + m0 * K;
@@ -428,10 +425,11 @@ static void conv_grad_filter_task(void *arg, int task, int worker)
         im2col(p, j->x, m0, mc, buf);
         col = buf;
     }
-    kern_gemm(j->pool, true, false, (size_t)K, (size_t)F, (size_t)mc, 1.0f, col, j->dy + m0 * F, first ? 0.0f : 1.0f, acc);
+    kern_gemm(j->pool, j->isa, true, false, (size_t)K, (size_t)F, (size_t)mc, 1.0f, col, j->dy + m0 * F, first ? 0.0f : 1.0f, acc);
 }
 
-void kern_conv2d_grad_filter(Pool *pool, const KConv *p, const float *x, const float *dy, float *dw, float *scratch)
+void kern_conv2d_grad_filter(Pool *pool, KIsa isa, const KConv *p, const float *x, const float *dy, float *dw,
+                             float *scratch)
 {
     const int64_t M = conv_m(p), K = conv_k(p), F = p->f;
     if (M <= 0 || F <= 0) {
@@ -440,7 +438,8 @@ void kern_conv2d_grad_filter(Pool *pool, const KConv *p, const float *x, const f
         return;
     }
     const ConvPath path = conv_path(p, KCONV_GRAD_FILTER, pool_threads(pool));
-    ConvJob j = { .p = p, .path = &path, .pool = pool, .x = x, .dy = dy, .dw = dw, .scratch = scratch };
+    ConvJob j = { .p = p, .path = &path, .isa = isa, .pool = pool, .x = x, .dy = dy, .dw = dw,
+                  .scratch = scratch };
     if (path.single) {   /* one worker: accumulate straight into dw, chunk after chunk */
         for (int64_t t = 0; t < path.tasks; t++)
             conv_grad_filter_task(&j, (int)t, 0);
@@ -524,7 +523,7 @@ void kern_maxpool(const KPool *p, const float *x, float *y)
 /* ---- convolution and max pooling in one (conv2d_maxpool) ------------------------------
  * Each thread takes one share of the pooled rows (n, py) and goes through them in bands
  * of up to `band` rows of one image: the convolution rows their windows read, made by
- * the forward kernels above (conv_wide_forward, conv_pixels: the same choice of kernel
+ * the forward kernels above (conv_direct_forward, conv_pixels: the same choice of kernel
  * as kern_conv2d_bias_act, and each output pixel's value does not depend on how the
  * rows are cut) into the thread's scratch, then pooled by maxpool_rows as kern_maxpool
  * pools them.  Where windows overlap (stride < size), the rows the next band of the
@@ -558,25 +557,26 @@ static int64_t convpool_band_rows(const KConv *p, const KPool *q)
 static size_t convpool_worker_floats(const KConv *p, const KPool *q)
 {
     size_t band = (size_t)convpool_band_rows(p, q) * (size_t)(p->ow * p->f);
-    bool col = !conv_wide(p) && !conv_direct_ok(p) && !conv_is_identity(p);
+    bool col = !conv_direct(p) && !conv_is_identity(p);
     return band + (col ? (size_t)conv_chunk_rows(p) * (size_t)conv_k(p) : 0);
 }
 
-bool kern_conv2d_maxpool_exact(const KConv *p) { return conv_wide(p) || conv_direct_ok(p); }
+bool kern_conv2d_maxpool_exact(const KConv *p) { return conv_direct(p); }
 
 size_t kern_conv2d_maxpool_scratch(const KConv *p, const KPool *q, int threads)
 {
-    size_t pack = conv_wide(p) ? conv_wide_pack_floats(p) : 0;
+    size_t pack = conv_direct(p) ? conv_pack_floats(p) : 0;
     return ((size_t)threads * convpool_worker_floats(p, q) + pack) * sizeof(float);
 }
 
 typedef struct ConvPoolJob {
     const KConv *p;
     const KPool *q;
-    const float *x, *w, *bias;  /* w: the packed filter on the wide path */
+    const float *x, *w, *bias;  /* w: the packed filter on the direct path */
     EwAct act;
     Pool *pool;
-    bool wide, direct;
+    KIsa isa;
+    bool direct;                /* the direct kernels, else im2col + sgemm */
     float *y, *scratch;
     int64_t rows;               /* pooled rows (n, py) per task */
     int64_t band;               /* pooled rows per band */
@@ -586,15 +586,14 @@ typedef struct ConvPoolJob {
 static void convpool_conv_rows(const ConvPoolJob *j, int64_t n, int64_t a, int64_t b, float *col, float *dst)
 {
     const KConv *p = j->p;
-    if (j->wide) {
-        conv_wide_forward(p, j->x, j->w, j->bias, j->act, dst, n * p->oh + a, b - a);
+    if (j->direct) {
+        conv_direct_forward(kern_variant(j->isa), p, j->x, j->w, j->bias, j->act, dst, n * p->oh + a, b - a);
         return;
     }
-    const int64_t m0 = (n * p->oh + a) * p->ow, m1 = (n * p->oh + b) * p->ow;
-    const int64_t chunk = j->direct ? m1 - m0 : conv_chunk_rows(p);
+    const int64_t m0 = (n * p->oh + a) * p->ow, m1 = (n * p->oh + b) * p->ow, chunk = conv_chunk_rows(p);
     for (int64_t m = m0; m < m1; m += chunk) {
         int64_t mc = m1 - m < chunk ? m1 - m : chunk;
-        conv_pixels(j->pool, p, j->x, j->w, j->bias, j->act, j->direct, m, mc, col, dst + (m - m0) * p->f);
+        conv_pixels(j->pool, j->isa, p, j->x, j->w, j->bias, j->act, m, mc, col, dst + (m - m0) * p->f);
     }
 }
 
@@ -630,19 +629,19 @@ static void convpool_task(void *arg, int task, int worker)
     }
 }
 
-void kern_conv2d_maxpool(Pool *pool, const KConv *p, const KPool *q, const float *x, const float *w, const float *bias, EwAct act,
-                         float *y, float *scratch)
+void kern_conv2d_maxpool(Pool *pool, KIsa isa, const KConv *p, const KPool *q, const float *x, const float *w,
+                         const float *bias, EwAct act, float *y, float *scratch)
 {
     const int64_t R = p->n * q->oh;
     if (R <= 0 || q->ow <= 0 || p->f <= 0)
         return;
     const int T = pool_threads(pool);
-    ConvPoolJob j = { .p = p, .q = q, .x = x, .w = w, .bias = bias, .act = bias ? act : EW_NO_ACT, .pool = pool, .wide = conv_wide(p),
-                      .y = y, .scratch = scratch, .rows = (R + T - 1) / T, .band = convpool_band(p, q) };
-    j.direct = !j.wide && conv_direct_ok(p);
-    if (j.wide) {
+    ConvPoolJob j = { .p = p, .q = q, .x = x, .w = w, .bias = bias, .act = bias ? act : EW_NO_ACT, .pool = pool,
+                      .isa = isa, .direct = conv_direct(p), .y = y, .scratch = scratch,
+                      .rows = (R + T - 1) / T, .band = convpool_band(p, q) };
+    if (j.direct) {
         float *wp = scratch + (size_t)T * convpool_worker_floats(p, q);
-        conv_wide_pack(p, w, wp);
+        conv_pack(p, w, wp);
         j.w = wp;
     }
     pool_run(pool, (int)nchunks(R, j.rows), convpool_task, &j);

@@ -7,6 +7,7 @@
 #pragma GCC optimize("tree-vectorize", "vect-cost-model=dynamic")
 #endif
 #include "kernels/kern.h"
+#include "kernels/variant.h"
 #include "util/rng.h"
 
 #include <math.h>
@@ -678,42 +679,12 @@ void kern_momentum(float *w, float *v, const float *g, size_t n, float lr, float
     }
 }
 
-/* 0: automatic; < 0: the scalar loop only (test hook, kern.h) */
-static int adam_vector_mode;
-void kern_adam_set_vector(int mode) { adam_vector_mode = mode; }
-
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
-#define ADAM_AVX 1
-/* Adam's loop 8 lanes at a time, operation for operation the scalar loop of kern_adam
- * (separate multiplies and adds: the scalar code is not contracted into FMAs under
- * -std=c11; sqrt and division are correctly rounded in both), so the same bits.  The
- * scalar loop does not vectorize: sqrtf may set errno.  Adam reads and writes three
- * arrays per parameter, so this makes it bound by memory instead of by the scalar
- * square roots and divisions (3136 x 1024 weights on one thread: 8.9 -> 2.7 ms).
- * Returns how many elements it did (a multiple of 8). */
-__attribute__((target("avx"))) static size_t adam_avx(float *w, float *m, float *v, const float *g, size_t n,
-                                                       float beta1, float beta2, float c1, float c2, float step,
-                                                       float rsb2, float eps)
-{
-    const __m256 b1 = _mm256_set1_ps(beta1), b2 = _mm256_set1_ps(beta2), k1 = _mm256_set1_ps(c1),
-                 k2 = _mm256_set1_ps(c2), st = _mm256_set1_ps(step), rs = _mm256_set1_ps(rsb2),
-                 ep = _mm256_set1_ps(eps);
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        __m256 gi = _mm256_loadu_ps(g + i);
-        __m256 mi = _mm256_add_ps(_mm256_mul_ps(b1, _mm256_loadu_ps(m + i)), _mm256_mul_ps(k1, gi));
-        __m256 vi = _mm256_add_ps(_mm256_mul_ps(b2, _mm256_loadu_ps(v + i)), _mm256_mul_ps(_mm256_mul_ps(k2, gi), gi));
-        _mm256_storeu_ps(m + i, mi);
-        _mm256_storeu_ps(v + i, vi);
-        __m256 den = _mm256_add_ps(_mm256_mul_ps(_mm256_sqrt_ps(vi), rs), ep);
-        _mm256_storeu_ps(w + i, _mm256_sub_ps(_mm256_loadu_ps(w + i), _mm256_div_ps(_mm256_mul_ps(st, mi), den)));
-    }
-    return i;
-}
-#endif
-
-void kern_adam(float *w, float *m, float *v, const float *g, size_t n, float lr,
+/* The variant's vector loop does whole vectors (Adam reads and writes three arrays per
+ * parameter, so that makes it bound by memory instead of by the scalar square roots
+ * and divisions: 3136 x 1024 weights on one thread, 8.9 -> 2.7 ms with AVX), this
+ * loop the rest: the same bits either way (kernels/micro.h).  The scalar loop does not
+ * vectorize by itself: sqrtf may set errno. */
+void kern_adam(KIsa isa, float *w, float *m, float *v, const float *g, size_t n, float lr,
                float beta1, float beta2, float eps, int64_t t)
 {
     if (t < 1)
@@ -724,11 +695,8 @@ void kern_adam(float *w, float *m, float *v, const float *g, size_t n, float lr,
     float step = (float)((double)lr / bc1);
     float rsb2 = (float)(1.0 / sqrt(bc2));
     float c1 = 1.0f - beta1, c2 = 1.0f - beta2;
-    size_t i = 0;
-#ifdef ADAM_AVX
-    if (adam_vector_mode >= 0 && __builtin_cpu_supports("avx"))
-        i = adam_avx(w, m, v, g, n, beta1, beta2, c1, c2, step, rsb2, eps);
-#endif
+    const KernVariant *kv = kern_variant(isa);
+    size_t i = kv->adam ? kv->adam(w, m, v, g, n, beta1, beta2, c1, c2, step, rsb2, eps) : 0;
     for (; i < n; i++) {
         float gi = g[i];
         float mi = beta1 * m[i] + c1 * gi;

@@ -20,6 +20,29 @@
 
 #define KERN_MAX_RANK 6
 
+/* ---- instruction sets (cpu.c) ------------------------------------------------------
+ * The kernels that exist in several variants (the direct convolutions, Adam's loop)
+ * are written once, width-generic, and compiled once per instruction set
+ * (docs/kernels.md); a caller says which to run with a KIsa, and KISA_AUTO (0, what a
+ * zeroed options struct holds) runs the best this CPU has.  Every variant takes the
+ * same path with the same scratch, so scratch sizes do not depend on it.
+ * Order matters: a CPU that runs a variant runs every one below it. */
+typedef enum KIsa { KISA_AUTO, KISA_PORTABLE, KISA_AVX2, KISA_AVX512, KISA_COUNT } KIsa;
+
+/* The best variant this CPU runs: avx512 (avx512f, bw, vl and fma), avx2 (avx2 and
+ * fma), else portable (plain C).  Detected once. */
+KIsa kern_isa_cpu(void);
+/* The variant that runs when `isa` is asked for: the best for KISA_AUTO, and never one
+ * the CPU cannot run (the best it can instead). */
+KIsa kern_isa_resolve(KIsa isa);
+/* "avx512", "avx2", "portable" ("auto" for KISA_AUTO). */
+const char *kern_isa_name(KIsa isa);
+/* The variant called `name` for a CPU whose best is `cpu`: 0, -1 for a name that is
+ * none of them, -2 for one that CPU cannot run (*isa is set either way but for -1). */
+int kern_isa_parse(const char *name, KIsa cpu, KIsa *isa);
+/* "avx512, avx2 or portable": the names kern_isa_parse takes, for messages. */
+const char *kern_isa_names(void);
+
 /* ---- elementwise, with NumPy broadcasting ------------------------------------ */
 /* The functions are util/elemwise.def's (EwBinary, EwUnary). */
 
@@ -88,8 +111,9 @@ void kern_sum_all(const float *x, size_t n, float *y);
 
 /* ---- matrix product (blas.c) ---------------------------------------------- */
 /* C[M,N] = alpha * op(A) op(B) + beta * C, op = transpose if ta/tb; A, B row-major
- * as stored ([M,K] or [K,M]; [K,N] or [N,K]). beta = 0 overwrites C. */
-void kern_gemm(Pool *pool, bool ta, bool tb, size_t M, size_t N, size_t K, float alpha,
+ * as stored ([M,K] or [K,M]; [K,N] or [N,K]). beta = 0 overwrites C.  `isa`: the
+ * variant of its own few-rows kernel (below). */
+void kern_gemm(Pool *pool, KIsa isa, bool ta, bool tb, size_t M, size_t N, size_t K, float alpha,
                const float *A, const float *B, float beta, float *C);
 /* Rows [r0, r1) of kern_gemm's C, in one BLAS call on the calling thread (for a caller
  * that splits the work itself): C points at row r0 of C, [r1 - r0, N] contiguous. */
@@ -108,9 +132,9 @@ const char *kern_blas_info(void);   /* e.g. "OpenBLAS 0.3.21, core Haswell" */
 /* kern_gemm's paths for a dense layer at a small batch (blas.c): one row (M = 1) is an
  * sgemv, cut along K over the pool from 1 MiB of B on (partials summed in block order:
  * the bits depend on the thread count); 2 to 4 rows, no transposes, beta 0 and 1 MiB
- * of B or more run graphc's own kernel (AVX-512 or AVX2 + FMA where the CPU has one),
- * which reads B as stored where sgemm would pack it, each element of C one chain of
- * FMAs over k: the same bits whatever the thread count.
+ * of B or more run graphc's own kernel in the variant `isa` names (kernels/micro.h;
+ * portable: sgemm), which reads B as stored where sgemm would pack it, each element of
+ * C one chain of FMAs over k: the same bits whatever the thread count or the variant.
  * Test hook: mode < 0 turns the latter off (sgemm), 0 automatic. */
 void kern_gemm_set_small_m(int mode);
 
@@ -128,29 +152,32 @@ typedef enum KConvOp { KCONV_FORWARD, KCONV_GRAD_INPUT, KCONV_GRAD_FILTER, KCONV
 /* Scratch bytes kernel `op` touches for these sizes on a pool of `threads`,
  * by the path it takes: im2col chunks (bounded, whatever the batch or image), a [K, F]
  * partial sum per thread for the filter gradient, the filter packed for the direct
- * many-channel kernels; 0 when it needs none (then NULL may be passed). */
+ * kernels; 0 when it needs none (then NULL may be passed).  The same for every KIsa. */
 size_t kern_conv_scratch(const KConv *p, KConvOp op, int threads);
 /* The most of the three: one buffer that serves them all. */
 size_t kern_conv2d_scratch(const KConv *p, int threads);
 /* Test hook: im2col chunk height in output pixels (0: automatic, about 1 MiB). */
 void kern_conv_set_chunk_rows(size_t rows);
-/* Convolutions with few input channels (C <= 4, KH*KW*C <= 80) run a direct AVX2 + FMA
- * kernel when the CPU has both, instead of im2col + sgemm (forward and grad filter;
- * neither needs im2col scratch then).  With more channels and at least 8 filters, the
- * forward pass, the filter gradient and (stride 1) the input gradient run other direct
- * kernels (not for the identity cases), the first and last on a filter packed into
- * the scratch.
- * Test hooks: whether these sizes take either, and mode < 0 to turn both off (0:
+/* An image network's convolutions run graphc's own direct kernels (kernels/conv_direct.c,
+ * docs/kernels.md) in the variant `isa` names, instead of im2col + sgemm: few input
+ * channels (C <= 4) at any size; more with at least 8 filters where a row's patches
+ * fit 32 KiB or the packed filter 256 KiB (not the identity cases): the forward pass,
+ * the filter gradient (with more than 4 channels only up to 64 filters: past that
+ * sgemm is faster) and, at stride 1, the input gradient, on a filter packed into the
+ * scratch.  Which sizes take them does not depend on the CPU.
+ * Test hooks: whether these sizes take them, and mode < 0 to turn them off (0:
  * automatic). */
 bool kern_conv_direct_used(const KConv *p);
 void kern_conv_set_direct(int mode);
-void kern_conv2d(Pool *pool, const KConv *p, const float *x, const float *w, float *y, float *scratch);
+void kern_conv2d(Pool *pool, KIsa isa, const KConv *p, const float *x, const float *w, float *y, float *scratch);
 /* conv2d, then y[., f] = act(y[., f] + bias[f]) on each chunk while it is in cache.
  * The same arithmetic as the three ops apart. */
-void kern_conv2d_bias_act(Pool *pool, const KConv *p, const float *x, const float *w, const float *bias, EwAct act,
-                          float *y, float *scratch);
-void kern_conv2d_grad_input(Pool *pool, const KConv *p, const float *dy, const float *w, float *dx, float *scratch);
-void kern_conv2d_grad_filter(Pool *pool, const KConv *p, const float *x, const float *dy, float *dw, float *scratch);
+void kern_conv2d_bias_act(Pool *pool, KIsa isa, const KConv *p, const float *x, const float *w, const float *bias,
+                          EwAct act, float *y, float *scratch);
+void kern_conv2d_grad_input(Pool *pool, KIsa isa, const KConv *p, const float *dy, const float *w, float *dx,
+                            float *scratch);
+void kern_conv2d_grad_filter(Pool *pool, KIsa isa, const KConv *p, const float *x, const float *dy, float *dw,
+                             float *scratch);
 
 /* ---- pooling, NHWC ---------------------------------------------------------------- */
 typedef struct KPool {
@@ -177,15 +204,16 @@ void kern_maxpool_grad_relu(const KPool *p, const float *x, const float *y, cons
 /* conv2d_maxpool (graph/fuse.c): kern_conv2d_bias_act(p, x, w, bias, act) (bias NULL:
  * kern_conv2d), then kern_maxpool(q) of its output (q->h, q->w, q->c = p->oh, p->ow,
  * p->f), without writing the convolution's output: it is made band by band in each
- * thread's scratch and pooled there.  The same bits as the two calls where these
- * sizes take a direct kernel (kern_conv2d_maxpool_exact); on im2col + sgemm the same
- * values to rounding only (sgemm's bits depend on how its calls are cut). */
+ * thread's scratch and pooled there.  The same bits as the two calls (with the same
+ * isa) where these sizes take the direct kernels (kern_conv2d_maxpool_exact, whatever
+ * the variant); on im2col + sgemm the same values to rounding only (sgemm's bits
+ * depend on how its calls are cut). */
 bool kern_conv2d_maxpool_exact(const KConv *p);
 /* Test hook: pooled rows per band (0: automatic, the conv rows in about 96 KiB). */
 void kern_conv_set_pool_band(size_t rows);
 size_t kern_conv2d_maxpool_scratch(const KConv *p, const KPool *q, int threads);
-void kern_conv2d_maxpool(Pool *pool, const KConv *p, const KPool *q, const float *x, const float *w, const float *bias, EwAct act,
-                         float *y, float *scratch);
+void kern_conv2d_maxpool(Pool *pool, KIsa isa, const KConv *p, const KPool *q, const float *x, const float *w,
+                         const float *bias, EwAct act, float *y, float *scratch);
 void kern_avgpool(const KPool *p, const float *x, float *y);
 void kern_avgpool_grad(const KPool *p, const float *dy, float *dx);
 /* [n, hw, c] -> [n, c] mean over hw, and its gradient. */
@@ -210,16 +238,17 @@ void kern_dropout_grad(const float *dy, float *dx, size_t n, float rate, uint64_
 void kern_sgd(float *w, const float *g, size_t n, float lr);
 /* v = mu*v + g; w -= lr*(nesterov ? g + mu*v : v)   (PyTorch's formulation) */
 void kern_momentum(float *w, float *v, const float *g, size_t n, float lr, float mu, bool nesterov);
-/* Adam (Kingma & Ba) with bias correction at step t (1-based). */
-void kern_adam(float *w, float *m, float *v, const float *g, size_t n, float lr,
+/* Adam (Kingma & Ba) with bias correction at step t (1-based); the vector loop of
+ * variant `isa` (portable: the scalar loop), the same bits in every variant. */
+void kern_adam(KIsa isa, float *w, float *m, float *v, const float *g, size_t n, float lr,
                float beta1, float beta2, float eps, int64_t t);
 /* ---- optimizer updates inside the GEMM that makes their gradient (update.c) --------
  * The gradient op(A) op(B) [M, N] of a weight w [M, N] is never stored whole.
  * Momentum (not Nesterov): v = op(A) op(B) + mu v in one GEMM into the velocity, then
  * v += l2 w (weight decay, when l2 is not 0) and w -= lr v over the pool.  (SGD needs
  * no kernel of its own: kern_gemm with alpha -lr, beta 1 - lr l2 into w.) */
-void kern_gemm_momentum(Pool *pool, bool ta, bool tb, size_t M, size_t N, size_t K, const float *A, const float *B,
-                        float *w, float *v, float lr, float mu, float l2);
+void kern_gemm_momentum(Pool *pool, KIsa isa, bool ta, bool tb, size_t M, size_t N, size_t K, const float *A,
+                        const float *B, float *w, float *v, float lr, float mu, float l2);
 /* Any optimizer that reads the gradient elementwise (Adam, AdamW, RMSprop): the
  * gradient a panel of rows at a time into scratch (kern_gemm_optim_scratch bytes),
  * each panel's rows of w and its state st (as kern_optim's) updated from it by
@@ -240,7 +269,7 @@ void kern_gemm_optim(Pool *pool, bool ta, bool tb, size_t M, size_t N, size_t K,
 size_t kern_dense_backward_scratch(size_t B, size_t K, bool sgd, int threads);
 void kern_dense_backward_sgd(Pool *pool, const float *x, const float *dy, float *w, float *out, size_t B, size_t K,
                              size_t N, float lr, float l2, float *scratch);
-void kern_dense_backward_momentum(Pool *pool, const float *x, const float *dy, float *w, float *v, float *out,
+void kern_dense_backward_momentum(Pool *pool, KIsa isa, const float *x, const float *dy, float *w, float *v, float *out,
                                   size_t B, size_t K, size_t N, float lr, float mu, float l2, float *scratch);
 
 /* ---- the transformer kernels (seq.c, blas.c; issue 14) ----------------------------
@@ -251,7 +280,7 @@ void kern_dense_backward_momentum(Pool *pool, const float *x, const float *dy, f
  * kern_gemm's and the batch's matrices back to back (A[b] at A + b M K, ...): one BLAS
  * call per matrix, the batch spread over the pool (a batch smaller than the pool: each
  * product split as kern_gemm splits it). */
-void kern_gemm_batch(Pool *pool, bool ta, bool tb, size_t batch, size_t M, size_t N, size_t K, float alpha,
+void kern_gemm_batch(Pool *pool, KIsa isa, bool ta, bool tb, size_t batch, size_t M, size_t N, size_t K, float alpha,
                      const float *A, const float *B, float beta, float *C);
 
 /* y = x with its axes permuted (y's axis i is x's axis perm[i]), for 4-byte elements of
@@ -339,10 +368,6 @@ void kern_bn_grad_input(Pool *pool, const float *dy, const float *x, size_t rows
  * values per channel (Bessel's correction, as PyTorch keeps it). */
 void kern_bn_update(float *mean, float *var, const float *stats, size_t C, float momentum, int64_t count);
 
-/* Test hook: mode < 0 keeps kern_adam to its scalar loop (0: automatic, an AVX loop with
- * the same bits where the CPU has AVX). */
-void kern_adam_set_vector(int mode);
-
 /* ---- issue 14's optimizers, weight decay and clipping (optim.c) ----------------------
  * Every optimizer as PyTorch 1.13 defines it (torch.optim.SGD, Adam, AdamW, RMSprop,
  * and torch.nn.utils.clip_grad_norm_ before the step). */
@@ -361,6 +386,7 @@ struct KOptim {
     float scale;          /* the gradient's factor (clipping by global norm); 1: none */
     float l2;             /* weight decay added to the gradient, g + l2 w; 0: none */
     float decay;          /* w *= decay before the step (AdamW: 1 - lr weight_decay); 1: none */
+    KIsa isa;             /* ADAM: the variant of its vector loop (kern_adam) */
 };
 /* One step on n elements of a parameter w, its optimizer state st (KOPTIM_MAX_STATE
  * pointers, in the order the optimizer keeps them, NULL past the last: momentum's

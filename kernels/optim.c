@@ -80,7 +80,7 @@ static void optim_step(const KOptim *o, float *w, float *const *st, const float 
     switch (o->kind) {
     case KOPT_SGD: kern_sgd(w, g, n, o->lr); break;
     case KOPT_MOMENTUM: kern_momentum(w, st[0], g, n, o->lr, o->mu, o->nesterov); break;
-    case KOPT_ADAM: kern_adam(w, st[0], st[1], g, n, o->lr, o->beta1, o->beta2, o->eps, o->t); break;
+    case KOPT_ADAM: kern_adam(o->isa, w, st[0], st[1], g, n, o->lr, o->beta1, o->beta2, o->eps, o->t); break;
     default: {
         int k = 1;
         float *buf = o->mu > 0 ? st[k++] : NULL;

@@ -30,10 +30,10 @@ static void sgd_split(Pool *pool, float *w, float *v, size_t n, float lr, float 
     pool_run(pool, j.r.parts, axpy_part, &j);
 }
 
-void kern_gemm_momentum(Pool *pool, bool ta, bool tb, size_t M, size_t N, size_t K, const float *A, const float *B,
-                        float *w, float *v, float lr, float mu, float l2)
+void kern_gemm_momentum(Pool *pool, KIsa isa, bool ta, bool tb, size_t M, size_t N, size_t K, const float *A,
+                        const float *B, float *w, float *v, float lr, float mu, float l2)
 {
-    kern_gemm(pool, ta, tb, M, N, K, 1.0f, A, B, mu, v);
+    kern_gemm(pool, isa, ta, tb, M, N, K, 1.0f, A, B, mu, v);
     sgd_split(pool, w, v, M * N, lr, l2);
 }
 
@@ -196,14 +196,14 @@ void kern_dense_backward_sgd(Pool *pool, const float *x, const float *dy, float 
     pool_run(pool, (int)((K + j.P - 1) / j.P), dense_back_panel, &j);
 }
 
-void kern_dense_backward_momentum(Pool *pool, const float *x, const float *dy, float *w, float *v, float *out,
+void kern_dense_backward_momentum(Pool *pool, KIsa isa, const float *x, const float *dy, float *w, float *v, float *out,
                                   size_t B, size_t K, size_t N, float lr, float mu, float l2, float *scratch)
 {
     DenseBackJob j = { x, dy, w, out, scratch, (uint32_t *)scratch, B, K, N, 0, lr, l2,
                        split_range(B * K, 32, pool_threads(pool)) };
     pool_run(pool, j.r.parts, dense_signs_part, &j);
-    kern_gemm(pool, true, false, K, N, B, 1.0f, x, dy, mu, v);
-    kern_gemm(pool, false, true, B, K, N, 1.0f, dy, w, 0.0f, out);
+    kern_gemm(pool, isa, true, false, K, N, B, 1.0f, x, dy, mu, v);
+    kern_gemm(pool, isa, false, true, B, K, N, 1.0f, dy, w, 0.0f, out);
     sgd_split(pool, w, v, K * N, lr, l2);
     pool_run(pool, j.r.parts, dense_mask_part, &j);
 }

@@ -197,7 +197,7 @@ static int run_setup(Meas *m, int c, Pool *pool, DiagSink *d)
     if (prepare(m->fwd, m->o->infer ? FOR_INFERENCE : FOR_TRAINING, m->a->batch, &co, &r->w, &r->step, d) != 0)
         return -1;
     const Graph *g = r->step.graph;
-    r->env = bench_env(g, &r->w, m->o->infer, d);
+    r->env = bench_env(g, &r->w, m->o, d);
     r->times = gc_calloc((size_t)m->o->steps, sizeof *r->times);
     r->cpu = gc_calloc((size_t)m->o->steps, sizeof *r->cpu);
     r->outs = gc_calloc((size_t)g->noutputs + 1, sizeof *r->outs);

@@ -133,10 +133,10 @@ void **bench_feeds(const Graph *fwd, const Graph *g, DiagSink *d)
     return random_feeds(g, classes, d);
 }
 
-StepEnv bench_env(const Graph *g, Weights *w, bool infer, DiagSink *d)
+StepEnv bench_env(const Graph *g, Weights *w, const BenchOptions *o, DiagSink *d)
 {
     /* the model's optimizer, at a small learning rate so the weights stay sane */
-    StepEnv e = { .w = w, .seed = 1, .training = !infer, .d = d };
+    StepEnv e = { .w = w, .seed = 1, .training = !o->infer, .d = d, .isa = o->isa };
     step_env_train(&e, &g->train, 0);
     e.lr = 1e-4f;
     return e;
@@ -207,7 +207,7 @@ static int bench_setup(Bench *b, Pool *pool, DiagSink *d)
             diag_plain(d, "out of memory");
             return -1;
         }
-        b->env[m] = bench_env(b->step[m].graph, &b->w[m], o->infer, d);
+        b->env[m] = bench_env(b->step[m].graph, &b->w[m], o, d);
     }
     b->threads = pool_threads(pool);
     b->bytes = exec_step_bytes(executor_graph(b->step[1].ex), b->threads);
@@ -256,25 +256,26 @@ static void bench_report(const Bench *b, int threads)
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     const char *model = b->fwd->model_name ? b->fwd->model_name : "model";
+    const char *isa = kern_isa_name(kern_isa_resolve(o->isa));   /* the variant that ran */
     if (o->json) {
         char serial[192] = "";   /* the fields before "ratio" that only some runs have, and the CPU times */
         int len = b->nm == 3 ? snprintf(serial, sizeof serial, "\"one_op_at_a_time_ms\": %.3f, ", med[2] / 1e6) : 0;
         snprintf(serial + len, sizeof serial - (size_t)len, "\"interp_cpu_ms\": %.3f, \"compiled_cpu_ms\": %.3f, "
                  "\"cpu_ratio\": %.3f, ", b->cpu_med[0] / 1e6, b->cpu_med[1] / 1e6, b->cpu_med[0] / b->cpu_med[1]);
-        fprintf(out, "{\"model\": \"%s\", \"step\": \"%s\", \"batch\": %lld, \"threads\": %d, \"blas\": \"%s\", "
+        fprintf(out, "{\"model\": \"%s\", \"step\": \"%s\", \"batch\": %lld, \"threads\": %d, \"blas\": \"%s\", \"isa\": \"%s\", "
                 "\"interp_ms\": %.3f, \"compiled_ms\": %.3f, %s\"ratio\": %.3f, \"interp_images_per_s\": %.1f, "
                 "\"compiled_images_per_s\": %.1f, \"interp_peak_bytes\": %zu, \"compiled_arena_bytes\": %zu, "
                 "\"max_rss_kb\": %ld, \"steps\": %d, \"gflop_per_step\": %.4f, \"bytes_per_step\": %.0f, "
                 "\"compile_ms\": %.3f}\n",
-                model, o->infer ? "inference" : "training", (long long)b->batch, threads, kern_blas_info(), med[0] / 1e6,
+                model, o->infer ? "inference" : "training", (long long)b->batch, threads, kern_blas_info(), isa, med[0] / 1e6,
                 med[1] / 1e6, serial, med[0] / med[1], 1e9 * (double)b->batch / med[0], 1e9 * (double)b->batch / med[1],
                 mem[0], mem[1], ru.ru_maxrss, o->steps, graph_flops(g) / 1e9, b->bytes, b->compile_ns / 1e6);
         return;
     }
     fprintf(out, "%s, %s step, batch %lld: %.2f GFLOP/step, %.1f MB/step moved (compiled), %d steps after %d warm-up, %s, "
-            "%d thread%s\n",
+            "%s kernels, %d thread%s\n",
             model, o->infer ? "inference" : "training", (long long)b->batch, graph_flops(g) / 1e9, b->bytes / 1e6,
-            o->steps, o->warmup, kern_blas_info(), threads, threads == 1 ? "" : "s");
+            o->steps, o->warmup, kern_blas_info(), isa, threads, threads == 1 ? "" : "s");
     fprintf(out, "  %-16s %12s %10s %9s %16s %8s\n", "mode", "median ms", "images/s", "GFLOP/s", "activations MB",
             "CPU ms");
     for (int m = 0; m < b->nm; m++)

@@ -3,6 +3,7 @@
 #define GRAPHC_BENCH_H
 #include <stdio.h>
 #include "exec/exec.h"
+#include "kernels/kern.h"
 
 typedef struct BenchOptions {
     bool infer;            /* inference instead of a training step */
@@ -14,6 +15,7 @@ typedef struct BenchOptions {
     bool profile;          /* per-op tables */
     bool compare_stages;   /* also the compiled plan without parallel stages */
     bool json;             /* one JSON object per batch size instead of tables */
+    KIsa isa;              /* the kernels' variant (KISA_AUTO: the best the CPU runs) */
     bool ablate;           /* run/ablate.c's tables instead: the optimizations one at a time */
     const char *plot;      /* with ablate: the waterfall's SVG is written here (NULL: none) */
     FILE *out;
@@ -28,8 +30,9 @@ double bench_median(double *v, int n);
  * the model fwd's logits; NULL (reported) if they do not fit in memory. */
 void **bench_feeds(const Graph *fwd, const Graph *g, DiagSink *d);
 void bench_free_feeds(const Graph *g, void **f);
-/* The environment of every benchmarked step of g (bound) over weights w. */
-StepEnv bench_env(const Graph *g, Weights *w, bool infer, DiagSink *d);
+/* The environment of every benchmarked step of g (bound) over weights w: o's kind of
+ * step and kernels' variant. */
+StepEnv bench_env(const Graph *g, Weights *w, const BenchOptions *o, DiagSink *d);
 /* The process's CPU time so far (every thread, user and system), in ns; with
  * minor_faults, its minor page faults so far.  On a shared machine a step's CPU time
  * is steadier than its wall time, which includes the waits for a core. */

@@ -618,13 +618,14 @@ static Stop run_start(Run *run)
     run->ai = output_index(run->tg, "accuracy");
     run->env = (StepEnv){
         .w = &run->w, .seed = t->seed, .training = true, .d = d, .check_numerics = run->o->check_numerics,
-        .comm = run->comm, .shard = run->rank,
+        .comm = run->comm, .shard = run->rank, .isa = run->o->isa,
     };
     step_env_train(&run->env, t, run->first);
     char cd[160], od[320];
     emit(run, (RunEvent){ .kind = RUN_START, .u.start = {
         .model = run->fwd->model_name ? run->fwd->model_name : "model", .epochs = t->epochs, .steps = run->steps,
         .batch = t->batch, .mode = exec_mode_name(run->o->mode), .blas = kern_blas_info(),
+        .isa = kern_isa_name(kern_isa_resolve(run->o->isa)),
         .threads = pool_threads(run->pool), .ranks = run->R,
         .global_batch = run->gbatch, .comm = comm_describe(run->comm, cd, sizeof cd),
         .optimizer = optim_describe(t, od, sizeof od),
@@ -892,7 +893,7 @@ int eval_run(const Graph *fwd, const RunOptions *o, Weights *w, double *loss, do
     if (bad < R) {
         if (rank == 0) diag_plain(d, "rank %d of %d could not start evaluating (its message says why); stopping", bad, R);
     } else if (settings_agree(o->comm, set, (int)(sizeof set / sizeof set[0]), d) == 0) {
-        StepEnv env = { .w = w, .seed = t.seed, .d = d, .comm = o->comm, .shard = rank };
+        StepEnv env = { .w = w, .seed = t.seed, .d = d, .comm = o->comm, .shard = rank, .isa = o->isa };
         double t0 = now();
         if (evaluate(&ev, &f, env, loss, acc) == 0) {
             rc = RUN_OK;

@@ -28,6 +28,7 @@ typedef struct RunStartInfo {
     int64_t epochs, steps, batch;  /* steps per epoch; batch per rank */
     const char *mode;              /* "compiled" or "interp" */
     const char *blas;              /* kern_blas_info() */
+    const char *isa;               /* the kernels' variant that runs: kern_isa_name() */
     int threads;                   /* of this rank's pool */
     int ranks;                     /* 1 without MPI */
     int64_t global_batch;          /* ranks x batch */
@@ -140,6 +141,7 @@ typedef struct RunOptions {
      * settings (checked at the start: a difference is an error naming it). */
     Comm *comm;                     /* NULL: one process */
     int64_t bucket_bytes;           /* gradient bucket size (0: ALLREDUCE_DEFAULT_BUCKET) */
+    KIsa isa;                       /* the kernels' variant (KISA_AUTO: the best the CPU runs) */
 } RunOptions;
 
 typedef struct RunResult {

@@ -23,9 +23,10 @@
 # sees them: write errors, the bar on a pty and a pipe, JSON lines, a NaN loss),
 # valgrind.sh, install.sh, mpi.sh, layers.sh (no file includes a folder of a layer
 # above its own), predict.sh (graphc predict's reports and exit status, and
-# examples/classify beside it), ablate_cli.sh (graphc bench --ablate's refusals and
-# plot), sample.sh (a text() model, graphc eval's baselines, graphc sample),
-# tabular.sh (the csv() and npy() models, NumPy's files).
+# examples/classify beside it), isa.sh (the kernels' variants through GRAPHC_ISA and
+# --isa), isa_kernels.sh (the kernel suite under each lower variant), ablate_cli.sh
+# (graphc bench --ablate's refusals and plot), sample.sh (a text() model, graphc eval's
+# baselines, graphc sample), tabular.sh (the csv() and npy() models, NumPy's files).
 # Run the tests that expose known bugs with: GRAPHC_KNOWN_BUGS=1 tests/test_frontend
 TEST_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 TEST_LIBS = $(GRAPHC_LIBS) $(CHECK_LIBS)
@@ -76,10 +77,11 @@ tests_test_optim_CFLAGS = $(TEST_CFLAGS)
 tests_test_optim_LDADD = $(TEST_LIBS)
 
 TESTS += tests/golden.sh tests/deep.sh tests/regress.sh tests/resume.sh tests/cli_run.sh tests/valgrind.sh \
-	tests/install.sh tests/mpi.sh tests/layers.sh tests/predict.sh tests/ablate_cli.sh tests/sample.sh tests/tabular.sh
+	tests/install.sh tests/mpi.sh tests/layers.sh tests/predict.sh tests/isa.sh tests/isa_kernels.sh \
+	tests/ablate_cli.sh tests/sample.sh tests/tabular.sh
 EXTRA_DIST += tests/golden.sh tests/deep.sh tests/regress.sh tests/regress tests/golden tests/errors tests/resume.sh \
 	tests/cli_run.sh tests/valgrind.sh tests/valgrind.net tests/install.sh tests/mpi.sh tests/layers.sh tests/predict.sh \
-	tests/ablate_cli.sh tests/sample.sh tests/tabular.sh
+	tests/isa.sh tests/isa_kernels.sh tests/ablate_cli.sh tests/sample.sh tests/tabular.sh
 # cli.sh: what a newcomer meets on the command line (issue 17), a check per behaviour;
 # readme.sh: the README's synopsis is --help, its sample run what run prints
 TESTS += tests/cli.sh tests/readme.sh

@@ -149,13 +149,13 @@ START_TEST(gemv_split)
             want[n] = (float)(0.5 * dot[n] + 0.25 * C[n]);
         }
         /* A stored transposed is [K, 1]: the same floats */
-        kern_gemm(tu_pool, ta, tb, 1, N, K, 0.5f, A, B, 0.25f, C);
-        kern_gemm(tu_pool, ta, tb, 1, N, K, 0.5f, A, B, 0.25f, C2);
+        kern_gemm(tu_pool, KISA_AUTO, ta, tb, 1, N, K, 0.5f, A, B, 0.25f, C);
+        kern_gemm(tu_pool, KISA_AUTO, ta, tb, 1, N, K, 0.5f, A, B, 0.25f, C2);
         ck_assert_floats_near_scaled(C, want, N, 1e-5);
         ck_assert_msg(memcmp(C, C2, N * sizeof *C) == 0, "two calls differ (ta %d, tb %d, %d threads)", ta, tb, threads);
         /* beta 0 overwrites, NaN included */
         for (size_t n = 0; n < N; n++) C[n] = NAN;
-        kern_gemm(tu_pool, ta, tb, 1, N, K, 1.0f, A, B, 0.0f, C);
+        kern_gemm(tu_pool, KISA_AUTO, ta, tb, 1, N, K, 1.0f, A, B, 0.0f, C);
         ck_assert_floats_near_scaled(C, dot, N, 1e-5);
     }
     free(A);
@@ -190,12 +190,12 @@ START_TEST(small_m_gemm)
         ck_assert(C[t]);
         for (size_t i = 0; i < M * N; i++) C[t][i] = NAN;   /* beta 0 overwrites */
         tu_threads(t + 1);
-        kern_gemm(tu_pool, false, false, M, N, K, 0.75f, A, B, 0.0f, C[t]);
+        kern_gemm(tu_pool, KISA_AUTO, false, false, M, N, K, 0.75f, A, B, 0.0f, C[t]);
         ck_assert_floats_near_scaled(C[t], want, M * N, 1e-5);
         if (t > 0) ck_assert_msg(memcmp(C[t], C[0], M * N * sizeof *C[t]) == 0, "%d threads differ from 1", t + 1);
     }
     kern_gemm_set_small_m(-1);
-    kern_gemm(tu_pool, false, false, M, N, K, 0.75f, A, B, 0.0f, C[1]);
+    kern_gemm(tu_pool, KISA_AUTO, false, false, M, N, K, 0.75f, A, B, 0.0f, C[1]);
     kern_gemm_set_small_m(0);
     ck_assert_floats_near_scaled(C[1], want, M * N, 1e-5);
     for (int t = 0; t < 3; t++) free(C[t]);

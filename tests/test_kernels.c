@@ -1005,6 +1005,14 @@ static void ref_gemm(bool ta, bool tb, size_t M, size_t N, size_t K, float alpha
         }
 }
 
+/* The kernels' variants tested, best first: those this CPU runs, up to GRAPHC_ISA's
+ * when it names one (as on a CPU whose best that is: tests/isa_kernels.sh).  Every test
+ * of a kernel that has variants runs on each (FOR_EACH_ISA, below, sets conv_isa); the
+ * others run the best tested (TOP_ISA).  main() prints them, and those skipped. */
+static KIsa isas[KISA_COUNT], conv_isa;
+static int n_isas;
+#define TOP_ISA (isas[0])
+
 /* _i = threads: 1, then 2 and 3 (products large enough are split across the pool, by
  * rows when M >= N, else by columns, in blocks of 16 that need not divide evenly). */
 START_TEST(test_gemm)
@@ -1028,7 +1036,7 @@ START_TEST(test_gemm)
                 else
                     kern_copy(C0, C, M * N);
                 ref_gemm(ta, tb, M, N, K, alpha, A, B, beta, C0, want);
-                kern_gemm(tu_pool, ta, tb, M, N, K, alpha, A, B, beta, C);
+                kern_gemm(tu_pool, TOP_ISA, ta, tb, M, N, K, alpha, A, B, beta, C);
                 ck_assert_floats_near_scaled(C, want, M * N, 1e-5);
                 ck_assert(tu_all_finite(C, M * N));
             }
@@ -1043,6 +1051,63 @@ START_TEST(test_gemm)
 }
 END_TEST
 
+#define FOR_EACH_ISA for (int isa_i_ = 0; isa_i_ < n_isas && (conv_isa = isas[isa_i_], true); isa_i_++)
+/* Inside FOR_EACH_ISA: the variants past the first add nothing where no direct kernel
+ * runs (im2col + sgemm is the same code in all), and would only make the sanitizer
+ * build's run longer. */
+#define ISA_ADDS_NOTHING(direct) (isa_i_ > 0 && !(direct))
+
+/* ck_assert_floats_near_scaled, naming the variant that ran. */
+#define ck_assert_isa_near(got, want, n, rtol)                                                                \
+    do {                                                                                                      \
+        const float *g_ = (got), *w_ = (want);                                                                \
+        size_t n_ = (n);                                                                                      \
+        double s_ = tu_max_abs(w_, n_), a_ = (rtol) * (s_ > 1e-30 ? s_ : 1e-30);                              \
+        ptrdiff_t i_ = tu_first_mismatch(g_, w_, n_, 0.0, a_);                                                \
+        ck_assert_msg(i_ < 0, "%s kernels: %s[%td] = %.9g, expected %.9g (atol %g)", kern_isa_name(conv_isa), \
+                      #got, i_, i_ < 0 ? 0.0 : (double)g_[i_], i_ < 0 ? 0.0 : (double)w_[i_], a_);          \
+    } while (0)
+
+/* kern_gemm's few-rows kernel in every variant this CPU runs (portable: sgemm) against
+ * a double-precision reference: 2 to 4 rows, K a multiple of its 8-row blocks or not,
+ * N not a multiple of any vector width; the x86 variants give the same bits as one
+ * another (each element one chain of FMAs over k), at 1 to 3 threads. */
+START_TEST(test_gemm_small_m_variants)
+{
+    const size_t M = 2 + (size_t)_i % 3, K = _i < 3 ? 331 : 336, N = 1001;   /* 1.3 MB of B: the path's */
+    float *A = tu_alloc_uniform(M * K, -1, 1, 30 + (uint64_t)_i), *B = tu_alloc_uniform(K * N, -1, 1, 31);
+    float *want = tu_alloc(M * N), *first = tu_alloc(M * N), *C = tu_alloc(M * N);
+    for (size_t i = 0; i < M * N; i++) {
+        double acc = 0;
+        for (size_t k = 0; k < K; k++)
+            acc += (double)A[i / N * K + k] * B[k * N + i % N];
+        want[i] = (float)(0.75 * acc);
+    }
+    bool have_first = false;
+    for (int t = 1; t <= 3; t++) {
+        tu_threads(t);
+        FOR_EACH_ISA {
+            kern_fill(C, NAN, M * N);   /* beta 0 overwrites */
+            kern_gemm(tu_pool, conv_isa, false, false, M, N, K, 0.75f, A, B, 0.0f, C);
+            ck_assert_isa_near(C, want, M * N, 1e-5);
+            if (conv_isa == KISA_PORTABLE)
+                continue;
+            if (!have_first)
+                memcpy(first, C, M * N * sizeof *C);
+            have_first = true;
+            ck_assert_msg(memcmp(C, first, M * N * sizeof *C) == 0, "%s, %d threads: not the bits of %s at 1 thread",
+                          kern_isa_name(conv_isa), t, kern_isa_name(isas[0]));
+        }
+    }
+    tu_threads(1);
+    free(A);
+    free(B);
+    free(want);
+    free(first);
+    free(C);
+}
+END_TEST
+
 START_TEST(test_blas_info)
 {
     const char *info = kern_blas_info();
@@ -1054,7 +1119,7 @@ START_TEST(test_blas_info)
     tu_threads(0);
     /* gemm right on a pool of every core */
     float A[6] = {1, 2, 3, 4, 5, 6}, B[6] = {1, 0, 0, 1, 1, 1}, C[4];
-    kern_gemm(tu_pool, false, false, 2, 2, 3, 1.0f, A, B, 0.0f, C);
+    kern_gemm(tu_pool, TOP_ISA, false, false, 2, 2, 3, 1.0f, A, B, 0.0f, C);
     ck_assert_float_near_rel(C[0], 4.0, 0.0, 0.0);
     ck_assert_float_near_rel(C[1], 5.0, 0.0, 0.0);
     ck_assert_float_near_rel(C[2], 10.0, 0.0, 0.0);
@@ -1069,6 +1134,7 @@ END_TEST
 typedef struct ConvCase {
     int64_t n, h, w, c, kh, kw, f, sh, sw, pt, pl, pb, pr;
 } ConvCase;
+
 
 static const ConvCase conv_cases[] = {
     /*  n  h  w  c  kh kw f  sh sw pt pl pb pr */
@@ -1087,8 +1153,9 @@ static const ConvCase conv_cases[] = {
 };
 #define N_CONV_CASES ((int)(sizeof conv_cases / sizeof conv_cases[0]))
 
-/* Sizes for the direct kernel (few input channels): tiles of 6 pixels x 16 filters,
- * so widths that leave partial tiles and filter counts that leave partial blocks. */
+/* Sizes for the direct kernels with few input channels (C <= 4): widths that leave
+ * partial tiles, filter counts that leave partial vectors, rows too wide for the strip
+ * (test_conv_tiles sweeps the tile shapes themselves). */
 static const ConvCase direct_cases[] = {
     /*  n  h   w   c  kh kw f   sh sw pt pl pb pr */
     {3, 28, 28, 1, 5, 5, 32, 1, 1, 2, 2, 2, 2},   /* the MNIST CNN's first layer, batch 3 */
@@ -1097,19 +1164,18 @@ static const ConvCase direct_cases[] = {
     {2, 8, 7, 3, 3, 3, 5, 1, 1, 0, 0, 0, 0},      /* "valid", 5 filters (< 8) */
     {1, 12, 9, 1, 3, 3, 33, 2, 1, 1, 1, 1, 1},    /* mixed strides, 2 x 16 + 1 filters */
     {2, 7, 19, 2, 2, 4, 8, 1, 3, 0, 1, 1, 2},     /* non-square, stride 3 across */
-    {1, 6, 6, 4, 4, 5, 17, 1, 1, 1, 2, 2, 2},     /* K = 80, the largest taken */
+    {1, 6, 6, 4, 4, 5, 17, 1, 1, 1, 2, 2, 2},     /* K = 80 */
     {2, 5, 5, 1, 5, 5, 16, 1, 1, 4, 4, 4, 4},     /* rows and columns of padding only */
-    {1, 6, 1921, 3, 3, 3, 8, 2, 2, 0, 0, 1, 1},   /* large.net's first layer, 6 rows: a row of 960 pixels in 5 tiles of columns */
-    {2, 4, 1500, 1, 5, 5, 16, 1, 1, 2, 2, 2, 2},  /* 1500 wide, "same": tiles of 815 columns, padding at both ends */
+    {1, 6, 1921, 3, 3, 3, 8, 2, 2, 0, 0, 1, 1},   /* large.net's first layer, 6 rows: a row of 960 pixels in 3 tiles of columns */
+    {1, 4, 3300, 1, 5, 5, 16, 1, 1, 2, 2, 2, 2},  /* 3300 wide, "same": 3 tiles of 1100 columns, padding at both ends */
 };
 #define N_DIRECT_CASES ((int)(sizeof direct_cases / sizeof direct_cases[0]))
 
-/* Sizes for the many-channel direct forward kernel (C > 4): rows in tiles of at most 6
- * pixels, filters in blocks of 16 (packed, the last zero-filled), kernel rows on the
- * padding skipped. */
+/* Sizes for the direct kernels with many input channels (C > 4): filters in blocks of
+ * 16 (packed, the last zero-filled), kernel rows on the padding skipped. */
 static const ConvCase wide_cases[] = {
     /*  n  h   w   c   kh kw f   sh sw pt pl pb pr */
-    {2, 14, 14, 32, 5, 5, 64, 1, 1, 2, 2, 2, 2},  /* the MNIST CNN's second layer, batch 2 */
+    {2, 14, 14, 32, 5, 5, 64, 1, 1, 2, 2, 2, 2},  /* the MNIST CNN's second layer, batch 2: grad filter bands of 4 rows */
     {1, 9, 11, 5, 3, 3, 20, 1, 1, 1, 1, 1, 1},    /* batch 1, C 5, 16 + 4 filters */
     {2, 8, 7, 12, 3, 3, 9, 2, 2, 1, 1, 0, 1},     /* stride 2, 9 filters (one block, 8 + 1) */
     {1, 6, 7, 16, 3, 3, 6, 1, 1, 1, 1, 1, 1},     /* 6 filters: the input gradient only */
@@ -1120,11 +1186,12 @@ static const ConvCase wide_cases[] = {
     {1, 10, 19, 7, 2, 4, 24, 1, 3, 0, 1, 1, 2},   /* stride 3 across, 19 wide */
     {3, 4, 9, 16, 3, 3, 48, 2, 1, 1, 1, 1, 1},    /* mixed strides, 3 blocks of 16 */
     {2, 13, 1, 10, 3, 1, 9, 1, 1, 1, 0, 1, 0},    /* one pixel wide */
-    {1, 12, 60, 40, 3, 3, 16, 1, 1, 1, 1, 1, 1},  /* wide rows: grad filter bands of 2 rows */
+    {1, 12, 60, 40, 3, 3, 16, 1, 1, 1, 1, 1, 1},  /* wide rows: grad filter bands of one row */
+    {1, 4, 120, 24, 3, 3, 16, 1, 1, 1, 1, 1, 1},  /* a row too wide for the strip: 2 tiles of columns */
 };
 #define N_WIDE_CASES ((int)(sizeof wide_cases / sizeof wide_cases[0]))
 
-static bool cpu_has_direct(void) { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"); }
+
 
 static KConv conv_params(const ConvCase *k)
 {
@@ -1199,21 +1266,29 @@ static void check_conv_case(const KConv *p, size_t rows, uint64_t seed, double r
     if (rows) {
         /* per thread: one chunk of im2col, and a [K, F] accumulator when threads > 1 */
         size_t T = (size_t)tu_nthreads(), K = (size_t)(p->kh * p->kw * p->c);
-        /* and the many-channel kernel's packed filter, [F rounded up to 16][K] or, flipped
+        /* and the direct kernels' packed filter, [F rounded up to 16][K] or, flipped
          * for the input gradient, [C rounded up][KH*KW*F] */
-        size_t pack = p->c > 4 && kern_conv_direct_used(p) ? (size_t)(p->kh * p->kw * (p->c + 15) * (p->f + 15)) : 0;
+        size_t pack = kern_conv_direct_used(p) ? (size_t)(p->kh * p->kw * (p->c + 15) * (p->f + 15)) : 0;
         ck_assert_uint_le(sbytes, (T * (rows * K + (T > 1 ? K * (size_t)p->f : 0)) + pack) * sizeof(float));
     }
     ref_conv(p, 0, x, w, dy, wy);
     ref_conv(p, 1, x, w, dy, wdx);
     ref_conv(p, 2, x, w, dy, wdw);
-    kern_conv2d(tu_pool, p, x, w, y, scratch[KCONV_FORWARD]);
-    kern_conv2d_grad_input(tu_pool, p, dy, w, dx, scratch[KCONV_GRAD_INPUT]);
-    kern_conv2d_grad_filter(tu_pool, p, x, dy, dw, scratch[KCONV_GRAD_FILTER]);
+    const bool direct = kern_conv_direct_used(p);
+    FOR_EACH_ISA {
+        if (ISA_ADDS_NOTHING(direct))
+            continue;
+        kern_fill(y, NAN, ny);
+        kern_fill(dx, NAN, nx);
+        kern_fill(dw, NAN, nw);
+        kern_conv2d(tu_pool, conv_isa, p, x, w, y, scratch[KCONV_FORWARD]);
+        kern_conv2d_grad_input(tu_pool, conv_isa, p, dy, w, dx, scratch[KCONV_GRAD_INPUT]);
+        kern_conv2d_grad_filter(tu_pool, conv_isa, p, x, dy, dw, scratch[KCONV_GRAD_FILTER]);
+        ck_assert_isa_near(y, wy, ny, rtol);
+        ck_assert_isa_near(dx, wdx, nx, rtol);
+        ck_assert_isa_near(dw, wdw, nw, rtol);
+    }
     kern_conv_set_chunk_rows(0);
-    ck_assert_floats_near_scaled(y, wy, ny, rtol);
-    ck_assert_floats_near_scaled(dx, wdx, nx, rtol);
-    ck_assert_floats_near_scaled(dw, wdw, nw, rtol);
     free(x);
     free(w);
     free(dy);
@@ -1273,12 +1348,11 @@ START_TEST(test_conv_im2col_only)
 END_TEST
 
 /* A direct kernel's size against the direct loops: automatic chunks, chunks of 1 and
- * 7 pixels (pieces of rows), 2 and 3 threads; and the same with im2col.  On a CPU with
- * AVX2 and FMA the size must take the direct path, and must not once it is off. */
+ * 7 pixels, 2 and 3 threads; and the same with im2col.  The size must take the direct
+ * path (on every CPU), and must not once it is off. */
 static void check_conv_direct_sweep(const KConv *p, uint64_t seed)
 {
-    if (cpu_has_direct())
-        ck_assert(kern_conv_direct_used(p));
+    ck_assert(kern_conv_direct_used(p));
     check_conv_case(p, 0, seed, 1e-5);
     check_conv_case(p, 1, seed + 10, 1e-5);
     check_conv_case(p, 7, seed + 20, 1e-5);
@@ -1335,9 +1409,9 @@ static void nested_conv_task(void *arg, int task, int worker)
     NestedConv *j = arg;
     if (task != 0)
         return;
-    kern_conv2d(tu_pool, j->p, j->x, j->w, j->y, j->scratch);
-    kern_conv2d_grad_input(tu_pool, j->p, j->dy, j->w, j->dx, j->scratch);
-    kern_conv2d_grad_filter(tu_pool, j->p, j->x, j->dy, j->dw, j->scratch);
+    kern_conv2d(tu_pool, conv_isa, j->p, j->x, j->w, j->y, j->scratch);
+    kern_conv2d_grad_input(tu_pool, conv_isa, j->p, j->dy, j->w, j->dx, j->scratch);
+    kern_conv2d_grad_filter(tu_pool, conv_isa, j->p, j->x, j->dy, j->dw, j->scratch);
 }
 
 START_TEST(test_conv_nested)
@@ -1348,21 +1422,24 @@ START_TEST(test_conv_nested)
     float *dy = tu_alloc_uniform(ny, -1.0f, 1.0f, 42);
     for (int threads = 2; threads <= 3; threads++) {
         tu_threads(threads);
-        for (size_t rows = 0; rows <= 7; rows += 7) {   /* automatic chunks, and chunks of 7 */
+        FOR_EACH_ISA for (size_t rows = 0; rows <= 7 && !ISA_ADDS_NOTHING(kern_conv_direct_used(&p)); rows += 7) {
+            /* automatic chunks, and chunks of 7 */
             kern_conv_set_chunk_rows(rows);
             size_t sbytes = kern_conv2d_scratch(&p, tu_nthreads());
             NestedConv a = { &p, x, w, dy, tu_alloc(ny), tu_alloc(nx), tu_alloc(nw), sbytes ? malloc(sbytes) : NULL };
             NestedConv b = { &p, x, w, dy, tu_alloc(ny), tu_alloc(nx), tu_alloc(nw), sbytes ? malloc(sbytes) : NULL };
             ck_assert(sbytes == 0 || (a.scratch && b.scratch));
-            kern_conv2d(tu_pool, &p, x, w, a.y, a.scratch);
-            kern_conv2d_grad_input(tu_pool, &p, dy, w, a.dx, a.scratch);
-            kern_conv2d_grad_filter(tu_pool, &p, x, dy, a.dw, a.scratch);
+            kern_conv2d(tu_pool, conv_isa, &p, x, w, a.y, a.scratch);
+            kern_conv2d_grad_input(tu_pool, conv_isa, &p, dy, w, a.dx, a.scratch);
+            kern_conv2d_grad_filter(tu_pool, conv_isa, &p, x, dy, a.dw, a.scratch);
             pool_run(tu_pool, threads, nested_conv_task, &b);
-            ck_assert_msg(memcmp(a.y, b.y, ny * sizeof(float)) == 0, "case %d, %d threads: forward differs", _i, threads);
-            ck_assert_msg(memcmp(a.dx, b.dx, nx * sizeof(float)) == 0, "case %d, %d threads: input gradient differs", _i,
-                          threads);
-            ck_assert_msg(memcmp(a.dw, b.dw, nw * sizeof(float)) == 0, "case %d, %d threads: filter gradient differs",
-                          _i, threads);
+            const char *isa = kern_isa_name(conv_isa);
+            ck_assert_msg(memcmp(a.y, b.y, ny * sizeof(float)) == 0, "case %d, %d threads, %s: forward differs", _i,
+                          threads, isa);
+            ck_assert_msg(memcmp(a.dx, b.dx, nx * sizeof(float)) == 0, "case %d, %d threads, %s: input gradient differs",
+                          _i, threads, isa);
+            ck_assert_msg(memcmp(a.dw, b.dw, nw * sizeof(float)) == 0, "case %d, %d threads, %s: filter gradient differs",
+                          _i, threads, isa);
             NestedConv *both[2] = { &a, &b };
             for (int m = 0; m < 2; m++) {
                 free(both[m]->y);
@@ -1392,19 +1469,21 @@ START_TEST(test_conv_bias_act)
     float *bias = tu_alloc_uniform((size_t)p.f, -1.0f, 1.0f, seed + 2);
     float *y = tu_alloc(ny), *want = tu_alloc(ny);
     static const int acts[] = { EW_RELU, EW_SIGMOID, -1 };
-    for (int direct = 0; direct < 2; direct++)
-        for (int threads = 1; threads <= 2; threads++)
+    const bool takes_direct = kern_conv_direct_used(&p);
+    FOR_EACH_ISA for (int direct = 0; direct < 2; direct++)
+        for (int threads = 1; threads <= 2 && !ISA_ADDS_NOTHING(direct && takes_direct); threads++)
             for (int a = 0; a < 3; a++) {
                 kern_conv_set_direct(direct ? 0 : -1);
                 tu_threads(threads);
                 size_t sbytes = kern_conv2d_scratch(&p, tu_nthreads());
                 float *scratch = sbytes ? malloc(sbytes) : NULL;
                 ck_assert(sbytes == 0 || scratch != NULL);
-                kern_conv2d(tu_pool, &p, x, w, want, scratch);
+                kern_conv2d(tu_pool, conv_isa, &p, x, w, want, scratch);
                 kern_bias_act(want, ny / (size_t)p.f, (size_t)p.f, bias, (EwAct){ acts[a], 0.0f });
                 kern_fill(y, NAN, ny);
-                kern_conv2d_bias_act(tu_pool, &p, x, w, bias, (EwAct){ acts[a], 0.0f }, y, scratch);
-                ck_assert_mem_eq(y, want, ny * sizeof *y);
+                kern_conv2d_bias_act(tu_pool, conv_isa, &p, x, w, bias, (EwAct){ acts[a], 0.0f }, y, scratch);
+                ck_assert_msg(memcmp(y, want, ny * sizeof *y) == 0, "case %d, %s kernels, direct %d, %d threads, act %d: "
+                              "not the bits of the ops apart", _i, kern_isa_name(conv_isa), direct, threads, acts[a]);
                 free(scratch);
             }
     kern_conv_set_direct(0);
@@ -1480,9 +1559,12 @@ START_TEST(test_conv_maxpool)
             continue;
         size_t npool = (size_t)(q.n * q.oh * q.ow * q.c);
         float *y = tu_alloc(npool), *want = tu_alloc(npool);
-        for (int mode = 0; mode < 5; mode++)   /* direct kernels on: bands automatic, of 1 and 2
-                                                 * pooled rows; off (im2col); off, chunks of 7 */
-            for (int threads = 1; threads <= 3; threads++)
+        FOR_EACH_ISA for (int mode = 0; mode < 5; mode++)   /* direct kernels on: bands automatic, of 1
+                                                              * and 2 pooled rows; off (im2col); off,
+                                                              * chunks of 7 */
+            /* past the first variant, the automatic bands only: the bands are cut the same
+             * way for all */
+            for (int threads = 1; threads <= 3 && !ISA_ADDS_NOTHING(mode == 0 && kern_conv_direct_used(&p)); threads++)
                 for (int a = 0; a < 4; a++) {
                     kern_conv_set_direct(mode < 3 ? 0 : -1);
                     kern_conv_set_pool_band(mode == 1 ? 1 : mode == 2 ? 2 : 0);
@@ -1495,16 +1577,16 @@ START_TEST(test_conv_maxpool)
                     float *fscratch = fbytes ? malloc(fbytes) : NULL;   /* exact size: ASan sees overruns */
                     ck_assert((cbytes == 0 || cscratch) && (fbytes == 0 || fscratch));
                     if (b)
-                        kern_conv2d_bias_act(tu_pool, &p, x, w, b, act, conv, cscratch);
+                        kern_conv2d_bias_act(tu_pool, conv_isa, &p, x, w, b, act, conv, cscratch);
                     else
-                        kern_conv2d(tu_pool, &p, x, w, conv, cscratch);
+                        kern_conv2d(tu_pool, conv_isa, &p, x, w, conv, cscratch);
                     kern_maxpool(&q, conv, want);
                     kern_fill(y, NAN, npool);
-                    kern_conv2d_maxpool(tu_pool, &p, &q, x, w, b, act, y, fscratch);
+                    kern_conv2d_maxpool(tu_pool, conv_isa, &p, &q, x, w, b, act, y, fscratch);
                     if (kern_conv2d_maxpool_exact(&p)) {
                         ck_assert_msg(memcmp(y, want, npool * sizeof *y) == 0,
-                                      "conv case %d, pool %d, mode %d, %d threads, act %d: not the bits of the ops apart",
-                                      _i, pw, mode, threads, acts[a]);
+                                      "conv case %d, pool %d, %s kernels, mode %d, %d threads, act %d: not the bits of the "
+                                      "ops apart", _i, pw, kern_isa_name(conv_isa), mode, threads, acts[a]);
                         exact++;
                     } else {   /* im2col + sgemm: the values, to rounding (the pass does not fuse these) */
                         ck_assert_floats_near_scaled(y, want, npool, 1e-5);
@@ -1523,8 +1605,8 @@ START_TEST(test_conv_maxpool)
     kern_conv_set_pool_band(0);
     tu_threads(1);
     ck_assert_int_gt(tried, 0);
-    /* the direct kernels' sizes are all exact on a CPU that has them */
-    if (cpu_has_direct() && _i < N_DIRECT_CASES + N_WIDE_CASES && !(p.c > 4 && p.f < 8))
+    /* the direct kernels' sizes are all exact, on every CPU */
+    if (_i < N_DIRECT_CASES + N_WIDE_CASES && !(p.c > 4 && p.f < 8))
         ck_assert_int_gt(exact, 0);
     free(x);
     free(w);
@@ -1561,6 +1643,125 @@ START_TEST(test_conv_big_m)
     ck_assert_msg(bytes < (size_t)(p.n * p.oh * p.ow) * K * sizeof(float),
                   "scratch %zu holds the whole im2col matrix", bytes);
     check_conv_case(&p, 0, 4000, 2e-5);
+}
+END_TEST
+
+/* Every tile shape of the micro-kernels (kernels/micro.h), in every variant, against
+ * the loops: rows of 1 to 14, 24 and 25 pixels (tiles of every count up to 12, and rows
+ * of 2 and 3 nearly equal tiles); filter counts that leave every number of lanes in a
+ * last vector of 16, 8 or 4, in groups of 1, 2, 3 and 4 vectors; kernel rows of 1 to 13,
+ * 24 and 25 taps (tap tiles of every count).  Few input channels and many. */
+static const int tile_widths[] = { 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 24, 25 };
+static const int tile_width_filters[] = { 5, 16, 20, 32, 50, 64 };
+static const int tile_filters[] = { 1,  2,  3,  5,  7,  8,  9,  12, 15, 16, 17, 20, 24,
+                                    31, 32, 33, 40, 47, 48, 49, 56, 63, 64, 65, 80 };
+static const struct { int c, kw; } tile_taps[] = {
+    { 1, 1 }, { 2, 1 }, { 1, 3 }, { 2, 2 }, { 1, 5 }, { 2, 3 }, { 1, 7 }, { 4, 2 }, { 3, 3 }, { 2, 5 },
+    { 1, 11 }, { 4, 3 }, { 1, 13 }, { 8, 3 }, { 5, 5 }, { 6, 1 }, { 12, 1 }, { 16, 1 }, { 7, 2 },
+};
+#define N_TILE_W ((int)(sizeof tile_widths / sizeof tile_widths[0]))
+#define N_TILE_WF ((int)(sizeof tile_width_filters / sizeof tile_width_filters[0]))
+#define N_TILE_F ((int)(sizeof tile_filters / sizeof tile_filters[0]))
+#define N_TILE_T ((int)(sizeof tile_taps / sizeof tile_taps[0]))
+#define N_TILE_CASES (2 * N_TILE_W * N_TILE_WF + 2 * N_TILE_F + N_TILE_T)
+
+/* Case i of the sweep: one image of 3 rows, a 2 x kw kernel, "same" across. */
+static KConv tile_case(int i)
+{
+    int w = 7, f = 20, c, kw = 3;
+    if (i < 2 * N_TILE_W * N_TILE_WF) {
+        c = i % 2 ? 6 : 2;
+        w = tile_widths[i / 2 % N_TILE_W];
+        f = tile_width_filters[i / 2 / N_TILE_W];
+    } else if ((i -= 2 * N_TILE_W * N_TILE_WF) < 2 * N_TILE_F) {
+        c = i % 2 ? 6 : 2;
+        f = tile_filters[i / 2];
+    } else {
+        i -= 2 * N_TILE_F;
+        c = tile_taps[i].c;
+        kw = tile_taps[i].kw;
+        w = 5;
+    }
+    int pl = (kw - 1) / 2;
+    return conv_params(&(ConvCase){ 1, 3, w, c, 2, kw, f, 1, 1, 1, pl, 0, kw - 1 - pl });
+}
+
+START_TEST(test_conv_tiles)
+{
+    KConv p = tile_case(_i);
+    if (p.c <= 4 || p.f >= 8)   /* the sizes the direct kernels take */
+        ck_assert_msg(kern_conv_direct_used(&p), "case %d: not the direct kernels", _i);
+    check_conv_case(&p, 0, 12000 + 10 * (uint64_t)_i, 1e-5);
+}
+END_TEST
+
+/* The variants agree: the x86 ones (avx2, avx512) bit for bit, every output being the
+ * same chain of FMAs in both; the portable one (a*b + c rounded twice) to rounding.
+ * Every case of the three tables, one thread and two. */
+START_TEST(test_conv_variants_agree)
+{
+    KConv p = conv_params(any_conv_case(_i));
+    size_t nx = conv_nx(&p), nw = conv_nw(&p), ny = conv_ny(&p), nout[KCONV_OP_COUNT] = { ny, nx, nw };
+    float *x = tu_alloc_uniform(nx, -1.0f, 1.0f, 300 + (uint64_t)_i), *w = tu_alloc_uniform(nw, -1.0f, 1.0f, 301);
+    float *dy = tu_alloc_uniform(ny, -1.0f, 1.0f, 302), *out[KISA_COUNT][KCONV_OP_COUNT];
+    for (int threads = 1; threads <= 2; threads++) {
+        tu_threads(threads);
+        size_t sbytes = kern_conv2d_scratch(&p, tu_nthreads());
+        float *scratch = sbytes ? malloc(sbytes) : NULL;
+        FOR_EACH_ISA {
+            for (int op = 0; op < KCONV_OP_COUNT; op++)
+                out[conv_isa][op] = tu_alloc(nout[op]);
+            kern_conv2d(tu_pool, conv_isa, &p, x, w, out[conv_isa][0], scratch);
+            kern_conv2d_grad_input(tu_pool, conv_isa, &p, dy, w, out[conv_isa][1], scratch);
+            kern_conv2d_grad_filter(tu_pool, conv_isa, &p, x, dy, out[conv_isa][2], scratch);
+        }
+        FOR_EACH_ISA {
+            for (int op = 0; op < KCONV_OP_COUNT; op++) {
+                if (conv_isa == KISA_AVX512)
+                    ck_assert_msg(memcmp(out[KISA_AVX512][op], out[KISA_AVX2][op], nout[op] * sizeof(float)) == 0,
+                                  "case %d, op %d, %d threads: avx512 and avx2 differ", _i, op, threads);
+                if (conv_isa == KISA_PORTABLE)
+                    ck_assert_isa_near(out[KISA_PORTABLE][op], out[isas[0]][op], nout[op], 1e-5);
+            }
+        }
+        FOR_EACH_ISA for (int op = 0; op < KCONV_OP_COUNT; op++)
+            free(out[conv_isa][op]);
+        free(scratch);
+    }
+    tu_threads(1);
+    free(x);
+    free(w);
+    free(dy);
+}
+END_TEST
+
+/* GRAPHC_ISA's and --isa's names (kern_isa_parse), for a CPU of each kind: a variant
+ * above the CPU's best is refused, an unknown name too; kern_isa_resolve never hands
+ * out one the CPU cannot run. */
+START_TEST(test_isa_names)
+{
+    static const char *const names[] = { "portable", "avx2", "avx512" };
+    for (int cpu = KISA_PORTABLE; cpu < KISA_COUNT; cpu++)
+        for (int i = 0; i < 3; i++) {
+            KIsa got = KISA_AUTO;
+            int rc = kern_isa_parse(names[i], (KIsa)cpu, &got);
+            ck_assert_int_eq(got, KISA_PORTABLE + i);
+            ck_assert_str_eq(kern_isa_name(got), names[i]);
+            ck_assert_int_eq(rc, KISA_PORTABLE + i > cpu ? -2 : 0);
+        }
+    static const char *const bad[] = { "", "AVX2", "avx", "avx512f", "sse2", "auto", "portable " };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        KIsa got = KISA_AVX2;
+        ck_assert_int_eq(kern_isa_parse(bad[i], KISA_AVX512, &got), -1);
+    }
+    KIsa best = kern_isa_cpu();
+    ck_assert(best > KISA_AUTO && best < KISA_COUNT);
+    ck_assert_int_eq(kern_isa_resolve(KISA_AUTO), best);
+    for (int i = KISA_PORTABLE; i < KISA_COUNT; i++)
+        ck_assert_int_eq(kern_isa_resolve((KIsa)i), i <= (int)best ? (KIsa)i : best);
+    /* every variant up to the top one tested is, and none the CPU cannot run */
+    ck_assert(TOP_ISA <= best);
+    ck_assert_int_eq(n_isas, TOP_ISA - KISA_AUTO);
 }
 END_TEST
 
@@ -1608,10 +1809,11 @@ static void check_conv_scratch_guard(const KConv *p, uint64_t seed)
         ref_conv(p, op, x, w, dy, want[op]);   /* modes 0, 1, 2: the KConvOp order */
     }
     static const size_t chunk_rows[] = { 0, 1, 7 };
+    const bool takes_direct = kern_conv_direct_used(p);
     for (int threads = 1; threads <= 3; threads++) {
         tu_threads(threads);
-        for (int direct = 0; direct < 2; direct++)
-            for (size_t r = 0; r < sizeof chunk_rows / sizeof chunk_rows[0]; r++)
+        FOR_EACH_ISA for (int direct = 0; direct < 2; direct++)
+            for (size_t r = 0; r < sizeof chunk_rows / sizeof chunk_rows[0] && !ISA_ADDS_NOTHING(direct && takes_direct); r++)
                 for (int op = 0; op < KCONV_OP_COUNT; op++) {
                     kern_conv_set_direct(direct ? 0 : -1);
                     kern_conv_set_chunk_rows(chunk_rows[r]);
@@ -1622,17 +1824,17 @@ static void check_conv_scratch_guard(const KConv *p, uint64_t seed)
                         buf[i] = scratch_poison;
                     float *scratch = (float *)buf;
                     if (op == KCONV_FORWARD)
-                        kern_conv2d(tu_pool, p, x, w, got[op], scratch);
+                        kern_conv2d(tu_pool, conv_isa, p, x, w, got[op], scratch);
                     else if (op == KCONV_GRAD_INPUT)
-                        kern_conv2d_grad_input(tu_pool, p, dy, w, got[op], scratch);
+                        kern_conv2d_grad_input(tu_pool, conv_isa, p, dy, w, got[op], scratch);
                     else
-                        kern_conv2d_grad_filter(tu_pool, p, x, dy, got[op], scratch);
+                        kern_conv2d_grad_filter(tu_pool, conv_isa, p, x, dy, got[op], scratch);
                     size_t past = fl;   /* the first float past the scratch that was written */
                     while (past < total && buf[past] == scratch_poison)
                         past++;
-                    ck_assert_msg(past == total, "op %d, %d threads, chunks of %zu, direct %d: wrote float %zu of a scratch of %zu",
-                                  op, threads, chunk_rows[r], direct, past, fl);
-                    ck_assert_floats_near_scaled(got[op], want[op], nout[op], 1e-5);
+                    ck_assert_msg(past == total, "op %d, %d threads, chunks of %zu, direct %d, %s kernels: wrote float %zu of "
+                                  "a scratch of %zu", op, threads, chunk_rows[r], direct, kern_isa_name(conv_isa), past, fl);
+                    ck_assert_isa_near(got[op], want[op], nout[op], 1e-5);
                     free(buf);
                 }
     }
@@ -1661,12 +1863,10 @@ END_TEST
 /* The scratch follows the path: at resnet's block size (16 channels, 3x3, "same") with 2
  * threads the direct kernels need only the packed filter (forward, input gradient) and
  * the two threads' [K, F] sums (filter gradient), not the 1 MiB im2col chunks; the
- * few-channel first layer's forward pass needs none; the filter gradient on one thread
- * sums straight into dw. */
+ * few-channel first layer's forward pass only its packed filter; the filter gradient
+ * on one thread sums straight into dw. */
 START_TEST(test_conv_scratch_by_path)
 {
-    if (!cpu_has_direct())
-        return;
     const size_t KF = 3 * 3 * 16 * 16 * sizeof(float);
     KConv block = conv_params(&(ConvCase){ 16, 28, 28, 16, 3, 3, 16, 1, 1, 1, 1, 1, 1 });
     KConv first = conv_params(&(ConvCase){ 16, 28, 28, 1, 3, 3, 16, 1, 1, 1, 1, 1, 1 });
@@ -1674,7 +1874,7 @@ START_TEST(test_conv_scratch_by_path)
     ck_assert_uint_eq(kern_conv_scratch(&block, KCONV_FORWARD, tu_nthreads()), KF);
     ck_assert_uint_eq(kern_conv_scratch(&block, KCONV_GRAD_INPUT, tu_nthreads()), KF);
     ck_assert_uint_eq(kern_conv_scratch(&block, KCONV_GRAD_FILTER, tu_nthreads()), 2 * KF);
-    ck_assert_uint_eq(kern_conv_scratch(&first, KCONV_FORWARD, tu_nthreads()), 0);
+    ck_assert_uint_eq(kern_conv_scratch(&first, KCONV_FORWARD, tu_nthreads()), 3 * 3 * 1 * 16 * sizeof(float));
     kern_conv_set_direct(-1);   /* im2col: a chunk per thread */
     ck_assert_uint_ge(kern_conv_scratch(&block, KCONV_GRAD_INPUT, tu_nthreads()), 2 * 256 * (size_t)(3 * 3 * 16) * sizeof(float));
     kern_conv_set_direct(0);
@@ -1693,7 +1893,7 @@ typedef struct ConvCtx {
 static void conv_fn(void *vc, const float *v, float *y)
 {
     const ConvCtx *c = vc;
-    kern_conv2d(tu_pool, c->p, c->wrt == 0 ? v : c->x, c->wrt == 1 ? v : c->w, y, c->scratch);
+    kern_conv2d(tu_pool, conv_isa, c->p, c->wrt == 0 ? v : c->x, c->wrt == 1 ? v : c->w, y, c->scratch);
 }
 
 START_TEST(test_conv_grad_fd)
@@ -1706,8 +1906,8 @@ START_TEST(test_conv_grad_fd)
     kern_conv_set_chunk_rows(5);   /* several chunks, so grad_filter accumulates */
     size_t sbytes = kern_conv2d_scratch(&p, tu_nthreads());
     float *scratch = sbytes ? malloc(sbytes) : NULL;
-    kern_conv2d_grad_input(tu_pool, &p, dy, w, dx, scratch);
-    kern_conv2d_grad_filter(tu_pool, &p, x, dy, dw, scratch);
+    kern_conv2d_grad_input(tu_pool, conv_isa, &p, dy, w, dx, scratch);
+    kern_conv2d_grad_filter(tu_pool, conv_isa, &p, x, dy, dw, scratch);
     ConvCtx ctx = {&p, x, w, scratch, 0};
     ck_assert_grad_fd(conv_fn, &ctx, x, nx, ny, dy, dx, FD_EPS, FD_RTOL, FD_ATOL);
     ctx.wrt = 1;
@@ -2174,7 +2374,7 @@ START_TEST(test_adam)
         rw[i] = w[i];
     for (int t = 1; t <= OPT_STEPS; t++) {
         tu_fill_uniform(g, OPT_N, -1.0f, 1.0f, 9410 + (uint64_t)t);
-        kern_adam(w, m, v, g, OPT_N, lr, b1, b2, eps, t);
+        kern_adam(TOP_ISA, w, m, v, g, OPT_N, lr, b1, b2, eps, t);
         for (int i = 0; i < OPT_N; i++) {
             rm[i] = b1 * rm[i] + (1 - (double)b1) * g[i];
             rv[i] = b2 * rv[i] + (1 - (double)b2) * g[i] * g[i];
@@ -2189,42 +2389,44 @@ START_TEST(test_adam)
     }
     /* The first step moves each weight by about lr * sign(g) (bias correction). */
     float w1 = 0.0f, m1 = 0.0f, v1 = 0.0f, g1 = -3.0f;
-    kern_adam(&w1, &m1, &v1, &g1, 1, lr, b1, b2, eps, 1);
+    kern_adam(TOP_ISA, &w1, &m1, &v1, &g1, 1, lr, b1, b2, eps, 1);
     ck_assert_float_near_rel(w1, lr, 1e-5, 0.0);
 }
 END_TEST
 
-/* kern_adam's vector loop gives the scalar loop's bits: every length up to 40 (whole
- * vectors and every tail) at every offset of 0..3 floats (unaligned), two steps, with
+/* kern_adam's vector loop gives the scalar loop's bits, in every variant this CPU runs
+ * (portable: the scalar loop itself): every length up to 40 (whole vectors of 16 and 8
+ * and every tail) at every offset of 0..3 floats (unaligned), two steps, with
  * gradients over several magnitudes and some zero. */
 START_TEST(test_adam_vector_bits)
 {
     enum { N = 40, OFF = 3 };
     const float lr = 0.003f, b1 = 0.9f, b2 = 0.999f, eps = 1e-8f;
     float w[2][N + OFF], m[2][N + OFF], v[2][N + OFF], g[N + OFF];
-    int differ = 0;
-    for (int n = 1; n <= N; n++)
-        for (int off = 0; off <= OFF; off++) {
-            tu_fill_uniform(w[0], N + OFF, -1.0f, 1.0f, 9500 + (uint64_t)n);
-            memset(m[0], 0, sizeof m[0]);
-            memset(v[0], 0, sizeof v[0]);
-            memcpy(w[1], w[0], sizeof w[0]);
-            memcpy(m[1], m[0], sizeof m[0]);
-            memcpy(v[1], v[0], sizeof v[0]);
-            for (int t = 1; t <= 2; t++) {
-                tu_fill_uniform(g, N + OFF, -1.0f, 1.0f, 9600 + (uint64_t)(n * 8 + off * 2 + t));
-                for (int i = 0; i < N + OFF; i++)
-                    g[i] *= i % 5 == 0 ? 0.0f : i % 3 == 0 ? 1e-4f : i % 7 == 0 ? 30.0f : 1.0f;
-                for (int path = 0; path < 2; path++) {
-                    kern_adam_set_vector(path == 0 ? 0 : -1);
-                    kern_adam(w[path] + off, m[path] + off, v[path] + off, g + off, (size_t)n, lr, b1, b2, eps, t);
+    FOR_EACH_ISA {
+        int differ = 0;
+        for (int n = 1; n <= N; n++)
+            for (int off = 0; off <= OFF; off++) {
+                tu_fill_uniform(w[0], N + OFF, -1.0f, 1.0f, 9500 + (uint64_t)n);
+                memset(m[0], 0, sizeof m[0]);
+                memset(v[0], 0, sizeof v[0]);
+                memcpy(w[1], w[0], sizeof w[0]);
+                memcpy(m[1], m[0], sizeof m[0]);
+                memcpy(v[1], v[0], sizeof v[0]);
+                for (int t = 1; t <= 2; t++) {
+                    tu_fill_uniform(g, N + OFF, -1.0f, 1.0f, 9600 + (uint64_t)(n * 8 + off * 2 + t));
+                    for (int i = 0; i < N + OFF; i++)
+                        g[i] *= i % 5 == 0 ? 0.0f : i % 3 == 0 ? 1e-4f : i % 7 == 0 ? 30.0f : 1.0f;
+                    for (int path = 0; path < 2; path++)
+                        kern_adam(path == 0 ? conv_isa : KISA_PORTABLE, w[path] + off, m[path] + off, v[path] + off,
+                                  g + off, (size_t)n, lr, b1, b2, eps, t);
                 }
+                differ += memcmp(w[0], w[1], sizeof w[0]) != 0 || memcmp(m[0], m[1], sizeof m[0]) != 0 ||
+                          memcmp(v[0], v[1], sizeof v[0]) != 0;
             }
-            differ += memcmp(w[0], w[1], sizeof w[0]) != 0 || memcmp(m[0], m[1], sizeof m[0]) != 0 ||
-                      memcmp(v[0], v[1], sizeof v[0]) != 0;
-        }
-    kern_adam_set_vector(0);
-    ck_assert_msg(differ == 0, "%d of %d lengths x offsets differ from the scalar loop", differ, N * (OFF + 1));
+        ck_assert_msg(differ == 0, "%s: %d of %d lengths x offsets differ from the scalar loop", kern_isa_name(conv_isa),
+                      differ, N * (OFF + 1));
+    }
 }
 END_TEST
 
@@ -2289,7 +2491,7 @@ START_TEST(test_gemm_batch)
             for (size_t b = 0; b < bt; b++)
                 ref_gemm(ta, tb, M, N, K, 1.0f, A + b * M * K, B + b * K * N, 0.0f, NULL, want + b * M * N);
             kern_fill(C, NAN, bt * M * N);
-            kern_gemm_batch(tu_pool, ta, tb, bt, M, N, K, 1.0f, A, B, 0.0f, C);
+            kern_gemm_batch(tu_pool, TOP_ISA, ta, tb, bt, M, N, K, 1.0f, A, B, 0.0f, C);
             ck_assert_floats_near_scaled(C, want, bt * M * N, 1e-5);
         }
         free(A);
@@ -2793,6 +2995,7 @@ static Suite *make_kernels_suite(void)
     tc = tcase_create("gemm");
     tcase_add_loop_test(tc, test_gemm, 0, 3);
     tcase_add_test(tc, test_blas_info);
+    tcase_add_loop_test(tc, test_gemm_small_m_variants, 0, 6);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("conv");
@@ -2812,6 +3015,9 @@ static Suite *make_kernels_suite(void)
     tcase_add_loop_test(tc, test_conv_bias_act, 0, N_DIRECT_CASES + N_WIDE_CASES + N_CONV_CASES);
     tcase_add_loop_test(tc, test_conv_maxpool, 0, N_DIRECT_CASES + N_WIDE_CASES + N_CONV_CASES);
     tcase_add_test(tc, test_conv_maxpool_scratch);
+    tcase_add_loop_test(tc, test_conv_tiles, 0, N_TILE_CASES);
+    tcase_add_loop_test(tc, test_conv_variants_agree, 0, N_DIRECT_CASES + N_WIDE_CASES + N_CONV_CASES);
+    tcase_add_test(tc, test_isa_names);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("pool");
@@ -2860,8 +3066,38 @@ static Suite *make_kernels_suite(void)
     return s;
 }
 
+/* The variants to test: those this CPU runs, up to GRAPHC_ISA's; false (said) if
+ * GRAPHC_ISA names none, or one this CPU cannot run. */
+static bool choose_isas(void)
+{
+    KIsa top = kern_isa_cpu();
+    const char *env = getenv("GRAPHC_ISA");
+    if (env && *env) {
+        int rc = kern_isa_parse(env, top, &top);
+        if (rc != 0) {
+            printf("test_kernels: GRAPHC_ISA=%s: %s\n", env, rc == -2 ? "this CPU cannot run it" : "no such variant");
+            return false;
+        }
+    }
+    char skipped[96] = "";
+    for (int i = KISA_COUNT - 1; i > KISA_AUTO; i--) {
+        if (i <= (int)top)
+            isas[n_isas++] = (KIsa)i;
+        else
+            snprintf(skipped + strlen(skipped), sizeof skipped - strlen(skipped), " %s (%s)", kern_isa_name((KIsa)i),
+                     kern_isa_resolve((KIsa)i) == (KIsa)i ? "above GRAPHC_ISA" : "this CPU cannot run it");
+    }
+    printf("test_kernels: kernels' variants tested:");
+    for (int i = 0; i < n_isas; i++)
+        printf(" %s", kern_isa_name(isas[i]));
+    printf("; skipped:%s\n", skipped[0] ? skipped : " none");
+    return true;
+}
+
 int main(void)
 {
+    if (!choose_isas())
+        return 77;   /* automake's SKIP */
     SRunner *sr = srunner_create(make_kernels_suite());
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);

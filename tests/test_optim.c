@@ -146,7 +146,7 @@ START_TEST(optim_plain_is_the_kernel)
                  .decay = 1 };
     float *st[3] = { m[0], v[0], NULL };
     kern_optim(&o, w[0], st, g, N);
-    kern_adam(w[1], m[1], v[1], g, N, 0.01f, 0.8f, 0.99f, 1e-7f, 5);
+    kern_adam(KISA_AUTO, w[1], m[1], v[1], g, N, 0.01f, 0.8f, 0.99f, 1e-7f, 5);
     ck_assert(memcmp(w[0], w[1], sizeof w[0]) == 0 && memcmp(m[0], m[1], sizeof m[0]) == 0 &&
               memcmp(v[0], v[1], sizeof v[0]) == 0);
 }
@@ -191,7 +191,7 @@ START_TEST(gemm_optim_panels)
     memcpy(want_w, w0, sizeof w0);
     memcpy(want_st, st0, sizeof st0);
     state_of(&o, want_st, M * N, p);
-    kern_gemm(NULL, true, false, M, N, K, 1.0f, a, b, 0.0f, gr);   /* a^T b */
+    kern_gemm(NULL, KISA_AUTO, true, false, M, N, K, 1.0f, a, b, 0.0f, gr);   /* a^T b */
     kern_optim(&o, want_w, p, gr, M * N);
     kern_gemm_optim_set_panel(8);
     for (int t = 1; t <= 3; t++) {

@@ -747,11 +747,20 @@ START_TEST(parallel_stages)
 }
 END_TEST
 
-/* The one fusion that rounds differently, a weight gradient's GEMM fused into its
- * update (matmul_update): with it, every model's loss curve over 100 steps, same seed
- * and same batches, agrees with the interpreter's within 1e-5 relative (the project's
- * requirement), with the model's own optimizer settings.  The models it applies to
- * are named, so the check cannot pass by the fusion not happening. */
+/* The fusions that round differently, a weight gradient's GEMM fused into its update
+ * (matmul_update) and a dense layer's backward with its update (matmul_grad_update):
+ * over 100 steps of every model, same seed and same batches, with the model's own
+ * optimizer settings, the compiled step's loss agrees with the interpreter's within
+ * 1e-5 relative (the project's requirement), and after every step each weight and
+ * optimizer state within 1e-5 relative of its tensor's largest value.  Every other
+ * step the compiled plan restarts from the interpreter's weights and state (its loss is
+ * then the interpreter's, bit for bit: the forward pass rounds no differently), so each
+ * loss compared carries one step's worth of the fusions' rounding: over many steps
+ * training amplifies a last-bit difference chaotically, and the loss curves of two free
+ * runs drift apart by chance (from main at 48fd938, past 1e-5 within 100 steps in four
+ * of six runs of mnist and mnist-adam at seeds 4 to 6; convolution kernels that round
+ * otherwise moved seed 3 past it).  The models the fusions apply to are named, so the
+ * check cannot pass by the fusion not happening. */
 START_TEST(gemm_update_curve)
 {
     enum { STEPS = 100 };
@@ -784,6 +793,8 @@ START_TEST(gemm_update_curve)
     for (int step = 0; step < STEPS; step++) {
         void **feeds = make_feeds(tg, 2, (uint64_t)step);
         float lv[2] = { 0, 0 }, av = 0;
+        if (step % 2 == 0)
+            weights_copy_matching(&w[1], &w[0]);
         for (int mode = 0; mode < 2; mode++) {
             float *outs[2] = { &lv[mode], &av };
             StepEnv env = { .w = &w[mode], .step = step, .seed = 11, .lr = t->lr, .momentum = t->momentum,
@@ -792,8 +803,16 @@ START_TEST(gemm_update_curve)
             ck_assert_int_eq(executor_run(ex[mode], (const void *const *)feeds, outs, &env), 0);
         }
         free_feeds(tg, feeds);
-        ck_assert_msg(isfinite(lv[0]) && fabs((double)lv[1] - lv[0]) <= 1e-5 * fabs((double)lv[0]),
+        ck_assert_msg(isfinite(lv[0]) && (step % 2 == 0 ? memcmp(&lv[0], &lv[1], sizeof lv[0]) == 0
+                                                        : fabs((double)lv[1] - lv[0]) <= 1e-5 * fabs((double)lv[0])),
                       "%s step %d: interp %.9g, compiled %.9g", model_files[_i], step, lv[0], lv[1]);
+        for (int v = 0; v < w[0].n; v++) {
+            size_t n = (size_t)shape_numel(&w[0].shapes[v]);
+            double scale = tu_max_abs(w[0].data[v], n), atol = 1e-5 * (scale > 1e-30 ? scale : 1e-30);
+            ptrdiff_t at = tu_first_mismatch(w[1].data[v], w[0].data[v], n, 0.0, atol);
+            ck_assert_msg(at < 0, "%s step %d: %s[%td]: interp %.9g, compiled %.9g", model_files[_i], step, w[0].names[v],
+                          at, at < 0 ? 0.0 : (double)w[0].data[v][at], at < 0 ? 0.0 : (double)w[1].data[v][at]);
+        }
     }
     for (int mode = 0; mode < 2; mode++) {
         step_free(&st[mode]);
@@ -1279,8 +1298,6 @@ static const struct {
       0 },
 };
 
-static bool cpu_avx2_fma(void) { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"); }
-
 START_TEST(inference_conv_pool)
 {
     Compiled c;
@@ -1337,8 +1354,8 @@ START_TEST(inference_conv_pool)
 END_TEST
 
 /* The MNIST CNN's inference graph: both convolutions fused with their pooling, the
- * memory plan at its lower bound, and where the direct kernels run (AVX2 and FMA) no
- * scratch larger than a band per thread. */
+ * memory plan at its lower bound, and (the direct kernels run on every CPU) no scratch
+ * larger than a band per thread. */
 START_TEST(inference_conv_pool_mnist)
 {
     Compiled c;
@@ -1355,7 +1372,7 @@ START_TEST(inference_conv_pool_mnist)
     for (int i = 0; i < fg->nnodes; i++) count[fg->nodes[i].op]++;
     ck_assert_int_eq(count[OP_CONV2D_MAXPOOL], 2);
     ck_assert_int_eq(count[OP_MAXPOOL], 0);
-    for (int i = 0; i < fg->nnodes && cpu_avx2_fma(); i++) {
+    for (int i = 0; i < fg->nnodes; i++) {
         const Node *n = &fg->nodes[i];
         if (n->op != OP_CONV2D_MAXPOOL) continue;
         ck_assert_int_eq(n->nin, 3);

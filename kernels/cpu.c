@@ -1,0 +1,64 @@
+/* Which variant of the multi-ISA kernels runs (kern.h, kernels/variant.h): the CPU is
+ * asked once what it has, and every kernel that has variants gets its table here. */
+#include "kernels/variant.h"
+
+#include <string.h>
+
+static const char *const isa_names[KISA_COUNT] = {
+    [KISA_AUTO] = "auto", [KISA_PORTABLE] = "portable", [KISA_AVX2] = "avx2", [KISA_AVX512] = "avx512",
+};
+
+/* __builtin_cpu_supports also checks that the OS saves the registers (XCR0). */
+static KIsa detect(void)
+{
+#ifdef KERN_X86_VARIANTS
+    __builtin_cpu_init();
+    bool fma = __builtin_cpu_supports("fma");
+    if (fma && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl"))
+        return KISA_AVX512;
+    if (fma && __builtin_cpu_supports("avx2"))
+        return KISA_AVX2;
+#endif
+    return KISA_PORTABLE;
+}
+
+KIsa kern_isa_cpu(void)
+{
+    /* a race here only makes two threads detect the same answer */
+    static volatile int best;
+    if (!best)
+        best = (int)detect();
+    return (KIsa)best;
+}
+
+KIsa kern_isa_resolve(KIsa isa)
+{
+    KIsa cpu = kern_isa_cpu();
+    return isa <= KISA_AUTO || isa >= KISA_COUNT || isa > cpu ? cpu : isa;
+}
+
+const char *kern_isa_name(KIsa isa) { return isa >= 0 && isa < KISA_COUNT ? isa_names[isa] : "?"; }
+
+const char *kern_isa_names(void) { return "avx512, avx2 or portable"; }
+
+int kern_isa_parse(const char *name, KIsa cpu, KIsa *isa)
+{
+    for (int i = KISA_PORTABLE; i < KISA_COUNT; i++)
+        if (strcmp(name, isa_names[i]) == 0) {
+            *isa = (KIsa)i;
+            return i > (int)cpu ? -2 : 0;
+        }
+    return -1;
+}
+
+const KernVariant *kern_variant(KIsa isa)
+{
+    switch (kern_isa_resolve(isa)) {
+#ifdef KERN_X86_VARIANTS
+    case KISA_AVX512: return &kern_variant_avx512;
+    case KISA_AVX2: return &kern_variant_avx2;
+#endif
+    default: return &kern_variant_portable;
+    }
+}

@@ -1,0 +1,40 @@
+/* The micro-kernels (kernels/micro.h) for AVX2 and FMA: 8 lanes, 16 vector registers,
+ * lane masks in vectors (vmaskmovps). */
+#include "kernels/variant.h"
+
+#ifdef KERN_X86_VARIANTS
+#include <immintrin.h>
+
+#define ISA_TARGET "avx2,fma"
+#define ISA_FN __attribute__((target(ISA_TARGET)))
+#define ISA_INLINE static inline __attribute__((always_inline, target(ISA_TARGET)))
+#define NAME(x) x##_avx2
+#define ISA_ENUM KISA_AVX2
+#define VL 8
+#define NV_MAX 2
+#define TILE_NV1 12
+#define TILE_NV2 6
+#define TILE_NV4 3   /* unused (NV_MAX 2) */
+#define ISA_ADAM 1
+#define ISA_GEMM 1
+typedef __m256 V;
+typedef __m256i VM;
+
+ISA_INLINE V v_zero(void) { return _mm256_setzero_ps(); }
+ISA_INLINE V v_load(const float *p) { return _mm256_loadu_ps(p); }
+ISA_INLINE void v_store(float *p, V v) { _mm256_storeu_ps(p, v); }
+ISA_INLINE V v_bcast(const float *p) { return _mm256_broadcast_ss(p); }
+ISA_INLINE V v_fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
+ISA_INLINE V v_add(V a, V b) { return _mm256_add_ps(a, b); }
+ISA_INLINE V v_relu(V a) { return _mm256_max_ps(a, _mm256_setzero_ps()); }
+ISA_INLINE VM v_mask(int n) { return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)); }
+ISA_INLINE V v_load_m(const float *p, VM m) { return _mm256_maskload_ps(p, m); }
+ISA_INLINE void v_store_m(float *p, V v, VM m) { _mm256_maskstore_ps(p, m, v); }
+ISA_INLINE V v_set1(float x) { return _mm256_set1_ps(x); }
+ISA_INLINE V v_mul(V a, V b) { return _mm256_mul_ps(a, b); }
+ISA_INLINE V v_sub(V a, V b) { return _mm256_sub_ps(a, b); }
+ISA_INLINE V v_div(V a, V b) { return _mm256_div_ps(a, b); }
+ISA_INLINE V v_sqrt(V a) { return _mm256_sqrt_ps(a); }
+
+#include "kernels/micro.h"
+#endif

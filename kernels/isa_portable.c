@@ -1,0 +1,45 @@
+/* The micro-kernels (kernels/micro.h) in plain C: 4-lane GCC vectors (SSE2 on x86-64,
+ * NEON on AArch64, scalar code elsewhere), for any CPU.  a*b + c is rounded twice
+ * (no FMA is assumed), so these give other bits than the x86 variants.  Adam's loop
+ * is the scalar one (kern_adam). */
+#include "kernels/variant.h"
+
+#include <string.h>
+
+#define ISA_FN
+#define ISA_INLINE static inline __attribute__((always_inline))
+#define NAME(x) x##_portable
+#define ISA_ENUM KISA_PORTABLE
+#define VL 4
+#define NV_MAX 2
+#define TILE_NV1 12
+#define TILE_NV2 6
+#define TILE_NV4 3   /* unused (NV_MAX 2) */
+#ifndef GRAPHC_NO_DIRECT_CONV   /* else micro.h has nothing that uses them */
+typedef float V __attribute__((vector_size(16)));
+typedef int32_t VI __attribute__((vector_size(16)));
+typedef int VM;   /* lanes */
+
+ISA_INLINE V v_zero(void) { return (V){ 0 }; }
+ISA_INLINE V v_load(const float *p)
+{
+    V v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+ISA_INLINE void v_store(float *p, V v) { memcpy(p, &v, sizeof v); }
+ISA_INLINE V v_bcast(const float *p) { return (V){ *p, *p, *p, *p }; }
+ISA_INLINE V v_fma(V a, V b, V c) { return a * b + c; }
+ISA_INLINE V v_add(V a, V b) { return a + b; }
+ISA_INLINE V v_relu(V a) { return (V)((VI)(a > (V){ 0 }) & (VI)a); }
+ISA_INLINE VM v_mask(int n) { return n; }
+ISA_INLINE V v_load_m(const float *p, VM m)
+{
+    V v = { 0 };
+    memcpy(&v, p, (size_t)m * sizeof(float));
+    return v;
+}
+ISA_INLINE void v_store_m(float *p, V v, VM m) { memcpy(p, &v, (size_t)m * sizeof(float)); }
+#endif
+
+#include "kernels/micro.h"

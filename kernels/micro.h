@@ -1,0 +1,363 @@
+/* The micro-kernels of the direct convolutions and Adam's loop, written once over a
+ * vector of VL floats (docs/kernels.md).  Not a header to include anywhere else: each
+ * kernels/isa_*.c includes it once, after it defines
+ *   VL, V, VM      lanes per vector, the vector type, a mask of the first n lanes
+ *   ISA_FN         attributes of a function of the variant (its target)
+ *   ISA_INLINE     the same, static and always inlined
+ *   NAME(x)        x suffixed with the variant's name;  ISA_ENUM  its KIsa
+ *   NV_MAX         vectors of filters per tile (a group of NV_MAX * VL filters)
+ *   TILE_NV1, TILE_NV2, TILE_NV4   pixels (taps) per tile with 1, 2 or 4 vectors: as
+ *                  many as keep the accumulators, the filter vectors and a broadcast
+ *                  in registers (literals 3, 6 or 12, for CASES)
+ *   v_zero() v_load(p) v_store(p, v) v_bcast(p) v_fma(a, b, c) = a*b + c, rounded once
+ *   v_add(a, b) v_relu(a) = max(a, +0) (a NaN gives +0, as kern_unary's relu)
+ *   v_mask(n) v_load_m(p, m) (zero past the mask) v_store_m(p, v, m)
+ *   and, for Adam (ISA_ADAM): v_set1 v_mul v_sub v_div v_sqrt, correctly rounded;
+ *   ISA_GEMM (the CPU has FMA): the few-rows GEMM, its scalar columns by fmaf;
+ *   ISA_NARROW_ROWS: the file makes its KernVariant itself (from NAME(fwd_row) ...).
+ * Every output is one chain of FMAs in a fixed order of taps (forward) or of pixels
+ * (filter gradient), whatever the tile, so the way a row is cut into tiles never
+ * changes a bit; the variants differ from one another only where the portable one
+ * rounds a*b + c twice. */
+
+#ifndef GRAPHC_NO_DIRECT_CONV
+
+#define TILE_MAX 12
+
+/* switch cases P = 1 .. N with P a constant in each, so that a tile's accumulators are
+ * registers */
+#define CASES_3(C) case 1: C(1); break; case 2: C(2); break; case 3: C(3); break;
+#define CASES_6(C) CASES_3(C) case 4: C(4); break; case 5: C(5); break; case 6: C(6); break;
+#define CASES_12(C)                                                                         \
+    CASES_6(C) case 7: C(7); break; case 8: C(8); break; case 9: C(9); break;               \
+    case 10: C(10); break; case 11: C(11); break; case 12: C(12); break;
+#define CASES_(N, C) CASES_##N(C)
+#define CASES(N, C) CASES_(N, C)
+
+/* A group of filters [f0, f0 + nv*VL): nv vectors, the last with `last` lanes in F
+ * (VL when it is full). */
+typedef struct NAME(Group) {
+    int nv, pmax, last;
+    VM mask;   /* the last vector's lanes */
+} NAME(Group);
+
+ISA_INLINE NAME(Group) NAME(group)(int64_t left)
+{
+    int64_t need = (left + VL - 1) / VL;
+    NAME(Group) g;
+#if NV_MAX >= 4
+    g.nv = need >= 4 ? 4 : need >= 2 ? 2 : 1;
+    g.pmax = g.nv == 4 ? TILE_NV4 : g.nv == 2 ? TILE_NV2 : TILE_NV1;
+#else
+    g.nv = need >= 2 ? 2 : 1;
+    g.pmax = g.nv == 2 ? TILE_NV2 : TILE_NV1;
+#endif
+    int64_t last = left - (int64_t)(g.nv - 1) * VL;
+    g.last = last < VL ? (int)last : VL;
+    g.mask = v_mask(g.last);
+    return g;
+}
+
+/* Forward tile: P pixels x NV vectors of filters, over the taps of kernel rows
+ * [ky0, ky1); wv[v]: vector v's filters in the packed block of tap 0; bias: the
+ * group's (NULL: none). */
+ISA_INLINE void NAME(fwd_tile)(const int P, const int NV, const FwdRow *r, const float *xs, const float *const *wv,
+                               const NAME(Group) *g, const float *bias, float *y)
+{
+    V a[TILE_MAX][NV_MAX];
+#pragma GCC unroll 12
+    for (int p = 0; p < P; p++)
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; v++)
+            a[p][v] = v_zero();
+    const int64_t pstep = r->pstep;
+    for (int ky = r->ky0; ky < r->ky1; ky++) {
+        const float *xr = xs + ky * r->rowlen;
+        const int64_t tb = (int64_t)ky * r->kwc * PACK_BLOCK;
+        for (int t = 0; t < r->kwc; t++) {
+            V w[NV_MAX];
+#pragma GCC unroll 4
+            for (int v = 0; v < NV; v++)
+                w[v] = v_load(wv[v] + tb + t * PACK_BLOCK);
+#pragma GCC unroll 12
+            for (int p = 0; p < P; p++) {
+                const V b = v_bcast(xr + p * pstep + t);
+#pragma GCC unroll 4
+                for (int v = 0; v < NV; v++)
+                    a[p][v] = v_fma(b, w[v], a[p][v]);
+            }
+        }
+    }
+    V b[NV_MAX];
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; v++)
+        b[v] = !bias ? v_zero() : v < NV - 1 || g->last == VL ? v_load(bias + v * VL) : v_load_m(bias + v * VL, g->mask);
+#pragma GCC unroll 12
+    for (int p = 0; p < P; p++)
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; v++) {
+            V o = a[p][v];
+            if (bias)   /* y + b, as kern_bias_act */
+                o = v_add(o, b[v]);
+            if (r->relu)
+                o = v_relu(o);
+            float *dst = y + p * r->F + v * VL;
+            if (v < NV - 1 || g->last == VL)
+                v_store(dst, o);
+            else
+                v_store_m(dst, o, g->mask);
+        }
+}
+
+ISA_FN static void NAME(fwd_row)(const FwdRow *r)
+{
+    const int64_t F = r->F;
+    for (int64_t f0 = 0; f0 < F;) {
+        const NAME(Group) g = NAME(group)(F - f0);
+        const float *wv[NV_MAX], *bias = r->bias ? r->bias + f0 : NULL;
+        for (int v = 0; v < g.nv; v++) {
+            int64_t fv = f0 + (int64_t)v * VL;
+            wv[v] = r->wp + fv / PACK_BLOCK * r->K * PACK_BLOCK + fv % PACK_BLOCK;
+        }
+        /* the row in nearly equal tiles (14 = 5 + 5 + 4: no short tile waiting on FMA
+         * latency) */
+        const int64_t ntiles = (r->npix + g.pmax - 1) / g.pmax;
+        for (int64_t i = 0, ox = 0; i < ntiles; i++) {
+            const int P = (int)(r->npix / ntiles + (i < r->npix % ntiles));
+            const float *xs = r->xs + ox * r->pstep;
+            float *y = r->y + ox * F + f0;
+#define FWD1(PP) NAME(fwd_tile)(PP, 1, r, xs, wv, &g, bias, y)
+#define FWD2(PP) NAME(fwd_tile)(PP, 2, r, xs, wv, &g, bias, y)
+#define FWD4(PP) NAME(fwd_tile)(PP, 4, r, xs, wv, &g, bias, y)
+            switch (g.nv) {
+#if NV_MAX >= 4
+            case 4: switch (P) { CASES(TILE_NV4, FWD4) default: break; } break;
+#endif
+            case 2: switch (P) { CASES(TILE_NV2, FWD2) default: break; } break;
+            default: switch (P) { CASES(TILE_NV1, FWD1) default: break; } break;
+            }
+#undef FWD1
+#undef FWD2
+#undef FWD4
+            ox += P;
+        }
+        f0 += (int64_t)g.nv * VL;
+    }
+}
+
+/* Filter-gradient tile: T taps (xs[0 .. T)) x NV vectors of filters, summed over the
+ * band's pixels, then added to acc[t * F]; FULL: the last vector is whole. */
+ISA_INLINE void NAME(gradw_tile)(const int T, const int NV, const bool FULL, const GradwBand *b, const float *xs,
+                                 const float *dy, VM mask, float *acc)
+{
+    V a[TILE_MAX][NV_MAX];
+#pragma GCC unroll 12
+    for (int t = 0; t < T; t++)
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; v++)
+            a[t][v] = v_zero();
+    const int64_t F = b->F, pstep = b->pstep;
+    for (int64_t gr = b->g0; gr < b->g1; gr++) {
+        const float *xr = xs + gr * b->rstep, *dr = dy + gr * b->dyrow;
+        for (int64_t ox = 0; ox < b->ow; ox++) {
+            V d[NV_MAX];
+#pragma GCC unroll 4
+            for (int v = 0; v < NV; v++)
+                d[v] = FULL || v < NV - 1 ? v_load(dr + ox * F + v * VL) : v_load_m(dr + ox * F + v * VL, mask);
+            const float *xp = xr + ox * pstep;
+#pragma GCC unroll 12
+            for (int t = 0; t < T; t++) {
+                const V x = v_bcast(xp + t);
+#pragma GCC unroll 4
+                for (int v = 0; v < NV; v++)
+                    a[t][v] = v_fma(x, d[v], a[t][v]);
+            }
+        }
+    }
+#pragma GCC unroll 12
+    for (int t = 0; t < T; t++)
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; v++) {
+            float *dst = acc + t * F + v * VL;
+            if (FULL || v < NV - 1)
+                v_store(dst, v_add(v_load(dst), a[t][v]));
+            else
+                v_store_m(dst, v_add(v_load_m(dst, mask), a[t][v]), mask);
+        }
+}
+
+ISA_FN static void NAME(gradw_band)(const GradwBand *b)
+{
+    const int64_t F = b->F;
+    for (int64_t f0 = 0; f0 < F;) {
+        const NAME(Group) g = NAME(group)(F - f0);
+        const int ntiles = (b->kwc + g.pmax - 1) / g.pmax;
+        for (int i = 0, t0 = 0; i < ntiles; i++) {
+            const int T = b->kwc / ntiles + (i < b->kwc % ntiles);
+            const float *xs = b->xs + t0, *dy = b->dy + f0;
+            float *acc = b->acc + (int64_t)t0 * F + f0;
+#define GW(NVC, FULLC, TT) NAME(gradw_tile)(TT, NVC, FULLC, b, xs, dy, g.mask, acc)
+#define GW1F(TT) GW(1, true, TT)
+#define GW1P(TT) GW(1, false, TT)
+#define GW2F(TT) GW(2, true, TT)
+#define GW2P(TT) GW(2, false, TT)
+#define GW4F(TT) GW(4, true, TT)
+#define GW4P(TT) GW(4, false, TT)
+            const bool full = g.last == VL;
+            switch (g.nv) {
+#if NV_MAX >= 4
+            case 4:
+                if (full) switch (T) { CASES(TILE_NV4, GW4F) default: break; }
+                else switch (T) { CASES(TILE_NV4, GW4P) default: break; }
+                break;
+#endif
+            case 2:
+                if (full) switch (T) { CASES(TILE_NV2, GW2F) default: break; }
+                else switch (T) { CASES(TILE_NV2, GW2P) default: break; }
+                break;
+            default:
+                if (full) switch (T) { CASES(TILE_NV1, GW1F) default: break; }
+                else switch (T) { CASES(TILE_NV1, GW1P) default: break; }
+                break;
+            }
+#undef GW
+#undef GW1F
+#undef GW1P
+#undef GW2F
+#undef GW2P
+#undef GW4F
+#undef GW4P
+            t0 += T;
+        }
+        f0 += (int64_t)g.nv * VL;
+    }
+}
+
+#define CONV_ROW_FNS NAME(fwd_row), NAME(gradw_band)
+#else
+#define CONV_ROW_FNS NULL, NULL
+#endif
+
+#ifdef ISA_GEMM
+/* The few-rows GEMM (kernels/blas.c): C[M, N] = alpha A[M, K] B[K, N] for columns
+ * [n0, n1), B read as stored, a panel of columns at a time (about 16 KiB of C's rows,
+ * which stay in L1 while the panel's rows of B go by), SMALLM_KB rows of B at a time
+ * (a block that stays in L1 while every pair of A's rows uses it).  Each element of C
+ * is one chain of FMAs over k in order, in the vector lanes and in the scalar columns
+ * past the last whole vector alike: its bits do not depend on how the columns are cut,
+ * nor on the vector width. */
+#define SMALLM_KB 8
+
+/* Rows r < mb of C (mb <= 2), columns [n0, n1) one at a time, over kb rows of B: when
+ * first, C is not read (the chains start at 0); when last, alpha scales the result. */
+ISA_INLINE void NAME(smallm_scalar)(int mb, int kb, size_t n0, size_t n1, size_t N, size_t K, const float *A,
+                                   const float *B, float *C, bool first, bool last, float alpha)
+{
+    for (size_t n = n0; n < n1; n++)
+        for (int r = 0; r < mb; r++) {
+            float c = first ? 0.0f : C[(size_t)r * N + n];
+            for (int i = 0; i < kb; i++)
+                c = __builtin_fmaf(A[(size_t)r * K + (size_t)i], B[(size_t)i * N + n], c);
+            C[(size_t)r * N + n] = last && alpha != 1.0f ? c * alpha : c;
+        }
+}
+
+/* The common case: 2 rows of A and SMALLM_KB rows of B, whose 16 broadcasts stay in
+ * registers. */
+ISA_INLINE void NAME(smallm_pair)(size_t n0, size_t n1, size_t N, size_t K, const float *A, const float *B, float *C,
+                                  bool first, bool last, float alpha)
+{
+    V a0[SMALLM_KB], a1[SMALLM_KB];
+#pragma GCC unroll 8
+    for (int i = 0; i < SMALLM_KB; i++) {
+        a0[i] = v_bcast(A + i);
+        a1[i] = v_bcast(A + K + i);
+    }
+    const V va = v_set1(alpha);
+    const bool scale = last && alpha != 1.0f;
+    size_t n = n0;
+    for (; n + VL <= n1; n += VL) {
+        V c0 = first ? v_zero() : v_load(C + n), c1 = first ? v_zero() : v_load(C + N + n);
+#pragma GCC unroll 8
+        for (int i = 0; i < SMALLM_KB; i++) {
+            const V b = v_load(B + (size_t)i * N + n);
+            c0 = v_fma(a0[i], b, c0);
+            c1 = v_fma(a1[i], b, c1);
+        }
+        v_store(C + n, scale ? v_mul(c0, va) : c0);
+        v_store(C + N + n, scale ? v_mul(c1, va) : c1);
+    }
+    NAME(smallm_scalar)(2, SMALLM_KB, n, n1, N, K, A, B, C, first, last, alpha);
+}
+
+/* Any other block: mb rows (an odd last one), kb rows of B (the last few). */
+ISA_INLINE void NAME(smallm_tile)(int mb, int kb, size_t n0, size_t n1, size_t N, size_t K, const float *A,
+                                  const float *B, float *C, bool first, bool last, float alpha)
+{
+    const V va = v_set1(alpha);
+    size_t n = n0;
+    for (; n + VL <= n1; n += VL)
+        for (int r = 0; r < mb; r++) {
+            V c = first ? v_zero() : v_load(C + (size_t)r * N + n);
+            for (int i = 0; i < kb; i++)
+                c = v_fma(v_bcast(A + (size_t)r * K + (size_t)i), v_load(B + (size_t)i * N + n), c);
+            v_store(C + (size_t)r * N + n, last && alpha != 1.0f ? v_mul(c, va) : c);
+        }
+    NAME(smallm_scalar)(mb, kb, n, n1, N, K, A, B, C, first, last, alpha);
+}
+
+ISA_FN static void NAME(gemm_small_m)(size_t M, size_t n0, size_t n1, size_t N, size_t K, float alpha, const float *A,
+                                      const float *B, float *C)
+{
+    size_t nb = (16 << 10) / (M * sizeof(float)) / VL * VL;   /* columns per panel: whole vectors, >= 2 */
+    if (nb < 2 * VL)
+        nb = 2 * VL;
+    for (size_t p0 = n0; p0 < n1; p0 += nb) {
+        const size_t p1 = n1 - p0 < nb ? n1 : p0 + nb;
+        for (size_t k0 = 0; k0 < K; k0 += SMALLM_KB) {
+            const int kb = K - k0 < SMALLM_KB ? (int)(K - k0) : SMALLM_KB;
+            const bool first = k0 == 0, last = k0 + (size_t)kb == K;
+            for (size_t m = 0; m < M; m += 2) {
+                if (m + 1 < M && kb == SMALLM_KB)
+                    NAME(smallm_pair)(p0, p1, N, K, A + m * K + k0, B + k0 * N, C + m * N, first, last, alpha);
+                else
+                    NAME(smallm_tile)(m + 1 < M ? 2 : 1, kb, p0, p1, N, K, A + m * K + k0, B + k0 * N, C + m * N,
+                                      first, last, alpha);
+            }
+        }
+    }
+}
+#define GEMM_FN NAME(gemm_small_m)
+#else
+#define GEMM_FN NULL
+#endif
+
+#ifdef ISA_ADAM
+/* Adam's loop VL lanes at a time, operation for operation kern_adam's scalar loop
+ * (separate multiplies and adds: the scalar code is not contracted into FMAs under
+ * -std=c11; sqrt and division are correctly rounded in both), so the same bits. */
+ISA_FN static size_t NAME(adam)(float *w, float *m, float *v, const float *g, size_t n, float beta1, float beta2,
+                                float c1, float c2, float step, float rsb2, float eps)
+{
+    const V b1 = v_set1(beta1), b2 = v_set1(beta2), k1 = v_set1(c1), k2 = v_set1(c2), st = v_set1(step),
+            rs = v_set1(rsb2), ep = v_set1(eps);
+    size_t i = 0;
+    for (; i + VL <= n; i += VL) {
+        const V gi = v_load(g + i);
+        const V mi = v_add(v_mul(b1, v_load(m + i)), v_mul(k1, gi));
+        const V vi = v_add(v_mul(b2, v_load(v + i)), v_mul(v_mul(k2, gi), gi));
+        v_store(m + i, mi);
+        v_store(v + i, vi);
+        const V den = v_add(v_mul(v_sqrt(vi), rs), ep);
+        v_store(w + i, v_sub(v_load(w + i), v_div(v_mul(st, mi), den)));
+    }
+    return i;
+}
+#define ADAM_FN NAME(adam)
+#else
+#define ADAM_FN NULL
+#endif
+
+#ifndef ISA_NARROW_ROWS   /* else the including file makes the table */
+const KernVariant NAME(kern_variant) = { ISA_ENUM, VL, CONV_ROW_FNS, ADAM_FN, GEMM_FN };
+#endif

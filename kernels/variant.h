@@ -1,0 +1,71 @@
+/* The kernels that exist once per instruction set: kernels/micro.h's width-generic
+ * micro-kernels, compiled by kernels/isa_avx512.c, isa_avx2.c and isa_portable.c into a
+ * KernVariant each, and kern_variant(), the one place that picks which runs
+ * (kernels/cpu.c).  Internal to kernels/: callers name a KIsa (kern.h). */
+#ifndef GRAPHC_KERN_VARIANT_H
+#define GRAPHC_KERN_VARIANT_H
+#include "kernels/kern.h"
+
+/* Filters per block of a packed filter ([F/16][K][16], zero past F): whatever the
+ * vector width, so packing and scratch are the same for every variant. */
+enum { PACK_BLOCK = 16 };
+
+/* One output row of a direct convolution, or a piece of one: npix pixels, pixel i's
+ * patch starting at strip xs + i*pstep, its kernel row ky at + ky*rowlen, taps (kx, c)
+ * of a kernel row consecutive there and in the packed filter. */
+typedef struct FwdRow {
+    const float *xs;
+    int64_t pstep, rowlen, npix;
+    int ky0, ky1;          /* the kernel rows that fall inside the image (the others: padding) */
+    int kwc;               /* taps per kernel row: KW * C */
+    int64_t K;             /* taps: KH * KW * C, the packed filter's block length */
+    const float *wp;       /* the packed filter */
+    int64_t F;             /* filters; y's pixel stride */
+    const float *bias;     /* NULL, or y = y + bias, then relu when `relu` */
+    bool relu;
+    float *y;              /* pixel 0's F outputs */
+} FwdRow;
+
+/* The filter gradient's share of a band of output rows g in [g0, g1) (of pixels
+ * [0, ow) each) for one kernel row: acc[t * F + f] += sum over the band of
+ * x(g, ox, t) dy(g, ox, f), for taps t in [0, kwc) of the kernel row.  x(g, ox, t) is
+ * at xs + g*rstep + ox*pstep + t; dy(g, ox, f) at dy + g*dyrow + ox*F + f. */
+typedef struct GradwBand {
+    const float *xs;
+    int64_t rstep, pstep;
+    const float *dy;
+    int64_t dyrow, ow, g0, g1, F;
+    int kwc;
+    float *acc;
+} GradwBand;
+
+typedef struct KernVariant {
+    KIsa isa;
+    int lanes;   /* floats per vector */
+    void (*fwd_row)(const FwdRow *r);
+    void (*gradw_band)(const GradwBand *b);
+    /* Adam's loop over whole vectors (the scalar loop's bits); returns the elements it
+     * did.  NULL: the scalar loop does them all. */
+    size_t (*adam)(float *w, float *m, float *v, const float *g, size_t n, float beta1, float beta2, float c1, float c2,
+                   float step, float rsb2, float eps);
+    /* kern_gemm's few rows (kernels/blas.c): columns [n0, n1) of C[M, N] = alpha A B,
+     * A [M, K] and B [K, N] as stored.  NULL: sgemm. */
+    void (*gemm_small_m)(size_t M, size_t n0, size_t n1, size_t N, size_t K, float alpha, const float *A,
+                         const float *B, float *C);
+} KernVariant;
+
+/* The variant that runs for `isa` (kern_isa_resolve's). */
+const KernVariant *kern_variant(KIsa isa);
+
+/* The instantiations (kernels/isa_*.c).  The x86 ones are built with GCC or clang for
+ * x86 only, and not in the fuzz build (GRAPHC_NO_DIRECT_CONV: its targets never reach a
+ * convolution, and instrumenting the micro-kernels took clang minutes); without them
+ * kern_isa_cpu() is portable, and without the direct convolutions too the portable
+ * variant has none (NULL fwd_row and gradw_band: conv.c's im2col path runs). */
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__)) && !defined(GRAPHC_NO_DIRECT_CONV)
+#define KERN_X86_VARIANTS 1
+extern const KernVariant kern_variant_avx2, kern_variant_avx512;
+#endif
+extern const KernVariant kern_variant_portable;
+
+#endif
