@@ -5,7 +5,8 @@
 #   test_train     executors, passes, fusions, memory plans, training runs
 #   test_bench     what the benchmark report stands on: bytes per step, small-batch paths
 #   test_data      data sources;  test_image  image files;  test_plot  SVG plots
-#   test_api       the public C API alone (two models on two threads)
+#   test_api       the public C API alone: io, training, weights, errors, threads (and
+#                  test_api_shared: the same program linked with libgraphc.so)
 #   test_onnx      ONNX export and import: round trips, damaged files (when built with ONNX)
 #   test_checkpoint  checkpoints (crafted fields, streams, resuming) and output files
 #   test_ablate    graphc bench --ablate: every configuration against the interpreter, its output
@@ -49,6 +50,13 @@ tests_test_plot_LDADD = $(TEST_LIBS)
 tests_test_api_SOURCES = tests/test_api.c
 tests_test_api_CFLAGS = $(TEST_CFLAGS)
 tests_test_api_LDADD = $(TEST_LIBS)
+if SHARED_LIB
+check_PROGRAMS += tests/test_api_shared
+TESTS += tests/test_api_shared
+tests_test_api_shared_SOURCES = tests/test_api.c
+tests_test_api_shared_CFLAGS = $(TEST_CFLAGS)
+tests_test_api_shared_LDADD = libgraphc.la $(CHECK_LIBS)
+endif
 tests_test_ablate_SOURCES = tests/test_ablate.c tests/testgraph.h tests/model_file.h
 tests_test_ablate_CFLAGS = $(TEST_CFLAGS)
 tests_test_ablate_LDADD = $(TEST_LIBS)
