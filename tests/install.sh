@@ -15,7 +15,7 @@ bad() { fail=$((fail + 1)); echo "FAIL: $1"; }
 if ${MAKE:-make} -C "$top_builddir" install prefix="$t/usr" >"$t/install.log" 2>&1; then ok "make install"
 else bad "make install"; tail -20 "$t/install.log"; fi
 for f in bin/graphc lib/libgraphc.a lib/libgraphc.so lib/libgraphc.so.0 include/graphc.h lib/pkgconfig/graphc.pc \
-    share/man/man1/graphc.1; do
+    share/man/man1/graphc.1 share/graphc/python/graphc.py; do
     [ -f "$t/usr/$f" ] && ok "installed $f" || bad "missing $f"
 done
 soname=$(readelf -d "$t/usr/lib/libgraphc.so" 2>/dev/null | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
@@ -97,6 +97,26 @@ for kind in shared static; do
     fi
 done
 cmp -s "$t/out-shared" "$t/out-static" && ok "both libraries give the same probability" || bad "the libraries disagree"
+
+# the installed Python module over the installed library, as the README sets it up (not
+# in a sanitizer build: tests/python.sh runs the module there, with the runtimes preloaded)
+py=/usr/bin/python3
+if [ -z "${SAN_CFLAGS:-}" ] && [ -x $py ] && $py -c 'import numpy' 2>/dev/null; then
+    if (unset GRAPHC_LIBRARY; PYTHONPATH="$t/usr/share/graphc/python" $py -c '
+import sys, numpy as np, graphc
+with graphc.Model(sys.argv[1]) as m:
+    m.load_weights(sys.argv[2])
+    img = np.frombuffer(open(sys.argv[3], "rb").read()[-784:], np.uint8)
+    p = m.predict((img.astype(np.float32) / np.float32(255)).reshape(1, 28, 28, 1))[0]
+    print("%s: class %d (probability %.4f)" % (sys.argv[3], p.argmax(), p.max()))
+' "$top_srcdir/models/mnist.net" "$t/mnist.ckpt" "$t/digit.pgm" >"$t/out-py" 2>"$t/err") && cmp -s "$t/out-py" "$t/out-shared"; then
+        ok "the installed Python module agrees: $(cat "$t/out-py")"
+    else
+        bad "the installed Python module"; cat "$t/out-py" "$t/err"
+    fi
+else
+    echo "SKIP: the installed Python module (a sanitizer build, or no $py with numpy)"
+fi
 
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

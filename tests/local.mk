@@ -16,7 +16,7 @@
 # (checkpoints and resume through the CLI), valgrind.sh, install.sh, mpi.sh, layers.sh
 # (no file includes a folder of a layer above its own), predict.sh (graphc predict's
 # reports and exit status, and examples/classify beside it), ablate_cli.sh (graphc
-# bench --ablate's refusals and plot).
+# bench --ablate's refusals and plot), python.sh (the Python module).
 # Run the tests that expose known bugs with: GRAPHC_KNOWN_BUGS=1 tests/test_frontend
 TEST_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 TEST_LIBS = $(GRAPHC_LIBS) $(CHECK_LIBS)
@@ -65,6 +65,11 @@ TESTS += tests/golden.sh tests/resume.sh tests/valgrind.sh tests/install.sh test
 	tests/predict.sh tests/ablate_cli.sh
 EXTRA_DIST += tests/golden.sh tests/golden tests/errors tests/resume.sh tests/valgrind.sh tests/valgrind.net \
 	tests/install.sh tests/mpi.sh tests/layers.sh tests/predict.sh tests/ablate_cli.sh
+
+# python/graphc.py over libgraphc.so (tests/python.sh runs tests/test_python.py and
+# examples/mnist.py; skipped without NumPy or a shared library)
+TESTS += tests/python.sh
+EXTRA_DIST += tests/python.sh tests/test_python.py examples/mnist.py
 
 # examples/classify.c as its README builds it, but against this build's library
 check_PROGRAMS += examples/classify
