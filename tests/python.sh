@@ -12,7 +12,8 @@ if ! [ -x "$py" ]; then echo "SKIP: no $py (apt-get install python3)"; exit 77; 
 if ! "$py" -c 'import numpy' 2>/dev/null; then echo "SKIP: $py has no numpy (apt-get install python3-numpy)"; exit 77; fi
 if ! [ -f "$lib" ]; then echo "SKIP: no $lib (configured with --disable-shared?)"; exit 77; fi
 GRAPHC_LIBRARY=$lib
-export GRAPHC_LIBRARY top_srcdir top_builddir
+PYTHONDONTWRITEBYTECODE=1   # no __pycache__ in the source tree (read-only under distcheck)
+export GRAPHC_LIBRARY PYTHONDONTWRITEBYTECODE top_srcdir top_builddir
 case "${SAN_CFLAGS:-}" in
 *sanitize=*)
     LD_PRELOAD=
