@@ -376,16 +376,8 @@ static graphc_status metrics(graphc_model *m, Purpose purpose, int64_t batch, co
     int first = purpose == FOR_TRAINING ? 0 : m->fwd->noutputs;
     for (int j = 0; j < s->run->noutputs; j++) m->outs[j] = j == first ? &lv : j == first + 1 ? &av : NULL;
     const TrainSpec *t = &m->fwd->train;
-    StepEnv env = { .w = &m->w, .step = m->steps, .seed = t->seed, .d = &m->diag };
-    if (purpose == FOR_TRAINING) {
-        env.lr = t->lr;
-        env.momentum = t->momentum;
-        env.beta1 = t->beta1;
-        env.beta2 = t->beta2;
-        env.eps = t->eps;
-        env.nesterov = t->nesterov;
-        env.training = true;
-    }
+    StepEnv env = { .w = &m->w, .step = m->steps, .seed = t->seed, .training = purpose == FOR_TRAINING, .d = &m->diag };
+    if (purpose == FOR_TRAINING) step_env_train(&env, t, m->steps);
     if (executor_run(s->ex, inputs, m->outs, &env) != 0) return end(m, GRAPHC_ERR_RUN);
     if (purpose == FOR_TRAINING) m->steps++;
     if (loss) *loss = lv;

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
-"""PyTorch side of bench/compare.sh: the same networks as models/mnist.net and
-models/large.net, timed step by step like `graphc bench`.
+"""PyTorch side of bench/compare.sh: the same networks as models/mnist.net,
+models/large.net and models/fashion-resnet.net, timed step by step like `graphc bench`.
 
 Run it with Debian's /usr/bin/python3 (python3-torch 1.13), not a pyenv python.
 
@@ -17,8 +17,10 @@ Run it with Debian's /usr/bin/python3 (python3-torch 1.13), not a pyenv python.
       ort_bench.js.
 
 The step timed is what graphc's training step does: forward, cross-entropy loss,
-backward, SGD update (and the accuracy metric); inference is eval mode under
-torch.no_grad(), the output being softmax(logits) as in graphc's inference graph.
+backward, the model's optimizer's update (SGD; Adam for fashion-resnet) and the
+accuracy metric; inference is eval mode under torch.no_grad(), the output being
+softmax(logits) as in graphc's inference graph (batch norm with its running
+statistics; optimize_for_inference folds it into the convolutions).
 """
 import argparse
 import json
@@ -107,7 +109,68 @@ class Large(nn.Module):
         return out
 
 
-MODELS = {"mnist": Mnist, "large": Large}
+class FashionResNet(nn.Module):
+    """models/fashion-resnet.net.  Its batch norm is Keras': momentum 0.99 (PyTorch's
+    0.01: the weight of the batch), eps 0.001; both keep the running variance with
+    Bessel's correction.  Modules are named as graphc names the layers, so
+    conv2d_3.weight is conv2d_3/kernel (OIHW here, HWIO there); tests/bnorm_torch.py
+    maps them so, and gives self.dropout graphc's mask."""
+
+    input_hw = (28, 28)
+    input_c = 1
+    adam = True   # the train block's optimizer
+    # (in, out, kernel) of conv2d_i, each followed by batch_normalization_i
+    CONVS = [(1, 32, 3), (32, 32, 3), (32, 32, 3), (32, 64, 3), (64, 64, 3), (32, 64, 1), (64, 128, 3),
+             (128, 128, 3), (64, 128, 1)]
+
+    def __init__(self):
+        super().__init__()
+        for i, (cin, cout, k) in enumerate(self.CONVS):
+            self.add_module(layer_name("conv2d", i), nn.Conv2d(cin, cout, k, padding=k // 2, bias=False))
+            self.add_module(layer_name("batch_normalization", i), nn.BatchNorm2d(cout, eps=1e-3, momentum=0.01))
+        self.dropout = nn.Dropout(0.3)
+        self.dense = nn.Linear(128, 10)
+
+    def forward(self, x):
+        x = F.relu(self.batch_normalization(self.conv2d(x)))
+        r = self.batch_normalization_2(self.conv2d_2(F.relu(self.batch_normalization_1(self.conv2d_1(x)))))
+        x = F.max_pool2d(F.relu(x + r), 2, 2)
+        r = self.batch_normalization_4(self.conv2d_4(F.relu(self.batch_normalization_3(self.conv2d_3(x)))))
+        x = F.max_pool2d(F.relu(self.batch_normalization_5(self.conv2d_5(x)) + r), 2, 2)
+        r = self.batch_normalization_7(self.conv2d_7(F.relu(self.batch_normalization_6(self.conv2d_6(x)))))
+        x = F.relu(self.batch_normalization_8(self.conv2d_8(x)) + r)
+        return self.dense(self.dropout(torch.mean(x, dim=(2, 3))))
+
+    def shapes(self, x):
+        """forward's conv2d, maxpool and matmul outputs, in graphc's order of lines"""
+        out = []
+
+        def cbn(i, h):
+            conv = getattr(self, layer_name("conv2d", i))
+            y = conv(h)
+            out.append(("conv2d", y, conv_win(conv)))
+            return getattr(self, layer_name("batch_normalization", i))(y)
+
+        def pool(h):
+            y = F.max_pool2d(h, 2, 2)
+            out.append(("maxpool", y, (2, 2, 2, 2, 0, 0, 0, 0)))
+            return y
+        x = F.relu(cbn(0, x))
+        x = pool(F.relu(x + cbn(2, F.relu(cbn(1, x)))))
+        r = cbn(4, F.relu(cbn(3, x)))
+        x = pool(F.relu(cbn(5, x) + r))
+        r = cbn(7, F.relu(cbn(6, x)))
+        x = F.relu(cbn(8, x) + r)
+        out.append(("matmul", self.dense(torch.mean(x, dim=(2, 3))), None))
+        return out
+
+
+def layer_name(base, i):
+    """Keras' (and graphc's) names: conv2d, conv2d_1, ..."""
+    return base if i == 0 else f"{base}_{i}"
+
+
+MODELS = {"mnist": Mnist, "large": Large, "fashion-resnet": FashionResNet}
 
 
 def conv_win(conv, extra=(0, 0, 0, 0)):
@@ -162,7 +225,8 @@ def verify(args):
     theirs = {v["name"]: v["shape"] for v in g["vars"] if v.get("role") == "param"}
     for name, p in net.named_parameters():
         layer, kind = name.split(".")
-        key = f"{layer}/{'kernel' if kind == 'weight' else 'bias'}"
+        bn = isinstance(getattr(net, layer), nn.modules.batchnorm._BatchNorm)
+        key = f"{layer}/{('gamma' if bn else 'kernel') if kind == 'weight' else ('beta' if bn else 'bias')}"
         s = list(p.shape)
         if len(s) == 4:
             s = [s[2], s[3], s[1], s[0]]  # OIHW -> HWIO
@@ -239,7 +303,8 @@ def make_step(args, config):
     if args.step == "training":
         net.train()
         model = torch.jit.script(net) if config == "script" else net
-        opt = torch.optim.SGD(net.parameters(), lr=0.001)
+        opt = (torch.optim.Adam(net.parameters(), lr=0.001, eps=1e-7) if getattr(net, "adam", False)
+               else torch.optim.SGD(net.parameters(), lr=0.001))
 
         def step():
             opt.zero_grad(set_to_none=True)

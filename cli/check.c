@@ -34,6 +34,28 @@ static void print_flops(double f, FILE *out)
     else fprintf(out, "%.0f FLOP", f);
 }
 
+/* The vars of one role: "params   1,234 in 5 tensors" and a line each; buffers (batch
+ * norm's running statistics: kept with the model, not trained) only when there are. */
+static void print_vars(const Graph *g, VarRole role, FILE *out)
+{
+    char b[128];
+    int n = 0;
+    int64_t total = 0;
+    for (int i = 0; i < g->nvars; i++)
+        if (g->vars[i].role == role) n++, total += shape_numel(&g->vars[i].shape);
+    if (role != VAR_PARAM && n == 0) return;
+    fputs(role == VAR_PARAM ? "params   " : "buffers  ", out);
+    print_commas(total, out);
+    fprintf(out, " in %d tensor%s%s\n", n, n == 1 ? "" : "s", role == VAR_PARAM ? "" : " (not trained)");
+    for (int i = 0; i < g->nvars; i++) {
+        const Var *v = &g->vars[i];
+        if (v->role != role) continue;
+        fprintf(out, "           %-24s f32%-20s ", v->name, shape_str(g, &v->shape, b, sizeof b));
+        print_commas(shape_numel(&v->shape), out);
+        fputc('\n', out);
+    }
+}
+
 static void summary(const Model *m, FILE *out)
 {
     const Graph *g = m->graph;
@@ -51,17 +73,9 @@ static void summary(const Model *m, FILE *out)
         fprintf(out, "%s %s %s%s", i ? "," : "", g->outputs[i].name, dtype_name(n->dtype), shape_str(g, &n->shape, b, sizeof b));
     }
     if (g->noutputs == 0) fputs(" (none)", out);
-    int nparams = 0;
-    for (int i = 0; i < g->nvars; i++) nparams += g->vars[i].role == VAR_PARAM;
-    fputs("\nparams   ", out);
-    print_commas(graph_param_count(g), out);
-    fprintf(out, " in %d tensor%s\n", nparams, nparams == 1 ? "" : "s");
-    for (int i = 0; i < g->nvars; i++) {
-        const Var *v = &g->vars[i];
-        fprintf(out, "           %-24s f32%-20s ", v->name, shape_str(g, &v->shape, b, sizeof b));
-        print_commas(shape_numel(&v->shape), out);
-        fputc('\n', out);
-    }
+    fputc('\n', out);
+    print_vars(g, VAR_PARAM, out);
+    print_vars(g, VAR_BUFFER, out);
     fputs("flops    ", out);
     print_flops(graph_flops(g), out);
     fputs(" per example (forward)\n", out);
@@ -70,12 +84,8 @@ static void summary(const Model *m, FILE *out)
         fputs("train    ", out);
         if (t->data == DATA_MNIST) fprintf(out, "mnist(\"%s\")", t->data_path);
         else fprintf(out, "synthetic(count=%lld)", (long long)t->synth_count);
-        if (t->optim == OPTIM_SGD) {
-            fprintf(out, ", sgd(lr=%g", t->lr);
-            if (t->momentum > 0) fprintf(out, ", momentum=%g%s", t->momentum, t->nesterov ? ", nesterov" : "");
-            fputc(')', out);
-        } else
-            fprintf(out, ", adam(lr=%g, beta1=%g, beta2=%g, eps=%g)", t->lr, t->beta1, t->beta2, t->eps);
+        char od[320];
+        fprintf(out, ", %s", optim_describe(t, od, sizeof od));
         fprintf(out, ", batch %lld, %lld epoch%s", (long long)t->batch, (long long)t->epochs, t->epochs == 1 ? "" : "s");
         if (t->steps) fprintf(out, " x %lld steps", (long long)t->steps);
         else fputs(" x one pass", out);
@@ -110,18 +120,9 @@ static const char dump_usage[] =
     "  ast     the syntax tree, as parsed\n"
     "  graph   the dataflow graph of primitive ops, shapes inferred (default)\n"
     "  train   the training step: forward, backward and optimizer update in one graph\n"
-    "  then, each after the one before, the compiler's passes:\n"
-    "  cse               common subexpressions merged\n"
-    "  folded            scalar constants folded, dead code removed\n"
-    "  bias_act          conv2d/matmul + bias + activation as one op\n"
-    "  maxpool_grad_relu a relu's gradient inside the max pool's gradient\n"
-    "  update_all        the updates at the end of the step as one op\n"
-    "  conv_maxpool      a convolution and its max pool as one op (no training step)\n"
-    "  elementwise       chains of elementwise ops as one loop\n"
-    "  pool_indices      max pooling through the index of each maximum\n"
-    "  early_updates     a large gradient's update right after its last input\n"
-    "  gemm_updates      a weight gradient's GEMM inside its update\n"
-    "  dense_backward    a dense layer's backward with its update as one op\n"
+    "  then, each after the one before, the compiler's passes:\n";
+/* ... the passes, from graph_passes[], then: */
+static const char dump_usage_tail[] =
     "  fused   after every pass: the graph the compiled plan runs\n"
     "  planned the memory plan of the fused step, bound to --batch N (default: the\n"
     "          train block's) and planned for --threads N (default: all cores, as run):\n"
@@ -133,6 +134,12 @@ static const char dump_usage[] =
     "Formats: text (default; stable, readable), dot (Graphviz), json (for tools), svg (planned).\n"
     "-o OUT writes to a file instead of standard output.\n";
 
+static void dump_help(FILE *out)
+{
+    fputs(dump_usage, out);
+    for (int i = 0; i < graph_npasses; i++) fprintf(out, "  %-17s %s\n", graph_passes[i].name, graph_passes[i].what);
+    fputs(dump_usage_tail, out);
+}
 
 /* The stage's graph: the lowered model, or the pipeline stopped at the stage (unbound,
  * or bound and planned for "planned"); NULL after reporting. */
@@ -174,7 +181,7 @@ int cmd_dump(int argc, char **argv)
         case 'b': if (!cli_parse_i64("dump", "--batch", optarg, 1, 1 << 24, &batch)) return EXIT_USAGE; break;
         case 'r': if (!cli_parse_i64("dump", "--ranks", optarg, 1, 1 << 20, &ranks)) return EXIT_USAGE; break;
         case 't': if (!cli_parse_i64("dump", "--threads", optarg, 1, 256, &threads)) return EXIT_USAGE; break;
-        case 'h': fputs(dump_usage, stdout); return EXIT_OK;
+        case 'h': dump_help(stdout); return EXIT_OK;
         case 'i': infer = true; break;
         case 's': stage = optarg; break;
         case 'f': format = optarg; break;

@@ -18,7 +18,7 @@ static const char run_usage[] =
     "  --epochs N        epochs (overrides the train block)\n"
     "  --steps N         steps per epoch (default: the train block, else one pass)\n"
     "  --batch N         batch size\n"
-    "  --lr X            learning rate\n"
+    "  --lr X            learning rate (of a schedule: its first value)\n"
     "  --seed N          seed of initialisation, shuffling and dropout\n"
     "  --threads N       threads (default: all cores)\n"
     "  --data DIR        folder of the MNIST files (overrides mnist(\"...\"))\n"

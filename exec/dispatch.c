@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "exec/comm.h"
+#include "exec/dispatch_bnorm.h"
 #include "exec/exec.h"
 #include "kernels/kern.h"
 #include "kernels/split.h"
@@ -244,6 +245,7 @@ static int k_conv2d_grad_filter(const KCall *c)
 
 static size_t update_scratch(const Graph *g, const Node *n, int threads);
 static size_t layer_norm_scale_scratch(const Node *n);
+static size_t clip_tasks(const Graph *g, const Node *n);
 
 /* A convolution's scratch, sized by the path its kernel takes at these sizes (a direct
  * kernel needs no im2col chunks); the fused updates' (Adam's panels, a dense backward's
@@ -251,8 +253,10 @@ static size_t layer_norm_scale_scratch(const Node *n);
 size_t dispatch_scratch_bytes(const Graph *g, const Node *n, int threads)
 {
     if (n->op == OP_MATMUL_UPDATE || n->op == OP_MATMUL_GRAD_UPDATE) return update_scratch(g, n, threads);
+    if (n->op == OP_CLIP_SCALE) return clip_tasks(g, n) * sizeof(double);
     if (n->op == OP_CONV2D_MAXPOOL) return convpool_scratch(g, n, threads);
     if (n->op == OP_LAYER_NORM_GRAD_SCALE) return layer_norm_scale_scratch(n);
+    if (dispatch_bn_scratch(g, n)) return dispatch_bn_scratch(g, n);
     KConvOp op;
     switch (n->op) {
     case OP_CONV2D: case OP_CONV2D_BIAS_ACT: op = KCONV_FORWARD; break;
@@ -647,37 +651,62 @@ static int k_sum_to(const KCall *c)
     return 0;
 }
 
-/* Elements [lo, hi) of one parameter's update (the kernels are elementwise): `op` is
- * SGD, MOMENTUM or ADAM_UPDATE, s0 and s1 its state vars, g those elements' gradient
- * (g[0] is element lo's). */
-static void update_range(const StepEnv *e, OpKind op, int var, int s0, int s1, const float *g, size_t lo, size_t hi)
+static_assert(OPTIM_MAX_STATE == KOPTIM_MAX_STATE, "a parameter's optimizer state: the graph's and the kernels' bound");
+
+/* The optimizer of an update of kind `op` (an optimizer's *_UPDATE) at this step, its
+ * gradient multiplied by scale (clipping).  Weight decay is L2 except AdamW's. */
+static KOptim optim_of(const StepEnv *e, OpKind op, float scale)
 {
-    float *w = e->w->data[var] + lo;
+    KOptim o = { .kind = KOPT_RMSPROP, .lr = e->lr, .mu = e->momentum, .nesterov = e->nesterov, .beta1 = e->beta1,
+                 .beta2 = e->beta2, .rho = e->rho, .centered = e->centered, .eps = e->eps, .t = e->step + 1,
+                 .scale = scale, .l2 = e->weight_decay, .decay = 1.0f };
     switch (op) {
-    case OP_SGD_UPDATE: kern_sgd(w, g, hi - lo, e->lr); break;
-    case OP_MOMENTUM_UPDATE: kern_momentum(w, e->w->data[s0] + lo, g, hi - lo, e->lr, e->momentum, e->nesterov); break;
-    default:
-        kern_adam(w, e->w->data[s0] + lo, e->w->data[s1] + lo, g, hi - lo, e->lr, e->beta1, e->beta2, e->eps,
-                  e->step + 1);
+    case OP_SGD_UPDATE: o.kind = KOPT_SGD; break;
+    case OP_MOMENTUM_UPDATE: o.kind = KOPT_MOMENTUM; break;
+    case OP_ADAM_UPDATE: o.kind = KOPT_ADAM; break;
+    case OP_ADAMW_UPDATE:
+        o.kind = KOPT_ADAM;
+        o.l2 = 0.0f;
+        o.decay = (float)(1.0 - (double)e->lr * (double)e->weight_decay);
         break;
+    default: break;
     }
+    return o;
 }
+
+/* An update's clip scale: its input after the (param, grad) pairs, if any. */
+static float clip_of(const KCall *c) { return c->n->nin % 2 ? fin(c, c->n->nin - 1)[0] : 1.0f; }
+
+/* Elements [lo, hi) of var's update (the kernels are elementwise), st its state vars
+ * (-1 past the last), g those elements' gradient (g[0] is element lo's). */
+static void update_range(const StepEnv *e, const KOptim *o, int var, const int *st, const float *g, size_t lo,
+                         size_t hi)
+{
+    float *s[KOPTIM_MAX_STATE];
+    for (int k = 0; k < KOPTIM_MAX_STATE; k++) s[k] = st[k] >= 0 ? e->w->data[st[k]] + lo : NULL;
+    kern_optim(o, e->w->data[var] + lo, s, g, hi - lo);
+}
+
+typedef struct UpdateJob {
+    const KCall *c;
+    Range r;
+    KOptim o;
+} UpdateJob;
 
 static void update_part(void *arg, int part, int worker)
 {
     (void)worker;
-    const ElemJob *j = arg;
-    const Node *n = j->c->n;
+    const UpdateJob *j = arg;
     size_t lo, hi;
     range_of(&j->r, part, &lo, &hi);
-    update_range(j->c->env, n->op, n->a.update.var, n->a.update.state[0], n->a.update.state[1], fin(j->c, 1) + lo, lo,
-                 hi);
+    update_range(j->c->env, &j->o, j->c->n->a.update.var, j->c->n->a.update.state, fin(j->c, 1) + lo, lo, hi);
 }
 
 /* One parameter's update: a large one split into ranges over the pool. */
 static int k_update(const KCall *c)
 {
-    ElemJob j = { c, ranges(c, numel(ishape(c, 1)), 16), 0 };
+    UpdateJob j = { c, ranges(c, numel(ishape(c, 1)), 16), optim_of(c->env, c->n->op, 1.0f) };
+    j.o.scale = clip_of(c);
     pool_run(c->pool, j.r.parts, update_part, &j);
     fout(c)[0] = 0;
     return 0;
@@ -688,33 +717,73 @@ static int k_update(const KCall *c)
 static void update_all_part(void *arg, int task, int worker)
 {
     (void)worker;
-    const KCall *c = arg;
-    const Graph *g = c->g;
-    int var = g->nodes[c->n->in[2 * task]].a.param.var, st[2];
-    graph_state_vars(g, var, st);
-    update_range(c->env, (OpKind)c->n->a.update.kind, var, st[0], st[1], fin(c, 2 * task + 1), 0,
-                 numel(ishape(c, 2 * task + 1)));
+    const UpdateJob *j = arg;
+    const KCall *c = j->c;
+    int var = c->g->nodes[c->n->in[2 * task]].a.param.var, st[OPTIM_MAX_STATE];
+    graph_state_vars(c->g, var, st);
+    update_range(c->env, &j->o, var, st, fin(c, 2 * task + 1), 0, numel(ishape(c, 2 * task + 1)));
 }
 
 static int k_update_all(const KCall *c)
 {
-    pool_run(c->pool, c->n->nin / 2, update_all_part, (void *)c);
+    UpdateJob j = { c, { 0, 1, 1 }, optim_of(c->env, (OpKind)c->n->a.update.kind, 1.0f) };
+    j.o.scale = clip_of(c);
+    pool_run(c->pool, c->n->nin / 2, update_all_part, &j);
     fout(c)[0] = 0;
+    return 0;
+}
+
+/* clip_scale: the sum of the squares of every gradient, in blocks of CLIP_BLOCK
+ * elements of one gradient each, spread over the pool, each block's sum into the node's
+ * scratch and those added in block order: the bits do not depend on the thread count. */
+enum { CLIP_BLOCK = 1 << 16 };
+
+static size_t clip_blocks(const Graph *g, const Node *n, int k)
+{
+    return (numel(&g->nodes[n->in[k]].shape) + CLIP_BLOCK - 1) / CLIP_BLOCK;
+}
+
+static size_t clip_tasks(const Graph *g, const Node *n)
+{
+    size_t t = 0;
+    for (int k = 0; k < n->nin; k++) t += clip_blocks(g, n, k);
+    return t;
+}
+
+static void clip_part(void *arg, int task, int worker)
+{
+    (void)worker;
+    const KCall *c = arg;
+    size_t b = (size_t)task;
+    int k = 0;
+    while (b >= clip_blocks(c->g, c->n, k)) b -= clip_blocks(c->g, c->n, k++);
+    size_t len = numel(ishape(c, k)), lo = b * CLIP_BLOCK, hi = lo + CLIP_BLOCK < len ? lo + CLIP_BLOCK : len;
+    ((double *)c->scratch)[task] = kern_sumsq(fin(c, k) + lo, hi - lo);
+}
+
+static int k_clip_scale(const KCall *c)
+{
+    size_t tasks = clip_tasks(c->g, c->n);
+    pool_run(c->pool, (int)tasks, clip_part, (void *)c);
+    double sum = 0;
+    for (size_t t = 0; t < tasks; t++) sum += ((const double *)c->scratch)[t];
+    fout(c)[0] = kern_clip_factor(sum, c->n->a.clip.max_norm);
     return 0;
 }
 
 /* The optimizer updates fused into their gradient's GEMM (kernels/update.c): the
  * gradient op(a) op(b) of matmul_update(w, a, b) is made inside the update, so it never
- * exists whole (SGD: one GEMM into w, alpha -lr, beta 1; momentum and Adam: their
- * kernels); matmul_grad_update(x, dy, w) is a dense layer's backward with w's update. */
+ * exists whole (SGD: one GEMM into w, alpha -lr, beta 1 - lr weight_decay; momentum,
+ * and Adam, AdamW, RMSprop by panels: their kernels); matmul_grad_update(x, dy, w) is a
+ * dense layer's backward with w's update.  Neither is ever clipped (graph/fuse.c). */
 static size_t update_scratch(const Graph *g, const Node *n, int threads)
 {
     const Shape *w = &g->nodes[n->in[n->op == OP_MATMUL_UPDATE ? 0 : 2]].shape;
     if (n->op == OP_MATMUL_GRAD_UPDATE)
         return kern_dense_backward_scratch((size_t)n->shape.d[0].v, (size_t)n->shape.d[1].v,
                                            n->a.update.kind == OP_SGD_UPDATE, threads);
-    if (n->a.update.kind != OP_ADAM_UPDATE) return 0;
-    return kern_gemm_adam_scratch((size_t)w->d[0].v, (size_t)w->d[1].v, threads);
+    if (n->a.update.kind == OP_SGD_UPDATE || n->a.update.kind == OP_MOMENTUM_UPDATE) return 0;
+    return kern_gemm_optim_scratch((size_t)w->d[0].v, (size_t)w->d[1].v, threads);
 }
 
 static int fused_with(const KCall *c, OpKind kind)
@@ -733,20 +802,20 @@ static int k_matmul_update(const KCall *c)
     const Shape *w = ishape(c, 0), *a = ishape(c, 1);
     bool ta = n->a.update.ta, tb = n->a.update.tb;
     size_t M = (size_t)w->d[0].v, N = (size_t)w->d[1].v, K = (size_t)a->d[ta ? 0 : 1].v;
-    float *wd = e->w->data[n->a.update.var];
-    float *s0 = n->a.update.state[0] >= 0 ? e->w->data[n->a.update.state[0]] : NULL;
-    float *s1 = n->a.update.state[1] >= 0 ? e->w->data[n->a.update.state[1]] : NULL;
+    float *wd = e->w->data[n->a.update.var], *st[KOPTIM_MAX_STATE];
+    for (int k = 0; k < KOPTIM_MAX_STATE; k++) st[k] = n->a.update.state[k] >= 0 ? e->w->data[n->a.update.state[k]] : NULL;
+    KOptim o = optim_of(e, (OpKind)n->a.update.kind, 1.0f);
     switch (n->a.update.kind) {
-    case OP_SGD_UPDATE:
-        kern_gemm(c->pool, ta, tb, M, N, K, -e->lr, fin(c, 1), fin(c, 2), 1.0f, wd);
+    case OP_SGD_UPDATE:   /* w = (1 - lr l2) w - lr op(a) op(b) */
+        kern_gemm(c->pool, ta, tb, M, N, K, -e->lr, fin(c, 1), fin(c, 2), 1.0f - e->lr * e->weight_decay, wd);
         break;
     case OP_MOMENTUM_UPDATE:
         if (e->nesterov) return fused_with(c, OP_MOMENTUM_UPDATE);
-        kern_gemm_momentum(c->pool, ta, tb, M, N, K, fin(c, 1), fin(c, 2), wd, s0, e->lr, e->momentum);
+        kern_gemm_momentum(c->pool, ta, tb, M, N, K, fin(c, 1), fin(c, 2), wd, st[0], e->lr, e->momentum,
+                           e->weight_decay);
         break;
-    case OP_ADAM_UPDATE:
-        kern_gemm_adam(c->pool, ta, tb, M, N, K, fin(c, 1), fin(c, 2), wd, s0, s1, e->lr, e->beta1, e->beta2, e->eps,
-                       e->step + 1, c->scratch);
+    case OP_ADAM_UPDATE: case OP_ADAMW_UPDATE: case OP_RMSPROP_UPDATE:
+        kern_gemm_optim(c->pool, ta, tb, M, N, K, fin(c, 1), fin(c, 2), &o, wd, st, c->scratch);
         break;
     default:
         return fused_with(c, (OpKind)n->a.update.kind);
@@ -763,12 +832,12 @@ static int k_matmul_grad_update(const KCall *c)
     size_t B = (size_t)x->d[0].v, K = (size_t)x->d[1].v, N = (size_t)dy->d[1].v;
     float *w = e->w->data[n->a.update.var];
     if (n->a.update.kind == OP_SGD_UPDATE) {
-        kern_dense_backward_sgd(c->pool, fin(c, 0), fin(c, 1), w, fout(c), B, K, N, e->lr, c->scratch);
+        kern_dense_backward_sgd(c->pool, fin(c, 0), fin(c, 1), w, fout(c), B, K, N, e->lr, e->weight_decay, c->scratch);
         return 0;
     }
     if (n->a.update.kind != OP_MOMENTUM_UPDATE || e->nesterov) return fused_with(c, (OpKind)n->a.update.kind);
     kern_dense_backward_momentum(c->pool, fin(c, 0), fin(c, 1), w, e->w->data[n->a.update.state[0]], fout(c), B, K, N,
-                                 e->lr, e->momentum, c->scratch);
+                                 e->lr, e->momentum, e->weight_decay, c->scratch);
     return 0;
 }
 
@@ -1134,4 +1203,18 @@ int dispatch_run(const KCall *c)
 {
     int rc = dispatch_kernel(c);
     return rc == 0 ? dispatch_check(c) : rc;
+}
+
+void step_env_train(StepEnv *e, const TrainSpec *t, int64_t step)
+{
+    e->step = step;
+    e->lr = (float)optim_lr(t, step);
+    e->momentum = t->momentum;
+    e->nesterov = t->nesterov;
+    e->beta1 = t->beta1;
+    e->beta2 = t->beta2;
+    e->eps = t->eps;
+    e->weight_decay = t->weight_decay;
+    e->rho = t->rho;
+    e->centered = t->centered;
 }

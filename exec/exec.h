@@ -34,8 +34,10 @@ typedef struct StepEnv {
     Weights *w;
     int64_t step;        /* global step number, 0-based */
     uint64_t seed;       /* the run's seed (dropout masks derive from it and step) */
-    float lr, momentum, beta1, beta2, eps;
+    float lr, momentum, beta1, beta2, eps;   /* lr: this step's (graph/optim.c: optim_lr) */
     bool nesterov;
+    float weight_decay, rho;  /* TrainSpec's (issue 14's optimizers) */
+    bool centered;
     bool training;       /* dropout active */
     DiagSink *d;         /* run-time errors (a label out of range) */
     double *prof_ns;     /* if set: nanoseconds spent per node are added here */
@@ -44,6 +46,11 @@ typedef struct StepEnv {
     int shard;           /* this rank's index in the global batch: the rows it holds are
                           * shard*B .. shard*B+B-1, and dropout masks are those rows' */
 } StepEnv;
+
+/* The environment of training step `step` (0-based) of a run with train block t: the
+ * optimizer's hyperparameters and the step's learning rate (t->lr through the schedule).
+ * The other fields are the caller's (weights, seed, diagnostics...). */
+void step_env_train(StepEnv *e, const TrainSpec *t, int64_t step);
 
 /* One kernel call with everything resolved. */
 typedef struct KCall {

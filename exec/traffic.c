@@ -6,14 +6,12 @@
 
 static double var_bytes(const Graph *g, int var) { return var >= 0 ? (double)shape_numel(&g->vars[var].shape) * 4 : 0; }
 
-/* The optimizer state arrays an update of kind k keeps per parameter. */
-static int state_arrays(int kind) { return kind == OP_MOMENTUM_UPDATE ? 1 : kind == OP_ADAM_UPDATE ? 2 : 0; }
-
-/* A parameter var's update: its values written back and its state read and written
- * (its values' read is counted with the node's inputs). */
-static double update_writes(const Graph *g, int var, int kind)
+/* A parameter var's update: its values written back and its optimizer state read and
+ * written (its values' read is counted with the node's inputs). */
+static double update_writes(const Graph *g, int var)
 {
-    return var_bytes(g, var) * (1 + 2 * state_arrays(kind));
+    int st[OPTIM_MAX_STATE];
+    return var_bytes(g, var) * (1 + 2 * graph_state_vars(g, var, st));
 }
 
 /* The node whose buffer a value is (through reshape views). */
@@ -35,16 +33,14 @@ double exec_node_bytes(const Graph *g, const Node *n, int threads)
         if (!seen) bytes += (double)node_bytes(&g->nodes[b]);
     }
     switch (n->op) {
-    case OP_SGD_UPDATE: case OP_MOMENTUM_UPDATE: case OP_ADAM_UPDATE:
-        return bytes + update_writes(g, n->a.update.var, n->op);
+    case OP_SGD_UPDATE: case OP_MOMENTUM_UPDATE: case OP_ADAM_UPDATE: case OP_ADAMW_UPDATE: case OP_RMSPROP_UPDATE:
     case OP_MATMUL_UPDATE:
-        return bytes + update_writes(g, n->a.update.var, n->a.update.kind);
+        return bytes + update_writes(g, n->a.update.var);
     case OP_UPDATE_ALL:
-        for (int k = 0; k < n->nin; k += 2)
-            bytes += update_writes(g, g->nodes[base(g, n->in[k])].a.param.var, n->a.update.kind);
+        for (int k = 0; k + 1 < n->nin; k += 2) bytes += update_writes(g, g->nodes[base(g, n->in[k])].a.param.var);
         return bytes;
     case OP_MATMUL_GRAD_UPDATE:   /* its output is a gradient, written like any */
-        bytes += update_writes(g, n->a.update.var, n->a.update.kind);
+        bytes += update_writes(g, n->a.update.var);
         break;
     default:
         break;

@@ -314,11 +314,14 @@ class Crafter:
         return c, ALL_NO, "an extra parameter '%s'" % r.name.decode()
 
     def c_extra_state(self):
+        # Adam's two and two more: more than any optimizer keeps (3, RMSprop's)
         c = self.fresh()
-        r = self.pick(c, STATE).copy()
-        r.name = r.name.split(b":")[0] + b":w"
-        c.recs.insert(self.rnd.randrange(len(c.recs) + 1), r)
-        return c, ALL_NO, "a third state tensor '%s'" % r.name.decode()
+        r = self.pick(c, STATE)
+        for suffix in (b":w", b":u"):
+            x = r.copy()
+            x.name = r.name.split(b":")[0] + suffix
+            c.recs.insert(self.rnd.randrange(len(c.recs) + 1), x)
+        return c, ALL_NO, "a third and a fourth state tensor of '%s'" % r.name.split(b":")[0].decode()
 
     def c_many_records(self):
         # a header and records that claim far more than the model has

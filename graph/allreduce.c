@@ -10,7 +10,8 @@
  *
  * Every buffer is an ordinary node, so the memory planner places the buckets in the
  * arena like any other value (a bucket lives from its allreduce to its wait, and the
- * wait works in place). */
+ * wait works in place).  A clip_scale (clipping by global norm) reads the gi' too, the
+ * mean gradients, and comes with the updates after them. */
 #include <stdlib.h>
 #include <string.h>
 #include "graph/passes.h"
@@ -36,10 +37,11 @@ Graph *pass_allreduce(const Graph *g, int64_t bucket_bytes, DiagSink *d)
     int32_t *order = NULL, *tail = NULL;
     Graph *out = NULL;
     if (!c || !gr || !first || !ar || !after || !is_update) { diag_plain(d, "out of memory"); goto done; }
-    int ng = 0, n0 = g->nnodes;
+    int ng = 0, n0 = g->nnodes, clip = -1;
     for (int i = 0; i < n0; i++) {
         const Node *n = &g->nodes[i];
         after[i] = -1;
+        if (n->op == OP_CLIP_SCALE) is_update[i] = true, clip = i;   /* placed with the updates */
         if (!(op_info[n->op].traits & OPT_UPDATE)) continue;
         if (n->op == OP_UPDATE_ALL || n->op == OP_MATMUL_UPDATE || n->op == OP_MATMUL_GRAD_UPDATE) {
             diag_plain(d, "internal error: pass_allreduce runs before fusion");
@@ -92,6 +94,8 @@ Graph *pass_allreduce(const Graph *g, int64_t bucket_bytes, DiagSink *d)
             tail[ntail++] = s;
             tail[ntail++] = r;
             c->nodes[gr[j].update].in[1] = r;
+            for (int q = 0; clip >= 0 && q < c->nodes[clip].nin; q++)
+                if (c->nodes[clip].in[q] == gr[j].grad) c->nodes[clip].in[q] = r;
             off += len;
         }
     }

@@ -355,6 +355,37 @@ static void g_bce(AD *ad, int32_t id, int32_t dy)
         }
 }
 
+/* Batch norm in training (graph/bnorm.c): its backward in two passes over the data,
+ * the [2, C] rows of dgamma and dbeta from x, the batch's statistics and dy, then dx,
+ * which takes in the path through the statistics (so they get no gradient of their
+ * own).  The update of the running statistics is part of the training step as the
+ * backward is, so it is emitted here, once per layer, from the batch's statistics. */
+static void g_batch_norm(AD *ad, int32_t id, int32_t dy)
+{
+    const Node *n = N(ad, id);
+    int32_t x = n->in[0], st = n->in[1], gamma = n->in[2], beta = n->in[3], mm = n->in[4], mv = n->in[5];
+    NodeAttr a = { .bn = n->a.bn };
+    Shape xs = N(ad, x)->shape, cs = N(ad, gamma)->shape;
+    assert(N(ad, mm)->op == OP_PARAM && N(ad, mv)->op == OP_PARAM);
+    NodeAttr u = { .update = { .var = N(ad, mm)->a.param.var, .state = { N(ad, mv)->a.param.var, -1 },
+                               .kind = OP_BATCH_NORM_UPDATE, .momentum = a.bn.momentum } };
+    int32_t in_p[3] = { x, st, dy };
+    int32_t p = emit(ad, OP_BATCH_NORM_GRAD_PARAMS, in_p, 3, &a, NULL);
+    if (ad->needs[x]) {
+        int32_t in[5] = { dy, x, st, gamma, p };
+        accum(ad, x, emit(ad, OP_BATCH_NORM_GRAD, in, 5, &a, NULL));
+    }
+    for (int k = 0; k < 2; k++) {   /* row 0 is gamma's gradient, row 1 beta's */
+        int32_t v = k == 0 ? gamma : beta;
+        if (!ad->needs[v]) continue;
+        NodeAttr sa = { .slice = { 0, k, 1 } };
+        int32_t row = emit(ad, OP_SLICE, &p, 1, &sa, NULL);
+        accum(ad, v, row < 0 ? -1 : emit(ad, OP_RESHAPE, &row, 1, NULL, &cs));
+    }
+    int32_t in_u[2] = { mm, st };
+    emit(ad, OP_BATCH_NORM_UPDATE, in_u, 2, &u, &xs);
+}
+
 /* Subtraction's rule is addition's (it negates the second operand's gradient). */
 #define g_sub g_add
 /* Ops made by passes after autodiff (gradients, updates, fused ops): no rule, no
@@ -380,6 +411,65 @@ static int add_state(Graph *g, int param, const char *suffix)
         g->vars[v].of = param;
     }
     return v;
+}
+
+/* ---- the optimizer's part of the step (issue 14) --------------------------------------- */
+
+/* The factor every update multiplies its gradient by when the step clips them: one
+ * clip_scale over the gradients gsum[v] (those >= 0), after the last of them; -1 when
+ * there is none. */
+static int32_t clip_scale(AD *ad, const int32_t *gsum, int nvars)
+{
+    int32_t *in = gc_calloc((size_t)(nvars ? nvars : 1), sizeof *in);
+    int n = 0;
+    if (!in) { ad->failed = true; diag_plain(ad->d, "out of memory"); return -1; }
+    for (int v = 0; v < nvars; v++)
+        if (gsum[v] >= 0) in[n++] = gsum[v];
+    int32_t s = -1;
+    if (n > 0) {
+        ad->cur = ad->g->train.minimize;
+        s = emit(ad, OP_CLIP_SCALE, in, n, &(NodeAttr){ .clip = { ad->g->train.clip_norm } }, NULL);
+        if (s >= 0) ad->g->nodes[s].loc = ad->g->train.loc;   /* the train block says clip_norm */
+    }
+    gc_free(in);
+    return s;
+}
+
+/* Parameter var v's update from its gradient (times scale, when >= 0), with the state
+ * vars its optimizer keeps, named as PyTorch's optimizers name their state (Keras' for
+ * the older two). */
+static void emit_update(AD *ad, int v, int32_t pnode, int32_t grad, int32_t scale)
+{
+    Graph *g = ad->g;
+    const TrainSpec *t = &g->train;
+    NodeAttr a = { .update = { .var = v, .state = { -1, -1, -1 } } };
+    OpKind op = OP_SGD_UPDATE;
+    const char *names[OPTIM_MAX_STATE] = { NULL, NULL, NULL };
+    switch (t->optim) {
+    case OPTIM_ADAM: case OPTIM_ADAMW:
+        op = t->optim == OPTIM_ADAM ? OP_ADAM_UPDATE : OP_ADAMW_UPDATE;
+        names[0] = "m", names[1] = "v";
+        break;
+    case OPTIM_RMSPROP: {
+        int k = 0;
+        op = OP_RMSPROP_UPDATE;
+        names[k++] = "square_avg";
+        if (t->momentum > 0) names[k++] = "momentum_buffer";
+        if (t->centered) names[k++] = "grad_avg";
+        break;
+    }
+    default:
+        if (t->momentum > 0) {
+            op = OP_MOMENTUM_UPDATE;
+            names[0] = "velocity";
+        }
+        break;
+    }
+    for (int k = 0; k < OPTIM_MAX_STATE && names[k]; k++)
+        if ((a.update.state[k] = add_state(g, v, names[k])) < 0) { ad->failed = true; return; }
+    ad->cur = pnode;
+    int32_t in[3] = { pnode, grad, scale };
+    emit(ad, op, in, scale >= 0 ? 3 : 2, &a, NULL);
 }
 
 Graph *pass_autodiff(const Graph *fwd, DiagSink *d)
@@ -435,32 +525,30 @@ Graph *pass_autodiff(const Graph *fwd, DiagSink *d)
     if (ad.failed) goto done;
 
     /* One update per parameter var; a var behind several PARAM nodes (a shared layer)
-     * gets the sum of their gradients. */
+     * gets the sum of their gradients; a var not reachable from the loss, none.  Each
+     * update right after its gradient's sum, or with clipping, all of them after the
+     * clip_scale, which reads every gradient. */
     int nparams = g->nvars;
+    bool clip = g->train.clip_norm > 0;
+    int32_t *pnode = gc_calloc((size_t)(nparams ? nparams : 1), sizeof *pnode);
+    int32_t *gsum = gc_calloc((size_t)(nparams ? nparams : 1), sizeof *gsum);
+    if (!pnode || !gsum) { ad.failed = true; diag_plain(d, "out of memory"); }
     for (int v = 0; v < nparams && !ad.failed; v++) {
-        int32_t gsum = -1, pnode = -1;
+        gsum[v] = pnode[v] = -1;
         for (int i = 0; i < nf; i++) {
             if (g->nodes[i].op != OP_PARAM || g->nodes[i].a.param.var != v) continue;
-            if (pnode < 0) pnode = i;
+            if (pnode[v] < 0) pnode[v] = i;
             if (ad.grad[i] < 0) continue;
             ad.cur = i;
-            gsum = gsum < 0 ? ad.grad[i] : emit2(&ad, OP_ADD, gsum, ad.grad[i]);
+            gsum[v] = gsum[v] < 0 ? ad.grad[i] : emit2(&ad, OP_ADD, gsum[v], ad.grad[i]);
         }
-        if (gsum < 0) continue;   /* not reachable from the loss: no gradient, no update */
-        ad.cur = pnode;
-        NodeAttr a = { .update = { .var = v, .state = { -1, -1 } } };
-        OpKind op = OP_SGD_UPDATE;
-        if (g->train.optim == OPTIM_ADAM) {
-            op = OP_ADAM_UPDATE;
-            a.update.state[0] = add_state(g, v, "m");
-            a.update.state[1] = add_state(g, v, "v");
-        } else if (g->train.momentum > 0) {
-            op = OP_MOMENTUM_UPDATE;
-            a.update.state[0] = add_state(g, v, "velocity");
-        }
-        int32_t in[2] = { pnode, gsum };
-        emit(&ad, op, in, 2, &a, NULL);
+        if (!clip && gsum[v] >= 0) emit_update(&ad, v, pnode[v], gsum[v], -1);
     }
+    int32_t scale = clip && !ad.failed ? clip_scale(&ad, gsum, nparams) : -1;
+    for (int v = 0; clip && v < nparams && !ad.failed; v++)
+        if (gsum[v] >= 0) emit_update(&ad, v, pnode[v], gsum[v], scale);
+    gc_free(pnode);
+    gc_free(gsum);
     if (ad.failed) goto done;
 
     /* The step's outputs are its metrics; the model's own outputs (probabilities and

@@ -9,7 +9,7 @@
  *   elementwise        a chain of elementwise ops  =>  fused_elemwise
  *   pool_indices       maxpool and its gradient through an index of the maxima
  *   early_updates      a large gradient's update moved to right after its last input
- *   gemm_updates       matmul(a, b) -> sgd/momentum/adam_update(w, .)  =>  matmul_update(w, a, b)
+ *   gemm_updates       matmul(a, b) -> an optimizer's *_update(w, .)  =>  matmul_update(w, a, b)
  *   dense_backward     matmul(dy, w) -> unary_grad[relu](x, .), and w's sgd/momentum update
  *                      from matmul(x, dy)  =>  matmul_grad_update(x, dy, w)
  * where b is a vector over the last axis and act any elementwise unary function.  The
@@ -423,7 +423,8 @@ done:
 }
 
 /* A weight gradient's GEMM into its update, for memory and a pass less over the
- * gradient: an SGD, (not Nesterov) momentum or Adam update whose gradient is a matmul
+ * gradient: an SGD, (not Nesterov) momentum, Adam, AdamW or RMSprop update whose
+ * gradient is a matmul
  * read by nothing else and not an output becomes matmul_update(w, a, b), which makes
  * the gradient inside the update (exec/dispatch.c), so the gradient's buffer never
  * exists: SGD and momentum in one GEMM into w or the velocity, Adam (which reads the
@@ -446,9 +447,12 @@ Graph *pass_gemm_updates(const Graph *g, DiagSink *d)
     bool ok = true;
     for (int u = 0; u < n && ok; u++) {
         Node *up = &c->nodes[u];
-        if (up->op != OP_SGD_UPDATE && up->op != OP_ADAM_UPDATE && (up->op != OP_MOMENTUM_UPDATE || c->train.nesterov))
+        if (up->op != OP_SGD_UPDATE && up->op != OP_ADAM_UPDATE && up->op != OP_ADAMW_UPDATE &&
+            up->op != OP_RMSPROP_UPDATE && (up->op != OP_MOMENTUM_UPDATE || c->train.nesterov))
             continue;
-        if (!runs_early(c, up)) continue;
+        /* a clipped gradient is read by the clip_scale too (so not fused below): the
+         * norm needs every gradient before the first update */
+        if (!runs_early(c, up) || up->nin != 2) continue;
         int32_t m = up->in[1];
         const Node *mm = &c->nodes[m];
         if (mm->op != OP_MATMUL || r.uses[m] != 1 || !shape_eq(&mm->shape, &c->nodes[up->in[0]].shape)) continue;
@@ -578,7 +582,7 @@ Graph *pass_dense_backward(const Graph *g, DiagSink *d)
                 if (k / 2 != pair) rest[nr++] = up->in[k];
             up->in = rest;
             up->nin = nr;
-            if (nr == 0) r.keep[u] = false;
+            if (nr < 2) r.keep[u] = false;   /* no pair left (at most the clip scale) */
         } else {
             r.keep[u] = false;
         }
@@ -699,7 +703,7 @@ Graph *pass_fuse_update_all(const Graph *g, DiagSink *d)
     for (int i = 0; i < c->nnodes; i++) {
         const Node *n = &c->nodes[i];
         if (n->op == OP_UPDATE_ALL || !op_has(n->op, OPT_UPDATE) || n->op == OP_MATMUL_UPDATE ||
-            n->op == OP_MATMUL_GRAD_UPDATE || runs_early(c, n))
+            n->op == OP_MATMUL_GRAD_UPDATE || n->op == OP_BATCH_NORM_UPDATE || runs_early(c, n))
             continue;
         if (kind != OP_COUNT && n->op != kind) { nup = 0; break; }   /* mixed kinds: leave them */
         kind = n->op;
@@ -707,7 +711,10 @@ Graph *pass_fuse_update_all(const Graph *g, DiagSink *d)
         last_up = i;
     }
     if (nup > 1) {
-        int32_t *in = arena_alloc(&c->arena, (size_t)(2 * nup) * sizeof *in);
+        /* every update of a step is clipped by the same clip_scale or none is: one input
+         * after the pairs */
+        int32_t scale = c->nodes[last_up].nin > 2 ? c->nodes[last_up].in[2] : -1;
+        int32_t *in = arena_alloc(&c->arena, (size_t)(2 * nup + 1) * sizeof *in);
         if (!in) {
             diag_plain(d, "out of memory");
             ok = false;
@@ -720,10 +727,11 @@ Graph *pass_fuse_update_all(const Graph *g, DiagSink *d)
                 in[k++] = n->in[1];
                 if (i != last_up) keep[i] = false;
             }
+            if (scale >= 0) in[k++] = scale;
             Node *f = &c->nodes[last_up];
             f->op = OP_UPDATE_ALL;
             f->in = in;
-            f->nin = 2 * nup;
+            f->nin = k;
             memset(&f->a, 0, sizeof f->a);
             f->a.update.var = -1;
             f->a.update.state[0] = f->a.update.state[1] = -1;

@@ -84,11 +84,11 @@ int graph_add_var(Graph *g, const char *name, Shape shape, InitKind init, Loc lo
     return v->name ? g->nvars++ : -1;
 }
 
-int graph_state_vars(const Graph *g, int var, int st[2])
+int graph_state_vars(const Graph *g, int var, int st[OPTIM_MAX_STATE])
 {
     int ns = 0;
-    st[0] = st[1] = -1;
-    for (int v = 0; v < g->nvars && ns < 2; v++)
+    for (int k = 0; k < OPTIM_MAX_STATE; k++) st[k] = -1;
+    for (int v = 0; v < g->nvars && ns < OPTIM_MAX_STATE; v++)
         if (g->vars[v].role == VAR_STATE && g->vars[v].of == var) st[ns++] = v;
     return ns;
 }
@@ -269,8 +269,16 @@ static double numel_d(const Graph *g, const Shape *s)
     return n;
 }
 
-/* FLOPs per element of an optimizer update of kind k (SGD, MOMENTUM or ADAM_UPDATE) */
-static double update_flops(OpKind k) { return k == OP_SGD_UPDATE ? 2.0 : k == OP_MOMENTUM_UPDATE ? 4.0 : 12.0; }
+/* FLOPs per element of an optimizer update of kind k (an optimizer's *_UPDATE) */
+static double update_flops(OpKind k)
+{
+    switch (k) {
+    case OP_SGD_UPDATE: return 2.0;
+    case OP_MOMENTUM_UPDATE: return 4.0;
+    case OP_RMSPROP_UPDATE: return 8.0;
+    default: return 12.0;   /* Adam, AdamW */
+    }
+}
 
 double node_flops(const Graph *g, const Node *n)
 {
@@ -309,11 +317,16 @@ double node_flops(const Graph *g, const Node *n)
         return 4.0 * numel_d(g, &g->nodes[n->in[0]].shape);
     case OP_SUM_TO: case OP_GLOBAL_AVGPOOL:
         return numel_d(g, &g->nodes[n->in[0]].shape);
-    case OP_SGD_UPDATE: case OP_MOMENTUM_UPDATE: case OP_ADAM_UPDATE:
+    case OP_SGD_UPDATE: case OP_MOMENTUM_UPDATE: case OP_ADAM_UPDATE: case OP_ADAMW_UPDATE: case OP_RMSPROP_UPDATE:
         return update_flops(n->op) * numel_d(g, &g->nodes[n->in[1]].shape);
     case OP_UPDATE_ALL: {
         double per = update_flops((OpKind)n->a.update.kind), f = 0;
         for (int i = 1; i < n->nin; i += 2) f += per * numel_d(g, &g->nodes[n->in[i]].shape);
+        return f;
+    }
+    case OP_CLIP_SCALE: {   /* a square and an add per element */
+        double f = 0;
+        for (int i = 0; i < n->nin; i++) f += 2.0 * numel_d(g, &g->nodes[n->in[i]].shape);
         return f;
     }
     case OP_MATMUL_UPDATE: {   /* the gradient's matmul and its update, counted as the two ops apart */
@@ -327,6 +340,12 @@ double node_flops(const Graph *g, const Node *n)
         return 2.0 * numel_d(g, y) * dimv(g, w->d[1]) + numel_d(g, y) +
                (2.0 * b + update_flops((OpKind)n->a.update.kind)) * numel_d(g, w);
     }
+    /* batch norm: per element, the statistics' shifted sum and square (3), x * scale +
+     * shift (2), the backward's two sums (4) and dx = a dy - k (x - mean) - b (4) */
+    case OP_BATCH_NORM_STATS: return 3.0 * numel_d(g, &g->nodes[n->in[0]].shape);
+    case OP_BATCH_NORM: case OP_BATCH_NORM_INFER: return 2.0 * numel_d(g, y);
+    case OP_BATCH_NORM_GRAD_PARAMS: case OP_BATCH_NORM_GRAD: return 4.0 * numel_d(g, &g->nodes[n->in[0]].shape);
+    case OP_BATCH_NORM_UPDATE: return 6.0 * numel_d(g, &g->nodes[n->in[0]].shape);
     case OP_INPUT: case OP_PARAM: case OP_CONST: case OP_RESHAPE: case OP_CONCAT: case OP_SLICE:
         return 0;
     /* the transformer ops (issue 14): layout, embeddings and slices' gradients move data */

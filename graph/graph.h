@@ -16,6 +16,8 @@
 
 #define MAX_RANK 6
 #define MAX_SYMS 8
+/* The most optimizer state vars one parameter has (RMSprop centered with momentum). */
+#define OPTIM_MAX_STATE 3
 
 typedef enum DType { DT_F32, DT_I32, DT_COUNT } DType;
 const char *dtype_name(DType t);
@@ -44,9 +46,16 @@ typedef enum InitKind {
 } InitKind;
 const char *init_name(InitKind k);
 
-typedef enum VarRole { VAR_PARAM, VAR_STATE, VAR_ROLE_COUNT } VarRole;
+/* The order is stored in checkpoints (docs/checkpoint.md): append only. */
+typedef enum VarRole {
+    VAR_PARAM,            /* trained */
+    VAR_STATE,            /* optimizer state of a parameter (a moment) */
+    VAR_BUFFER,           /* not trained, not optimizer state, but kept with the model: batch
+                           * norm's running mean and variance, updated by the training step */
+    VAR_ROLE_COUNT
+} VarRole;
 
-/* A persistent tensor: a parameter, or optimizer state (a moment of a parameter). */
+/* A persistent tensor: a parameter, optimizer state, or a buffer (see VarRole). */
 typedef struct Var {
     const char *name;     /* stable and readable: "conv2d/kernel", "dense_1/bias:m" */
     Shape shape;          /* always concrete */
@@ -105,11 +114,14 @@ typedef union NodeAttr {
     } unary;
     struct { int bucket; } allreduce;         /* ALLREDUCE, ALLREDUCE_WAIT: the bucket's tag */
     struct { const EwStep *step; int nstep; } ew; /* FUSED_ELEMWISE: the program (graph arena) */
+    struct { float max_norm; } clip;          /* CLIP_SCALE: the gradients' global L2 norm is clipped to it */
     struct {                                  /* *_UPDATE, UPDATE_ALL, MATMUL_(GRAD_)UPDATE */
         int var;                              /* the parameter (UPDATE_ALL: -1) */
-        int state[2];                         /* its optimizer state vars, or -1 */
-        int kind;                             /* the fused ops: the update they replace (SGD, MOMENTUM or ADAM_UPDATE) */
+        int state[OPTIM_MAX_STATE];           /* its optimizer state vars (graph_state_vars' order), or -1 */
+        int kind;                             /* the fused ops: the update they replace (an optimizer's *_UPDATE) */
         bool ta, tb;                          /* MATMUL_UPDATE: the gradient matmul's transpose flags */
+        float momentum;                       /* BATCH_NORM_UPDATE: the layer's momentum (var: the running mean, state[0]: the variance) */
+        int64_t count;                        /* BATCH_NORM_UPDATE: values per channel in the batch (Bessel's correction), set by shape inference */
     } update;
     /* ---- the transformer ops (issue 14) ---- */
     struct { int8_t perm[MAX_RANK]; } transpose;  /* TRANSPOSE: output axis i is input axis perm[i] */
@@ -132,6 +144,12 @@ typedef union NodeAttr {
         float smoothing;                      /* CROSS_ENTROPY: label smoothing, in [0, 1) */
         bool wrt_target;                      /* BCE_LOGITS_GRAD: the targets' gradient (not the logits') */
     } loss;
+    struct {                                  /* BATCH_NORM and its forms (graph/bnorm.c) */
+        float eps;                            /* added to the variance */
+        float momentum;                       /* the running statistics': new = momentum * old + (1 - momentum) * batch (Keras') */
+        int act;                              /* fused: the unary op applied last (an OpKind), or -1 */
+        float act_p;                          /* its parameter */
+    } bn;
 } NodeAttr;
 
 typedef struct Node {
@@ -153,7 +171,25 @@ typedef struct NamedNode {
 } NamedNode;
 
 typedef enum DataKind { DATA_NONE, DATA_MNIST, DATA_SYNTHETIC, DATA_KIND_COUNT } DataKind;
-typedef enum OptimKind { OPTIM_SGD, OPTIM_ADAM, OPTIM_KIND_COUNT } OptimKind;
+typedef enum OptimKind { OPTIM_SGD, OPTIM_ADAM, OPTIM_ADAMW, OPTIM_RMSPROP, OPTIM_KIND_COUNT } OptimKind;
+
+/* The learning rate over the steps (graph/optim.c: optim_lr): TrainSpec.lr is its base. */
+typedef enum SchedKind {
+    SCHED_CONSTANT,
+    SCHED_STEP,                /* step_decay(): the base times factor^(k / every) */
+    SCHED_COSINE,              /* cosine(): from the base down to min over `steps`, then min */
+    SCHED_KIND_COUNT
+} SchedKind;
+
+typedef struct LrSchedule {
+    SchedKind kind;
+    int64_t every;             /* SCHED_STEP: steps between two decays */
+    float factor;              /* SCHED_STEP: the multiplier at each */
+    int64_t steps;             /* SCHED_COSINE: steps from the base to min */
+    float min;                 /* SCHED_COSINE: the last value */
+    int64_t warmup;            /* steps of linear warmup before it (0: none); the schedule's
+                                * own step k is the global step minus these */
+} LrSchedule;
 
 /* The train block, after checking.  Command-line flags override these fields. */
 typedef struct TrainSpec {
@@ -170,7 +206,19 @@ typedef struct TrainSpec {
     bool shuffle;
     int32_t minimize;          /* node id of the loss, -1 if none */
     const char *checkpoint;    /* path or NULL */
+    /* optimizers and schedules (issue 14; graph/optim.c) */
+    float weight_decay;        /* sgd, adam, rmsprop: L2 added to the gradient; adamw: decoupled */
+    float rho;                 /* rmsprop: the squares' average's decay (PyTorch's alpha) */
+    bool centered;             /* rmsprop: divide by the gradient's estimated variance */
+    float clip_norm;           /* > 0: every gradient scaled so their global L2 norm is at most this */
+    LrSchedule sched;          /* the learning rate over the steps, from lr */
 } TrainSpec;
+
+/* The learning rate of global step `step` (0-based): t->lr through the schedule. */
+double optim_lr(const TrainSpec *t, int64_t step);
+/* "adamw(lr=0.001, ..., weight_decay=0.01)" and, when set, the schedule, warmup and
+ * clipping, as the train block writes them, into buf (always NUL-terminated). */
+const char *optim_describe(const TrainSpec *t, char *buf, size_t n);
 
 typedef struct Graph {
     Arena arena;               /* owns everything below */
@@ -199,8 +247,10 @@ void graph_free(Graph *g);
 int32_t graph_add(Graph *g, OpKind op, const int32_t *in, int nin, Loc loc);
 int graph_add_var(Graph *g, const char *name, Shape shape, InitKind init, Loc loc);
 /* The optimizer state vars of parameter var, in creation order (momentum's velocity;
- * Adam's m, then v) into st[0..1], -1 past the last; returns how many. */
-int graph_state_vars(const Graph *g, int var, int st[2]);
+ * Adam's m, then v; RMSprop's square_avg, then momentum_buffer with momentum, then
+ * grad_avg when centered) into st[0..OPTIM_MAX_STATE-1], -1 past the last; returns how
+ * many. */
+int graph_state_vars(const Graph *g, int var, int st[OPTIM_MAX_STATE]);
 int graph_add_output(Graph *g, const char *name, int32_t node);
 int graph_sym(Graph *g, const char *name);   /* index of a symbol, adding it; -1 if full */
 /* The batch symbol: the leading dimension (coefficient 1) of the model's first input

@@ -19,6 +19,7 @@ typedef enum ValKind {
     V_SYM,      /* a size symbol such as B: count is its index */
     V_LIST,     /* [1, 2]: items, nitems integers (axes, a permutation) */
     V_TUPLE,    /* several tensors (split): nodes, nitems of them */
+    V_SCHED,    /* a learning-rate schedule (train block): lr its base, sched */
 } ValKind;
 
 typedef struct Val {
@@ -42,13 +43,18 @@ typedef struct Val {
     const int64_t *items;
     const int32_t *nodes;
     int nitems;
+    /* V_OPTIM (issue 14's optimizers) and V_SCHED */
+    float weight_decay, rho;
+    bool centered;
+    bool lr_given;      /* V_OPTIM: lr= was written (the train block's lr then may not be) */
+    LrSchedule sched;
 } Val;
 
 static const char *val_kind_name(ValKind k)
 {
     static const char *names[] = { "error", "tensor", "number", "string", "boolean",
                                    "initializer", "data source", "optimizer", "size symbol", "list",
-                                   "tuple of tensors" };
+                                   "tuple of tensors", "learning-rate schedule" };
     return names[k];
 }
 
@@ -87,7 +93,7 @@ typedef struct Lower {
     int nbinds, bind_cap;
     int cur_stmt;
     const char *cur_target;   /* name the current statement defines */
-    int layer_count[8];       /* dense, conv2d, ..., embedding, layer_normalization,
+    int layer_count[8];       /* dense, conv2d, batch_normalization, -, embedding, layer_normalization,
                                * multi_head_attention (LAYER_*): for Keras-style names */
     int dropout_count;
     bool in_param_init;       /* evaluating `param NAME: T = <init>` */
@@ -475,6 +481,7 @@ static const OpKind activation_ops[] = {
 /* Layer name: name= if given, else Keras' scheme: dense, dense_1, dense_2, ... */
 static const char *layer_name(Lower *L, Call *c, int kind, const char *base)
 {
+    static const char *const first_var[] = { "kernel", "kernel", "gamma" };   /* by kind: names taken */
     Kw *k = kw_find(c, "name");
     const char *given = kw_string(L, c, "name", NULL);
     if (k && !given) return NULL;
@@ -486,12 +493,12 @@ static const char *layer_name(Lower *L, Call *c, int kind, const char *base)
         return given;
     }
     /* Keras' scheme, skipping names already taken (by name= or an explicit param) */
-    char buf[64], kernel[80];
+    char buf[64], kernel[96];
     for (;;) {
         int n = L->layer_count[kind]++;
         if (n == 0) snprintf(buf, sizeof buf, "%s", base);
         else snprintf(buf, sizeof buf, "%s_%d", base, n);
-        snprintf(kernel, sizeof kernel, "%s/kernel", buf);
+        snprintf(kernel, sizeof kernel, "%s/%s", buf, first_var[kind]);
         if (find_var(L->g, kernel) < 0) break;
     }
     return arena_strdup(&L->g->arena, buf);
@@ -693,6 +700,51 @@ static Val b_loss(Lower *L, Call *c)
     return vtensor(id, loc);
 }
 
+/* batch_norm(x, momentum=0.99, eps=0.001): Keras' BatchNormalization over the last axis
+ * (the channels of NHWC images, the features of [B, F]), with its names and defaults:
+ * gamma (ones) and beta (zeros) trained, moving_mean (zeros) and moving_variance (ones)
+ * buffers.  Two nodes, the batch's statistics and the normalization; graph/bnorm.c
+ * says how training and inference use them. */
+static Val b_batch_norm(Lower *L, Call *c)
+{
+    static const char *const vars[4] = { "gamma", "beta", "moving_mean", "moving_variance" };
+    static const InitKind inits[4] = { INIT_ONES, INIT_ZEROS, INIT_ZEROS, INIT_ONES };
+    int32_t x, in[6];
+    NodeAttr a = { .bn = { .act = -1 } };
+    Loc loc = c->ast->loc;
+    if (!pos_tensor(L, c, 0, "x", &x) || !no_more_pos(L, c, 1)) return verr(loc);
+    if (!kw_float(L, c, "momentum", false, 0.99, 0, 1, &a.bn.momentum) || !kw_float(L, c, "eps", false, 0.001, 1e-30, 1, &a.bn.eps))
+        return verr(loc);
+    const Shape *xs = &node(L, x)->shape;
+    char b1[128];
+    if (node(L, x)->dtype != DT_F32)
+        return error_at(L, loc, "batch_norm: the input must be f32, got %s%s", dtype_name(node(L, x)->dtype),
+                        shape_str(L->g, xs, b1, sizeof b1));
+    if (xs->rank < 2)
+        return error_at(L, loc, "batch_norm: the input must be [batch, ..., channels], got %s", shape_str(L->g, xs, b1, sizeof b1));
+    Dim ch = xs->d[xs->rank - 1];
+    if (ch.sym >= 0)
+        return error_at(L, loc, "batch_norm: the number of channels (the last axis) must be known, got %s",
+                        shape_str(L->g, xs, b1, sizeof b1));
+    const char *lname = layer_name(L, c, 2, "batch_normalization");
+    if (!lname) return verr(loc);
+    char pname[256];
+    snprintf(pname, sizeof pname, "%s/gamma", lname);
+    if (find_var(L->g, pname) >= 0)
+        return error_at(L, loc, "batch_norm: a layer named '%s' already exists; a batch norm is not shared (each keeps "
+                        "its own running statistics)", lname);
+    in[0] = x;
+    in[1] = mk1(L, OP_BATCH_NORM_STATS, x, loc);
+    for (int k = 0; k < 4 && in[1] >= 0; k++) {
+        snprintf(pname, sizeof pname, "%s/%s", lname, vars[k]);
+        in[2 + k] = param_node(L, pname, shape_make(1, &ch.v), inits[k], loc);
+        if (in[2 + k] < 0) return verr(loc);
+        if (k >= 2) L->g->vars[L->g->nodes[in[2 + k]].a.param.var].role = VAR_BUFFER;
+    }
+    if (in[1] < 0) return verr(loc);
+    return vtensor(mk(L, OP_BATCH_NORM, in, 6, loc, &a), loc);
+}
+
 /* ---- initializers (only after `param NAME: TYPE =`) ---------------------------------------- */
 
 static Val b_init(Lower *L, Call *c)
@@ -745,6 +797,24 @@ static Val b_data(Lower *L, Call *c)
     return v;
 }
 
+/* The optimizers, each with PyTorch's hyperparameters and defaults (adam's eps is Keras'
+ * 1e-7, as it always was here).  weight_decay is L2 added to the gradient, as in
+ * PyTorch's SGD, Adam and RMSprop; AdamW's is decoupled.  A decay rate is held in float:
+ * 0.99999999 would round to 1 (no average at all, and Adam's bias correction 1 - 1^t
+ * a division by zero), so the largest is the float below 1. */
+#define BELOW_ONE 0.99999994
+
+/* A decay rate in [0, BELOW_ONE], its bound written out (%g would print "1"). */
+static bool kw_rate(Lower *L, Call *c, const char *name, double def, float *out)
+{
+    Kw *k = kw_find(c, name);
+    if (k && k->val.kind == V_NUM && !(k->val.num >= 0 && k->val.num <= BELOW_ONE)) {
+        error_at(L, k->val.loc, "%s: '%s' must be from 0 to %.8g (the float below 1), got %.9g", c->fn, name, BELOW_ONE,
+                 k->val.num);
+        return false;
+    }
+    return kw_float(L, c, name, false, def, 0, BELOW_ONE, out);
+}
 static Val b_optim(Lower *L, Call *c)
 {
     Val v;
@@ -754,17 +824,69 @@ static Val b_optim(Lower *L, Call *c)
     if (!L->in_train) return error_at(L, v.loc, "%s() is an optimizer: it belongs in the train block", c->fn);
     if (!no_more_pos(L, c, 0)) return verr(v.loc);
     v.optim = (OptimKind)c->bi->kind;
-    if (v.optim == OPTIM_SGD) {
-        if (!kw_float(L, c, "lr", false, 0.01, 0, 1e6, &v.lr) || !kw_float(L, c, "momentum", false, 0, 0, 1, &v.momentum) ||
-            !kw_bool(L, c, "nesterov", false, &v.nesterov))
+    Kw *lr = kw_find(c, "lr");
+    v.lr_given = lr != NULL;
+    if (lr && lr->val.kind == V_SCHED)
+        return error_at(L, lr->val.loc, "%s: a schedule goes in the train block as its own entry: lr = %s(...)", c->fn,
+                        lr->val.sched.kind == SCHED_STEP ? "step_decay" : "cosine");
+    static const double lr_default[OPTIM_KIND_COUNT] = { 0.01, 0.001, 0.001, 0.01 };
+    if (!kw_float(L, c, "lr", false, lr_default[v.optim], 0, 1e6, &v.lr)) return verr(v.loc);
+    switch (v.optim) {
+    case OPTIM_SGD:
+        if (!kw_float(L, c, "momentum", false, 0, 0, 1, &v.momentum) || !kw_bool(L, c, "nesterov", false, &v.nesterov) ||
+            !kw_float(L, c, "weight_decay", false, 0, 0, 1e6, &v.weight_decay))
             return verr(v.loc);
         if (v.nesterov && v.momentum == 0) return error_at(L, v.loc, "sgd: nesterov=true needs a momentum above 0");
         return v;
+    case OPTIM_RMSPROP:
+        if (!kw_rate(L, c, "rho", 0.99, &v.rho) || !kw_float(L, c, "eps", false, 1e-8, 1e-30, 1, &v.eps) ||
+            !kw_float(L, c, "momentum", false, 0, 0, 1, &v.momentum) || !kw_bool(L, c, "centered", false, &v.centered) ||
+            !kw_float(L, c, "weight_decay", false, 0, 0, 1e6, &v.weight_decay))
+            return verr(v.loc);
+        return v;
+    default:
+        if (!kw_float(L, c, "beta1", false, 0.9, 0, 0.999999, &v.beta1) ||
+            !kw_rate(L, c, "beta2", 0.999, &v.beta2) ||
+            !kw_float(L, c, "eps", false, v.optim == OPTIM_ADAMW ? 1e-8 : 1e-7, 1e-30, 1, &v.eps) ||
+            !kw_float(L, c, "weight_decay", false, v.optim == OPTIM_ADAMW ? 0.01 : 0, 0, 1e6, &v.weight_decay))
+            return verr(v.loc);
+        return v;
     }
-    if (!kw_float(L, c, "lr", false, 0.001, 0, 1e6, &v.lr) || !kw_float(L, c, "beta1", false, 0.9, 0, 0.999999, &v.beta1) ||
-        !kw_float(L, c, "beta2", false, 0.999, 0, 0.999999999, &v.beta2) ||
-        !kw_float(L, c, "eps", false, 1e-7, 1e-30, 1, &v.eps))
+}
+
+/* A learning-rate schedule, the train block's lr: step_decay(BASE, every=, factor=) or
+ * cosine(BASE, steps=, min=). */
+static Val b_sched(Lower *L, Call *c)
+{
+    Val v;
+    memset(&v, 0, sizeof v);
+    v.kind = V_SCHED;
+    v.loc = c->ast->loc;
+    v.sched.kind = (SchedKind)c->bi->kind;
+    if (!L->in_train)
+        return error_at(L, v.loc, "%s() is a learning-rate schedule: it belongs in the train block (lr = %s)", c->fn,
+                        c->bi->usage);
+    if (c->npos < 1 || c->pos[0].kind != V_NUM)
+        return error_at(L, c->npos ? c->pos[0].loc : v.loc, "%s: give the starting learning rate first, e.g. %s", c->fn,
+                        c->bi->usage);
+    if (!no_more_pos(L, c, 1)) return verr(v.loc);
+    if (!(c->pos[0].num > 0 && c->pos[0].num <= 1e6))
+        return error_at(L, c->pos[0].loc, "%s: the learning rate must be above 0 and at most 1e6, got %g", c->fn, c->pos[0].num);
+    v.lr = (float)c->pos[0].num;
+    if (v.sched.kind == SCHED_STEP) {
+        if (!kw_int(L, c, "every", true, 0, 1, 1 << 30, &v.sched.every) ||
+            !kw_float(L, c, "factor", false, 0.1, 1e-30, 1e6, &v.sched.factor))
+            return verr(v.loc);
+        return v;
+    }
+    if (!kw_int(L, c, "steps", true, 0, 1, 1 << 30, &v.sched.steps) ||
+        !kw_float(L, c, "min", false, 0, 0, 1e6, &v.sched.min))
         return verr(v.loc);
+    if (v.sched.min > v.lr) {
+        Kw *k = kw_find(c, "min");
+        return error_at(L, k ? k->val.loc : v.loc, "cosine: 'min' (%g) must not be above the starting learning rate (%g)",
+                        v.sched.min, v.lr);
+    }
     return v;
 }
 
@@ -1368,8 +1490,6 @@ static const Builtin builtins[] = {
     { "he_normal", b_init, INIT_HE_NORMAL, { 0 }, "he_normal()" },
     { "mnist", b_data, DATA_MNIST, { 0 }, "mnist(\"data/mnist\")" },
     { "synthetic", b_data, DATA_SYNTHETIC, { "count" }, "synthetic(count=N)" },
-    { "sgd", b_optim, OPTIM_SGD, { "lr", "momentum", "nesterov" }, "sgd(lr=0.01, momentum=0, nesterov=false)" },
-    { "adam", b_optim, OPTIM_ADAM, { "lr", "beta1", "beta2", "eps" }, "adam(lr=0.001)" },
     /* the transformer family (issue 14) */
     { "transpose", b_transpose, OP_TRANSPOSE, { "perm" }, "transpose(x, perm=[1, 0])" },
     { "permute", b_permute, OP_TRANSPOSE, { 0 }, "permute(x, 0, 2, 1)" },
@@ -1385,6 +1505,16 @@ static const Builtin builtins[] = {
     { "layer_norm", b_layer_norm, 0, { "axis", "eps", "name" }, "layer_norm(x)" },
     { "multi_head_attention", b_mha, 0, { "heads", "dim", "causal", "name" }, "multi_head_attention(x, heads=H)" },
     { "binary_cross_entropy", b_loss, OP_BCE_LOGITS, { 0 }, "binary_cross_entropy(logits, targets)" },
+    /* batch norm (graph/bnorm.c) */
+    { "batch_norm", b_batch_norm, 0, { "momentum", "eps", "name" }, "batch_norm(x, momentum=0.99, eps=0.001)" },
+    { "sgd", b_optim, OPTIM_SGD, { "lr", "momentum", "nesterov", "weight_decay" },
+      "sgd(lr=0.01, momentum=0, nesterov=false)" },
+    { "adam", b_optim, OPTIM_ADAM, { "lr", "beta1", "beta2", "eps", "weight_decay" }, "adam(lr=0.001)" },
+    /* issue 14's optimizers and learning-rate schedules */
+    { "adamw", b_optim, OPTIM_ADAMW, { "lr", "beta1", "beta2", "eps", "weight_decay" }, "adamw(lr=0.001, weight_decay=0.01)" },
+    { "rmsprop", b_optim, OPTIM_RMSPROP, { "lr", "rho", "eps", "momentum", "centered", "weight_decay" }, "rmsprop(lr=0.01)" },
+    { "step_decay", b_sched, SCHED_STEP, { "every", "factor" }, "step_decay(0.1, every=1000, factor=0.5)" },
+    { "cosine", b_sched, SCHED_COSINE, { "steps", "min" }, "cosine(0.001, steps=10000, min=0)" },
 };
 enum { NBUILTINS = sizeof builtins / sizeof builtins[0] };
 
@@ -1802,8 +1932,11 @@ static void lower_output(Lower *L, const Stmt *s)
 }
 
 static const char *const train_keys[] = {
-    "data", "optimizer", "batch", "epochs", "steps", "seed", "minimize", "checkpoint", "shuffle", NULL,
+    "data", "optimizer", "batch", "epochs", "steps", "seed", "minimize", "checkpoint", "shuffle",
+    "lr", "warmup", "clip_norm",   /* issue 14: schedules and clipping (train_optim_entry) */
+    NULL,
 };
+enum { TRAIN_KEY_LR = 9, TRAIN_KEY_WARMUP, TRAIN_KEY_CLIP, NTRAIN_KEYS };
 
 static bool entry_int(Lower *L, const TrainEntry *e, Val v, int64_t lo, int64_t hi, int64_t *out)
 {
@@ -1816,6 +1949,41 @@ static bool entry_int(Lower *L, const TrainEntry *e, Val v, int64_t lo, int64_t 
     return true;
 }
 
+/* The train block's lr (a number or a schedule), warmup and clip_norm.  false when the
+ * value is not taken (an error reported, now or before). */
+static bool train_optim_entry(Lower *L, const TrainEntry *e, int k, Val v)
+{
+    TrainSpec *t = &L->g->train;
+    int64_t iv;
+    if (v.kind == V_ERROR) return false;
+    if (k == TRAIN_KEY_LR) {
+        if (v.kind == V_SCHED) {
+            int64_t warmup = t->sched.warmup;
+            t->lr = v.lr;
+            t->sched = v.sched;
+            t->sched.warmup = warmup;
+            return true;
+        }
+        if (v.kind == V_NUM && v.num > 0 && v.num <= 1e6) {
+            t->lr = (float)v.num;
+            return true;
+        }
+        error_at(L, v.loc, "train: 'lr' must be a number above 0 (at most 1e6) or a schedule: step_decay(...), cosine(...)");
+        return false;
+    }
+    if (k == TRAIN_KEY_WARMUP) {
+        if (!entry_int(L, e, v, 0, 1 << 30, &iv)) return false;
+        t->sched.warmup = iv;
+        return true;
+    }
+    if (v.kind == V_NUM && v.num > 0 && v.num <= 1e30) {
+        t->clip_norm = (float)v.num;
+        return true;
+    }
+    error_at(L, v.loc, "train: 'clip_norm' must be a number above 0 (the largest global norm of the gradients)");
+    return false;
+}
+
 static void lower_train(Lower *L, const Stmt *s)
 {
     TrainSpec *t = &L->g->train;
@@ -1825,16 +1993,17 @@ static void lower_train(Lower *L, const Stmt *s)
     }
     t->present = true;
     t->loc = s->loc;
-    bool seen[16] = { false };
+    bool seen[NTRAIN_KEYS] = { false };
+    Val optim = verr(s->loc), lr = verr(s->loc);   /* the entries' values, checked together last */
     for (int i = 0; i < s->nentries; i++) {
         const TrainEntry *e = &s->entries[i];
         int k = 0;
         while (train_keys[k] && strcmp(train_keys[k], e->key) != 0) k++;
         if (!train_keys[k]) {
-            const char *near = suggest_nearest(e->key, train_keys, 9);
+            const char *near = suggest_nearest(e->key, train_keys, NTRAIN_KEYS);
             if (near) error_at(L, e->key_loc, "train: unknown setting '%s'; did you mean '%s'?", e->key, near);
             else error_at(L, e->key_loc, "train: unknown setting '%s' (settings: data, optimizer, batch, epochs, steps, "
-                          "seed, minimize, checkpoint, shuffle)", e->key);
+                          "seed, minimize, checkpoint, shuffle, lr, warmup, clip_norm)", e->key);
             continue;
         }
         if (seen[k]) { error_at(L, e->key_loc, "train: '%s' is set twice", e->key); continue; }
@@ -1855,14 +2024,18 @@ static void lower_train(Lower *L, const Stmt *s)
         case 1:
             if (v.kind == V_OPTIM) {
                 t->optim = v.optim;
-                t->lr = v.lr;
+                if (!seen[TRAIN_KEY_LR]) t->lr = v.lr;
                 t->momentum = v.momentum;
                 t->nesterov = v.nesterov;
                 t->beta1 = v.beta1;
                 t->beta2 = v.beta2;
                 t->eps = v.eps;
+                t->weight_decay = v.weight_decay;
+                t->rho = v.rho;
+                t->centered = v.centered;
+                optim = v;
             } else if (v.kind != V_ERROR)
-                error_at(L, v.loc, "train: 'optimizer' must be sgd(...) or adam(...)");
+                error_at(L, v.loc, "train: 'optimizer' must be sgd(...), adam(...), adamw(...) or rmsprop(...)");
             break;
         case 2: if (entry_int(L, e, v, 1, 1 << 24, &iv)) t->batch = iv; break;
         case 3: if (entry_int(L, e, v, 1, 1 << 30, &iv)) t->epochs = iv; break;
@@ -1887,7 +2060,16 @@ static void lower_train(Lower *L, const Stmt *s)
             if (v.kind == V_BOOL) t->shuffle = v.b;
             else if (v.kind != V_ERROR) error_at(L, v.loc, "train: 'shuffle' must be true or false");
             break;
+        default:
+            if (train_optim_entry(L, e, k, v) && k == TRAIN_KEY_LR) lr = v;
+            break;
         }
+    }
+    if (optim.lr_given && lr.kind != V_ERROR && seen[TRAIN_KEY_LR]) {
+        int line, col;
+        diag_line_col(L->g->src, optim.loc.start, &line, &col);
+        error_at(L, lr.loc, "train: the learning rate is set twice: here and by lr= in the optimizer at line %d; "
+                 "keep one", line);
     }
     if (!seen[0]) error_at(L, s->loc, "train: missing 'data' (e.g. data = mnist(\"data/mnist\"))");
     if (!seen[6]) error_at(L, s->loc, "train: missing 'minimize' (the loss to minimize)");
@@ -1901,6 +2083,7 @@ static void set_train_defaults(TrainSpec *t)
     t->beta1 = 0.9f;
     t->beta2 = 0.999f;
     t->eps = 1e-7f;
+    t->rho = 0.99f;
     t->batch = 32;
     t->epochs = 1;
     t->steps = 0;

@@ -1,11 +1,14 @@
-/* The compiler's pass list; rebuilding passes: inference graph and dead code
- * elimination. */
+/* The compiler's pass list; rebuilding passes: inference graph (dropout removed, batch
+ * norm in its inference form) and dead code elimination. */
 #include <string.h>
 #include "graph/passes.h"
 
 const GraphPass graph_passes[] = {
     { "cse", pass_cse, "nodes computing the same value merged", false },
     { "folded", pass_fold, "scalar constants folded, dead code removed", false },
+    /* batch norm (graph/bnorm.c), before bias_act, which then fuses the folded layer's bias and activation */
+    { "bn_fold", pass_bn_fold, "batch norm folded into the conv2d or dense before it (inference)", true },
+    { "bn_act", pass_bn_act, "batch norm + activation as one op", false },
     { "bias_act", pass_fuse_bias_act, "conv2d/matmul + bias + activation as one op", false },
     { "maxpool_grad_relu", pass_fuse_maxpool_grad_relu, "a relu's gradient inside the max pool's gradient", false },
     { "update_all", pass_fuse_update_all, "the updates at the end of the step as one op", false },
@@ -156,6 +159,7 @@ Graph *pass_inference(const Graph *g, bool with_metrics, DiagSink *d)
     for (int i = 0; i < tmp->noutputs; i++)
         if (tmp->nodes[tmp->outputs[i].node].op == OP_DROPOUT) tmp->outputs[i].node = tmp->nodes[tmp->outputs[i].node].in[0];
     if (tmp->logits >= 0 && tmp->nodes[tmp->logits].op == OP_DROPOUT) tmp->logits = tmp->nodes[tmp->logits].in[0];
+    bn_inference_form(tmp);
     if (with_metrics) {
         if (tmp->train.minimize >= 0 && graph_add_output(tmp, "loss", tmp->train.minimize) < 0) goto oom;
         if (tmp->logits >= 0 && tmp->label_input >= 0) {

@@ -11,9 +11,18 @@ Graph *pass_autodiff(const Graph *g, DiagSink *d);
 /* Whether an op has a gradient rule (every op a .net file can write must: tests check). */
 bool autodiff_has_rule(OpKind op);
 
-/* The inference graph ("infer" stage): dropout removed, only what the outputs need.
+/* The inference graph ("infer" stage): dropout removed, batch norm in its inference form
+ * (bn_inference_form), only what the outputs need.
  * With with_metrics, also outputs "loss" and "accuracy" (for evaluation). */
 Graph *pass_inference(const Graph *g, bool with_metrics, DiagSink *d);
+
+/* Batch norm (graph/bnorm.c): each batch_norm of g (the training form) becomes
+ * batch_norm_infer, which normalizes with the running statistics (pass_inference);
+ * folded into the convolution or dense layer before it where there is no training step
+ * ("bn_fold"); an activation after it applied by it ("bn_act"). */
+void bn_inference_form(Graph *g);
+Graph *pass_bn_fold(const Graph *g, DiagSink *d);
+Graph *pass_bn_act(const Graph *g, DiagSink *d);
 
 /* Dead code elimination: keeps what the outputs, the loss and the updates need. */
 Graph *pass_dce(const Graph *g, DiagSink *d);

@@ -446,9 +446,32 @@ static bool r_slice(Ctx *c, Node *n)
     return true;
 }
 
+/* An update's inputs: (param, grad) pairs, one (update_all: any number), then the
+ * optional clip_scale, a scalar. */
 static bool r_update(Ctx *c, Node *n)
 {
-    (void)c;
+    int pairs = n->nin / 2;
+    if (n->nin < 2 || (n->op != OP_UPDATE_ALL && n->nin > 3))
+        return fail(c, n, "%s: takes a parameter, its gradient and optionally the clip scale, got %d inputs",
+                    op_name(n->op), n->nin);
+    if (n->nin % 2 && in_shape(c, n, n->nin - 1)->rank != 0)
+        return fail(c, n, "%s: input %d (the clip scale) must be a scalar", op_name(n->op), n->nin);
+    for (int k = 0; k < pairs; k++)
+        if (!shape_eq(in_shape(c, n, 2 * k), in_shape(c, n, 2 * k + 1))) {
+            char b1[128], b2[128];
+            return fail(c, n, "%s: the gradient %s does not have its parameter's shape %s", op_name(n->op),
+                        sname(c, in_shape(c, n, 2 * k + 1), b1, sizeof b1), sname(c, in_shape(c, n, 2 * k), b2, sizeof b2));
+        }
+    n->dtype = DT_F32;
+    n->shape.rank = 0;
+    return true;
+}
+
+/* clip_scale(g1, ..., gn): one factor for all of them, a scalar. */
+static bool r_clip_scale(Ctx *c, Node *n)
+{
+    for (int k = 0; k < n->nin; k++)
+        if (!need_f32(c, n, k, "every gradient")) return false;
     n->dtype = DT_F32;
     n->shape.rank = 0;
     return true;
@@ -649,6 +672,95 @@ static bool r_bce(Ctx *c, Node *n)
         return fail(c, n, "%s: logits %s and targets %s differ in shape", op_name(n->op), sname(c, a, b1, sizeof b1),
                     sname(c, b, b2, sizeof b2));
     }
+    n->dtype = DT_F32;
+    n->shape.rank = 0;
+    return true;
+}
+
+/* ---- batch norm (graph/bnorm.c) ------------------------------------------------------ */
+
+/* x [..., C] normalized over every axis but the last: f32, rank 2 or more, C known. */
+static bool bn_input(Ctx *c, Node *n, int i, Dim *channels)
+{
+    const Shape *x = in_shape(c, n, i);
+    char b[128];
+    if (!need_f32(c, n, i, "the input")) return false;
+    if (x->rank < 2)
+        return fail(c, n, "%s: the input must be [batch, ..., channels], got %s", op_name(n->op), sname(c, x, b, sizeof b));
+    *channels = x->d[x->rank - 1];
+    if (channels->sym >= 0)
+        return fail(c, n, "%s: the number of channels (the last axis) must be known, got %s", op_name(n->op),
+                    sname(c, x, b, sizeof b));
+    return true;
+}
+
+/* Input i has `want` (a [C] vector or the [2, C] statistics). */
+static bool bn_operand(Ctx *c, Node *n, int i, const Shape *want, const char *what)
+{
+    const Shape *s = in_shape(c, n, i);
+    if (in_dtype(c, n, i) == DT_F32 && shape_eq(s, want)) return true;
+    char b1[128], b2[128];
+    return fail(c, n, "%s: %s must be f32%s, got %s%s", op_name(n->op), what, sname(c, want, b1, sizeof b1),
+                dtype_name(in_dtype(c, n, i)), sname(c, s, b2, sizeof b2));
+}
+
+/* batch_norm_stats(x) and batch_norm_grad_params(x, stats, dy): [2, C] */
+static bool r_bn_stats(Ctx *c, Node *n)
+{
+    Dim ch;
+    if (!bn_input(c, n, 0, &ch)) return false;
+    Shape st = { 2, { { 2, -1 }, ch } };
+    if (n->op == OP_BATCH_NORM_GRAD_PARAMS &&
+        (!bn_operand(c, n, 1, &st, "the statistics") || !bn_operand(c, n, 2, in_shape(c, n, 0), "the gradient")))
+        return false;
+    n->dtype = DT_F32;
+    n->shape = st;
+    return true;
+}
+
+/* batch_norm(x, stats, gamma, beta, moving_mean, moving_variance) and
+ * batch_norm_infer(x, gamma, beta, moving_mean, moving_variance): x's shape */
+static bool r_batch_norm(Ctx *c, Node *n)
+{
+    static const char *const what[4] = { "gamma", "beta", "the moving mean", "the moving variance" };
+    Dim ch;
+    if (!bn_input(c, n, 0, &ch)) return false;
+    int first = n->op == OP_BATCH_NORM ? 2 : 1;
+    Shape vec = { 1, { ch } }, st = { 2, { { 2, -1 }, ch } };
+    if (first == 2 && !bn_operand(c, n, 1, &st, "the statistics")) return false;
+    for (int k = 0; k < 4; k++)
+        if (!bn_operand(c, n, first + k, &vec, what[k])) return false;
+    n->dtype = DT_F32;
+    n->shape = *in_shape(c, n, 0);
+    return true;
+}
+
+/* batch_norm_grad(dy, x, stats, gamma, dparams): dy's shape */
+static bool r_bn_grad(Ctx *c, Node *n)
+{
+    Dim ch;
+    if (!bn_input(c, n, 1, &ch)) return false;
+    Shape vec = { 1, { ch } }, st = { 2, { { 2, -1 }, ch } };
+    if (!bn_operand(c, n, 0, in_shape(c, n, 1), "the gradient") || !bn_operand(c, n, 2, &st, "the statistics") ||
+        !bn_operand(c, n, 3, &vec, "gamma") || !bn_operand(c, n, 4, &st, "the parameters' gradients"))
+        return false;
+    n->dtype = DT_F32;
+    n->shape = *in_shape(c, n, 0);
+    return true;
+}
+
+/* batch_norm_update(moving_mean, stats): rank 0 like every update; tshape is the
+ * normalized input's shape, whose values per channel (bound) are a.update.count. */
+static bool r_bn_update(Ctx *c, Node *n)
+{
+    Shape x = subst_shape(c->g, n->tshape);
+    if (x.rank < 2) return fail(c, n, "batch_norm_update: the input's shape has rank %d", x.rank);
+    Shape vec = { 1, { x.d[x.rank - 1] } }, st = { 2, { { 2, -1 }, x.d[x.rank - 1] } };
+    if (!bn_operand(c, n, 0, &vec, "the moving mean") || !bn_operand(c, n, 1, &st, "the statistics")) return false;
+    int64_t per = 1;
+    for (int i = 0; i + 1 < x.rank && per > 0; i++)
+        if (x.d[i].sym >= 0 || !gc_mul_i64(per, x.d[i].v, &per)) per = -1;
+    n->a.update.count = per;   /* -1 until the batch is bound */
     n->dtype = DT_F32;
     n->shape.rank = 0;
     return true;

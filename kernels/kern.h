@@ -216,29 +216,32 @@ void kern_adam(float *w, float *m, float *v, const float *g, size_t n, float lr,
 /* ---- optimizer updates inside the GEMM that makes their gradient (update.c) --------
  * The gradient op(A) op(B) [M, N] of a weight w [M, N] is never stored whole.
  * Momentum (not Nesterov): v = op(A) op(B) + mu v in one GEMM into the velocity, then
- * w -= lr v over the pool.  (SGD needs no kernel of its own: kern_gemm with alpha -lr,
- * beta 1 into w.) */
+ * v += l2 w (weight decay, when l2 is not 0) and w -= lr v over the pool.  (SGD needs
+ * no kernel of its own: kern_gemm with alpha -lr, beta 1 - lr l2 into w.) */
 void kern_gemm_momentum(Pool *pool, bool ta, bool tb, size_t M, size_t N, size_t K, const float *A, const float *B,
-                        float *w, float *v, float lr, float mu);
-/* Adam: the gradient a panel of rows at a time into scratch (kern_gemm_adam_scratch
- * bytes), each panel's rows of w, m and v updated from it as kern_adam does; the panels
- * are a fixed grid, so the bits do not depend on the thread count. */
-size_t kern_gemm_adam_scratch(size_t M, size_t N, int threads);
+                        float *w, float *v, float lr, float mu, float l2);
+/* Any optimizer that reads the gradient elementwise (Adam, AdamW, RMSprop): the
+ * gradient a panel of rows at a time into scratch (kern_gemm_optim_scratch bytes),
+ * each panel's rows of w and its state st (as kern_optim's) updated from it by
+ * kern_optim; the panels are a fixed grid, so the bits do not depend on the thread
+ * count. */
+size_t kern_gemm_optim_scratch(size_t M, size_t N, int threads);
 /* Test hook: rows per panel (0: automatic, kern_gemm_panel_rows). */
-void kern_gemm_adam_set_panel(size_t rows);
-void kern_gemm_adam(Pool *pool, bool ta, bool tb, size_t M, size_t N, size_t K, const float *A, const float *B,
-                    float *w, float *m, float *v, float lr, float beta1, float beta2, float eps, int64_t t,
-                    float *scratch);
+void kern_gemm_optim_set_panel(size_t rows);
+typedef struct KOptim KOptim;
+void kern_gemm_optim(Pool *pool, bool ta, bool tb, size_t M, size_t N, size_t K, const float *A, const float *B,
+                     const KOptim *o, float *w, float *const *st, float *scratch);
 /* A dense layer's backward whose input x [B, K] is a relu output, with the update of its
  * weight w [K, N]: out = (x > 0 ? dy w^T : 0) and w's update from x^T dy, where out
- * may be x itself (x is read whole before it is written).  Momentum gives the bits of
- * the ops apart; SGD goes panel by panel of x's columns and rounds otherwise.  Scratch:
- * kern_dense_backward_scratch bytes. */
+ * may be x itself (x is read whole before it is written); l2 the weight decay, as
+ * kern_gemm_momentum's and SGD's GEMM above take it.  Momentum without weight decay
+ * gives the bits of the ops apart; SGD goes panel by panel of x's columns and rounds
+ * otherwise.  Scratch: kern_dense_backward_scratch bytes. */
 size_t kern_dense_backward_scratch(size_t B, size_t K, bool sgd, int threads);
 void kern_dense_backward_sgd(Pool *pool, const float *x, const float *dy, float *w, float *out, size_t B, size_t K,
-                             size_t N, float lr, float *scratch);
+                             size_t N, float lr, float l2, float *scratch);
 void kern_dense_backward_momentum(Pool *pool, const float *x, const float *dy, float *w, float *v, float *out,
-                                  size_t B, size_t K, size_t N, float lr, float mu, float *scratch);
+                                  size_t B, size_t K, size_t N, float lr, float mu, float l2, float *scratch);
 
 /* ---- the transformer kernels (seq.c, blas.c; issue 14) ----------------------------
  * Ops along a run of axes see their tensor as [outer, len, inner]: the axes before the
@@ -307,9 +310,74 @@ void kern_bce_logits_grad(const float *x, const float *t, float dloss, size_t n,
 /* The adjoint of kern_slice: x [outer, len, inner] added into y [outer, total_len,
  * inner] at offset off along the middle axis. */
 void kern_slice_add(const float *x, int64_t total_len, int64_t off, int64_t len, size_t outer, size_t inner, float *y);
+/* ---- batch norm over the last axis of x [rows, C] (bnorm.c) --------------------------
+ * Sums over the rows in double, in a fixed grid of blocks added in order: the bits do
+ * not depend on the thread count.  Every function here that takes scratch takes
+ * kern_bn_scratch(C) bytes (8-byte aligned). */
+size_t kern_bn_scratch(size_t C);
+/* stats [2, C]: the mean and the (biased) variance of each column. */
+void kern_bn_stats(Pool *pool, const float *x, size_t rows, size_t C, float *stats, double *scratch);
+/* The normalization y = (x - mean) * scale + beta: scale = gamma / sqrt(var + eps)
+ * (with a batch's statistics, or the running ones).  The mean is taken off first: x *
+ * scale + (beta - mean * scale) would lose the digits of a small spread about a large
+ * mean. */
+void kern_bn_scale(const float *var, const float *gamma, float eps, size_t C, float *scale);
+/* y[r, c] = act((x[r, c] - mean[c]) * scale[c] + beta[c]); y may be x. */
+void kern_bn_apply(Pool *pool, const float *x, size_t rows, size_t C, const float *mean, const float *scale,
+                   const float *beta, EwAct act, float *y);
+/* The backward's first pass: d [2, C] = the sums over the rows of dy (x - mean) / sqrt(var
+ * + eps) (gamma's gradient) and of dy (beta's), stats as kern_bn_stats gives them. */
+void kern_bn_grad_params(Pool *pool, const float *x, const float *dy, size_t rows, size_t C, const float *stats, float eps,
+                         float *d, double *scratch);
+/* The second: dx = gamma / sqrt(var + eps) * (dy - d[1] / rows - (x - mean) / sqrt(var
+ * + eps) * d[0] / rows), the gradient through the batch's statistics included; dx may
+ * be dy. */
+void kern_bn_grad_input(Pool *pool, const float *dy, const float *x, size_t rows, size_t C, const float *stats,
+                        const float *gamma, const float *d, float eps, float *dx, float *scratch);
+/* The running statistics, Keras' way: mean = momentum * mean + (1 - momentum) * the
+ * batch's; var the same with the batch's variance times count / (count - 1), count the
+ * values per channel (Bessel's correction, as PyTorch keeps it). */
+void kern_bn_update(float *mean, float *var, const float *stats, size_t C, float momentum, int64_t count);
 
 /* Test hook: mode < 0 keeps kern_adam to its scalar loop (0: automatic, an AVX loop with
  * the same bits where the CPU has AVX). */
 void kern_adam_set_vector(int mode);
+
+/* ---- issue 14's optimizers, weight decay and clipping (optim.c) ----------------------
+ * Every optimizer as PyTorch 1.13 defines it (torch.optim.SGD, Adam, AdamW, RMSprop,
+ * and torch.nn.utils.clip_grad_norm_ before the step). */
+typedef enum KOptimKind { KOPT_SGD, KOPT_MOMENTUM, KOPT_ADAM, KOPT_RMSPROP, KOPT_KIND_COUNT } KOptimKind;
+#define KOPTIM_MAX_STATE 3
+struct KOptim {
+    KOptimKind kind;
+    float lr;
+    float mu;             /* MOMENTUM, RMSPROP: the momentum (RMSPROP: 0, none) */
+    bool nesterov;        /* MOMENTUM */
+    float beta1, beta2;   /* ADAM */
+    float rho;            /* RMSPROP: the squares' average's decay (PyTorch's alpha) */
+    bool centered;        /* RMSPROP: the gradient's average subtracted under the root */
+    float eps;            /* ADAM, RMSPROP */
+    int64_t t;            /* ADAM: the step, from 1 (bias correction) */
+    float scale;          /* the gradient's factor (clipping by global norm); 1: none */
+    float l2;             /* weight decay added to the gradient, g + l2 w; 0: none */
+    float decay;          /* w *= decay before the step (AdamW: 1 - lr weight_decay); 1: none */
+};
+/* One step on n elements of a parameter w, its optimizer state st (KOPTIM_MAX_STATE
+ * pointers, in the order the optimizer keeps them, NULL past the last: momentum's
+ * velocity; Adam's m, v; RMSprop's square_avg, then its momentum buffer when mu > 0,
+ * then its gradient average when centered) and its gradient g: g' = g scale + l2 w,
+ * w *= decay, then the optimizer's step on g'.  Without scale, l2 and decay, exactly
+ * kern_sgd, kern_momentum or kern_adam. */
+void kern_optim(const KOptim *o, float *w, float *const *st, const float *g, size_t n);
+/* RMSprop: s = rho s + (1 - rho) g^2; centered (gavg): a = rho a + (1 - rho) g and
+ * s - a^2 under the root; avg = sqrt(.) + eps; with a momentum buffer (buf),
+ * b = mu b + g / avg and w -= lr b, else w -= lr (g / avg). */
+void kern_rmsprop(float *w, float *sq, float *buf, float *gavg, const float *g, size_t n, float lr, float rho,
+                  float eps, float mu);
+/* The sum of x's squares in double, in a fixed order. */
+double kern_sumsq(const float *x, size_t n);
+/* The factor a clipped gradient is multiplied by: min(1, max_norm / (sqrt(sumsq) +
+ * 1e-6)), as clip_grad_norm_ computes it. */
+float kern_clip_factor(double sumsq, float max_norm);
 
 #endif

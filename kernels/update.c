@@ -5,11 +5,10 @@
 #include "kernels/kern.h"
 #include "kernels/split.h"
 
-/* ---- momentum: v = op(A) op(B) + mu v, then w -= lr v ------------------------------ */
+/* ---- momentum: v = op(A) op(B) + mu v (+ l2 w), then w -= lr v --------------------- */
 typedef struct AxpyJob {
-    float *w;
-    const float *v;
-    float lr;
+    float *w, *v;
+    float lr, l2;
     Range r;
 } AxpyJob;
 
@@ -19,41 +18,43 @@ static void axpy_part(void *arg, int part, int worker)
     const AxpyJob *j = arg;
     size_t lo, hi;
     range_of(&j->r, part, &lo, &hi);
+    if (j->l2 != 0.0f)   /* weight decay into the velocity, before w changes */
+        for (size_t i = lo; i < hi; i++) j->v[i] += j->l2 * j->w[i];
     kern_sgd(j->w + lo, j->v + lo, hi - lo, j->lr);
 }
 
-/* w -= lr v over the pool, as kern_momentum updates w. */
-static void sgd_split(Pool *pool, float *w, const float *v, size_t n, float lr)
+/* v += l2 w (when l2 is not 0), then w -= lr v, over the pool, as kern_momentum updates w. */
+static void sgd_split(Pool *pool, float *w, float *v, size_t n, float lr, float l2)
 {
-    AxpyJob j = { w, v, lr, split_range(n, 16, pool_threads(pool)) };
+    AxpyJob j = { w, v, lr, l2, split_range(n, 16, pool_threads(pool)) };
     pool_run(pool, j.r.parts, axpy_part, &j);
 }
 
 void kern_gemm_momentum(Pool *pool, bool ta, bool tb, size_t M, size_t N, size_t K, const float *A, const float *B,
-                        float *w, float *v, float lr, float mu)
+                        float *w, float *v, float lr, float mu, float l2)
 {
     kern_gemm(pool, ta, tb, M, N, K, 1.0f, A, B, mu, v);
-    sgd_split(pool, w, v, M * N, lr);
+    sgd_split(pool, w, v, M * N, lr, l2);
 }
 
-/* ---- Adam: the gradient a panel of rows at a time ------------------------------------
+/* ---- Adam, AdamW, RMSprop: the gradient a panel of rows at a time ----------------------
  * The [M, N] gradient is made kern_gemm_panel_rows(M, N) rows at a time into scratch
- * (one BLAS call each, kern_gemm_rows), then kern_adam runs on those rows of w, m and v
- * while the panel is in cache, so only a panel per thread exists.  The panels are a
- * fixed grid of the rows, whatever the thread count, so the bits do not depend on it;
+ * (one BLAS call each, kern_gemm_rows), then kern_optim runs on those rows of w and its
+ * state while the panel is in cache, so only a panel per thread exists.  The panels are
+ * a fixed grid of the rows, whatever the thread count, so the bits do not depend on it;
  * each pool task takes a run of whole panels and makes them in its own panel of the
  * scratch. */
-typedef struct AdamPanels {
+typedef struct OptimPanels {
     size_t rows, panels;   /* rows per panel (the last may have fewer), panels */
     int tasks;
-} AdamPanels;
+} OptimPanels;
 
-static size_t panel_override;   /* test hook: kern_gemm_adam_set_panel */
-void kern_gemm_adam_set_panel(size_t rows) { panel_override = rows; }
+static size_t panel_override;   /* test hook: kern_gemm_optim_set_panel */
+void kern_gemm_optim_set_panel(size_t rows) { panel_override = rows; }
 
-static AdamPanels adam_panels(size_t M, size_t N, int threads)
+static OptimPanels optim_panels(size_t M, size_t N, int threads)
 {
-    AdamPanels p = { kern_gemm_panel_rows(M, N), 0, 1 };
+    OptimPanels p = { kern_gemm_panel_rows(M, N), 0, 1 };
     if (panel_override) p.rows = panel_override < M ? panel_override : M ? M : 1;
     p.panels = (M + p.rows - 1) / p.rows;
     size_t T = (size_t)threads;
@@ -62,43 +63,42 @@ static AdamPanels adam_panels(size_t M, size_t N, int threads)
     return p;
 }
 
-size_t kern_gemm_adam_scratch(size_t M, size_t N, int threads)
+size_t kern_gemm_optim_scratch(size_t M, size_t N, int threads)
 {
-    AdamPanels p = adam_panels(M, N, threads);
+    OptimPanels p = optim_panels(M, N, threads);
     return (size_t)p.tasks * p.rows * N * sizeof(float);
 }
 
-typedef struct AdamJob {
+typedef struct OptimJob {
     bool ta, tb;
     size_t M, N, K;
     const float *A, *B;
-    float *w, *m, *v, *scratch;
-    float lr, beta1, beta2, eps;
-    int64_t t;
-    AdamPanels p;
-} AdamJob;
+    float *w, *const *st, *scratch;
+    const KOptim *o;
+    OptimPanels p;
+} OptimJob;
 
-static void adam_part(void *arg, int task, int worker)
+static void optim_part(void *arg, int task, int worker)
 {
     (void)worker;
-    const AdamJob *j = arg;
+    const OptimJob *j = arg;
     float *panel = j->scratch + (size_t)task * j->p.rows * j->N;
     size_t tasks = (size_t)j->p.tasks, first = j->p.panels * (size_t)task / tasks;
     size_t end = j->p.panels * (size_t)(task + 1) / tasks;
     for (size_t q = first; q < end; q++) {
         size_t r0 = q * j->p.rows, r1 = r0 + j->p.rows < j->M ? r0 + j->p.rows : j->M, at = r0 * j->N;
         kern_gemm_rows(j->ta, j->tb, j->M, j->N, j->K, r0, r1, 1.0f, j->A, j->B, 0.0f, panel);
-        kern_adam(j->w + at, j->m + at, j->v + at, panel, (r1 - r0) * j->N, j->lr, j->beta1, j->beta2, j->eps, j->t);
+        float *st[KOPTIM_MAX_STATE];
+        for (int k = 0; k < KOPTIM_MAX_STATE; k++) st[k] = j->st[k] ? j->st[k] + at : NULL;
+        kern_optim(j->o, j->w + at, st, panel, (r1 - r0) * j->N);
     }
 }
 
-void kern_gemm_adam(Pool *pool, bool ta, bool tb, size_t M, size_t N, size_t K, const float *A, const float *B,
-                    float *w, float *m, float *v, float lr, float beta1, float beta2, float eps, int64_t t,
-                    float *scratch)
+void kern_gemm_optim(Pool *pool, bool ta, bool tb, size_t M, size_t N, size_t K, const float *A, const float *B,
+                     const KOptim *o, float *w, float *const *st, float *scratch)
 {
-    AdamJob j = { ta, tb, M, N, K, A, B, w, m, v, scratch, lr, beta1, beta2, eps, t,
-                  adam_panels(M, N, pool_threads(pool)) };
-    pool_run(pool, j.p.tasks, adam_part, &j);
+    OptimJob j = { ta, tb, M, N, K, A, B, w, st, scratch, o, optim_panels(M, N, pool_threads(pool)) };
+    pool_run(pool, j.p.tasks, optim_part, &j);
 }
 
 /* ---- a dense layer's backward with its weight's update (matmul_grad_update) ------------
@@ -129,7 +129,7 @@ typedef struct DenseBackJob {
     float *w, *out, *scratch;
     uint32_t *sign;   /* momentum: bit i % 32 of sign[i / 32] is x[i] > 0 */
     size_t B, K, N, P;
-    float lr;
+    float lr, l2;     /* l2: weight decay (SGD: w's rows scaled by 1 - lr l2 in their GEMM) */
     Range r;          /* momentum: over the elements of x, in multiples of 32 */
 } DenseBackJob;
 
@@ -163,7 +163,7 @@ static void dense_back_panel(void *arg, int panel, int worker)
     size_t j0 = (size_t)panel * j->P, p = j->K - j0 < j->P ? j->K - j0 : j->P;
     float *s = j->scratch + (size_t)worker * j->B * j->P, *w = j->w + j0 * j->N;
     kern_gemm_block(false, true, j->B, p, j->N, 1.0f, j->dy, j->N, w, j->N, 0.0f, s, p);
-    kern_gemm_block(true, false, p, j->N, j->B, -j->lr, j->x + j0, j->K, j->dy, j->N, 1.0f, w, j->N);
+    kern_gemm_block(true, false, p, j->N, j->B, -j->lr, j->x + j0, j->K, j->dy, j->N, 1.0f - j->lr * j->l2, w, j->N);
     for (size_t b = 0; b < j->B; b++) {
         const float *xb = j->x + b * j->K + j0;
         kern_unary_grad(EW_RELU, 0.0f, xb, s + b * p, j->out + b * j->K + j0, p);
@@ -190,20 +190,20 @@ static void dense_mask_part(void *arg, int part, int worker)
 
 
 void kern_dense_backward_sgd(Pool *pool, const float *x, const float *dy, float *w, float *out, size_t B, size_t K,
-                             size_t N, float lr, float *scratch)
+                             size_t N, float lr, float l2, float *scratch)
 {
-    DenseBackJob j = { x, dy, w, out, scratch, NULL, B, K, N, dense_panel(B, K), lr, { 0, 1, 1 } };
+    DenseBackJob j = { x, dy, w, out, scratch, NULL, B, K, N, dense_panel(B, K), lr, l2, { 0, 1, 1 } };
     pool_run(pool, (int)((K + j.P - 1) / j.P), dense_back_panel, &j);
 }
 
 void kern_dense_backward_momentum(Pool *pool, const float *x, const float *dy, float *w, float *v, float *out,
-                                  size_t B, size_t K, size_t N, float lr, float mu, float *scratch)
+                                  size_t B, size_t K, size_t N, float lr, float mu, float l2, float *scratch)
 {
-    DenseBackJob j = { x, dy, w, out, scratch, (uint32_t *)scratch, B, K, N, 0, lr,
+    DenseBackJob j = { x, dy, w, out, scratch, (uint32_t *)scratch, B, K, N, 0, lr, l2,
                        split_range(B * K, 32, pool_threads(pool)) };
     pool_run(pool, j.r.parts, dense_signs_part, &j);
     kern_gemm(pool, true, false, K, N, B, 1.0f, x, dy, mu, v);
     kern_gemm(pool, false, true, B, K, N, 1.0f, dy, w, 0.0f, out);
-    sgd_split(pool, w, v, K * N, lr);
+    sgd_split(pool, w, v, K * N, lr, l2);
     pool_run(pool, j.r.parts, dense_mask_part, &j);
 }

@@ -121,6 +121,22 @@ static void attr_ints(Ex *e, Onnx__NodeProto *n, const char *name, const int64_t
 
 static void attr_int(Ex *e, Onnx__NodeProto *n, const char *name, int64_t v) { attr_ints(e, n, name, &v, 1); }
 
+static void attr_float(Ex *e, Onnx__NodeProto *n, const char *name, float v)
+{
+    if (!n) return;
+    Onnx__AttributeProto *a = xnew(e, &onnx__attribute_proto__descriptor);
+    Onnx__AttributeProto **list = xalloc(e, n->n_attribute + 1, sizeof *list);
+    if (e->oom) return;
+    a->name = (char *)name;
+    a->has_type = 1;
+    a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT;
+    a->has_f = 1;
+    a->f = v;
+    if (n->n_attribute) memcpy(list, n->attribute, n->n_attribute * sizeof *list);
+    list[n->n_attribute++] = a;
+    n->attribute = list;
+}
+
 static Onnx__TensorProto *add_init(Ex *e, const char *name, int type, const int64_t *dims, int rank, const void *data, size_t bytes)
 {
     Onnx__GraphProto *gp = e->gp;
@@ -442,6 +458,20 @@ static void export_node(Ex *e, int32_t id)
         int64_t rank = n->shape.rank;
         add_init(e, in[1], ONNX__TENSOR_PROTO__DATA_TYPE__INT64, &rank, 1, t, (size_t)rank * sizeof *t);
         add_node(e, m->onnx, nm, 2, in, e->val[id]);
+        return;
+    }
+    case OM_BATCH_NORM: {
+        /* ONNX normalizes axis 1: an NCHW image's channels, or [N, C]'s ([N, T, C]: no form) */
+        int rank = g->nodes[n->in[0]].shape.rank;
+        if (rank != 4 && rank != 2) break;
+        Lay l = rank == 4 ? LAY_NCHW : LAY_NHWC;
+        const char *in[5] = { get(e, n->in[0], l) };
+        for (int k = 1; k < 5; k++) in[k] = get(e, n->in[k], LAY_NHWC);
+        e->nat[id] = l;
+        e->val[id] = l == LAY_NCHW ? nchw_name(e, id) : plain_name(e, id);
+        Onnx__NodeProto *o = add_node(e, m->onnx, nm, 5, in, e->val[id]);
+        attr_float(e, o, "epsilon", om_bn_eps(n));
+        attr_float(e, o, "momentum", om_bn_momentum(n));
         return;
     }
     case OM_KIND_COUNT: break;

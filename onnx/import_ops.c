@@ -671,8 +671,10 @@ static int reads_of(const Imp *I, int32_t a, int32_t b)
 
 /* BatchNormalization at inference, y = x * s + t per channel with s = scale /
  * sqrt(var + eps) and t = bias - mean * s: folded into the convolution before it when
- * that convolution and its weights are its alone (W * s, b * s + t), else a mul and an
- * add of two params. */
+ * that convolution and its weights are its alone (W * s, and (b - mean) * s + bias
+ * for its bias b), else a mul and an add of two params.  In float, one operation at a
+ * time, as graphc's own bn_fold pass computes them (graph/bnorm.c), so that a model
+ * exported with batch norm and imported back runs with the same bits. */
 static bool batch_norm(Imp *I, const Onnx__NodeProto *n)
 {
     IVal *x = tensor_in(I, n, 0);
@@ -699,9 +701,10 @@ static bool batch_norm(Imp *I, const Onnx__NodeProto *n)
     bool ok = false;
     if (!sc || !sh) { imp_oom(I); goto out; }
     for (int64_t c = 0; c < C; c++) {
-        double k = p[0]->f[c] / sqrt((double)p[3]->f[c] + eps);
-        sc[c] = (float)k;
-        sh[c] = (float)(p[1]->f[c] - p[2]->f[c] * k);
+        float r = sqrtf(p[3]->f[c] + eps), mk;
+        sc[c] = p[0]->f[c] / r;
+        mk = p[2]->f[c] * sc[c];
+        sh[c] = p[1]->f[c] - mk;
     }
     Graph *g = I->g;
     int32_t y = x->node, conv = -1, bias = -1;
@@ -717,7 +720,10 @@ static bool batch_norm(Imp *I, const Onnx__NodeProto *n)
         for (int64_t i = 0; i < total; i++) wd[i] *= sc[i % C];   /* HWIO: the output channel is the last axis */
         if (bias >= 0) {
             float *bd = I->vdata[om_param_var(&g->nodes[bias])];
-            for (int64_t c = 0; c < C; c++) bd[c] = bd[c] * sc[c] + sh[c];
+            for (int64_t c = 0; c < C; c++) {
+                float u = (bd[c] - p[2]->f[c]) * sc[c];
+                bd[c] = u + p[1]->f[c];
+            }
         } else {
             int32_t in[2] = { conv, imp_param(I, "batch_normalization/shift", cs, sh) };
             y = in[1] < 0 ? -1 : imp_node(I, addk, in, 2, NULL, NULL);

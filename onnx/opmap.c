@@ -28,6 +28,7 @@ static const OnnxOp table[] = {
     { OP_RESHAPE,         OM_RESHAPE,     "Reshape",            "reshape" },
     { OP_CONCAT,          OM_CONCAT,      "Concat",             "concat" },
     { OP_DROPOUT,         OM_IDENTITY,    "Identity",           NULL },
+    { OP_BATCH_NORM_INFER, OM_BATCH_NORM, "BatchNormalization", NULL },
 };
 
 const OnnxOp *onnx_op_of(OpKind op)
@@ -68,6 +69,7 @@ bool om_same_attrs(const Node *a, const Node *b)
     }
     case OM_MATMUL: return om_matmul_ta(a) == om_matmul_ta(b) && om_matmul_tb(a) == om_matmul_tb(b);
     case OM_RESHAPE: return shape_eq(&a->shape, &b->shape);
+    case OM_BATCH_NORM: return om_bn_eps(a) == om_bn_eps(b) && om_bn_momentum(a) == om_bn_momentum(b);
     default: return true;
     }
 }

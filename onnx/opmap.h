@@ -20,6 +20,7 @@ typedef enum OmKind {
     OM_RESHAPE,
     OM_CONCAT,
     OM_IDENTITY,     /* at inference (dropout) */
+    OM_BATCH_NORM,   /* batch norm's inference form: the running statistics */
     OM_KIND_COUNT
 } OmKind;
 
@@ -48,6 +49,8 @@ static inline float om_const_value(const Node *n) { return n->a.cnst.value; }
 static inline int om_param_var(const Node *n) { return n->a.param.var; }
 static inline bool om_matmul_ta(const Node *n) { return n->a.matmul.ta; }
 static inline bool om_matmul_tb(const Node *n) { return n->a.matmul.tb; }
+static inline float om_bn_eps(const Node *n) { return n->a.bn.eps; }
+static inline float om_bn_momentum(const Node *n) { return n->a.bn.momentum; }
 
 static inline NodeAttr om_attr_win(int kh, int kw, int sh, int sw, Padding p)
 {

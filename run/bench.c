@@ -135,8 +135,11 @@ void **bench_feeds(const Graph *fwd, const Graph *g, DiagSink *d)
 
 StepEnv bench_env(const Graph *g, Weights *w, bool infer, DiagSink *d)
 {
-    return (StepEnv){ .w = w, .seed = 1, .lr = 1e-4f, .momentum = g->train.momentum, .beta1 = 0.9f, .beta2 = 0.999f,
-                      .eps = 1e-7f, .nesterov = g->train.nesterov, .training = !infer, .d = d };
+    /* the model's optimizer, at a small learning rate so the weights stay sane */
+    StepEnv e = { .w = w, .seed = 1, .training = !infer, .d = d };
+    step_env_train(&e, &g->train, 0);
+    e.lr = 1e-4f;
+    return e;
 }
 
 double bench_cpu_ns(long *minor_faults)

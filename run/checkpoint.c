@@ -36,9 +36,9 @@ enum {
     /* name_len, the longest name, role, rank, dims, crc: all of a record but its data */
     RECORD_MAX_OVERHEAD = 4 + (NAME_LIMIT - 1) + 4 + 4 + 8 * MAX_RANK + 4,
     /* the most optimizer state vars one parameter has in any optimizer graphc knows
-     * (Adam's m and v; graph_state_vars): a checkpoint read by a graph without them
-     * may hold that many per parameter */
-    MAX_STATE_PER_PARAM = 2,
+     * (RMSprop centered with momentum; graph_state_vars): a checkpoint read by a graph
+     * without them may hold that many per parameter */
+    MAX_STATE_PER_PARAM = OPTIM_MAX_STATE,
 };
 
 /* zlib's crc32 takes a 32-bit length: longer buffers go in pieces. */
@@ -285,7 +285,7 @@ static void model_bounds(Load *L, uint64_t *records, uint64_t *bytes)
         if (g->vars[v].role == VAR_PARAM) {
             if (L->max_state[v] < MAX_STATE_PER_PARAM) L->max_state[v] = MAX_STATE_PER_PARAM;
             copies += (uint64_t)L->max_state[v];
-        } else {
+        } else if (g->vars[v].role == VAR_STATE) {
             copies = 0;   /* counted with its parameter */
         }
         *records += copies;
@@ -324,7 +324,10 @@ static void fail_shape(Load *L, const char *name, const Shape *s, int v, int p)
     else fail(&L->r, "tensor '%s' has shape %s, its parameter '%s' has %s", name, b1, g->vars[p].name, b2);
 }
 
-static const char *role_name(uint32_t role) { return role == VAR_PARAM ? "a parameter" : "optimizer state"; }
+static const char *role_name(uint32_t role)
+{
+    return role == VAR_PARAM ? "a parameter" : role == VAR_STATE ? "optimizer state" : "a buffer";
+}
 
 /* A record's name: printable UTF-8, no NUL (a NUL would cut it short where it is
  * compared with the model's names). */
@@ -388,21 +391,21 @@ static int check_record(Load *L, const char *name, uint32_t role, const Shape *s
     Reader *r = &L->r;
     const Graph *g = L->g;
     if (role >= VAR_ROLE_COUNT) {
-        fail(r, "tensor '%s': role %u (0 parameter, 1 optimizer state)", name, role);
+        fail(r, "tensor '%s': role %u (0 parameter, 1 optimizer state, 2 buffer)", name, role);
         return -1;
     }
-    int other = find_var(g, name, role == VAR_PARAM ? VAR_STATE : VAR_PARAM);
-    if (v < 0 && other >= 0) {
-        fail(r, "tensor '%s' is stored as %s; the model has it as %s", name, role_name(role), role_name(!role));
-        return -1;
-    }
+    for (uint32_t o = 0; v < 0 && o < VAR_ROLE_COUNT; o++)
+        if (o != role && find_var(g, name, (VarRole)o) >= 0) {
+            fail(r, "tensor '%s' is stored as %s; the model has it as %s", name, role_name(role), role_name(o));
+            return -1;
+        }
     if (v >= 0 && L->seen[v]) {
         fail(r, "tensor '%s' appears twice", name);
         return -1;
     }
     int p = v >= 0 ? (role == VAR_STATE ? g->vars[v].of : -1) : role == VAR_STATE ? param_of(g, name) : -1;
-    if (v < 0 && role == VAR_PARAM) {
-        fail(r, "tensor '%s' is not a parameter of this model (a checkpoint of another model?)", name);
+    if (v < 0 && role != VAR_STATE) {
+        fail(r, "tensor '%s' is not %s of this model (a checkpoint of another model?)", name, role_name(role));
         return -1;
     }
     if (v < 0 && p < 0) {
@@ -447,8 +450,7 @@ static int read_record(Load *L, uint32_t i)
     uint64_t bytes;
     r->crc = 0;
     if (read_record_head(L, i, name, &role, &s, &bytes) != 0) return -1;
-    int v = find_var(L->g, name, role == VAR_STATE ? VAR_STATE : VAR_PARAM);
-    if (role >= VAR_ROLE_COUNT) v = -1;
+    int v = role < VAR_ROLE_COUNT ? find_var(L->g, name, (VarRole)role) : -1;
     if (bytes > r->limit - r->pos) {
         /* not read: its shape (not checked against its CRC) is the best account */
         if (bytes > r->size - r->pos)
@@ -519,7 +521,7 @@ static int check_complete(Load *L)
     int missing = 0, present = 0;
     char first[3][NAME_LIMIT];
     for (int k = 0; k < g->nvars; k++) {
-        if (g->vars[k].role == VAR_PARAM && !L->seen[k]) {
+        if (g->vars[k].role != VAR_STATE && !L->seen[k]) {   /* a parameter or a buffer */
             fail(&L->r, "the checkpoint has no tensor '%s' that the model needs", g->vars[k].name);
             return -1;
         }
@@ -534,7 +536,8 @@ static int check_complete(Load *L)
              missing > 3 ? "', ..." : missing > 2 ? "'" : "");
     if (present > 0)
         fail(&L->r, "the checkpoint holds only part of the optimizer state: %d of %d tensors missing (%s); the file is "
-             "damaged", missing, missing + present, list);
+             "damaged, or its optimizer kept other state (rmsprop without momentum= or centered=)", missing,
+             missing + present, list);
     else
         fail(&L->r, "the checkpoint has no optimizer state for this run: %d tensor%s missing (%s)%s%s%s; resuming would "
              "restart the optimizer from zero (graphc run --reset-optimizer does so on purpose)", missing,

@@ -394,10 +394,10 @@ int train_run(const Graph *fwd, const RunOptions *o, RunResult *r, Weights *w_ou
         goto out;
     }
     StepEnv env = {
-        .w = &w, .seed = t.seed, .lr = t.lr, .momentum = t.momentum, .beta1 = t.beta1, .beta2 = t.beta2,
-        .eps = t.eps, .nesterov = t.nesterov, .training = true, .d = d, .check_numerics = o->check_numerics,
-        .comm = comm, .shard = rank,
+        .w = &w, .seed = t.seed, .training = true, .d = d, .check_numerics = o->check_numerics, .comm = comm,
+        .shard = rank,
     };
+    step_env_train(&env, &t, first);
     /* Every rank is ready (or the lowest one that is not says why), and all start from
      * the same weights. */
     agreed = true;
@@ -420,6 +420,8 @@ int train_run(const Graph *fwd, const RunOptions *o, RunResult *r, Weights *w_ou
             fprintf(out, "Data parallel: %d ranks x batch %lld = global batch %lld; %s\n", R, (long long)t.batch,
                     (long long)gbatch, comm_describe(comm, cd, sizeof cd));
         }
+        char od[320];
+        fprintf(out, "Optimizer %s\n", optim_describe(&t, od, sizeof od));
         if (first) fprintf(out, "Resuming from %s at step %lld\n", o->resume_path, (long long)first);
     }
     for (int64_t i = 0; i < first; i++) r->step_loss[i] = r->step_acc[i] = NAN;
@@ -455,7 +457,7 @@ int train_run(const Graph *fwd, const RunOptions *o, RunResult *r, Weights *w_ou
             float *outs[2] = { NULL, NULL };
             outs[li] = &lv;
             if (ai >= 0) outs[ai] = &av;
-            env.step = gs;
+            step_env_train(&env, &t, gs);   /* the step's learning rate: a function of gs alone */
             w.step = gs;
             if (executor_run(ex, feeds, outs, &env) != 0) goto out;
             if (R > 1) {

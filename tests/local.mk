@@ -7,6 +7,7 @@
 #   test_data      data sources;  test_image  image files;  test_plot  SVG plots
 #   test_api       the public C API alone: io, training, weights, errors, threads (and
 #                  test_api_shared: the same program linked with libgraphc.so)
+#   test_optim     the train block's optimizers, schedules and clipping (issue 14)
 #   test_onnx      ONNX export and import: round trips, damaged files (when built with ONNX)
 #   test_checkpoint  checkpoints (crafted fields, streams, resuming) and output files
 #   test_ablate    graphc bench --ablate: every configuration against the interpreter, its output
@@ -23,7 +24,7 @@ TEST_LIBS = $(GRAPHC_LIBS) $(CHECK_LIBS)
 AM_TESTS_ENVIRONMENT = top_srcdir='$(top_srcdir)'; top_builddir='$(top_builddir)'; SAN_CFLAGS='$(SAN_CFLAGS)'; export top_srcdir top_builddir SAN_CFLAGS; CK_DEFAULT_TIMEOUT=600; export CK_DEFAULT_TIMEOUT;
 
 CHECK_SUITES = tests/test_frontend tests/test_kernels tests/test_train tests/test_bench tests/test_data tests/test_image \
-	tests/test_plot tests/test_api tests/test_ablate
+	tests/test_plot tests/test_api tests/test_ablate tests/test_optim
 check_PROGRAMS += $(CHECK_SUITES)
 TESTS += $(CHECK_SUITES)
 tests_test_frontend_SOURCES = tests/test_frontend.c
@@ -60,6 +61,9 @@ endif
 tests_test_ablate_SOURCES = tests/test_ablate.c tests/testgraph.h tests/model_file.h
 tests_test_ablate_CFLAGS = $(TEST_CFLAGS)
 tests_test_ablate_LDADD = $(TEST_LIBS)
+tests_test_optim_SOURCES = tests/test_optim.c tests/testutil.h tests/testgraph.h
+tests_test_optim_CFLAGS = $(TEST_CFLAGS)
+tests_test_optim_LDADD = $(TEST_LIBS)
 
 TESTS += tests/golden.sh tests/resume.sh tests/valgrind.sh tests/install.sh tests/mpi.sh tests/layers.sh \
 	tests/predict.sh tests/ablate_cli.sh
@@ -122,3 +126,21 @@ tests_torch_run_CFLAGS = $(AM_CFLAGS)
 tests_torch_run_LDADD = $(GRAPHC_LIBS)
 TESTS += tests/torch_ops.sh
 EXTRA_DIST += tests/torch_ops.sh tests/torch_ops.py
+# batch norm against PyTorch 1.13 (tests/bnorm_torch.py, Debian's python3-torch; skipped
+# with a message without it): the forms of batch_norm and models/fashion-resnet.net, the
+# loss, every parameter's gradient and the running statistics after a step, and the
+# inference outputs, on the same weights and batch (tests/torch_step runs graphc's side)
+check_PROGRAMS += tests/torch_step
+tests_torch_step_SOURCES = tests/torch_step.c
+tests_torch_step_CFLAGS = $(AM_CFLAGS)
+tests_torch_step_LDADD = $(GRAPHC_LIBS)
+TESTS += tests/bnorm_torch.sh
+EXTRA_DIST += tests/bnorm_torch.sh tests/bnorm_torch.py
+# The train block's optimizers, clipping and schedules against PyTorch (tests/optim_torch.py,
+# Debian's python3-torch; skipped with a message without it); tests/optim_run is graphc's side.
+check_PROGRAMS += tests/optim_run
+tests_optim_run_SOURCES = tests/optim_run.c
+tests_optim_run_CFLAGS = $(AM_CFLAGS)
+tests_optim_run_LDADD = $(GRAPHC_LIBS)
+TESTS += tests/optim_torch.sh
+EXTRA_DIST += tests/optim_torch.sh tests/optim_torch.py

@@ -2,7 +2,8 @@
  *
  *   onnx_run init MODEL.net CKPT SEED
  *       a checkpoint of the model's params with random values, biases included
- *       (uniform in +-sqrt(3 / fan_in), so that activations stay of order 1)
+ *       (uniform in +-sqrt(3 / fan_in), so that activations stay of order 1), and its
+ *       buffers (batch norm's running statistics) uniform in [0.5, 1.5)
  *   onnx_run run MODEL.net CKPT BATCH PREFIX
  *       runs the inference graph (graphc predict's: compiled plan) on BATCH examples:
  *       each input the outputs need is read from PREFIX.in.NAME.f32 (raw little-endian
@@ -37,6 +38,8 @@ static int init(const Graph *g, const char *ckpt, uint64_t seed, DiagSink *d)
         int64_t n = shape_numel(&var->shape), fan = var->shape.rank >= 2 ? var->fan_in : n;
         float a = sqrtf(3.0f / (float)(fan > 0 ? fan : 1));
         for (int64_t i = 0; i < n; i++) w.data[v][i] = a * (2 * (float)rng_unit(rng_at(seed, (uint64_t)v + 1, (uint64_t)i)) - 1);
+        if (var->role == VAR_BUFFER)   /* batch norm's running statistics: a variance is positive */
+            for (int64_t i = 0; i < n; i++) w.data[v][i] = 0.5f + (float)rng_unit(rng_at(seed, (uint64_t)v + 1, (uint64_t)i));
     }
     int rc = checkpoint_save(ckpt, g, &w, seed, d);
     weights_free(&w);

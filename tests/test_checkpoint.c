@@ -214,7 +214,8 @@ static void m_name_len_huge(CFile *f) { f->rec[1].name_len = UINT32_MAX; }
 static void m_name_len_512(CFile *f) { f->rec[1].name_len = 512; }
 static void m_name_nul(CFile *f) { memcpy(f->rec[0].name + f->rec[0].name_len, "\0x", 2); f->rec[0].name_len += 2; }
 static void m_name_utf8(CFile *f) { f->rec[0].name[2] = (char)0xff; }
-static void m_role_2(CFile *f) { f->rec[0].role = 2; }
+static void m_role_3(CFile *f) { f->rec[0].role = 3; }
+static void m_role_buffer(CFile *f) { f->rec[0].role = VAR_BUFFER; }
 static void m_role_swapped(CFile *f) { f->rec[0].role = VAR_STATE; }
 static void m_rank_7(CFile *f) { f->rec[0].rank = 7; }
 static void m_rank_huge(CFile *f) { f->rec[0].rank = UINT32_MAX; }
@@ -248,10 +249,15 @@ static void m_unknown_param(CFile *f) { set_name(&f->rec[find_rec(f, "dense/bias
 
 static void m_state_of_nothing(CFile *f) { set_name(&f->rec[find_rec(f, "dense/bias:m")], "nothing:m"); }
 
-static void m_third_state(CFile *f)
+/* Adam's m and v, and two more: more than any optimizer keeps (3, RMSprop's) */
+static void m_fourth_state(CFile *f)
 {
     add_instead(f, "dense/bias:m");
     set_name(&f->rec[f->n - 1], "dense/bias:w");
+    CRec r = f->rec[find_rec(f, "dense/bias:m")];
+    drop_rec(f, find_rec(f, "conv2d/bias:m"));
+    set_name(&r, "dense/bias:u");
+    add_rec(f, &r);
 }
 
 static void m_state_shape(CFile *f)
@@ -326,8 +332,9 @@ static const Case cases[] = {
     { "name length 512", m_name_len_512, false, false, false, "tensor 1: name length 512" },
     { "a NUL in a name", m_name_nul, false, false, false, "tensor 0: the name holds a NUL" },
     { "invalid UTF-8 in a name", m_name_utf8, false, false, false, "invalid UTF-8" },
-    { "role 2", m_role_2, false, false, false, "role 2 (0 parameter, 1 optimizer state)" },
+    { "role 3", m_role_3, false, false, false, "role 3 (0 parameter, 1 optimizer state, 2 buffer)" },
     { "a parameter stored as state", m_role_swapped, false, false, false, "is stored as optimizer state; the model has it as a parameter" },
+    { "a parameter stored as a buffer", m_role_buffer, false, false, false, "is stored as a buffer; the model has it as a parameter" },
     { "rank 7", m_rank_7, false, false, false, "rank 7 (at most 6)" },
     { "rank 2^32-1", m_rank_huge, false, false, false, "rank 4294967295 (at most 6)" },
     { "dimension 0", m_dim_0, false, false, false, "dimension 1 is 0 (each from 1 to 2^40" },
@@ -339,7 +346,7 @@ static const Case cases[] = {
     { "a state tensor twice", m_state_twice, false, false, false, "'dense/bias:m' appears twice" },
     { "an unknown parameter", m_unknown_param, false, false, false, "'dense_9/bias' is not a parameter of this model" },
     { "state of no parameter", m_state_of_nothing, false, false, false, "'nothing:m' is optimizer state of no parameter" },
-    { "a third state tensor", m_third_state, false, false, false, "more optimizer state tensors than an optimizer keeps" },
+    { "a fourth state tensor", m_fourth_state, false, false, false, "more optimizer state tensors than an optimizer keeps" },
     { "state of another shape", m_state_shape, false, false, false, "'dense/kernel:v' has shape [" },
     { "a parameter missing", m_param_missing, false, false, false, "has no tensor 'dense/bias' that the model needs" },
     { "no optimizer state", m_no_state, true, false, true, "has no optimizer state for this run" },

@@ -808,6 +808,57 @@ START_TEST(lower_name_sharing)
 }
 END_TEST
 
+/* batch_norm: Keras' names and initial values, its running statistics buffers (not
+ * parameters), the batch's statistics and the normalization as two nodes, over the last
+ * axis of an image or a [B, F] input; names skip those taken. */
+START_TEST(lower_batch_norm)
+{
+    Comp c;
+    comp_ok(&c, "input img: f32[B, 6, 6, 3]\n"
+                "a = batch_norm(conv2d(img, filters=4, kernel=3, use_bias=false), name=\"batch_normalization_1\")\n"
+                "output y = batch_norm(dense(flatten(a), units=5), momentum=0.9, eps=1e-5)\n");
+    const Graph *g = c.g;
+    static const struct { const char *name, *shape; InitKind init; VarRole role; } want[] = {
+        { "conv2d/kernel", "[3, 3, 3, 4]", INIT_GLOROT_UNIFORM, VAR_PARAM },
+        { "batch_normalization_1/gamma", "[4]", INIT_ONES, VAR_PARAM },
+        { "batch_normalization_1/beta", "[4]", INIT_ZEROS, VAR_PARAM },
+        { "batch_normalization_1/moving_mean", "[4]", INIT_ZEROS, VAR_BUFFER },
+        { "batch_normalization_1/moving_variance", "[4]", INIT_ONES, VAR_BUFFER },
+        { "dense/kernel", "[64, 5]", INIT_GLOROT_UNIFORM, VAR_PARAM },
+        { "dense/bias", "[5]", INIT_ZEROS, VAR_PARAM },
+        { "batch_normalization/gamma", "[5]", INIT_ONES, VAR_PARAM },   /* the first free number */
+        { "batch_normalization/beta", "[5]", INIT_ZEROS, VAR_PARAM },
+        { "batch_normalization/moving_mean", "[5]", INIT_ZEROS, VAR_BUFFER },
+        { "batch_normalization/moving_variance", "[5]", INIT_ONES, VAR_BUFFER },
+    };
+    ck_assert_int_eq(g->nvars, 11);
+    for (int i = 0; i < 11; i++) {
+        ck_assert_str_eq(g->vars[i].name, want[i].name);
+        ck_shape(g, &g->vars[i].shape, want[i].shape);
+        ck_assert_int_eq(g->vars[i].init, want[i].init);
+        ck_assert_int_eq(g->vars[i].role, want[i].role);
+    }
+    ck_assert_int_eq(graph_param_count(g), 3 * 3 * 3 * 4 + 8 + 64 * 5 + 5 + 10);
+    const Node *y = out(g, "y");
+    ck_assert_int_eq(y->op, OP_BATCH_NORM);
+    ck_out_shape(g, "y", "[B, 5]");
+    ck_assert_float_eq(y->a.bn.momentum, 0.9f);
+    ck_assert_float_eq(y->a.bn.eps, 1e-5f);
+    ck_assert_int_eq(y->a.bn.act, -1);
+    const Node *st = &g->nodes[y->in[1]];
+    ck_assert_int_eq(st->op, OP_BATCH_NORM_STATS);
+    ck_assert_int_eq(st->in[0], y->in[0]);
+    ck_shape(g, &st->shape, "[2, 5]");
+    static const char *const vars[4] = { "gamma", "beta", "moving_mean", "moving_variance" };
+    for (int k = 0; k < 4; k++) ck_assert_str_eq(strchr(param_of(g, y, 2 + k)->name, '/') + 1, vars[k]);
+    const Node *a = &g->nodes[g->nodes[g->nodes[g->nodes[y->in[0]].in[0]].in[0]].in[0]];   /* add, matmul, reshape */
+    ck_assert_int_eq(a->op, OP_BATCH_NORM);
+    ck_assert_float_eq(a->a.bn.momentum, 0.99f);   /* Keras' defaults */
+    ck_assert_float_eq(a->a.bn.eps, 0.001f);
+    comp_free(&c);
+}
+END_TEST
+
 /* Automatic names skip names already taken with name=, as Keras' unique names do. */
 START_TEST(lower_auto_names_skip_taken)
 {
@@ -1403,6 +1454,7 @@ Suite *make_lower_suite(void)
     tcase_add_test(tc, parse_unpack);
     tcase_add_test(tc, lower_sequence_shapes);
     tcase_add_test(tc, lower_split_unpack);
+    tcase_add_test(tc, lower_batch_norm);
     tcase_add_test(tc, lower_dropout_and_losses);
     tcase_add_test(tc, lower_train_block);
     tcase_add_loop_test(tc, lower_model_param_counts, 0, NMODELS);
@@ -2129,7 +2181,7 @@ static const struct LineCase {
       "  minimize = loss\n"
       "  qqqqqqq = 1\n"
       "}\n",
-      "t.net:9:3: error: train: unknown setting 'qqqqqqq' (settings: data, optimizer, batch, epochs, steps, seed, minimize, checkpoint, shuffle)", 1 },
+      "t.net:9:3: error: train: unknown setting 'qqqqqqq' (settings: data, optimizer, batch, epochs, steps, seed, minimize, checkpoint, shuffle, lr, warmup, clip_norm)", 1 },
     { "train_duplicate",
       "input x: f32[B, 4]\n"
       "input l: i32[B]\n"
@@ -2199,7 +2251,7 @@ static const struct LineCase {
       "loss = cross_entropy(y, l)\n"
       "output y\n"
       "train { data = synthetic(); minimize = loss; optimizer = \"sgd\" }\n",
-      "t.net:6:58: error: train: 'optimizer' must be sgd(...) or adam(...)", 1 },
+      "t.net:6:58: error: train: 'optimizer' must be sgd(...), adam(...), adamw(...) or rmsprop(...)", 1 },
     { "train_nesterov",
       "input x: f32[B, 4]\n"
       "input l: i32[B]\n"
@@ -2304,6 +2356,36 @@ static const struct LineCase {
       "y = conv2d(reshape(x, B, 2, 2, 1), filters=2, kernel=1, name=\"c:1\")\n"
       "output y\n",
       "t.net:2:62: error: conv2d: 'name' must be non-empty, without '/' or ':'", 1 },
+    { "batch_norm_scalar_rows",
+      "input x: f32[B]\n"
+      "output y = batch_norm(x)\n",
+      "t.net:2:12: error: batch_norm: the input must be [batch, ..., channels], got [B]", 1 },
+    { "batch_norm_symbolic_channels",
+      "input x: f32[4, B]\n"
+      "output y = batch_norm(x)\n",
+      "t.net:2:12: error: batch_norm: the number of channels (the last axis) must be known, got [4, B]", 1 },
+    { "batch_norm_shared",
+      "input x: f32[B, 3]\n"
+      "a = batch_norm(x, name=\"bn\")\n"
+      "output y = batch_norm(a, name=\"bn\")\n",
+      "t.net:3:12: error: batch_norm: a layer named 'bn' already exists; a batch norm is not shared (each keeps its own "
+      "running statistics)", 1 },
+    { "batch_norm_momentum_range",
+      "input x: f32[B, 3]\n"
+      "output y = batch_norm(x, momentum=1.5)\n",
+      "t.net:2:35: error: batch_norm: 'momentum' must be between 0 and 1, got 1.5", 1 },
+    { "batch_norm_eps_zero",
+      "input x: f32[B, 3]\n"
+      "output y = batch_norm(x, eps=0)\n",
+      "t.net:2:30: error: batch_norm: 'eps' must be between 1e-30 and 1, got 0", 1 },
+    { "batch_norm_keyword_typo",
+      "input x: f32[B, 3]\n"
+      "output y = batch_norm(x, momentun=0.9)\n",
+      "t.net:2:26: error: batch_norm: unknown keyword argument 'momentun'; did you mean 'momentum'?", 1 },
+    { "batch_norm_int_input",
+      "input x: i32[B, 3]\n"
+      "output y = batch_norm(x)\n",
+      "t.net:2:12: error: batch_norm: the input must be f32, got i32[B, 3]", 1 },
     { "layer_name_empty",
       "input x: f32[B, 4]\n"
       "y = dense(x, units=2, name=\"\")\n"

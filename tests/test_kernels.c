@@ -2561,6 +2561,174 @@ START_TEST(test_slice_add)
 }
 END_TEST
 
+/* ================================================================================
+ * Batch norm over the last axis (kernels/bnorm.c)
+ * ================================================================================ */
+
+/* [rows, C]: one row; odd sizes; more than the split threshold, on the pool */
+static const size_t bn_cases[][2] = { { 1, 5 }, { 7, 3 }, { 300, 16 }, { 4096, 12 } };
+#define N_BN_CASES ((int)(sizeof bn_cases / sizeof bn_cases[0]))
+
+/* x around 100 (the shifted sums must keep the variance's digits) */
+static float *bn_input(size_t rows, size_t C, uint64_t seed)
+{
+    float *x = tu_alloc_uniform(rows * C, -1, 1, seed);
+    for (size_t i = 0; i < rows * C; i++) x[i] = 100.0f + x[i] * (float)(1 + i % C);
+    return x;
+}
+
+static double *bn_scratch(size_t C)
+{
+    double *s = malloc(kern_bn_scratch(C));
+    ck_assert_ptr_nonnull(s);
+    return s;
+}
+
+START_TEST(test_bn_forward)
+{
+    size_t rows = bn_cases[_i][0], C = bn_cases[_i][1];
+    float *x = bn_input(rows, C, 1), *st = tu_alloc(2 * C), *y = tu_alloc(rows * C);
+    float *gamma = tu_alloc_uniform(C, 0.5f, 2, 2), *beta = tu_alloc_uniform(C, -1, 1, 3);
+    float *scale = tu_alloc(C), *want = tu_alloc(rows * C);
+    double *scratch = bn_scratch(C);
+    tu_threads(2);
+    kern_bn_stats(tu_pool, x, rows, C, st, scratch);
+    for (size_t c = 0; c < C; c++) {
+        double m = 0, v = 0;
+        for (size_t r = 0; r < rows; r++) m += x[r * C + c];
+        m /= (double)rows;
+        for (size_t r = 0; r < rows; r++) v += (x[r * C + c] - m) * (x[r * C + c] - m);
+        v /= (double)rows;
+        ck_assert_float_near_rel(st[c], m, 1e-7, 0);
+        ck_assert_float_near_rel(st[C + c], v, 1e-5, 1e-12);
+        for (size_t r = 0; r < rows; r++) {
+            double z = gamma[c] * (x[r * C + c] - m) / sqrt(v + 1e-3) + beta[c];
+            want[r * C + c] = (float)(z > 0 ? z : 0);
+        }
+    }
+    kern_bn_scale(st + C, gamma, 1e-3f, C, scale);
+    kern_bn_apply(tu_pool, x, rows, C, st, scale, beta, (EwAct){ EW_RELU, 0 }, y);
+    ck_assert_floats_near(y, want, rows * C, 1e-5, 1e-5);
+    kern_bn_apply(tu_pool, x, rows, C, st, scale, beta, (EwAct){ EW_RELU, 0 }, x);   /* in place: the same bits */
+    ck_assert_mem_eq(x, y, rows * C * sizeof *y);
+    tu_threads(1);
+    free(x), free(st), free(y), free(gamma), free(beta), free(scale), free(want), free(scratch);
+}
+END_TEST
+
+typedef struct BnCtx {
+    size_t rows, C;
+    float *x, *gamma, *beta;
+    int wrt;   /* 0 x, 1 gamma, 2 beta */
+} BnCtx;
+
+/* the training form's output as a function of x, gamma or beta */
+static void bn_train_f(void *ctx, const float *v, float *y)
+{
+    BnCtx *b = ctx;
+    size_t C = b->C;
+    const float *x = b->wrt == 0 ? v : b->x, *gamma = b->wrt == 1 ? v : b->gamma, *beta = b->wrt == 2 ? v : b->beta;
+    float *st = tu_alloc(2 * C), *scale = tu_alloc(C);
+    double *scratch = bn_scratch(C);
+    kern_bn_stats(NULL, x, b->rows, C, st, scratch);
+    kern_bn_scale(st + C, gamma, 1e-3f, C, scale);
+    kern_bn_apply(NULL, x, b->rows, C, st, scale, beta, EW_NO_ACT, y);
+    free(st), free(scale), free(scratch);
+}
+
+/* dgamma, dbeta and dx (the path through the statistics included) against central
+ * differences of the training form, each in place over dy as the plan runs it */
+START_TEST(test_bn_grad_fd)
+{
+    size_t rows = _i == 0 ? 3 : 8, C = 3, n = rows * C;
+    BnCtx b = { rows, C, tu_alloc_uniform(n, -2, 2, 4), tu_alloc_uniform(C, 0.5f, 2, 5), tu_alloc_uniform(C, -1, 1, 6), 0 };
+    float *dy = tu_alloc_uniform(n, -1, 1, 7), *st = tu_alloc(2 * C), *d = tu_alloc(2 * C), *dx = tu_alloc(n);
+    double *scratch = bn_scratch(C);
+    kern_bn_stats(tu_pool, b.x, rows, C, st, scratch);
+    kern_bn_grad_params(tu_pool, b.x, dy, rows, C, st, 1e-3f, d, scratch);
+    memcpy(dx, dy, n * sizeof *dx);
+    kern_bn_grad_input(tu_pool, dx, b.x, rows, C, st, b.gamma, d, 1e-3f, dx, (float *)scratch);
+    ck_assert_grad_fd(bn_train_f, &b, b.x, n, n, dy, dx, 3e-3f, 2e-3, 1e-4);
+    b.wrt = 1;
+    ck_assert_grad_fd(bn_train_f, &b, b.gamma, C, n, dy, d, 3e-3f, 2e-3, 1e-4);
+    b.wrt = 2;
+    ck_assert_grad_fd(bn_train_f, &b, b.beta, C, n, dy, d + C, 3e-3f, 2e-3, 1e-4);
+    free(b.x), free(b.gamma), free(b.beta), free(dy), free(st), free(d), free(dx), free(scratch);
+}
+END_TEST
+
+/* Every kernel gives the same bits on 1, 2 and 3 threads (fixed blocks of rows). */
+START_TEST(test_bn_threads)
+{
+    size_t rows = 5000, C = 9, n = rows * C;
+    float *x = bn_input(rows, C, 8), *dy = tu_alloc_uniform(n, -1, 1, 9), *gamma = tu_alloc_uniform(C, 0.5f, 2, 10);
+    float *out[3][4];
+    double *scratch = bn_scratch(C);
+    for (int t = 0; t < 3; t++) {
+        tu_threads(t + 1);
+        float *st = out[t][0] = tu_alloc(2 * C), *d = out[t][1] = tu_alloc(2 * C);
+        float *y = out[t][2] = tu_alloc(n), *dx = out[t][3] = tu_alloc(n);
+        kern_bn_stats(tu_pool, x, rows, C, st, scratch);
+        kern_bn_apply(tu_pool, x, rows, C, st, gamma, dy, (EwAct){ EW_TANH, 0 }, y);
+        kern_bn_grad_params(tu_pool, x, dy, rows, C, st, 1e-5f, d, scratch);
+        kern_bn_grad_input(tu_pool, dy, x, rows, C, st, gamma, d, 1e-5f, dx, (float *)scratch);
+    }
+    static const size_t len[4] = { 2, 2, 0, 0 };
+    for (int t = 1; t < 3; t++)
+        for (int k = 0; k < 4; k++)
+            ck_assert_msg(memcmp(out[t][k], out[0][k], (len[k] ? len[k] * C : n) * sizeof(float)) == 0,
+                          "output %d differs on %d threads", k, t + 1);
+    tu_threads(1);
+    for (int t = 0; t < 3; t++)
+        for (int k = 0; k < 4; k++) free(out[t][k]);
+    free(x), free(dy), free(gamma), free(scratch);
+}
+END_TEST
+
+/* A channel's values do not depend on where it falls in a vector of the kernels (or
+ * past the last whole one): each of 11 columns alone as [rows, 1] gives the bits it
+ * gets among the others. */
+START_TEST(test_bn_lanes)
+{
+    size_t rows = 37, C = 11, n = rows * C;
+    float *x = bn_input(rows, C, 11), *dy = tu_alloc_uniform(n, -1, 1, 12), *gamma = tu_alloc_uniform(C, 0.5f, 2, 13);
+    float *st = tu_alloc(2 * C), *d = tu_alloc(2 * C), *y = tu_alloc(n), *dx = tu_alloc(n);
+    float *xc = tu_alloc(rows), *dyc = tu_alloc(rows), *yc = tu_alloc(rows), *dxc = tu_alloc(rows), stc[2], dc[2];
+    double *scratch = bn_scratch(C);
+    kern_bn_stats(NULL, x, rows, C, st, scratch);
+    kern_bn_apply(NULL, x, rows, C, st, gamma, dy, EW_NO_ACT, y);
+    kern_bn_grad_params(NULL, x, dy, rows, C, st, 1e-3f, d, scratch);
+    kern_bn_grad_input(NULL, dy, x, rows, C, st, gamma, d, 1e-3f, dx, (float *)scratch);
+    for (size_t c = 0; c < C; c++) {
+        for (size_t r = 0; r < rows; r++) xc[r] = x[r * C + c], dyc[r] = dy[r * C + c];
+        kern_bn_stats(NULL, xc, rows, 1, stc, scratch);
+        kern_bn_apply(NULL, xc, rows, 1, stc, &gamma[c], &dy[c], EW_NO_ACT, yc);
+        kern_bn_grad_params(NULL, xc, dyc, rows, 1, stc, 1e-3f, dc, scratch);
+        kern_bn_grad_input(NULL, dyc, xc, rows, 1, stc, &gamma[c], dc, 1e-3f, dxc, (float *)scratch);
+        ck_assert_msg(stc[0] == st[c] && stc[1] == st[C + c] && dc[0] == d[c] && dc[1] == d[C + c],
+                      "channel %zu: the statistics or dgamma, dbeta differ alone", c);
+        for (size_t r = 0; r < rows; r++)
+            ck_assert_msg(yc[r] == y[r * C + c] && dxc[r] == dx[r * C + c], "channel %zu, row %zu differs alone", c, r);
+    }
+    free(x), free(dy), free(gamma), free(st), free(d), free(y), free(dx), free(xc), free(dyc), free(yc), free(dxc);
+    free(scratch);
+}
+END_TEST
+
+START_TEST(test_bn_update)
+{
+    float mean[2] = { 1, -2 }, var[2] = { 0.5f, 2 }, st[4] = { 3, 4, 0.25f, 1 };
+    kern_bn_update(mean, var, st, 2, 0.9f, 5);
+    ck_assert_float_near_rel(mean[0], 0.9 * 1 + 0.1 * 3, 1e-6, 0);
+    ck_assert_float_near_rel(mean[1], 0.9 * -2 + 0.1 * 4, 1e-6, 0);
+    ck_assert_float_near_rel(var[0], 0.9 * 0.5 + 0.1 * 0.25 * 5 / 4, 1e-6, 0);   /* Bessel's correction */
+    ck_assert_float_near_rel(var[1], 0.9 * 2 + 0.1 * 1 * 5 / 4, 1e-6, 0);
+    kern_bn_update(mean, var, st, 2, 0.0f, 1);   /* momentum 0: the batch's; one value: no correction */
+    ck_assert_float_eq(mean[0], 3);
+    ck_assert_float_eq(var[1], 1);
+}
+END_TEST
+
 /* ================================================================================ */
 
 static Suite *make_kernels_suite(void)
@@ -2649,6 +2817,14 @@ static Suite *make_kernels_suite(void)
     tcase_add_test(tc, test_layer_norm);
     tcase_add_test(tc, test_smoothing_and_bce);
     tcase_add_test(tc, test_slice_add);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("batch_norm");
+    tcase_add_loop_test(tc, test_bn_forward, 0, N_BN_CASES);
+    tcase_add_loop_test(tc, test_bn_grad_fd, 0, 2);
+    tcase_add_test(tc, test_bn_threads);
+    tcase_add_test(tc, test_bn_lanes);
+    tcase_add_test(tc, test_bn_update);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("optimizers");

@@ -86,8 +86,22 @@ static double loss_of(const Graph *ig, Weights *w, void **feeds, DiagSink *d)
     return outv[li];
 }
 
-/* Checks every parameter's gradient in the model `text` with batch `batch`. */
-static void gradcheck(const char *text, int64_t batch, int32_t classes)
+/* The loss of a training step `tg` (bound; SGD, lr 0: the parameters stay) for the
+ * current weights: for a model whose training form differs from its inference (batch
+ * norm normalizes with the batch's statistics). */
+static double train_loss_of(const Graph *tg, Weights *w, void **feeds, DiagSink *d)
+{
+    float lv = 0, av = 0;
+    float *outs[2] = { &lv, &av };
+    StepEnv env = { .w = w, .lr = 0.0f, .training = true, .d = d };
+    ck_assert_int_eq(interp_run(tg, (const void *const *)feeds, outs, &env, tu_pool, NULL), 0);
+    return lv;
+}
+
+/* Checks every parameter's gradient in the model `text` with batch `batch`; the
+ * finite differences of the inference graph's loss, or with through_step, of the
+ * training step's. */
+static void gradcheck_as(const char *text, int64_t batch, int32_t classes, bool through_step)
 {
     Compiled c;
     compile_str(&c, text);
@@ -116,7 +130,7 @@ static void gradcheck(const char *text, int64_t batch, int32_t classes)
     float *outs[2] = { &lv, &av };
     StepEnv env = { .w = &w, .lr = 1.0f, .training = true, .d = &c.d };
     ck_assert_int_eq(interp_run(tg, (const void *const *)feeds, outs, &env, tu_pool, NULL), 0);
-    double base = loss_of(ig, &before, feeds, &c.d);
+    double base = through_step ? train_loss_of(tg, &before, feeds, &c.d) : loss_of(ig, &before, feeds, &c.d);
     ck_assert_float_near_rel(lv, base, 1e-5, 1e-6);   /* the step's loss is the model's loss */
 
     int checked = 0;
@@ -129,9 +143,9 @@ static void gradcheck(const char *text, int64_t batch, int32_t classes)
             float keep = before.data[v][k];
             const float eps = 1e-3f;
             before.data[v][k] = keep + eps;
-            double lp = loss_of(ig, &before, feeds, &c.d);
+            double lp = through_step ? train_loss_of(tg, &before, feeds, &c.d) : loss_of(ig, &before, feeds, &c.d);
             before.data[v][k] = keep - eps;
-            double lm = loss_of(ig, &before, feeds, &c.d);
+            double lm = through_step ? train_loss_of(tg, &before, feeds, &c.d) : loss_of(ig, &before, feeds, &c.d);
             before.data[v][k] = keep;
             double numeric = (lp - lm) / (2.0 * eps);
             ck_assert_msg(tu_near(analytic, numeric, 5e-2, 2e-3),
@@ -148,6 +162,8 @@ static void gradcheck(const char *text, int64_t batch, int32_t classes)
     graph_free(ig);
     compiled_free_all(&c);
 }
+
+static void gradcheck(const char *text, int64_t batch, int32_t classes) { gradcheck_as(text, batch, classes, false); }
 
 START_TEST(grad_dense)
 {
@@ -374,6 +390,25 @@ START_TEST(split_gradient_one_op)
 }
 END_TEST
 
+/* Batch norm (training form) on every axis it takes: NHWC images, [B, F] and [B, T, F],
+ * at batch 1 and 4; its gamma, beta and everything before it, against the training
+ * step's own loss (the inference graph normalizes with the running statistics).  At
+ * batch 1 the [B, F] one has a single value per feature: its output is beta. */
+START_TEST(grad_batch_norm)
+{
+    static const char model[] =
+        "input x: f32[B, 5, 4, 3]\ninput y: i32[B]\n"
+        "h = tanh(batch_norm(conv2d(x, filters=4, kernel=3, padding=\"same\"), momentum=0.9))\n"
+        "t = batch_norm(reshape(h, B, 10, 8), eps=0.01) * 0.5\n"
+        "g = batch_norm(dense(flatten(t), units=5))\n"
+        "logits = dense(sigmoid(g), units=3) + dense(flatten(h), units=3, name=\"skip\")\n"
+        "loss = cross_entropy(logits, y)\n"
+        "train { data = synthetic(count=8)\nminimize = loss }\n";
+    gradcheck_as(model, 1, 3, true);
+    gradcheck_as(model, 4, 3, true);
+}
+END_TEST
+
 /* The op table's companions: every op has a shape rule and a kernel, and every op a
  * .net file can use has a gradient rule. */
 START_TEST(op_tables_complete)
@@ -413,7 +448,7 @@ END_TEST
 
 static const char *const model_files[] = {
     "models/mnist.net", "models/mnist-adam.net", "models/mlp.net", "models/lenet5.net",
-    "models/resnet.net", "models/siamese.net", "models/large.net", "models/charlm.net",
+    "models/resnet.net", "models/siamese.net", "models/large.net", "models/charlm.net", "models/fashion-resnet.net",
 };
 
 /* Three training steps of `ex` on random feeds (labels in [0, classes)), every
@@ -652,8 +687,8 @@ END_TEST
 START_TEST(gemm_update_curve)
 {
     enum { STEPS = 100 };
-    static const int fused_in[] = { 1, 1, 1, 1, 0, 0, 1, 7 };   /* matmul_update nodes, per model_files */
-    static const int dense_in[] = { 0, 0, 2, 0, 0, 0, 1, 0 };   /* matmul_grad_update nodes */
+    static const int fused_in[] = { 1, 1, 1, 1, 0, 0, 1, 7, 0 };   /* matmul_update nodes, per model_files */
+    static const int dense_in[] = { 0, 0, 2, 0, 0, 0, 1, 0, 0 };   /* matmul_grad_update nodes */
     static_assert(sizeof fused_in / sizeof *fused_in == sizeof model_files / sizeof *model_files, "one per model");
     static_assert(sizeof dense_in / sizeof *dense_in == sizeof model_files / sizeof *model_files, "one per model");
     Compiled c;
@@ -721,7 +756,7 @@ END_TEST
  * only with exact operands. */
 static const struct {
     int64_t M, N, K;
-    int panel;   /* rows per panel (kern_gemm_adam_set_panel); 0: kern_gemm_panel_rows, as the kernel chooses */
+    int panel;   /* rows per panel (kern_gemm_optim_set_panel); 0: kern_gemm_panel_rows, as the kernel chooses */
 } adam_cases[] = {
     { 50, 24, 7, 16 },      /* 3 panels and 2 rows */
     { 10, 33, 5, 16 },      /* one panel, smaller than the panel size */
@@ -824,7 +859,7 @@ START_TEST(matmul_update_adam)
     for (int t = 0; t < 4; t++) {
         bool ta = t & 1, tb = t & 2;
         Graph *g[2] = { adam_graph(M, N, K, ta, tb, false, &d), adam_graph(M, N, K, ta, tb, true, &d) };
-        kern_gemm_adam_set_panel((size_t)adam_cases[_i].panel);
+        kern_gemm_optim_set_panel((size_t)adam_cases[_i].panel);
         for (int exact = 1; exact >= 0; exact--) {
             Weights w[4];   /* the ops apart, then the fused node at 1, 2, 3 threads */
             for (int i = 0; i < 4; i++) ck_assert_int_eq(weights_init(&w[i], g[i > 0], 1, &d), 0);
@@ -863,7 +898,7 @@ START_TEST(matmul_update_adam)
         graph_free(g[0]);
         graph_free(g[1]);
     }
-    kern_gemm_adam_set_panel(0);
+    kern_gemm_optim_set_panel(0);
     tu_threads(saved);
     diag_free(&d);
 }
@@ -956,6 +991,7 @@ START_TEST(memory_targets)
         { "models/mnist.net", { 16, 256 }, { 2.0, 2.0 } },   { "models/mnist-adam.net", { 16, 128 }, { 2.0, 2.0 } },
         { "models/mlp.net", { 16, 128 }, { 2.0, 2.0 } },     { "models/lenet5.net", { 16, 64 }, { 2.0, 2.0 } },
         { "models/resnet.net", { 16, 64 }, { 2.0, 2.0 } },   { "models/large.net", { 1, 4 }, { 2.0, 2.0 } },
+        { "models/fashion-resnet.net", { 16, 128 }, { 2.0, 2.0 } },
     };
     int saved = tu_nthreads();
     tu_threads(2);
@@ -2104,6 +2140,171 @@ START_TEST(checkpoint_roundtrip_and_damage)
 }
 END_TEST
 
+/* ---- batch norm -------------------------------------------------------------------------- */
+
+/* The index of the var named `name`. */
+static int var_index(const Graph *g, const char *name)
+{
+    for (int v = 0; v < g->nvars; v++)
+        if (strcmp(g->vars[v].name, name) == 0) return v;
+    ck_abort_msg("no var %s", name);
+    return -1;
+}
+
+/* One training step of batch_norm(x) in each executor: the running mean and variance
+ * become momentum * old + (1 - momentum) * the batch's (the variance with Bessel's
+ * correction), in double from the feeds; then the inference graph normalizes with
+ * them: y = gamma (x - mean) / sqrt(var + eps) + beta, the trained gamma and beta. */
+START_TEST(bn_running_stats)
+{
+    Compiled c;
+    compile_str(&c, "input x: f32[B, 3, 2, 4]\ninput t: f32[B, 4]\n"
+                    "output h = batch_norm(x, momentum=0.8, eps=0.01)\nloss = mse(global_avgpool(h * h), t)\n"
+                    "train { data = synthetic(count=8)\noptimizer = sgd(lr=0.5)\nminimize = loss }\n");
+    const int64_t B = 5;
+    const size_t C = 4, rows = (size_t)B * 6;
+    for (int mode = 0; mode < 2; mode++) {
+        CompileOptions co = { .mode = mode == 0 ? MODE_INTERP : MODE_COMPILED, .pool = tu_pool, .seed = 1, .verify = true };
+        Weights w;
+        Step st;
+        memset(&w, 0, sizeof w);
+        ck_assert_msg(prepare(c.g, FOR_TRAINING, B, &co, &w, &st, &c.d) == 0, "%s", c.d.buf ? c.d.buf : "");
+        int mean = var_index(st.graph, "batch_normalization/moving_mean");
+        int var = var_index(st.graph, "batch_normalization/moving_variance");
+        ck_assert_int_eq(st.graph->vars[mean].role, VAR_BUFFER);
+        void **feeds = make_feeds(st.graph, 2, 3);
+        const float *x = feeds[0];
+        float lv, av, *outs[2] = { &lv, &av };
+        StepEnv env = { .w = &w, .lr = 0.5f, .training = true, .d = &c.d };
+        ck_assert_int_eq(executor_run(st.ex, (const void *const *)feeds, outs, &env), 0);
+        step_free(&st);
+        for (size_t ch = 0; ch < C; ch++) {
+            double m = 0, v = 0;
+            for (size_t r = 0; r < rows; r++) m += x[r * C + ch];
+            m /= (double)rows;
+            for (size_t r = 0; r < rows; r++) v += (x[r * C + ch] - m) * (x[r * C + ch] - m);
+            ck_assert_float_near_rel(w.data[mean][ch], 0.2 * m, 1e-6, 1e-7);
+            ck_assert_float_near_rel(w.data[var][ch], 0.8 + 0.2 * v / (double)(rows - 1), 1e-6, 1e-7);
+        }
+        /* the inference form */
+        ck_assert_msg(prepare(c.g, FOR_INFERENCE, B, &co, &w, &st, &c.d) == 0, "%s", c.d.buf ? c.d.buf : "");
+        float *y = malloc(rows * C * sizeof *y), *youts[1] = { y };
+        env.training = false;
+        ck_assert_int_eq(executor_run(st.ex, (const void *const *)feeds, youts, &env), 0);
+        const float *gamma = w.data[var_index(st.graph, "batch_normalization/gamma")];
+        const float *beta = w.data[var_index(st.graph, "batch_normalization/beta")];
+        ck_assert(gamma[0] != 1.0f);   /* trained */
+        for (size_t i = 0; i < rows * C; i++) {
+            size_t ch = i % C;
+            double want = gamma[ch] * (x[i] - w.data[mean][ch]) / sqrt(w.data[var][ch] + 0.01) + beta[ch];
+            ck_assert_float_near_rel(y[i], want, 1e-5, 1e-6);
+        }
+        free(y);
+        step_free(&st);
+        free_feeds(c.g, feeds);
+        weights_free(&w);
+    }
+    compiled_free_all(&c);
+}
+END_TEST
+
+/* A model of every place batch norm can stand at inference: after a convolution with
+ * its bias (then relu), after one without, after a dense layer, after an add and on an
+ * input (neither folds; the latter with relu: one node). */
+static const char bn_infer_model[] =
+    "input x: f32[B, 6, 5, 3]\n"
+    "h = relu(batch_norm(conv2d(x, filters=8, kernel=3, padding=\"same\")))\n"
+    "r = batch_norm(conv2d(h, filters=8, kernel=3, padding=\"same\", use_bias=false), momentum=0.5)\n"
+    "s = batch_norm(h + r, eps=0.1)\n"
+    "q = relu(batch_norm(x))\n"
+    "output y = batch_norm(dense(flatten(s), units=7)) + dense(flatten(q), units=7)\n";
+
+/* The inference graph with batch norm folded into the layers before it: the outputs of
+ * the compiled plan (every pass) within float rounding of the interpreter's (the ops
+ * apart), on weights and running statistics away from their initial values; without
+ * bn_fold (and the other passes that round) the same bits.  Each foldable batch norm
+ * is gone from the plan; the others stay, the one on an input with its relu inside. */
+START_TEST(bn_fold_inference)
+{
+    Compiled c;
+    compile_str(&c, bn_infer_model);
+    const int64_t B = 3;
+    Weights w;
+    memset(&w, 0, sizeof w);
+    float *out[3];
+    size_t ny = 0;
+    for (int k = 0; k < 3; k++) {   /* interpreter; compiled, every pass; compiled, no pass that rounds */
+        CompileOptions co = { .mode = k == 0 ? MODE_INTERP : MODE_COMPILED, .pool = tu_pool, .seed = 2, .verify = true,
+                              .passes_off = k == 2 ? rounding_passes() : 0 };
+        Step st;
+        ck_assert_msg(prepare(c.g, FOR_INFERENCE, B, &co, &w, &st, &c.d) == 0, "%s", c.d.buf ? c.d.buf : "");
+        if (k == 0)
+            for (int v = 0; v < w.n; v++)   /* every parameter and statistic moved; variances positive */
+                for (int64_t i = 0; i < shape_numel(&w.shapes[v]); i++)
+                    w.data[v][i] += strstr(w.names[v], "variance") ? rng_unit(rng_at(5, (uint64_t)v, (uint64_t)i))
+                                                                   : 0.4f * (rng_unit(rng_at(5, (uint64_t)v, (uint64_t)i)) - 0.5f);
+        if (k == 1) {
+            int count[OP_COUNT] = { 0 };
+            const Graph *fg = executor_graph(st.ex);
+            for (int i = 0; i < fg->nnodes; i++) count[fg->nodes[i].op]++;
+            ck_assert_int_eq(count[OP_BATCH_NORM_INFER], 2);   /* after the add; on the input */
+            ck_assert_int_eq(count[OP_CONV2D_BIAS_ACT], 2);
+            ck_assert_int_eq(count[OP_RELU], 0);
+            int image_ops = 0;   /* elementwise over the images: only h + r (the rest over weights, vectors) */
+            for (int i = 0; i < fg->nnodes; i++) {
+                const Node *n = &fg->nodes[i];
+                if (n->op == OP_BATCH_NORM_INFER && fg->nodes[n->in[0]].op == OP_INPUT) ck_assert_int_eq(n->a.bn.act, OP_RELU);
+                image_ops += op_has(n->op, OPT_ELEMWISE) && shape_numel(&n->shape) == B * 6 * 5 * 8;
+            }
+            ck_assert_int_eq(image_ops, 1);
+        }
+        ny = (size_t)shape_numel(&st.graph->nodes[st.graph->outputs[0].node].shape);
+        void **feeds = make_feeds(st.graph, 2, 9);
+        out[k] = malloc(ny * sizeof(float));
+        StepEnv env = { .w = &w, .training = false, .d = &c.d };
+        ck_assert_int_eq(executor_run(st.ex, (const void *const *)feeds, &out[k], &env), 0);
+        free_feeds(st.graph, feeds);
+        step_free(&st);
+    }
+    ck_assert_floats_near_scaled(out[1], out[0], ny, 1e-5);
+    ck_assert(memcmp(out[1], out[0], ny * sizeof(float)) != 0);   /* folded: other rounding */
+    ck_assert_mem_eq(out[2], out[0], ny * sizeof(float));
+    for (int k = 0; k < 3; k++) free(out[k]);
+    weights_free(&w);
+    compiled_free_all(&c);
+}
+END_TEST
+
+/* A batch norm's running statistics are the model's: a checkpoint without them (here:
+ * with another buffer in their place) is refused, naming the tensor, as one without a
+ * parameter is. */
+START_TEST(bn_checkpoint_needs_buffers)
+{
+    Compiled c;
+    compile_str(&c, "input x: f32[B, 4]\noutput y = batch_norm(dense(x, units=3))\n");
+    Weights w;
+    ck_assert_int_eq(weights_init(&w, c.g, 1, &c.d), 0);
+    char path[] = "/tmp/graphc-bn-XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    ck_assert_int_eq(checkpoint_save(path, c.g, &w, 1, &c.d), 0);
+    ck_assert_msg(checkpoint_load(path, c.g, &w, &c.d) == 0, "%s", c.d.buf ? c.d.buf : "");
+    Graph *other = graph_clone(c.g);   /* the same model but for the name of its running variance */
+    other->vars[var_index(other, "batch_normalization/moving_variance")].name = "other/moving_variance";
+    ck_assert_int_eq(checkpoint_save(path, other, &w, 1, &c.d), 0);
+    DiagSink d;
+    diag_init(&d, NULL);
+    ck_assert_int_eq(checkpoint_load(path, c.g, &w, &d), -1);
+    ck_assert_msg(strstr(d.buf, "'other/moving_variance' is not a buffer of this model"), "%s", d.buf);
+    diag_free(&d);
+    unlink(path);
+    graph_free(other);
+    weights_free(&w);
+    compiled_free_all(&c);
+}
+END_TEST
+
 static Suite *make_autodiff_suite(void)
 {
     Suite *s = suite_create("autodiff");
@@ -2123,6 +2324,7 @@ static Suite *make_autodiff_suite(void)
     tcase_add_test(tc, grad_embedding_norm_sequence_loss);
     tcase_add_test(tc, grad_attention);
     tcase_add_test(tc, split_gradient_one_op);
+    tcase_add_test(tc, grad_batch_norm);
     tcase_add_test(tc, unreachable_params);
     tcase_add_test(tc, op_tables_complete);
     suite_add_tcase(s, tc);
@@ -2140,7 +2342,7 @@ static Suite *make_exec_suite(void)
     tcase_add_loop_test(tc, gemm_update_curve, 0, (int)(sizeof model_files / sizeof *model_files));
     tcase_add_loop_test(tc, matmul_update_adam, 0, (int)(sizeof adam_cases / sizeof *adam_cases));
     tcase_add_loop_test(tc, allreduce_pass, 0, (int)(sizeof model_files / sizeof *model_files));
-    tcase_add_loop_test(tc, memory_targets, 0, 6);
+    tcase_add_loop_test(tc, memory_targets, 0, 7);
     tcase_add_test(tc, fused_elementwise_chains);
     tcase_add_test(tc, memplan_no_overlap);
     tcase_add_loop_test(tc, dense_backward_kernel, 0, 2 * (int)(sizeof dense_back_sizes / sizeof *dense_back_sizes));
@@ -2151,6 +2353,9 @@ static Suite *make_exec_suite(void)
     tcase_add_test(tc, dense_backward_patterns);
     tcase_add_test(tc, cse_merges);
     tcase_add_test(tc, fold_constants);
+    tcase_add_test(tc, bn_running_stats);
+    tcase_add_test(tc, bn_fold_inference);
+    tcase_add_test(tc, bn_checkpoint_needs_buffers);
     suite_add_tcase(s, tc);
     return s;
 }

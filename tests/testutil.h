@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "util/pool.h"
@@ -173,5 +174,29 @@ static inline size_t tu_grad_worst(const float *ana, const double *num, size_t n
         ck_assert_msg(tu_r_ <= 1.0, "gradient %s[%zu] = %.9g, numeric %.9g (%.3g x tolerance)", \
                       #ana, tu_wi_, (double)(ana)[tu_wi_], tu_nv_, tu_r_);                \
     } while (0)
+
+/* ---- files ------------------------------------------------------------------------- */
+
+/* /dev/null to write to: a run's output that the test does not read. */
+static inline FILE *tu_devnull(void)
+{
+    FILE *f = fopen("/dev/null", "w");
+    ck_assert_ptr_nonnull(f);
+    return f;
+}
+
+/* A fresh folder /tmp/PREFIX.XXXXXX into dir (n bytes), and its removal with all in it. */
+static inline void tu_mkdtemp(char *dir, size_t n, const char *prefix)
+{
+    snprintf(dir, n, "/tmp/%s.XXXXXX", prefix);
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+}
+
+static inline void tu_rmtree(const char *dir)
+{
+    char cmd[1100];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    ck_assert_int_eq(system(cmd), 0);
+}
 
 #endif

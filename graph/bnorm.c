@@ -1,0 +1,232 @@
+/* Batch norm: its training and inference forms, and its passes.
+ *
+ * The language's batch_norm(x) (graph/lower.c) makes two nodes:
+ *   s = batch_norm_stats(x)       the batch's mean and (biased) variance per channel, [2, C]
+ *   y = batch_norm(x, s, gamma, beta, moving_mean, moving_variance)
+ * the training form, which normalizes with s.  pass_autodiff differentiates it
+ * (g_batch_norm: the backward in two passes over the data, and the update of the
+ * running statistics from s, one per layer and step).  A graph without a training step
+ * (evaluation, prediction, `graphc bench --infer`) starts from pass_inference, which
+ * calls bn_inference_form: each batch_norm becomes
+ *   y = batch_norm_infer(x, gamma, beta, moving_mean, moving_variance)
+ * which normalizes with the running statistics; s is then read by nothing and goes.
+ * Among the compiler's passes, before bias_act (graph/passes.c):
+ *   bn_fold   batch_norm_infer(conv2d(x, w) [+ b])  =>  conv2d(x, w * k) + t
+ *             (and matmul), graphs without a training step only
+ *   bn_act    batch_norm[_infer](...) read only by an activation  =>  one batch_norm[_infer]
+ *             that applies it (a.bn.act), in training too */
+#include <string.h>
+#include "graph/passes.h"
+
+void bn_inference_form(Graph *g)
+{
+    for (int i = 0; i < g->nnodes; i++) {
+        Node *n = &g->nodes[i];
+        if (n->op != OP_BATCH_NORM) continue;
+        n->op = OP_BATCH_NORM_INFER;
+        memmove(&n->in[1], &n->in[2], 4 * sizeof *n->in);   /* the statistics go */
+        n->nin = 5;
+    }
+}
+
+/* Readers of each node: inputs of other nodes; an output, the logits or the loss count
+ * twice (never fused away).  NULL when out of memory. */
+static int32_t *readers(const Graph *g)
+{
+    int32_t *r = gc_calloc((size_t)(g->nnodes ? g->nnodes : 1), sizeof *r);
+    if (!r) return NULL;
+    for (int i = 0; i < g->nnodes; i++)
+        for (int k = 0; k < g->nodes[i].nin; k++) r[g->nodes[i].in[k]]++;
+    for (int i = 0; i < g->noutputs; i++) r[g->outputs[i].node] += 2;
+    if (g->logits >= 0) r[g->logits] += 2;
+    if (g->train.minimize >= 0) r[g->train.minimize] += 2;
+    return r;
+}
+
+static bool has_training_step(const Graph *g)
+{
+    for (int i = 0; i < g->nnodes; i++)
+        if (op_has(g->nodes[i].op, OPT_UPDATE)) return true;
+    return false;
+}
+
+/* The convolution or matmul that batch_norm_infer node b normalizes, read by nothing
+ * else, whose output channels are its weight's last axis; with its bias (a [C] vector
+ * added to it, that sum read only by b) in *bias, else -1.  -1 if none. */
+static int32_t folds_into(const Graph *g, const int32_t *nreaders, int n0, int32_t b, int32_t *bias)
+{
+    int32_t y = g->nodes[b].in[0];
+    *bias = -1;
+    if (y >= n0 || nreaders[y] != 1) return -1;   /* (y >= n0: another batch norm's folded form) */
+    const Node *n = &g->nodes[y];
+    if (n->op == OP_ADD) {
+        for (int k = 0; k < 2 && *bias < 0; k++) {
+            const Node *gemm = &g->nodes[n->in[k]], *v = &g->nodes[n->in[1 - k]];
+            if ((gemm->op == OP_CONV2D || gemm->op == OP_MATMUL) && n->in[k] < n0 && nreaders[n->in[k]] == 1 && v->shape.rank == 1 &&
+                shape_eq(&gemm->shape, &n->shape)) {
+                *bias = n->in[1 - k];
+                y = n->in[k];
+            }
+        }
+        if (*bias < 0) return -1;
+    }
+    n = &g->nodes[y];
+    if (n->op == OP_MATMUL && n->a.matmul.tb) return -1;   /* w [N, K]: its channels are rows */
+    return n->op == OP_CONV2D || n->op == OP_MATMUL ? y : -1;
+}
+
+/* Appends op(in) to c, inferred, at batch norm b's line; -1 after reporting. */
+static int32_t add_at(Graph *c, int32_t b, OpKind op, int32_t a0, int32_t a1, const NodeAttr *attr, DiagSink *d)
+{
+    int32_t in[2] = { a0, a1 };
+    return graph_add_inferred(c, op, in, op_info[op].arity, c->nodes[b].loc, attr, NULL, d);
+}
+
+/* The folded form of batch_norm_infer node b over gemm (with bias, or -1), appended to
+ * c: k = gamma / sqrt(moving_variance + eps); the gemm again on w * k; its bias
+ * (bias - moving_mean) * k + beta, or beta - moving_mean * k.  Returns the last node
+ * (their sum), -1 after reporting. */
+static int32_t append_folded(Graph *c, int32_t b, int32_t gemm, int32_t bias, DiagSink *d)
+{
+    const Node *bn = &c->nodes[b];
+    int32_t gamma = bn->in[1], beta = bn->in[2], mean = bn->in[3], var = bn->in[4];
+    NodeAttr eps = { .cnst = { bn->a.bn.eps } }, gemm_attr = c->nodes[gemm].a;
+    int32_t x = c->nodes[gemm].in[0], w = c->nodes[gemm].in[1];
+    OpKind gemm_op = c->nodes[gemm].op;
+    Loc gemm_loc = c->nodes[gemm].loc;
+    int32_t e = add_at(c, b, OP_CONST, -1, -1, &eps, d);
+    int32_t t = e < 0 ? -1 : add_at(c, b, OP_ADD, var, e, NULL, d);
+    int32_t r = t < 0 ? -1 : add_at(c, b, OP_SQRT, t, -1, NULL, d);
+    int32_t k = r < 0 ? -1 : add_at(c, b, OP_DIV, gamma, r, NULL, d);
+    int32_t wk = k < 0 ? -1 : add_at(c, b, OP_MUL, w, k, NULL, d);
+    int32_t y = wk < 0 ? -1 : add_at(c, b, gemm_op, x, wk, &gemm_attr, d);
+    if (y < 0) return -1;
+    c->nodes[y].loc = gemm_loc;   /* the work is the layer's: its line in a profile */
+    int32_t shift;
+    if (bias >= 0) {
+        int32_t u = add_at(c, b, OP_SUB, bias, mean, NULL, d);
+        int32_t uk = u < 0 ? -1 : add_at(c, b, OP_MUL, u, k, NULL, d);
+        shift = uk < 0 ? -1 : add_at(c, b, OP_ADD, uk, beta, NULL, d);
+    } else {
+        int32_t mk = add_at(c, b, OP_MUL, mean, k, NULL, d);
+        shift = mk < 0 ? -1 : add_at(c, b, OP_SUB, beta, mk, NULL, d);
+    }
+    return shift < 0 ? -1 : add_at(c, b, OP_ADD, y, shift, NULL, d);
+}
+
+/* Every reader of node `from` (nodes after it, the outputs, the logits) reads `to`. */
+static void redirect(Graph *c, int32_t from, int32_t to)
+{
+    for (int j = from + 1; j < c->nnodes; j++)
+        for (int k = 0; k < c->nodes[j].nin; k++)
+            if (c->nodes[j].in[k] == from) c->nodes[j].in[k] = to;
+    for (int i = 0; i < c->noutputs; i++)
+        if (c->outputs[i].node == from) c->outputs[i].node = to;
+    if (c->logits == from) c->logits = to;
+}
+
+/* Batch norm folded into the convolution or dense layer before it, where that layer's
+ * output (and its bias add) is read by the batch norm alone, in a graph without a
+ * training step (updates mark one):
+ *   batch_norm_infer(conv2d(x, w) [+ b], gamma, beta, mean, var)
+ *     =>  conv2d(x, w * k) + ((b - mean) * k + beta),   k = gamma / sqrt(var + eps)
+ * (without b: beta - mean * k; matmul(a, w) alike, w not transposed).  The graph holds
+ * no values, so the scaled weights are ordinary ops on the parameters, made each step:
+ * O(weights), where the convolution is O(weights x pixels x batch).  The new nodes take
+ * the batch norm's place, after its parameters; bias_act then fuses the add and a
+ * following activation into the convolution's epilogue.  Rounding differs from the ops
+ * apart (the weights are scaled before the products), hence `rounds`. */
+Graph *pass_bn_fold(const Graph *g, DiagSink *d)
+{
+    int n = g->nnodes;
+    Graph *c = graph_clone(g), *out = NULL;
+    int32_t *nreaders = readers(g);
+    int32_t *first = gc_calloc((size_t)(n ? n : 1), sizeof *first);   /* batch norm -> its folded form's first node */
+    int32_t *order = NULL;
+    bool *drop = gc_calloc((size_t)(n ? n : 1), sizeof *drop);
+    if (!c || !nreaders || !first || !drop) { diag_plain(d, "out of memory"); goto done; }
+    for (int32_t b = 0; b < n; b++) first[b] = -1;
+    int folded = 0;
+    bool training = has_training_step(g);
+    for (int32_t b = 0; b < n && !training; b++) {
+        int32_t bias, gemm = c->nodes[b].op == OP_BATCH_NORM_INFER ? folds_into(c, nreaders, n, b, &bias) : -1;
+        if (gemm < 0) continue;
+        first[b] = c->nnodes;
+        int32_t y = append_folded(c, b, gemm, bias, d);
+        if (y < 0) goto done;
+        c->nodes[y].name = c->nodes[b].name;
+        redirect(c, b, y);
+        drop[b] = drop[gemm] = true;
+        drop[c->nodes[b].in[0]] = true;   /* the bias add, if any */
+        folded++;
+    }
+    if (!folded) {
+        out = c;
+        c = NULL;
+        goto done;
+    }
+    order = gc_calloc((size_t)c->nnodes, sizeof *order);
+    if (!order) { diag_plain(d, "out of memory"); goto done; }
+    int no = 0;
+    for (int32_t i = 0; i < n; i++) {
+        if (!drop[i]) order[no++] = i;
+        if (drop[i] && first[i] >= 0) {   /* the folded form in the batch norm's place */
+            int32_t last = c->nnodes;
+            for (int32_t j = i + 1; j < n; j++)
+                if (first[j] >= 0) { last = first[j]; break; }
+            for (int32_t j = first[i]; j < last; j++) order[no++] = j;
+        }
+    }
+    out = graph_reorder(c, order, no, g->stage, d);
+done:
+    graph_free(c);
+    gc_free(nreaders);
+    gc_free(first);
+    gc_free(drop);
+    gc_free(order);
+    return out;
+}
+
+/* An activation into the batch norm before it: batch_norm or batch_norm_infer read by
+ * nothing but an elementwise unary function becomes one node that applies it to each
+ * value as it is made (a.bn.act), in the function's place, so the normalized values
+ * are never written and read back.  In training too: the batch norm's backward reads
+ * its input and statistics, not its output, and a function whose gradient reads its
+ * input (gelu) reads the batch norm's output, which then has two readers and stays.
+ * The same arithmetic as the two ops apart. */
+Graph *pass_bn_act(const Graph *g, DiagSink *d)
+{
+    int n = g->nnodes;
+    Graph *c = graph_clone(g), *out = NULL;
+    int32_t *nreaders = readers(g), *alias = gc_calloc((size_t)(n ? n : 1), sizeof *alias);
+    bool *keep = gc_calloc((size_t)(n ? n : 1), sizeof *keep);
+    if (!c || !nreaders || !alias || !keep) { diag_plain(d, "out of memory"); goto done; }
+    for (int32_t i = 0; i < n; i++) {
+        keep[i] = true;
+        alias[i] = i;
+    }
+    for (int32_t u = 0; u < n; u++) {
+        Node *act = &c->nodes[u];
+        int32_t b = act->nin == 1 ? act->in[0] : -1;
+        if (!op_has(act->op, OPT_UNARY) || b < 0 || nreaders[b] != 1) continue;
+        const Node *bn = &c->nodes[b];
+        if ((bn->op != OP_BATCH_NORM && bn->op != OP_BATCH_NORM_INFER) || bn->a.bn.act >= 0) continue;
+        NodeAttr a = bn->a;
+        a.bn.act = (int)act->op;
+        a.bn.act_p = act->a.unary.p;
+        act->op = bn->op;
+        act->a = a;
+        act->in = bn->in;
+        act->nin = bn->nin;
+        act->loc = bn->loc;
+        act->name = act->name ? act->name : bn->name;
+        keep[b] = false;
+    }
+    out = graph_rebuild(c, keep, alias, g->stage, d);
+done:
+    graph_free(c);
+    gc_free(nreaders);
+    gc_free(alias);
+    gc_free(keep);
+    return out;
+}
