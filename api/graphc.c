@@ -201,33 +201,29 @@ static bool ready(graphc_model *m, const char *fn)
 
 /* ---- weights ------------------------------------------------------------------------ */
 
-graphc_status graphc_load_weights(graphc_model *m, const char *path)
+/* Loads or saves the weights (and the optimizer's state and step) as a checkpoint. */
+static graphc_status weights_file(graphc_model *m, const char *path, bool save)
 {
     if (!m) return GRAPHC_ERR_ARG;
     begin(m);
-    if (!ready(m, "graphc_load_weights")) return end(m, GRAPHC_ERR_ARG);
+    const char *fn = save ? "graphc_save_weights" : "graphc_load_weights";
+    if (!ready(m, fn)) return end(m, GRAPHC_ERR_ARG);
     if (!path) {
-        diag_plain(&m->diag, "graphc_load_weights: the path is NULL");
+        diag_plain(&m->diag, "%s: the path is NULL", fn);
         return end(m, GRAPHC_ERR_ARG);
     }
-    if (checkpoint_load(path, layout(m), &m->w, &m->diag) != 0) return end(m, GRAPHC_ERR_FILE);
-    m->steps = m->w.step;
-    return end(m, GRAPHC_OK);
-}
-
-graphc_status graphc_save_weights(graphc_model *m, const char *path)
-{
-    if (!m) return GRAPHC_ERR_ARG;
-    begin(m);
-    if (!ready(m, "graphc_save_weights")) return end(m, GRAPHC_ERR_ARG);
-    if (!path) {
-        diag_plain(&m->diag, "graphc_save_weights: the path is NULL");
-        return end(m, GRAPHC_ERR_ARG);
+    int rc;
+    if (save) {
+        m->w.step = m->steps;
+        rc = checkpoint_save(path, layout(m), &m->w, m->fwd->train.seed, &m->diag);
+    } else if ((rc = checkpoint_load(path, layout(m), &m->w, &m->diag)) == 0) {
+        m->steps = m->w.step;
     }
-    m->w.step = m->steps;
-    int rc = checkpoint_save(path, layout(m), &m->w, m->fwd->train.seed, &m->diag);
     return end(m, rc == 0 ? GRAPHC_OK : GRAPHC_ERR_FILE);
 }
+
+graphc_status graphc_load_weights(graphc_model *m, const char *path) { return weights_file(m, path, false); }
+graphc_status graphc_save_weights(graphc_model *m, const char *path) { return weights_file(m, path, true); }
 
 /* ---- inputs and outputs ------------------------------------------------------------- */
 
