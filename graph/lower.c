@@ -478,10 +478,15 @@ static const OpKind activation_ops[] = {
     OP_SOFTMAX,
 };
 
+enum { LAYER_EMBEDDING = 4, LAYER_LAYER_NORM = 5, LAYER_MHA = 6 };   /* layer_count[] */
+
 /* Layer name: name= if given, else Keras' scheme: dense, dense_1, dense_2, ... */
 static const char *layer_name(Lower *L, Call *c, int kind, const char *base)
 {
-    static const char *const first_var[] = { "kernel", "kernel", "gamma" };   /* by kind: names taken */
+    static const char *const first_var[] = {   /* by kind: names taken */
+        "kernel", "kernel", "gamma", NULL, [LAYER_EMBEDDING] = "embeddings", [LAYER_LAYER_NORM] = "gamma",
+        [LAYER_MHA] = "query/kernel",
+    };
     Kw *k = kw_find(c, "name");
     const char *given = kw_string(L, c, "name", NULL);
     if (k && !given) return NULL;
@@ -892,8 +897,6 @@ static Val b_sched(Lower *L, Call *c)
 
 /* ---- the transformer family (issue 14): layout, batched products, reductions, masks,
  * embeddings, normalization, attention ------------------------------------------------ */
-
-enum { LAYER_EMBEDDING = 4, LAYER_LAYER_NORM = 5, LAYER_MHA = 6 };   /* layer_count[] */
 
 static Val eval(Lower *L, const Ast *a);
 
