@@ -22,8 +22,8 @@
  *   and writes the caller's buffers where they are and keeps no pointer to them.
  * - Names and messages the library returns are its own: valid until the model is
  *   freed (a message: until the next call on the model).
- * Link with `pkg-config --cflags --libs graphc` (libgraphc.so) or add --static
- * (libgraphc.a). */
+ * Link with `pkg-config --cflags --libs graphc` (libgraphc.so); docs/api.md shows
+ * how to link libgraphc.a instead. */
 #ifndef GRAPHC_H
 #define GRAPHC_H
 #include <stddef.h>
