@@ -103,9 +103,6 @@ int cmd_export(int argc, char **argv)
     return rc;
 }
 
-/* Largest ONNX file read: protobuf's own limit. */
-#define ONNX_MAX_BYTES ((size_t)2 << 30)
-
 int cmd_import(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -134,12 +131,9 @@ int cmd_import(int argc, char **argv)
 
     DiagSink d;
     diag_init(&d, NULL);
-    void *bytes = NULL;
-    size_t len = 0;
     OnnxImport im;
-    memset(&im, 0, sizeof im);
     int rc = EXIT_BAD_INPUT;
-    if (file_read_all(file, ONNX_MAX_BYTES, &bytes, &len, &d) == 0 && onnx_import(bytes, len, file, out, &im, &d) == 0 &&
+    if (onnx_import_file(file, out, &im, &d) == 0 &&
         file_write_atomic(out, im.net.text, im.net.len, &d) == 0 && (!wout || checkpoint_save(wout, im.graph, &im.w, 0, &d) == 0)) {
         printf("%s: %s as .net (%d input%s, %d output%s, %lld weights)%s%s\n", out, file, im.graph->ninputs,
                im.graph->ninputs == 1 ? "" : "s", im.graph->noutputs, im.graph->noutputs == 1 ? "" : "s",
@@ -148,7 +142,6 @@ int cmd_import(int argc, char **argv)
     }
     diag_flush(&d, stderr);
     diag_free(&d);
-    gc_free(bytes);
     onnx_import_free(&im);
     return rc;
 }

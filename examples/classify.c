@@ -44,6 +44,22 @@ static int read_pgm(const char *path, int64_t h, int64_t w, float *out)
     return rc;
 }
 
+/* The model's image input: the one input graphc_run reads, [B, H, W, 1] floats. */
+static int image_input(graphc_model *m, graphc_tensor_info *img)
+{
+    int n, found = -1;
+    if (graphc_input_count(m, &n) != GRAPHC_OK) return -1;
+    for (int i = 0; i < n; i++) {
+        graphc_tensor_info t;
+        if (graphc_input_info(m, i, 1, &t) != GRAPHC_OK) return -1;
+        if (t.label) continue;
+        if (found >= 0 || t.dtype != GRAPHC_F32 || t.rank != 4 || t.dims[3] != 1) return -1;
+        found = i;
+        *img = t;
+    }
+    return found;
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 4) {
@@ -51,35 +67,47 @@ int main(int argc, char **argv)
         return 2;
     }
     graphc_model *m;
-    if (graphc_compile_file(argv[1], &m) != GRAPHC_OK || graphc_load_weights(m, argv[2]) != GRAPHC_OK) {
-        fprintf(stderr, "%s", m ? graphc_diagnostics(m) : "out of memory\n");
+    if (graphc_load(argv[1], &m) != GRAPHC_OK || graphc_load_weights(m, argv[2]) != GRAPHC_OK) {
+        fputs(graphc_message(m), stderr);
         graphc_free(m);
         return 1;
     }
-    int64_t dims[6];
-    int rank;
-    if (graphc_input_shape(m, dims, &rank) != GRAPHC_OK || rank != 3 || dims[2] != 1) {
-        fprintf(stderr, "%s: expected a grey image input [B, H, W, 1]\n", argv[1]);
+    graphc_tensor_info img = { 0 }, probs_info;
+    int x = image_input(m, &img), nin = 0, nout = 0;
+    if (x < 0 || graphc_input_count(m, &nin) != GRAPHC_OK || graphc_output_count(m, &nout) != GRAPHC_OK || nout < 1 ||
+        graphc_output_info(m, 0, 1, &probs_info) != GRAPHC_OK || probs_info.dtype != GRAPHC_F32) {
+        fprintf(stderr, "%s: expected one grey image input [B, H, W, 1] and a first output of floats\n", argv[1]);
         graphc_free(m);
         return 1;
     }
-    int64_t classes = graphc_output_size(m);
-    float *pixels = malloc((size_t)(dims[0] * dims[1]) * sizeof *pixels);
+    int64_t h = img.dims[1], w = img.dims[2], classes = probs_info.count;
+    float *pixels = malloc((size_t)(h * w) * sizeof *pixels);
     float *probs = malloc((size_t)classes * sizeof *probs);
+    /* one pointer per input and per output: the labels and other outputs stay NULL */
+    const void **in = calloc((size_t)nin, sizeof *in);
+    void **out = calloc((size_t)nout, sizeof *out);
     int rc = 1;
-    if (!pixels || !probs || read_pgm(argv[3], dims[0], dims[1], pixels) != 0) {
-        fprintf(stderr, "%s: not a %lldx%lld binary PGM\n", argv[3], (long long)dims[1], (long long)dims[0]);
-    } else if (graphc_predict(m, 1, pixels, probs, (size_t)classes) != GRAPHC_OK) {
-        fprintf(stderr, "%s", graphc_diagnostics(m));
+    if (!pixels || !probs || !in || !out) {
+        fputs("out of memory\n", stderr);
+    } else if (read_pgm(argv[3], h, w, pixels) != 0) {
+        fprintf(stderr, "%s: not a %lldx%lld binary PGM\n", argv[3], (long long)w, (long long)h);
     } else {
-        int best = 0;
-        for (int k = 1; k < classes; k++)
-            if (probs[k] > probs[best]) best = k;
-        printf("%s: class %d (probability %.4f)\n", argv[3], best, probs[best]);
-        rc = 0;
+        in[x] = pixels;
+        out[0] = probs;
+        if (graphc_run(m, 1, in, out) != GRAPHC_OK) {
+            fputs(graphc_message(m), stderr);
+        } else {
+            int best = 0;
+            for (int k = 1; k < classes; k++)
+                if (probs[k] > probs[best]) best = k;
+            printf("%s: class %d (probability %.4f)\n", argv[3], best, probs[best]);
+            rc = 0;
+        }
     }
     free(pixels);
     free(probs);
+    free(in);
+    free(out);
     graphc_free(m);
     return rc;
 }

@@ -488,6 +488,7 @@ static const OpKind activation_ops[] = {
     OP_SOFTMAX,
 };
 
+
 /* Layer name: name= if given, else Keras' scheme: dense, dense_1, dense_2, ... */
 static const char *layer_name(Lower *L, Call *c, LayerKind kind, const char *base)
 {

@@ -13,6 +13,7 @@
 #include "onnx/imp.h"
 #include "graph/lower.h"
 #include "graph/passes.h"
+#include "util/file.h"
 
 /* ---- names -------------------------------------------------------------------------- */
 
@@ -768,6 +769,18 @@ int onnx_import(const void *bytes, size_t len, const char *name, const char *net
     graph_free(I.g);
     if (!ok) onnx_import_free(m);
     return ok ? 0 : -1;
+}
+
+int onnx_import_file(const char *path, const char *net_name, OnnxImport *m, DiagSink *d)
+{
+    void *bytes = NULL;
+    size_t len = 0;
+    memset(m, 0, sizeof *m);
+    int rc = file_read_all(path, ONNX_MAX_BYTES, &bytes, &len, d) != 0                   ? -1
+             : onnx_import(bytes, len, path, net_name, m, d) != 0 ? -2
+                                                                   : 0;
+    gc_free(bytes);
+    return rc;
 }
 
 void onnx_import_free(OnnxImport *m)

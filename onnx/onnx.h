@@ -34,6 +34,11 @@ typedef struct OnnxImport {
  * express, is an error naming the node, its op type and its position in graph.node.
  * 0, or -1 after reporting to d (then *m holds nothing). */
 int onnx_import(const void *bytes, size_t len, const char *name, const char *net_name, OnnxImport *m, DiagSink *d);
+/* Largest ONNX file read: protobuf's own limit. */
+#define ONNX_MAX_BYTES ((size_t)2 << 30)
+/* onnx_import of the file at `path` (graphc import, the C API): 0, -1 (the file could
+ * not be read) or -2 (it is not a model graphc can import), after reporting to d. */
+int onnx_import_file(const char *path, const char *net_name, OnnxImport *m, DiagSink *d);
 void onnx_import_free(OnnxImport *m);
 
 /* Whether graphs a and b compute the same thing from their outputs back: the same ops

@@ -9,7 +9,8 @@
 #   test_bench     what the benchmark report stands on: bytes per step, small-batch paths
 #   test_data      data sets and batches;  test_sources  the data sources of issue 14
 #   test_image  image files;  test_plot  SVG plots
-#   test_api       the public C API alone (two models on two threads)
+#   test_api       the public C API alone: io, training, weights, errors, threads (and
+#                  test_api_shared: the same program linked with libgraphc.so)
 #   test_optim     the train block's optimizers, schedules and clipping (issue 14)
 #   test_onnx      ONNX export and import: round trips, damaged files (when built with ONNX)
 #   test_checkpoint  checkpoints (crafted fields, streams, resuming) and output files
@@ -26,7 +27,8 @@
 # examples/classify beside it), isa.sh (the kernels' variants through GRAPHC_ISA and
 # --isa), isa_kernels.sh (the kernel suite under each lower variant), ablate_cli.sh
 # (graphc bench --ablate's refusals and plot), sample.sh (a text() model, graphc eval's
-# baselines, graphc sample), tabular.sh (the csv() and npy() models, NumPy's files).
+# baselines, graphc sample), tabular.sh (the csv() and npy() models, NumPy's files),
+# python.sh (the Python module).
 # Run the tests that expose known bugs with: GRAPHC_KNOWN_BUGS=1 tests/test_frontend
 TEST_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 TEST_LIBS = $(GRAPHC_LIBS) $(CHECK_LIBS)
@@ -69,6 +71,13 @@ tests_test_plot_LDADD = $(TEST_LIBS)
 tests_test_api_SOURCES = tests/test_api.c
 tests_test_api_CFLAGS = $(TEST_CFLAGS)
 tests_test_api_LDADD = $(TEST_LIBS)
+if SHARED_LIB
+check_PROGRAMS += tests/test_api_shared
+TESTS += tests/test_api_shared
+tests_test_api_shared_SOURCES = tests/test_api.c
+tests_test_api_shared_CFLAGS = $(TEST_CFLAGS)
+tests_test_api_shared_LDADD = libgraphc.la $(CHECK_LIBS)
+endif
 tests_test_ablate_SOURCES = tests/test_ablate.c tests/testgraph.h tests/model_file.h
 tests_test_ablate_CFLAGS = $(TEST_CFLAGS)
 tests_test_ablate_LDADD = $(TEST_LIBS)
@@ -86,6 +95,11 @@ EXTRA_DIST += tests/golden.sh tests/deep.sh tests/regress.sh tests/regress tests
 # readme.sh: the README's synopsis is --help, its sample run what run prints
 TESTS += tests/cli.sh tests/readme.sh
 EXTRA_DIST += tests/cli.sh tests/readme.sh
+
+# python/graphc.py over libgraphc.so (tests/python.sh runs tests/test_python.py and
+# examples/mnist.py; skipped without NumPy or a shared library)
+TESTS += tests/python.sh
+EXTRA_DIST += tests/python.sh tests/test_python.py examples/mnist.py
 
 # examples/classify.c as its README builds it, but against this build's library
 check_PROGRAMS += examples/classify
