@@ -120,18 +120,9 @@ static const char dump_usage[] =
     "  ast     the syntax tree, as parsed\n"
     "  graph   the dataflow graph of primitive ops, shapes inferred (default)\n"
     "  train   the training step: forward, backward and optimizer update in one graph\n"
-    "  then, each after the one before, the compiler's passes:\n"
-    "  cse               common subexpressions merged\n"
-    "  folded            scalar constants folded, dead code removed\n"
-    "  bias_act          conv2d/matmul + bias + activation as one op\n"
-    "  maxpool_grad_relu a relu's gradient inside the max pool's gradient\n"
-    "  update_all        the updates at the end of the step as one op\n"
-    "  conv_maxpool      a convolution and its max pool as one op (no training step)\n"
-    "  elementwise       chains of elementwise ops as one loop\n"
-    "  pool_indices      max pooling through the index of each maximum\n"
-    "  early_updates     a large gradient's update right after its last input\n"
-    "  gemm_updates      a weight gradient's GEMM inside its update\n"
-    "  dense_backward    a dense layer's backward with its update as one op\n"
+    "  then, each after the one before, the compiler's passes:\n";
+/* ... the passes, from graph_passes[], then: */
+static const char dump_usage_tail[] =
     "  fused   after every pass: the graph the compiled plan runs\n"
     "  planned the memory plan of the fused step, bound to --batch N (default: the\n"
     "          train block's) and planned for --threads N (default: all cores, as run):\n"
@@ -143,6 +134,12 @@ static const char dump_usage[] =
     "Formats: text (default; stable, readable), dot (Graphviz), json (for tools), svg (planned).\n"
     "-o OUT writes to a file instead of standard output.\n";
 
+static void dump_help(FILE *out)
+{
+    fputs(dump_usage, out);
+    for (int i = 0; i < graph_npasses; i++) fprintf(out, "  %-17s %s\n", graph_passes[i].name, graph_passes[i].what);
+    fputs(dump_usage_tail, out);
+}
 
 /* The stage's graph: the lowered model, or the pipeline stopped at the stage (unbound,
  * or bound and planned for "planned"); NULL after reporting. */
@@ -184,7 +181,7 @@ int cmd_dump(int argc, char **argv)
         case 'b': if (!cli_parse_i64("dump", "--batch", optarg, 1, 1 << 24, &batch)) return EXIT_USAGE; break;
         case 'r': if (!cli_parse_i64("dump", "--ranks", optarg, 1, 1 << 20, &ranks)) return EXIT_USAGE; break;
         case 't': if (!cli_parse_i64("dump", "--threads", optarg, 1, 256, &threads)) return EXIT_USAGE; break;
-        case 'h': fputs(dump_usage, stdout); return EXIT_OK;
+        case 'h': dump_help(stdout); return EXIT_OK;
         case 'i': infer = true; break;
         case 's': stage = optarg; break;
         case 'f': format = optarg; break;

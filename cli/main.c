@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <stdarg.h>
+#include <stdio_ext.h>
 #include <stdlib.h>
 #include <string.h>
 #include "cli/cli.h"
@@ -106,6 +107,20 @@ void cli_free_model(Model *m)
     memset(m, 0, sizeof *m);
 }
 
+/* Whether everything written to stdout reached it (a full disk, a closed file), checked
+ * once on the way out as GNU tools do: a command whose output was lost must not say
+ * it succeeded.  A stdout that was never open and never written to is fine. */
+static bool stdout_ok(void)
+{
+    bool pending = __fpending(stdout) != 0, failed = ferror(stdout) != 0;
+    errno = 0;
+    bool closed = fclose(stdout) == 0;
+    if (!failed && (closed || (!pending && errno == EBADF))) return true;
+    if (errno) fprintf(stderr, "graphc: write error: %s\n", strerror(errno));
+    else fputs("graphc: write error\n", stderr);
+    return false;
+}
+
 static const struct {
     const char *name;
     int (*fn)(int, char **);
@@ -120,7 +135,7 @@ static const struct {
     { "import", cmd_import },
 };
 
-int main(int argc, char **argv)
+static int run_command(int argc, char **argv)
 {
     if (argc < 2) {
         fputs(usage, stderr);
@@ -140,4 +155,11 @@ int main(int argc, char **argv)
         if (strcmp(commands[i].name, cmd) == 0) return commands[i].fn(argc - 1, argv + 1);
     fprintf(stderr, "graphc: unknown command '%s'\n\n%s", cmd, usage);
     return EXIT_USAGE;
+}
+
+int main(int argc, char **argv)
+{
+    int rc = run_command(argc, argv);
+    if (!stdout_ok() && rc == EXIT_OK) rc = EXIT_BAD_INPUT;
+    return rc;
 }

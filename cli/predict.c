@@ -27,26 +27,33 @@ static int by_p(const void *a, const void *b)
     return x->p < y->p ? 1 : x->p > y->p ? -1 : x->cls - y->cls;
 }
 
-int cmd_predict(int argc, char **argv)
+typedef struct PredictArgs {
+    const char *file, *weights;
+    int64_t top;
+    ExecMode mode;
+    int nimg;
+    char **images;
+} PredictArgs;
+
+/* The command line into *a: -1 to go on, else the exit status. */
+static int parse_args(int argc, char **argv, PredictArgs *a)
 {
     static const struct option opts[] = {
         { "help", no_argument, 0, 'h' }, { "weights", required_argument, 0, 'w' }, { "top", required_argument, 0, 'k' },
         { "mode", required_argument, 0, 'm' }, { 0, 0, 0, 0 },
     };
-    const char *weights = NULL;
-    int64_t top = 3;
-    ExecMode mode = MODE_COMPILED;
+    *a = (PredictArgs){ .top = 3, .mode = MODE_COMPILED };
     int c;
     optind = 1;
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
         switch (c) {
         case 'h': fputs(predict_usage, stdout); return EXIT_OK;
-        case 'w': weights = optarg; break;
-        case 'k': if (!cli_parse_i64("predict", "--top", optarg, 1, 1000, &top)) return EXIT_USAGE; break;
+        case 'w': a->weights = optarg; break;
+        case 'k': if (!cli_parse_i64("predict", "--top", optarg, 1, 1000, &a->top)) return EXIT_USAGE; break;
         case 'm':
-            if (strcmp(optarg, "compiled") == 0) mode = MODE_COMPILED;
-            else if (strcmp(optarg, "interp") == 0) mode = MODE_INTERP;
+            if (strcmp(optarg, "compiled") == 0) a->mode = MODE_COMPILED;
+            else if (strcmp(optarg, "interp") == 0) a->mode = MODE_INTERP;
             else return cli_usage_error("predict", "--mode: expected compiled or interp, got '%s'", optarg);
             break;
         case ':': return cli_usage_error("predict", "option '%s' needs a value", argv[optind - 1]);
@@ -54,98 +61,133 @@ int cmd_predict(int argc, char **argv)
         }
     }
     if (optind >= argc) return cli_usage_error("predict", "missing FILE");
-    if (!weights) return cli_usage_error("predict", "missing --weights PATH");
+    if (!a->weights) return cli_usage_error("predict", "missing --weights PATH");
     if (optind + 1 >= argc) return cli_usage_error("predict", "give at least one IMAGE");
-    const char *file = argv[optind];
-    int nimg = argc - optind - 1;
-    char **images = argv + optind + 1;
+    a->file = argv[optind];
+    a->nimg = argc - optind - 1;
+    a->images = argv + optind + 1;
+    return -1;
+}
 
-    Model m;
-    if (cli_load_model(&m, file) != 0) { cli_free_model(&m); return EXIT_BAD_INPUT; }
-    DiagSink d;
-    diag_init(&d, NULL);
-    d.max_errors = 0;   /* every bad image is named, however many */
-    int rc = EXIT_BAD_INPUT;
-    const Graph *g = NULL;
+/* The index of the image input (the first f32 input, [B, H, W, C] with H, W, C known)
+ * among g's inputs, or -1 after reporting. */
+static int image_input(const Graph *g, const char *file, DiagSink *d)
+{
+    int xi = -1;
+    for (int i = 0; i < g->ninputs && xi < 0; i++)
+        if (g->nodes[g->inputs[i]].dtype == DT_F32) xi = i;
+    const Node *xin = xi >= 0 ? &g->nodes[g->inputs[xi]] : NULL;
+    char b[128];
+    if (!xin || xin->shape.rank != 4 || xin->shape.d[0].sym < 0 ||
+        !shape_concrete(&(Shape){ 3, { xin->shape.d[1], xin->shape.d[2], xin->shape.d[3] } })) {
+        diag_plain(d, "%s: predict needs an image input [B, H, W, C]%s%s", file, xin ? ", got " : "",
+                   xin ? shape_str(g, &xin->shape, b, sizeof b) : "");
+        return -1;
+    }
+    if (g->noutputs == 0) {
+        diag_plain(d, "%s: the model has no output to rank", file);
+        return -1;
+    }
+    return xi;
+}
+
+/* The inference step over n images x fed to input xi (the other inputs, labels, are
+ * not read at inference: zeros); the first output into *probs (allocated), *per
+ * values an image.  0 or -1. */
+static int infer(const Graph *model, int xi, const float *x, int n, ExecMode mode, Pool *pool, Weights *w,
+                 float **probs, int64_t *per, DiagSink *d)
+{
     Step step = { 0 };
-    Weights w = { 0 };
-    float *x = NULL, *probs = NULL;
-    int *good = NULL;   /* indices into images[] of those read */
     void *dummy = NULL;
     const void **feeds = NULL;
-    Pool *pool = pool_new(0);
-    if (!pool) {
-        diag_plain(&d, "out of memory");
-        goto out;
-    }
-    /* the image input: the first f32 input, [B, H, W, C] */
-    int xi = -1;
-    for (int i = 0; i < m.graph->ninputs && xi < 0; i++)
-        if (m.graph->nodes[m.graph->inputs[i]].dtype == DT_F32) xi = i;
-    const Node *xin = xi >= 0 ? &m.graph->nodes[m.graph->inputs[xi]] : NULL;
-    char b[128];
-    if (!xin || xin->shape.rank != 4 || xin->shape.d[0].sym < 0 || !shape_concrete(&(Shape){ 3, { xin->shape.d[1], xin->shape.d[2], xin->shape.d[3] } })) {
-        diag_plain(&d, "%s: predict needs an image input [B, H, W, C]%s%s", file, xin ? ", got " : "",
-                   xin ? shape_str(m.graph, &xin->shape, b, sizeof b) : "");
-        goto out;
-    }
-    if (m.graph->noutputs == 0) {
-        diag_plain(&d, "%s: the model has no output to rank", file);
-        goto out;
-    }
-    int64_t H = xin->shape.d[1].v, W = xin->shape.d[2].v, C = xin->shape.d[3].v;
-    size_t per_image = (size_t)(H * W * C);
-    if (weights_init(&w, m.graph, 0, &d) != 0 || checkpoint_load(weights, m.graph, &w, &d) != 0) goto out;
-    /* Every image is read and every bad one reported; the good ones are classified, and
-     * the exit status says whether any was bad. */
-    x = gc_calloc((size_t)nimg, per_image * sizeof *x);
-    good = gc_calloc((size_t)nimg, sizeof *good);
-    if (!x || !good) { diag_plain(&d, "out of memory for %d images", nimg); goto out; }
-    int ngood = 0;
-    for (int i = 0; i < nimg; i++)
-        if (image_load(images[i], H, W, C, x + (size_t)ngood * per_image, &d) == 0) good[ngood++] = i;
-    if (ngood == 0) goto out;
+    int rc = -1;
     CompileOptions co = { .mode = mode, .pool = pool };
-    if (prepare(m.graph, FOR_INFERENCE, ngood, &co, &w, &step, &d) != 0) goto out;
-    g = step.graph;
+    if (prepare(model, FOR_INFERENCE, n, &co, w, &step, d) != 0) goto out;
+    const Graph *g = step.graph;
     const Node *on = &g->nodes[g->outputs[0].node];
-    int64_t per = on->shape.rank >= 1 ? shape_numel(&on->shape) / ngood : 1;
-    probs = gc_calloc((size_t)shape_numel(&on->shape), sizeof *probs);
+    *per = on->shape.rank >= 1 ? shape_numel(&on->shape) / n : 1;
+    *probs = gc_calloc((size_t)shape_numel(&on->shape), sizeof **probs);
     feeds = gc_calloc((size_t)g->ninputs, sizeof *feeds);
-    if (!probs || !feeds) { diag_plain(&d, "out of memory"); goto out; }
-    /* inputs other than the images (labels) are not read at inference: zeros */
     size_t most = 0;
     for (int i = 0; i < g->ninputs; i++) {
         size_t bytes = node_bytes(&g->nodes[g->inputs[i]]);
         if (bytes > most) most = bytes;
     }
     dummy = gc_calloc(most ? most : 1, 1);
+    if (!*probs || !feeds || !dummy) {
+        diag_plain(d, "out of memory");
+        goto out;
+    }
     for (int i = 0; i < g->ninputs; i++) feeds[i] = i == xi ? x : dummy;
-    float *outs[16] = { probs };
-    StepEnv env = { .w = &w, .d = &d };
+    float *outs[16] = { *probs };
+    StepEnv env = { .w = w, .d = d };
     if (g->noutputs > 16 || executor_run(step.ex, feeds, outs, &env) != 0) goto out;
+    rc = 0;
+out:
+    step_free(&step);
+    gc_free(dummy);
+    gc_free(feeds);
+    return rc;
+}
+
+/* "IMAGE:  3 (0.9981)  5 (0.0012) ..." for each image: its top classes. */
+static int print_top(char **names, const int *good, int n, const float *probs, int64_t per, int64_t top)
+{
     Ranked *r = gc_calloc((size_t)per, sizeof *r);
-    if (!r) goto out;
-    for (int i = 0; i < ngood; i++) {
+    if (!r) return -1;
+    for (int i = 0; i < n; i++) {
         for (int64_t k = 0; k < per; k++) r[k] = (Ranked){ (int)k, probs[i * per + k] };
         qsort(r, (size_t)per, sizeof *r, by_p);
-        printf("%s:", images[good[i]]);
+        printf("%s:", names[good[i]]);
         for (int64_t k = 0; k < top && k < per; k++) printf("  %d (%.4f)", r[k].cls, r[k].p);
         putchar('\n');
     }
     gc_free(r);
-    rc = ngood == nimg ? EXIT_OK : EXIT_BAD_INPUT;
+    return 0;
+}
+
+int cmd_predict(int argc, char **argv)
+{
+    PredictArgs a;
+    int status = parse_args(argc, argv, &a);
+    if (status >= 0) return status;
+    Model m;
+    if (cli_load_model(&m, a.file) != 0) { cli_free_model(&m); return EXIT_BAD_INPUT; }
+    DiagSink d;
+    diag_init(&d, NULL);
+    d.max_errors = 0;   /* every bad image is named, however many */
+    int rc = EXIT_BAD_INPUT;
+    Weights w = { 0 };
+    float *x = NULL, *probs = NULL;
+    int *good = NULL;   /* indices into images[] of those read */
+    int64_t per = 0;
+    Pool *pool = pool_new(0);
+    int xi = pool ? image_input(m.graph, a.file, &d) : -1;
+    if (!pool) diag_plain(&d, "out of memory");
+    if (xi < 0) goto out;
+    const Node *xin = &m.graph->nodes[m.graph->inputs[xi]];
+    int64_t H = xin->shape.d[1].v, W = xin->shape.d[2].v, C = xin->shape.d[3].v;
+    size_t per_image = (size_t)(H * W * C);
+    if (weights_init(&w, m.graph, 0, &d) != 0 || checkpoint_load(a.weights, m.graph, &w, &d) != 0) goto out;
+    /* Every image is read and every bad one reported; the good ones are classified, and
+     * the exit status says whether any was bad. */
+    x = gc_calloc((size_t)a.nimg, per_image * sizeof *x);
+    good = gc_calloc((size_t)a.nimg, sizeof *good);
+    if (!x || !good) { diag_plain(&d, "out of memory for %d images", a.nimg); goto out; }
+    int ngood = 0;
+    for (int i = 0; i < a.nimg; i++)
+        if (image_load(a.images[i], H, W, C, x + (size_t)ngood * per_image, &d) == 0) good[ngood++] = i;
+    if (ngood == 0 || infer(m.graph, xi, x, ngood, a.mode, pool, &w, &probs, &per, &d) != 0) goto out;
+    if (print_top(a.images, good, ngood, probs, per, a.top) != 0) goto out;
+    rc = ngood == a.nimg ? EXIT_OK : EXIT_BAD_INPUT;
 out:
     diag_flush(&d, stderr);
     diag_free(&d);
-    step_free(&step);
     weights_free(&w);
     pool_free(pool);
     gc_free(x);
     gc_free(good);
     gc_free(probs);
-    gc_free(dummy);
-    gc_free(feeds);
     cli_free_model(&m);
     return rc;
 }

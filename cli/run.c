@@ -5,6 +5,7 @@
 #include <unistd.h>
 #include <string.h>
 #include "cli/cli.h"
+#include "cli/progress.h"
 #include "exec/comm.h"
 #include "run/train.h"
 
@@ -33,8 +34,10 @@ static const char run_usage[] =
     "  --reset-optimizer with --resume: start the optimizer's state (momentum's\n"
     "                    velocity, Adam's moments) from zero instead\n"
     "  --plot FILE.svg   draw loss and accuracy per step and test accuracy per epoch\n"
-    "  --log FORMAT      bar (default), json (a line per epoch), quiet (results only)\n"
+    "  --log FORMAT      bar (default), json (a line per epoch; NaN and Inf as null with\n"
+    "                    KEY_nonfinite beside), quiet (results only)\n"
     "  --check-numerics  stop at the first NaN or Inf, naming the op, its line, the step\n"
+    "                    (without it a NaN or Inf loss stops the run, naming the step)\n"
     "  --max-memory N    refuse to train if the step needs more than N bytes (K, M, G ok)\n"
     "\n"
     "Under mpirun (a build configured --with-mpi) the ranks train data-parallel: each\n"
@@ -43,6 +46,8 @@ static const char run_usage[] =
     "  --bucket-size N   gradient bytes per allreduce bucket (default 4M)\n"
     "  --comm-timeout S  stop the job when a collective takes longer (default 300)\n"
     "\n"
+    "Every rank must be started with the same settings (a difference is an error).\n"
+    "\n"
     "The same seed and thread count give the same loss curve, bit for bit.  Ctrl-C\n"
     "stops after the current step and writes the checkpoint given by --save.\n";
 
@@ -50,7 +55,8 @@ static const char eval_usage[] =
     "usage: graphc eval FILE.net --weights PATH [--mode MODE] [--batch N] [--threads N] [--data DIR]\n"
     "                   [--test-limit N] [--comm-timeout S]\n"
     "\n"
-    "Evaluates saved weights on the test set of the model's data source.\n";
+    "Evaluates saved weights on the test set of the model's data source: prints the test\n"
+    "loss, the accuracy and the number of examples evaluated.\n";
 
 enum {
     O_MODE = 256, O_EPOCHS, O_STEPS, O_BATCH, O_LR, O_SEED, O_THREADS, O_DATA, O_TRAIN_LIMIT, O_TEST_LIMIT,
@@ -99,7 +105,8 @@ static bool parse_bytes(const char *cmd, const char *flag, const char *arg, int6
 static double comm_timeout = COMM_DEFAULT_TIMEOUT;
 
 /* Parses the options shared by run and eval.  Returns -1 to go on, else an exit code. */
-static int parse_opts(const char *cmd, int argc, char **argv, RunOptions *o, const char **weights, const char *usage)
+static int parse_opts(const char *cmd, int argc, char **argv, RunOptions *o, LogMode *log, const char **weights,
+                      const char *usage)
 {
     int c;
     int64_t v;
@@ -144,9 +151,9 @@ static int parse_opts(const char *cmd, int argc, char **argv, RunOptions *o, con
         case O_COMM_TIMEOUT: if (!cli_parse_f64(cmd, "--comm-timeout", optarg, 0.001, 1e7, &comm_timeout)) return EXIT_USAGE; break;
         case O_PLOT: o->plot_path = optarg; break;
         case O_LOG:
-            if (strcmp(optarg, "bar") == 0) o->log = LOG_BAR;
-            else if (strcmp(optarg, "json") == 0) o->log = LOG_JSON;
-            else if (strcmp(optarg, "quiet") == 0) o->log = LOG_QUIET;
+            if (strcmp(optarg, "bar") == 0) *log = LOG_BAR;
+            else if (strcmp(optarg, "json") == 0) *log = LOG_JSON;
+            else if (strcmp(optarg, "quiet") == 0) *log = LOG_QUIET;
             else return cli_usage_error(cmd, "--log: expected bar, json or quiet, got '%s'", optarg);
             break;
         case O_WEIGHTS: *weights = optarg; break;
@@ -166,6 +173,14 @@ static void on_sigint(int sig)
     (void)sig;
     if (interrupted) _exit(130);   /* a second Ctrl-C does not wait */
     interrupted = 1;
+}
+
+/* The last word of a job that MPI stops (a collective that failed or never completed). */
+static void comm_fatal(void *ctx, const char *msg)
+{
+    (void)ctx;
+    fprintf(stderr, "graphc: %s\n", msg);
+    fflush(stderr);
 }
 
 /* Joins the MPI job when started by mpirun, and loads the model on every rank; only
@@ -188,6 +203,7 @@ static int start(const char *cmd, const char *path, Comm **comm, Model *m)
         return EXIT_BAD_INPUT;
     }
     diag_free(&d);
+    comm_on_fatal(*comm, comm_fatal, NULL);
     int rc = cli_load_model_quiet(m, path);
     int R = comm_size(*comm), rank = comm_rank(*comm), bad = comm_agree(*comm, rc == 0);
     if (bad >= R ? rank == 0 : bad == rank) cli_report_model(m, rc);
@@ -199,11 +215,26 @@ static int start(const char *cmd, const char *path, Comm **comm, Model *m)
     return EXIT_BAD_INPUT;
 }
 
+/* After a failed run: the error, and when this rank failed while the others wait for
+ * it inside a collective, the end of the whole job. */
+static int run_failed(int rc, Comm *comm, DiagSink *d)
+{
+    diag_flush(d, stderr);
+    if (rc == RUN_STOP_JOB) {
+        fprintf(stderr, "graphc: rank %d of %d: stopping all ranks after the error above\n", comm_rank(comm), comm_size(comm));
+        fflush(stderr);
+        fflush(stdout);
+        comm_abort(comm, EXIT_BAD_INPUT);
+    }
+    return EXIT_BAD_INPUT;
+}
+
 int cmd_run(int argc, char **argv)
 {
     RunOptions o;
     run_options_default(&o);
-    int rc = parse_opts("run", argc, argv, &o, NULL, run_usage);
+    LogMode log = LOG_BAR;
+    int rc = parse_opts("run", argc, argv, &o, &log, NULL, run_usage);
     if (rc >= 0) return rc;
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -215,11 +246,20 @@ int cmd_run(int argc, char **argv)
     Model m;
     rc = start("run", argv[optind], &o.comm, &m);
     if (rc != 0) return rc;
+    Progress p;
+    progress_init(&p, stdout, log);
+    o.report = progress_reporter(&p);
     RunResult r;
     DiagSink d;
     diag_init(&d, NULL);
-    rc = train_run(m.graph, &o, &r, NULL, &d) == 0 ? (r.interrupted ? 130 : EXIT_OK) : EXIT_BAD_INPUT;
-    diag_flush(&d, stderr);
+    rc = train_run(m.graph, &o, &r, NULL, &d);
+    progress_end(&p);
+    if (rc == RUN_OK) {
+        diag_flush(&d, stderr);
+        rc = r.interrupted ? 130 : EXIT_OK;
+    } else {
+        rc = run_failed(rc, o.comm, &d);
+    }
     diag_free(&d);
     run_result_free(&r);
     cli_free_model(&m);
@@ -227,12 +267,18 @@ int cmd_run(int argc, char **argv)
     return rc;
 }
 
+static void keep_eval(void *ctx, const RunEvent *ev)
+{
+    if (ev->kind == RUN_EVAL) *(RunEvalInfo *)ctx = ev->u.eval;
+}
+
 int cmd_eval(int argc, char **argv)
 {
     RunOptions o;
     run_options_default(&o);
+    LogMode log = LOG_BAR;
     const char *weights = NULL;
-    int rc = parse_opts("eval", argc, argv, &o, &weights, eval_usage);
+    int rc = parse_opts("eval", argc, argv, &o, &log, &weights, eval_usage);
     if (rc >= 0) return rc;
     if (!weights) return cli_usage_error("eval", "missing --weights PATH");
     Model m;
@@ -242,10 +288,12 @@ int cmd_eval(int argc, char **argv)
     diag_init(&d, NULL);
     Weights w;
     double loss, acc;
+    RunEvalInfo res = { 0 };
+    o.report = (RunReporter){ .fn = keep_eval, .ctx = &res };
     rc = EXIT_BAD_INPUT;
     if (weights_init(&w, m.graph, 0, &d) == 0) {
-        if (checkpoint_load(weights, m.graph, &w, &d) == 0 && eval_run(m.graph, &o, &w, &loss, &acc, &d) == 0) {
-            if (comm_rank(o.comm) == 0) printf("Test loss: %.4f - test acc: %.4f\n", loss, acc);
+        if (checkpoint_load(weights, m.graph, &w, &d) == 0 && eval_run(m.graph, &o, &w, &loss, &acc, &d) == RUN_OK) {
+            if (comm_rank(o.comm) == 0) progress_eval_line(stdout, &res);
             rc = EXIT_OK;
         }
         weights_free(&w);

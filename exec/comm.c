@@ -59,12 +59,8 @@ void comm_stats(const Comm *c, double *wait_s, double *busy_s)
     (void)c;
     *wait_s = *busy_s = 0;
 }
-_Noreturn void comm_abort(Comm *c, int code, const char *msg)
-{
-    (void)c;
-    if (msg) fprintf(stderr, "graphc: %s\n", msg);
-    exit(code);
-}
+void comm_abort(Comm *c, int code) { (void)c; (void)code; }
+void comm_on_fatal(Comm *c, CommFatalFn fn, void *ctx) { (void)c; (void)fn; (void)ctx; }
 
 #else /* HAVE_MPI */
 
@@ -106,6 +102,8 @@ struct Comm {
     int qlen;
     bool quit;
     double wait_s, busy_s;   /* comm_stats */
+    CommFatalFn on_fatal;    /* comm_on_fatal */
+    void *fatal_ctx;
 };
 
 static double now_s(void)
@@ -124,6 +122,19 @@ static void job_name(const Job *j, char *buf, size_t n)
     else snprintf(buf, n, "the allreduce of gradient bucket %d%s", j->tag, step);
 }
 
+/* The job cannot go on (a collective failed or never completed, so other ranks may be
+ * blocked inside MPI): the program's handler hears why, and every rank is stopped. */
+static _Noreturn void fatal(Comm *c, const char *msg)
+{
+    if (c->on_fatal) {
+        char line[640];
+        snprintf(line, sizeof line, "rank %d of %d: %s", c->rank, c->size, msg);
+        c->on_fatal(c->fatal_ctx, line);
+    }
+    MPI_Abort(MPI_COMM_WORLD, 1);
+    abort();   /* MPI_Abort does not return; should it, nothing here can continue */
+}
+
 static _Noreturn void mpi_failed(Comm *c, const Job *j, int rc)
 {
     char err[MPI_MAX_ERROR_STRING], name[128], msg[512];
@@ -131,7 +142,7 @@ static _Noreturn void mpi_failed(Comm *c, const Job *j, int rc)
     if (MPI_Error_string(rc, err, &len) != MPI_SUCCESS) snprintf(err, sizeof err, "MPI error %d", rc);
     job_name(j, name, sizeof name);
     snprintf(msg, sizeof msg, "%s failed: %s; stopping all ranks", name, err);
-    comm_abort(c, 1, msg);
+    fatal(c, msg);
 }
 
 /* Runs one job to completion, or stops the job at the deadline. */
@@ -153,7 +164,7 @@ static void run_job(Comm *c, const Job *j)
                      "%s did not complete within %g s: another rank has died, stalled or left the job; "
                      "stopping all ranks (--comm-timeout sets the bound)",
                      name, c->timeout);
-            comm_abort(c, 1, msg);
+            fatal(c, msg);
         }
         if (j->n == 0) break;
     }
@@ -186,14 +197,14 @@ static void *comm_thread(void *arg)
 static Job *slot_of(Comm *c, int tag, int *slot)
 {
     int s = tag + 1;
-    if (s < 0) comm_abort(c, 1, "internal error: a negative collective tag");
+    if (s < 0) fatal(c, "internal error: a negative collective tag");
     if (s >= c->njobs) {
         int n = c->njobs ? c->njobs : 16;
         while (n <= s) n *= 2;
         Job *jobs = gc_realloc(c->jobs, (size_t)n * sizeof *jobs);
         int *queue = jobs ? gc_realloc(c->queue, (size_t)n * sizeof *queue) : NULL;
         if (jobs) c->jobs = jobs;
-        if (!jobs || !queue) comm_abort(c, 1, "out of memory for the collectives' table");
+        if (!jobs || !queue) fatal(c, "out of memory for the collectives' table");
         c->queue = queue;
         memset(c->jobs + c->njobs, 0, (size_t)(n - c->njobs) * sizeof *c->jobs);
         c->njobs = n;
@@ -207,7 +218,7 @@ static void submit(Comm *c, const Job *j)
     pthread_mutex_lock(&c->mu);
     int slot;
     Job *dst = slot_of(c, j->tag, &slot);
-    if (dst->state == JOB_QUEUED) comm_abort(c, 1, "internal error: a collective started twice before its wait");
+    if (dst->state == JOB_QUEUED) fatal(c, "internal error: a collective started twice before its wait");
     *dst = *j;
     dst->state = JOB_QUEUED;
     dst->t_start = now_s();
@@ -252,7 +263,7 @@ static void await(Comm *c, int tag)
         pthread_cond_timedwait(&c->done, &c->mu, &ts);
         if (c->jobs[slot].state != JOB_DONE && now_s() > deadline) {
             pthread_mutex_unlock(&c->mu);
-            comm_abort(c, 1, "the communication thread did not finish a collective in time; stopping all ranks");
+            fatal(c, "the communication thread did not finish a collective in time; stopping all ranks");
         }
     }
     c->jobs[slot].state = JOB_IDLE;
@@ -380,16 +391,16 @@ int comm_agree(Comm *c, bool ok)
     return (int)v;
 }
 
-_Noreturn void comm_abort(Comm *c, int code, const char *msg)
+void comm_abort(Comm *c, int code)
 {
-    if (msg) {
-        if (c) fprintf(stderr, "graphc: rank %d of %d: %s\n", c->rank, c->size, msg);
-        else fprintf(stderr, "graphc: %s\n", msg);
-    }
-    fflush(stderr);
-    fflush(stdout);
     if (c) MPI_Abort(MPI_COMM_WORLD, code);
-    exit(code);
+}
+
+void comm_on_fatal(Comm *c, CommFatalFn fn, void *ctx)
+{
+    if (!c) return;
+    c->on_fatal = fn;
+    c->fatal_ctx = ctx;
 }
 
 #endif /* HAVE_MPI */

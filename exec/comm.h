@@ -8,10 +8,12 @@
  * Collectives run on a communication thread of their own, so that a gradient bucket's
  * allreduce proceeds while the step goes on computing (comm_start returns at once;
  * comm_wait blocks until that bucket is summed).  Every collective is bounded: a
- * watchdog stops the whole job (MPI_Abort, with a message naming the rank, the
- * collective and the step) when one does not complete within the timeout, so a rank
- * that died or hangs cannot leave the others waiting forever.  MPI errors are
- * checked and stop the job the same way. */
+ * watchdog stops the whole job (MPI_Abort) when one does not complete within the
+ * timeout, so a rank that died or hangs cannot leave the others waiting forever.  MPI
+ * errors stop the job the same way.  These are the only places where this module ends
+ * the process (no error can be returned to ranks blocked inside MPI); the message
+ * naming the rank, the collective and the step goes to the program's handler
+ * (comm_on_fatal) first.  Nothing here prints. */
 #ifndef GRAPHC_COMM_H
 #define GRAPHC_COMM_H
 #include <stdbool.h>
@@ -60,8 +62,16 @@ void comm_stats(const Comm *c, double *wait_s, double *busy_s);
  * rank that is not (so that only it reports why), or comm_size(c) when all are. */
 int comm_agree(Comm *c, bool ok);
 
-/* Stops the whole job with exit status `code` after writing msg (if any) to stderr,
- * prefixed with the rank.  Does not return. */
-_Noreturn void comm_abort(Comm *c, int code, const char *msg);
+/* Stops every rank of the job with exit status `code` (MPI_Abort): for a program whose
+ * rank failed while the others wait inside a collective (train_run's RUN_STOP_JOB).
+ * Returns only for NULL (one process: nothing to stop) or if MPI could not abort. */
+void comm_abort(Comm *c, int code);
+
+/* Where the watchdog's and MPI errors' last message goes before the job is stopped:
+ * fn(ctx, "rank 1 of 2: the allreduce of gradient bucket 0 at step 17 did not complete
+ * within 300 s: ...").  Without a handler the message is dropped (MPI still says that
+ * the job was aborted).  NULL is fine. */
+typedef void (*CommFatalFn)(void *ctx, const char *msg);
+void comm_on_fatal(Comm *c, CommFatalFn fn, void *ctx);
 
 #endif

@@ -7,102 +7,139 @@
 #include <string.h>
 #include "exec/exec.h"
 
+/* The interpreter's state during one step: each node's buffer and run-time shape, and
+ * what an eager engine counts to free a buffer after its last use. */
+typedef struct Interp {
+    const Graph *g;
+    const StepEnv *env;
+    Pool *pool;
+    InterpStats *st;
+    void **data;
+    int32_t *base;      /* node whose allocation data[i] lives in (a reshape: its input's) */
+    int32_t *pending;   /* uses left of an allocation, over its views */
+    int32_t *uses;
+    Shape *rt;          /* shapes as produced at run time */
+    bool *owned;
+} Interp;
+
+static void interp_free(Interp *I)
+{
+    if (I->data && I->owned)
+        for (int i = 0; i < I->g->nnodes; i++)
+            if (I->owned[i]) gc_free(I->data[i]);
+    if (I->st) I->st->live_bytes = 0;
+    gc_free(I->data);
+    gc_free(I->base);
+    gc_free(I->pending);
+    gc_free(I->uses);
+    gc_free(I->rt);
+    gc_free(I->owned);
+}
+
+static int interp_init(Interp *I, const Graph *g, const StepEnv *env, Pool *pool, InterpStats *st)
+{
+    size_t nz = (size_t)(g->nnodes ? g->nnodes : 1);
+    *I = (Interp){ g, env, pool, st, gc_calloc(nz, sizeof(void *)), gc_calloc(nz, sizeof(int32_t)),
+                   gc_calloc(nz, sizeof(int32_t)), gc_calloc(nz, sizeof(int32_t)), gc_calloc(nz, sizeof(Shape)),
+                   gc_calloc(nz, sizeof(bool)) };
+    if (!I->data || !I->base || !I->pending || !I->uses || !I->rt || !I->owned) {
+        diag_plain(env->d, "out of memory");
+        return -1;
+    }
+    for (int i = 0; i < g->nnodes; i++)
+        for (int k = 0; k < g->nodes[i].nin; k++) I->uses[g->nodes[i].in[k]]++;
+    for (int i = 0; i < g->noutputs; i++) I->uses[g->outputs[i].node]++;
+    return 0;
+}
+
+/* Node i's result in a fresh allocation (with scratch of its own for the call): the
+ * dispatch of an eager engine.  0 or -1. */
+static int interp_call(Interp *I, int i, const void *const *in)
+{
+    const Node *n = &I->g->nodes[i];
+    InterpStats *st = I->st;
+    size_t bytes = (size_t)shape_numel(&I->rt[i]) * 4;
+    size_t scratch = dispatch_scratch_bytes(I->g, n, pool_threads(I->pool));
+    I->data[i] = gc_malloc(bytes);
+    float *sc = scratch ? gc_malloc(scratch) : NULL;
+    if (!I->data[i] || (scratch && !sc)) {
+        gc_free(sc);
+        diag_plain(I->env->d, "out of memory: %s needs %zu bytes", op_name(n->op), bytes + scratch);
+        return -1;
+    }
+    I->owned[i] = true;
+    if (st) {
+        st->allocs += 1 + (scratch > 0);
+        st->alloc_bytes += (int64_t)(bytes + scratch);
+        st->live_bytes += bytes;
+        if (st->live_bytes + scratch > st->peak_bytes) st->peak_bytes = st->live_bytes + scratch;
+    }
+    KCall c = { I->g, n, in, I->data[i], sc, I->pool, I->env };
+    int rc = dispatch_run(&c);
+    gc_free(sc);
+    return rc;
+}
+
+/* Allocation b is read by nobody any more: freed. */
+static void interp_release(Interp *I, int32_t b)
+{
+    if (I->pending[b] != 0 || !I->owned[b]) return;
+    if (I->st) I->st->live_bytes -= (size_t)shape_numel(&I->rt[b]) * 4;
+    gc_free(I->data[b]);
+    I->owned[b] = false;
+}
+
+/* Node i: its shape checked on the actual input shapes, then its buffer (a feed, a
+ * weight, a view or a fresh allocation), then the inputs it was the last reader of
+ * freed.  0 or -1. */
+static int interp_node(Interp *I, int i, const void *const *feeds)
+{
+    const Node *n = &I->g->nodes[i];
+    const Shape *ins[64];
+    const void *in[64];
+    if (n->nin > 64) {
+        diag_plain(I->env->d, "node %d: too many inputs", i);
+        return -1;
+    }
+    for (int k = 0; k < n->nin; k++) {
+        ins[k] = &I->rt[n->in[k]];
+        in[k] = I->data[n->in[k]];
+    }
+    I->base[i] = i;
+    if (n->op == OP_INPUT || n->op == OP_PARAM) {
+        I->rt[i] = n->shape;
+        I->data[i] = n->op == OP_INPUT ? (void *)feeds[n->a.input.index] : I->env->w->data[n->a.param.var];
+    } else {
+        /* run-time shape check, as eager frameworks do on every op */
+        if (!shape_check_runtime(I->g, i, ins, &I->rt[i], I->env->d)) return -1;
+        if (n->op == OP_RESHAPE) {
+            I->data[i] = (void *)in[0];
+            I->base[i] = I->base[n->in[0]];
+        } else if (interp_call(I, i, in) != 0) {
+            return -1;
+        }
+    }
+    I->pending[I->base[i]] += I->uses[i];
+    for (int k = 0; k < n->nin; k++) {   /* each input used once more */
+        int32_t b = I->base[n->in[k]];
+        I->pending[b]--;
+        interp_release(I, b);
+    }
+    interp_release(I, I->base[i]);   /* an unused result */
+    return 0;
+}
+
 int interp_run(const Graph *g, const void *const *feeds, float *const *outs, const StepEnv *env, Pool *pool,
                InterpStats *st)
 {
-    int nn = g->nnodes, rc = 0;
-    size_t nz = (size_t)(nn ? nn : 1);
-    void **data = gc_calloc(nz, sizeof *data);
-    int32_t *base = gc_calloc(nz, sizeof *base);      /* node whose allocation data[i] lives in */
-    int32_t *pending = gc_calloc(nz, sizeof *pending); /* uses left of an allocation, over its views */
-    int32_t *uses = gc_calloc(nz, sizeof *uses);
-    Shape *rt = gc_calloc(nz, sizeof *rt);             /* shapes as produced at run time */
-    bool *owned = gc_calloc(nz, sizeof *owned);
-    if (!data || !base || !pending || !uses || !rt || !owned) {
-        diag_plain(env->d, "out of memory");
-        rc = -1;
-        goto out;
-    }
-    for (int i = 0; i < nn; i++)
-        for (int k = 0; k < g->nodes[i].nin; k++) uses[g->nodes[i].in[k]]++;
-    for (int i = 0; i < g->noutputs; i++) uses[g->outputs[i].node]++;
-
-    for (int i = 0; i < nn && rc == 0; i++) {
-        const Node *n = &g->nodes[i];
-        const Shape *ins[64];
-        const void *in[64];
-        if (n->nin > 64) { diag_plain(env->d, "node %d: too many inputs", i); rc = -1; break; }
-        for (int k = 0; k < n->nin; k++) {
-            ins[k] = &rt[n->in[k]];
-            in[k] = data[n->in[k]];
-        }
-        base[i] = i;
-        if (n->op == OP_INPUT) {
-            rt[i] = n->shape;
-            data[i] = (void *)feeds[n->a.input.index];
-        } else if (n->op == OP_PARAM) {
-            rt[i] = n->shape;
-            data[i] = env->w->data[n->a.param.var];
-        } else {
-            /* run-time shape check, as eager frameworks do on every op */
-            if (!shape_check_runtime(g, i, ins, &rt[i], env->d)) { rc = -1; break; }
-            if (n->op == OP_RESHAPE) {
-                data[i] = (void *)in[0];
-                base[i] = base[n->in[0]];
-            } else {
-                size_t bytes = (size_t)shape_numel(&rt[i]) * 4;
-                size_t scratch = dispatch_scratch_bytes(g, n, pool_threads(pool));
-                data[i] = gc_malloc(bytes);
-                float *sc = scratch ? gc_malloc(scratch) : NULL;
-                if (!data[i] || (scratch && !sc)) {
-                    gc_free(sc);
-                    diag_plain(env->d, "out of memory: %s needs %zu bytes", op_name(n->op), bytes + scratch);
-                    rc = -1;
-                    break;
-                }
-                owned[i] = true;
-                if (st) {
-                    st->allocs += 1 + (scratch > 0);
-                    st->alloc_bytes += (int64_t)(bytes + scratch);
-                    st->live_bytes += bytes;
-                    if (st->live_bytes + scratch > st->peak_bytes) st->peak_bytes = st->live_bytes + scratch;
-                }
-                KCall c = { g, n, in, data[i], sc, pool, env };
-                rc = dispatch_run(&c);
-                gc_free(sc);
-            }
-        }
-        pending[base[i]] += uses[i];
-        /* each input used once more: free allocations nobody will read again */
-        for (int k = 0; k < n->nin; k++) {
-            int32_t b = base[n->in[k]];
-            if (--pending[b] == 0 && owned[b]) {
-                if (st) st->live_bytes -= (size_t)shape_numel(&rt[b]) * 4;
-                gc_free(data[b]);
-                owned[b] = false;
-            }
-        }
-        if (pending[base[i]] == 0 && owned[base[i]]) {   /* an unused result */
-            if (st) st->live_bytes -= (size_t)shape_numel(&rt[i]) * 4;
-            gc_free(data[i]);
-            owned[i] = false;
-        }
-    }
+    Interp I;
+    int rc = interp_init(&I, g, env, pool, st);
+    for (int i = 0; i < g->nnodes && rc == 0; i++) rc = interp_node(&I, i, feeds);
     if (rc == 0)
         for (int i = 0; i < g->noutputs; i++) {
             int32_t o = g->outputs[i].node;
-            if (outs[i]) memcpy(outs[i], data[o], (size_t)shape_numel(&rt[o]) * 4);
+            if (outs[i]) memcpy(outs[i], I.data[o], (size_t)shape_numel(&I.rt[o]) * 4);
         }
-out:
-    if (data && owned)
-        for (int i = 0; i < nn; i++)
-            if (owned[i]) gc_free(data[i]);
-    if (st) st->live_bytes = 0;
-    gc_free(data);
-    gc_free(base);
-    gc_free(pending);
-    gc_free(uses);
-    gc_free(rt);
-    gc_free(owned);
+    interp_free(&I);
     return rc;
 }

@@ -17,6 +17,7 @@ typedef struct AD {
     int32_t *grad;     /* gradient node of each forward node, or -1 */
     bool *needs;       /* on a path from a parameter to the loss */
     int32_t cur;       /* forward node being differentiated (for n->fwd) */
+    int nfwd;          /* the forward graph's nodes: those below it */
     bool failed;
 } AD;
 
@@ -472,6 +473,79 @@ static void emit_update(AD *ad, int v, int32_t pnode, int32_t grad, int32_t scal
     emit(ad, op, in, scale >= 0 ? 3 : 2, &a, NULL);
 }
 
+/* needs[i]: node i depends on a parameter (forward) and the loss depends on it
+ * (backward), and is a float: the nodes that get a gradient.  grad[i] = -1. */
+static void mark_needs(AD *ad, int32_t loss)
+{
+    const Graph *g = ad->g;
+    int nf = g->nnodes;
+    bool *from_param = gc_calloc((size_t)nf, sizeof *from_param);
+    bool *to_loss = gc_calloc((size_t)nf, sizeof *to_loss);
+    if (!from_param || !to_loss) {
+        ad->failed = true;
+        diag_plain(ad->d, "out of memory");
+    }
+    for (int i = 0; i < nf && !ad->failed; i++) {
+        const Node *n = &g->nodes[i];
+        from_param[i] = n->op == OP_PARAM;
+        for (int k = 0; k < n->nin; k++) from_param[i] |= from_param[n->in[k]];
+    }
+    if (!ad->failed) to_loss[loss] = true;
+    for (int i = loss; i >= 0 && !ad->failed; i--)
+        if (to_loss[i])
+            for (int k = 0; k < g->nodes[i].nin; k++) to_loss[g->nodes[i].in[k]] = true;
+    for (int i = 0; i < nf && !ad->failed; i++) {
+        ad->needs[i] = from_param[i] && to_loss[i] && g->nodes[i].dtype == DT_F32;
+        ad->grad[i] = -1;
+    }
+    gc_free(from_param);
+    gc_free(to_loss);
+}
+
+/* The backward pass: from d(loss) = 1, each node's rule, in reverse order, on the
+ * nodes that need a gradient. */
+static void backward(AD *ad, int32_t loss)
+{
+    ad->cur = loss;
+    ad->grad[loss] = emit(ad, OP_CONST, NULL, 0, &(NodeAttr){ .cnst = { 1.0f } }, NULL);
+    for (int i = loss; i >= 0 && !ad->failed; i--) {
+        if (ad->grad[i] < 0 || !ad->needs[i]) continue;
+        ad->cur = i;
+        assert(rules[ad->g->nodes[i].op]);
+        rules[ad->g->nodes[i].op](ad, i, ad->grad[i]);
+    }
+}
+
+/* One update per parameter var; a var behind several PARAM nodes (a shared layer) gets
+ * the sum of their gradients; a var not reachable from the loss, none.  Each update
+ * right after its gradient's sum, or with clipping, all of them after the clip_scale,
+ * which reads every gradient. */
+static void emit_updates(AD *ad)
+{
+    Graph *g = ad->g;
+    int nparams = g->nvars, nf = ad->nfwd;
+    bool clip = g->train.clip_norm > 0;
+    int32_t *pnode = gc_calloc((size_t)(nparams ? nparams : 1), sizeof *pnode);
+    int32_t *gsum = gc_calloc((size_t)(nparams ? nparams : 1), sizeof *gsum);
+    if (!pnode || !gsum) { ad->failed = true; diag_plain(ad->d, "out of memory"); }
+    for (int v = 0; v < nparams && !ad->failed; v++) {
+        gsum[v] = pnode[v] = -1;
+        for (int i = 0; i < nf; i++) {
+            if (g->nodes[i].op != OP_PARAM || g->nodes[i].a.param.var != v) continue;
+            if (pnode[v] < 0) pnode[v] = i;
+            if (ad->grad[i] < 0) continue;
+            ad->cur = i;
+            gsum[v] = gsum[v] < 0 ? ad->grad[i] : emit2(ad, OP_ADD, gsum[v], ad->grad[i]);
+        }
+        if (!clip && gsum[v] >= 0) emit_update(ad, v, pnode[v], gsum[v], -1);
+    }
+    int32_t scale = clip && !ad->failed ? clip_scale(ad, gsum, nparams) : -1;
+    for (int v = 0; clip && v < nparams && !ad->failed; v++)
+        if (gsum[v] >= 0) emit_update(ad, v, pnode[v], gsum[v], scale);
+    gc_free(pnode);
+    gc_free(gsum);
+}
+
 Graph *pass_autodiff(const Graph *fwd, DiagSink *d)
 {
     if (fwd->train.minimize < 0) {
@@ -481,90 +555,34 @@ Graph *pass_autodiff(const Graph *fwd, DiagSink *d)
     Graph *g = graph_clone(fwd);
     if (!g) { diag_plain(d, "out of memory"); return NULL; }
     g->stage = "train";
-    int nf = g->nnodes;
     int32_t loss = g->train.minimize;
-    AD ad = { .g = g, .d = d };
-    ad.grad = gc_calloc((size_t)nf, sizeof *ad.grad);
-    ad.needs = gc_calloc((size_t)nf, sizeof *ad.needs);
-    bool *from_param = gc_calloc((size_t)nf, sizeof *from_param);
-    bool *to_loss = gc_calloc((size_t)nf, sizeof *to_loss);
-    if (!ad.grad || !ad.needs || !from_param || !to_loss) { ad.failed = true; diag_plain(d, "out of memory"); goto done; }
-
-    /* needs = depends on a parameter (forward) and the loss depends on it (backward) */
-    for (int i = 0; i < nf; i++) {
-        const Node *n = &g->nodes[i];
-        from_param[i] = n->op == OP_PARAM;
-        for (int k = 0; k < n->nin; k++) from_param[i] |= from_param[n->in[k]];
-    }
-    to_loss[loss] = true;
-    for (int i = loss; i >= 0; i--)
-        if (to_loss[i])
-            for (int k = 0; k < g->nodes[i].nin; k++) to_loss[g->nodes[i].in[k]] = true;
-    for (int i = 0; i < nf; i++) {
-        ad.needs[i] = from_param[i] && to_loss[i] && g->nodes[i].dtype == DT_F32;
-        ad.grad[i] = -1;
-    }
+    AD ad = { .g = g, .d = d, .nfwd = g->nnodes };
+    ad.grad = gc_calloc((size_t)g->nnodes, sizeof *ad.grad);
+    ad.needs = gc_calloc((size_t)g->nnodes, sizeof *ad.needs);
+    if (!ad.grad || !ad.needs) { ad.failed = true; diag_plain(d, "out of memory"); }
+    if (!ad.failed) mark_needs(&ad, loss);
 
     /* The batch accuracy reads the logits and the labels only: made here, before the
      * backward pass, the logits' last reader is the loss's gradient (which the compiled
      * plan then writes over them) instead of a metric at the end of the step. */
     int32_t acc = -1;
-    if (g->logits >= 0 && g->label_input >= 0) {
+    if (!ad.failed && g->logits >= 0 && g->label_input >= 0) {
         ad.cur = g->logits;
         acc = emit2(&ad, OP_ACCURACY, g->logits, g->label_input);
-        if (acc < 0) goto done;
     }
-    ad.cur = loss;
-    ad.grad[loss] = emit(&ad, OP_CONST, NULL, 0, &(NodeAttr){ .cnst = { 1.0f } }, NULL);
-    for (int i = loss; i >= 0 && !ad.failed; i--) {
-        if (ad.grad[i] < 0 || !ad.needs[i]) continue;
-        ad.cur = i;
-        assert(rules[g->nodes[i].op]);
-        rules[g->nodes[i].op](&ad, i, ad.grad[i]);
+    if (!ad.failed) backward(&ad, loss);
+    if (!ad.failed) emit_updates(&ad);
+    gc_free(ad.grad);
+    gc_free(ad.needs);
+    if (ad.failed || g->arena.failed) {
+        graph_free(g);
+        return NULL;
     }
-    if (ad.failed) goto done;
-
-    /* One update per parameter var; a var behind several PARAM nodes (a shared layer)
-     * gets the sum of their gradients; a var not reachable from the loss, none.  Each
-     * update right after its gradient's sum, or with clipping, all of them after the
-     * clip_scale, which reads every gradient. */
-    int nparams = g->nvars;
-    bool clip = g->train.clip_norm > 0;
-    int32_t *pnode = gc_calloc((size_t)(nparams ? nparams : 1), sizeof *pnode);
-    int32_t *gsum = gc_calloc((size_t)(nparams ? nparams : 1), sizeof *gsum);
-    if (!pnode || !gsum) { ad.failed = true; diag_plain(d, "out of memory"); }
-    for (int v = 0; v < nparams && !ad.failed; v++) {
-        gsum[v] = pnode[v] = -1;
-        for (int i = 0; i < nf; i++) {
-            if (g->nodes[i].op != OP_PARAM || g->nodes[i].a.param.var != v) continue;
-            if (pnode[v] < 0) pnode[v] = i;
-            if (ad.grad[i] < 0) continue;
-            ad.cur = i;
-            gsum[v] = gsum[v] < 0 ? ad.grad[i] : emit2(&ad, OP_ADD, gsum[v], ad.grad[i]);
-        }
-        if (!clip && gsum[v] >= 0) emit_update(&ad, v, pnode[v], gsum[v], -1);
-    }
-    int32_t scale = clip && !ad.failed ? clip_scale(&ad, gsum, nparams) : -1;
-    for (int v = 0; clip && v < nparams && !ad.failed; v++)
-        if (gsum[v] >= 0) emit_update(&ad, v, pnode[v], gsum[v], scale);
-    gc_free(pnode);
-    gc_free(gsum);
-    if (ad.failed) goto done;
-
     /* The step's outputs are its metrics; the model's own outputs (probabilities and
      * the like) are not computed while training. */
     g->noutputs = 0;
     graph_add_output(g, "loss", loss);
     if (acc >= 0) graph_add_output(g, "accuracy", acc);
-done:
-    gc_free(ad.grad);
-    gc_free(ad.needs);
-    gc_free(from_param);
-    gc_free(to_loss);
-    if (ad.failed || g->arena.failed) {
-        graph_free(g);
-        return NULL;
-    }
     Graph *t = pass_dce(g, d);
     graph_free(g);
     return t;

@@ -1,5 +1,6 @@
 /* Dumps of a graph at any stage: text (stable, for people and golden tests), dot
  * (Graphviz) and json (for tools; the schema is in docs/dump-formats.md). */
+#include <stdarg.h>
 #include <string.h>
 #include "graph/graph.h"
 
@@ -51,136 +52,176 @@ static void bn_attrs(const Node *n, char *buf, size_t len)
              n->a.bn.act >= 0 ? fn_name(n->a.bn.act, n->a.bn.act_p, fb, sizeof fb) : "");
 }
 
+/* Appends to buf[len] at *at, as far as it fits. */
+static void put(char *buf, size_t len, size_t *at, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static void put(char *buf, size_t len, size_t *at, const char *fmt, ...)
+{
+    if (*at >= len) return;
+    va_list ap;
+    va_start(ap, fmt);
+    int k = vsnprintf(buf + *at, len - *at, fmt, ap);
+    va_end(ap);
+    if (k > 0) *at += (size_t)k;
+}
+
+/* "window=3x3 stride=1x1 padding=same(1,1,1,1)", each key after `prefix` */
+static void put_window(char *buf, size_t len, size_t *at, const char *prefix, const WinAttr *w)
+{
+    put(buf, len, at, "%s%s=%dx%d %s%sstride=%dx%d %s%spadding=%s(%d,%d,%d,%d)", *at ? " " : "", *prefix ? prefix : "window",
+        w->kh, w->kw, prefix, *prefix ? "_" : "", w->sh, w->sw, prefix, *prefix ? "_" : "",
+        w->padding == PAD_SAME ? "same" : "valid", w->pt, w->pb, w->pl, w->pr);
+}
+
+/* "+relu" for a fused activation, nothing without one */
+static void put_act(char *buf, size_t len, size_t *at, int act, float act_p)
+{
+    char fb[64];
+    if (act >= 0) put(buf, len, at, "+%s", fn_name(act, act_p, fb, sizeof fb));
+}
+
+/* The ops that fusion made: which ops each fuses, and their own attributes. */
+static void fused_attrs(const Node *n, char *buf, size_t len)
+{
+    size_t at = 0;
+    char fb[64];
+    switch (n->op) {
+    case OP_MATMUL_BIAS_ACT:
+        put(buf, len, &at, "fuses=matmul+add");
+        put_act(buf, len, &at, n->a.matmul.act, n->a.matmul.act_p);
+        put(buf, len, &at, "%s%s", n->a.matmul.ta ? " transpose=a" : "", n->a.matmul.tb ? " transpose=b" : "");
+        break;
+    case OP_CONV2D_BIAS_ACT:
+        put(buf, len, &at, "fuses=conv2d+add");
+        put_act(buf, len, &at, n->a.win.act, n->a.win.act_p);
+        put_window(buf, len, &at, "", &n->a.win);
+        break;
+    case OP_CONV2D_MAXPOOL:
+        put(buf, len, &at, "fuses=conv2d%s", n->nin == 3 ? "+add" : "");
+        put_act(buf, len, &at, n->a.convpool.conv.act, n->a.convpool.conv.act_p);
+        put(buf, len, &at, "+maxpool");
+        put_window(buf, len, &at, "", &n->a.convpool.conv);
+        put_window(buf, len, &at, "pool", &n->a.convpool.pool);
+        break;
+    case OP_MAXPOOL_GRAD_RELU:
+        put(buf, len, &at, "fuses=maxpool_grad+relu_grad window=%dx%d stride=%dx%d", n->a.win.kh, n->a.win.kw,
+            n->a.win.sh, n->a.win.sw);
+        break;
+    case OP_FUSED_ELEMWISE:
+        put(buf, len, &at, "fuses=");
+        for (int s = 0; s < n->a.ew.nstep; s++) {
+            const EwStep *st = &n->a.ew.step[s];
+            const char *name = op_has((OpKind)st->op, OPT_UNARY) ? fn_name(st->op, st->p, fb, sizeof fb) : op_name((OpKind)st->op);
+            put(buf, len, &at, "%s%s", s ? "+" : "", name);
+            if (st->op == OP_UNARY_GRAD) put(buf, len, &at, "[%s]", fn_name(st->of, st->p, fb, sizeof fb));
+        }
+        break;
+    default: break;
+    }
+}
+
+/* The optimizer updates, plain and fused, clipping and batch norm's running statistics. */
+static void update_attrs(const Graph *g, const Node *n, char *buf, size_t len)
+{
+    size_t at = 0;
+    const char *kind = (unsigned)n->a.update.kind < OP_COUNT ? op_name((OpKind)n->a.update.kind) : "?";
+    switch (n->op) {
+    case OP_MATMUL_UPDATE:
+        put(buf, len, &at, "param=%s fuses=matmul+%s%s%s", g->vars[n->a.update.var].name, kind,
+            n->a.update.ta ? " transpose=a" : "", n->a.update.tb ? " transpose=b" : "");
+        for (int s = 0; s < OPTIM_MAX_STATE; s++) {   /* the optimizer state it updates */
+            int v = n->a.update.state[s];
+            if (v >= 0) put(buf, len, &at, "%s%s", s ? "," : " state=", g->vars[v].name);
+        }
+        break;
+    case OP_MATMUL_GRAD_UPDATE:
+        put(buf, len, &at, "param=%s fuses=matmul+unary_grad[relu]+%s", g->vars[n->a.update.var].name, kind);
+        break;
+    case OP_BATCH_NORM_UPDATE:
+        put(buf, len, &at, "mean=%s variance=%s momentum=%g", g->vars[n->a.update.var].name,
+            g->vars[n->a.update.state[0]].name, n->a.update.momentum);
+        break;
+    case OP_UPDATE_ALL:
+        put(buf, len, &at, "fuses=%d %s%s", n->nin / 2, op_name((OpKind)n->a.update.kind), n->nin % 2 ? " clipped" : "");
+        break;
+    case OP_CLIP_SCALE: put(buf, len, &at, "max_norm=%g gradients=%d", n->a.clip.max_norm, n->nin); break;
+    default:   /* sgd_update, momentum_update, ... */
+        put(buf, len, &at, "param=%s%s", g->vars[n->a.update.var].name, n->nin > 2 ? " clipped" : "");
+        break;
+    }
+}
+
+/* The transformer ops' attributes (issue 14). */
+static void seq_attrs(const Graph *g, const Node *n, char *buf, size_t len)
+{
+    size_t at = 0;
+    char b1[128];
+    switch (n->op) {
+    case OP_TRANSPOSE:
+        put(buf, len, &at, "perm=[");
+        for (int i = 0; i < n->shape.rank; i++) put(buf, len, &at, "%s%d", i ? "," : "", n->a.transpose.perm[i]);
+        put(buf, len, &at, "]");
+        break;
+    case OP_CAUSAL_MASK: put(buf, len, &at, "value=%g", n->a.mask.value); break;
+    case OP_CROSS_ENTROPY: case OP_CROSS_ENTROPY_GRAD:
+        if (n->a.loss.smoothing != 0) put(buf, len, &at, "label_smoothing=%g", n->a.loss.smoothing);
+        break;
+    case OP_BCE_LOGITS_GRAD: put(buf, len, &at, "wrt=%s", n->a.loss.wrt_target ? "targets" : "logits"); break;
+    case OP_SLICE_GRAD:
+        put(buf, len, &at, "axis=%d offsets=", n->a.pieces.axis);
+        for (int i = 0; i < n->a.pieces.n; i++) put(buf, len, &at, "%s%lld", i ? "," : "", (long long)n->a.pieces.off[i]);
+        put(buf, len, &at, " to=%s", shape_str(g, &n->tshape, b1, sizeof b1));
+        break;
+    default: axes_str(g, n, buf, len); break;   /* the ops along axes */
+    }
+}
+
 /* Attributes as "key=value" words, the same in every format. */
 static void attrs_str(const Graph *g, const Node *n, char *buf, size_t len)
 {
     buf[0] = 0;
+    size_t at = 0;
     char b1[128], fb[64];
     switch (n->op) {
-    case OP_INPUT: snprintf(buf, len, "\"%s\"", n->name ? n->name : "?"); break;
-    case OP_PARAM: snprintf(buf, len, "%s", g->vars[n->a.param.var].name); break;
-    case OP_CONST: snprintf(buf, len, "value=%.9g", n->a.cnst.value); break;
-    case OP_MATMUL:
+    case OP_INPUT: put(buf, len, &at, "\"%s\"", n->name ? n->name : "?"); break;
+    case OP_PARAM: put(buf, len, &at, "%s", g->vars[n->a.param.var].name); break;
+    case OP_CONST: put(buf, len, &at, "value=%.9g", n->a.cnst.value); break;
+    case OP_MATMUL: case OP_BATCH_MATMUL:
         if (n->a.matmul.ta || n->a.matmul.tb)
-            snprintf(buf, len, "transpose=%s%s", n->a.matmul.ta ? "a" : "", n->a.matmul.tb ? "b" : "");
+            put(buf, len, &at, "transpose=%s%s", n->a.matmul.ta ? "a" : "", n->a.matmul.tb ? "b" : "");
         break;
-    case OP_MATMUL_BIAS_ACT:
-        snprintf(buf, len, "fuses=matmul+add%s%s%s%s", n->a.matmul.act >= 0 ? "+" : "",
-                 n->a.matmul.act >= 0 ? fn_name(n->a.matmul.act, n->a.matmul.act_p, fb, sizeof fb) : "",
-                 n->a.matmul.ta ? " transpose=a" : "",
-                 n->a.matmul.tb ? " transpose=b" : "");
-        break;
-    case OP_CONV2D_BIAS_ACT:
-        snprintf(buf, len, "fuses=conv2d+add%s%s window=%dx%d stride=%dx%d padding=%s(%d,%d,%d,%d)",
-                 n->a.win.act >= 0 ? "+" : "", n->a.win.act >= 0 ? fn_name(n->a.win.act, n->a.win.act_p, fb, sizeof fb) : "",
-                 n->a.win.kh,
-                 n->a.win.kw, n->a.win.sh, n->a.win.sw, n->a.win.padding == PAD_SAME ? "same" : "valid", n->a.win.pt,
-                 n->a.win.pb, n->a.win.pl, n->a.win.pr);
-        break;
-    case OP_CONV2D_MAXPOOL: {
-        const WinAttr *cv = &n->a.convpool.conv, *pl = &n->a.convpool.pool;
-        snprintf(buf, len,
-                 "fuses=conv2d%s%s%s+maxpool window=%dx%d stride=%dx%d padding=%s(%d,%d,%d,%d) "
-                 "pool=%dx%d pool_stride=%dx%d pool_padding=%s(%d,%d,%d,%d)",
-                 n->nin == 3 ? "+add" : "", cv->act >= 0 ? "+" : "", cv->act >= 0 ? fn_name(cv->act, cv->act_p, fb, sizeof fb) : "",
-                 cv->kh,
-                 cv->kw, cv->sh, cv->sw, cv->padding == PAD_SAME ? "same" : "valid", cv->pt, cv->pb, cv->pl, cv->pr,
-                 pl->kh, pl->kw, pl->sh, pl->sw, pl->padding == PAD_SAME ? "same" : "valid", pl->pt, pl->pb, pl->pl,
-                 pl->pr);
-        break;
-    }
-    case OP_MAXPOOL_GRAD_RELU:
-        snprintf(buf, len, "fuses=maxpool_grad+relu_grad window=%dx%d stride=%dx%d", n->a.win.kh, n->a.win.kw,
-                 n->a.win.sh, n->a.win.sw);
+    case OP_MATMUL_BIAS_ACT: case OP_CONV2D_BIAS_ACT: case OP_CONV2D_MAXPOOL: case OP_MAXPOOL_GRAD_RELU:
+    case OP_FUSED_ELEMWISE:
+        fused_attrs(n, buf, len);
         break;
     case OP_CONV2D: case OP_CONV2D_GRAD_INPUT: case OP_CONV2D_GRAD_FILTER:
     case OP_MAXPOOL: case OP_AVGPOOL: case OP_MAXPOOL_GRAD: case OP_AVGPOOL_GRAD:
     case OP_MAXPOOL_ARGMAX: case OP_MAXPOOL_GATHER: case OP_MAXPOOL_SCATTER: case OP_MAXPOOL_SCATTER_RELU:
-        snprintf(buf, len, "window=%dx%d stride=%dx%d padding=%s(%d,%d,%d,%d)", n->a.win.kh, n->a.win.kw, n->a.win.sh,
-                 n->a.win.sw, n->a.win.padding == PAD_SAME ? "same" : "valid", n->a.win.pt, n->a.win.pb, n->a.win.pl,
-                 n->a.win.pr);
+        put_window(buf, len, &at, "", &n->a.win);
         break;
-    case OP_RESHAPE: case OP_SUM_TO: case OP_GLOBAL_AVGPOOL_GRAD:
-        snprintf(buf, len, "to=%s", shape_str(g, &n->tshape, b1, sizeof b1));
+    case OP_RESHAPE: case OP_SUM_TO: case OP_GLOBAL_AVGPOOL_GRAD: case OP_EMBEDDING_GRAD:
+        put(buf, len, &at, "to=%s", shape_str(g, &n->tshape, b1, sizeof b1));
         break;
-    case OP_CONCAT: snprintf(buf, len, "axis=%d", n->a.concat.axis); break;
-    case OP_SLICE: snprintf(buf, len, "axis=%d offset=%lld len=%lld", n->a.slice.axis, (long long)n->a.slice.off, (long long)n->a.slice.len); break;
-    case OP_DROPOUT: case OP_DROPOUT_GRAD: snprintf(buf, len, "rate=%g stream=%d", n->a.dropout.rate, n->a.dropout.stream); break;
-    case OP_UNARY_GRAD:
-        snprintf(buf, len, "of=%s", fn_name(n->a.unary.op, n->a.unary.p, fb, sizeof fb));
+    case OP_CONCAT: put(buf, len, &at, "axis=%d", n->a.concat.axis); break;
+    case OP_SLICE:
+        put(buf, len, &at, "axis=%d offset=%lld len=%lld", n->a.slice.axis, (long long)n->a.slice.off, (long long)n->a.slice.len);
         break;
-    case OP_SGD_UPDATE: case OP_MOMENTUM_UPDATE: case OP_ADAM_UPDATE: case OP_ADAMW_UPDATE: case OP_RMSPROP_UPDATE:
-        snprintf(buf, len, "param=%s%s", g->vars[n->a.update.var].name, n->nin > 2 ? " clipped" : "");
-        break;
-    case OP_CLIP_SCALE: snprintf(buf, len, "max_norm=%g gradients=%d", n->a.clip.max_norm, n->nin); break;
-    case OP_FUSED_ELEMWISE: {
-        size_t k = (size_t)snprintf(buf, len, "fuses=");
-        for (int s = 0; s < n->a.ew.nstep && k < len; s++) {
-            const EwStep *st = &n->a.ew.step[s];
-            const char *name = op_has((OpKind)st->op, OPT_UNARY) ? fn_name(st->op, st->p, fb, sizeof fb) : op_name((OpKind)st->op);
-            k += (size_t)snprintf(buf + k, len - k, "%s%s", s ? "+" : "", name);
-            if (st->op == OP_UNARY_GRAD && k < len)
-                k += (size_t)snprintf(buf + k, len - k, "[%s]", fn_name(st->of, st->p, fb, sizeof fb));
-        }
-        break;
-    }
-    case OP_ALLREDUCE: snprintf(buf, len, "bucket=%d gradients=%d", n->a.allreduce.bucket, n->nin); break;
-    case OP_ALLREDUCE_WAIT: snprintf(buf, len, "bucket=%d mean", n->a.allreduce.bucket); break;
-    case OP_MATMUL_UPDATE: {
-        size_t k = (size_t)snprintf(buf, len, "param=%s fuses=matmul+%s%s%s", g->vars[n->a.update.var].name,
-                                    (unsigned)n->a.update.kind < OP_COUNT ? op_name((OpKind)n->a.update.kind) : "?",
-                                    n->a.update.ta ? " transpose=a" : "", n->a.update.tb ? " transpose=b" : "");
-        for (int s = 0; s < OPTIM_MAX_STATE && k < len; s++) {   /* the optimizer state it updates */
-            int v = n->a.update.state[s];
-            if (v >= 0) k += (size_t)snprintf(buf + k, len - k, "%s%s", s ? "," : " state=", g->vars[v].name);
-        }
-        break;
-    }
-    case OP_MATMUL_GRAD_UPDATE:
-        snprintf(buf, len, "param=%s fuses=matmul+unary_grad[relu]+%s", g->vars[n->a.update.var].name,
-                 (unsigned)n->a.update.kind < OP_COUNT ? op_name((OpKind)n->a.update.kind) : "?");
-        break;
+    case OP_DROPOUT: case OP_DROPOUT_GRAD: put(buf, len, &at, "rate=%g stream=%d", n->a.dropout.rate, n->a.dropout.stream); break;
+    case OP_UNARY_GRAD: put(buf, len, &at, "of=%s", fn_name(n->a.unary.op, n->a.unary.p, fb, sizeof fb)); break;
+    case OP_ALLREDUCE: put(buf, len, &at, "bucket=%d gradients=%d", n->a.allreduce.bucket, n->nin); break;
+    case OP_ALLREDUCE_WAIT: put(buf, len, &at, "bucket=%d mean", n->a.allreduce.bucket); break;
     case OP_BATCH_NORM: case OP_BATCH_NORM_INFER: bn_attrs(n, buf, len); break;
-    case OP_BATCH_NORM_GRAD_PARAMS: case OP_BATCH_NORM_GRAD: snprintf(buf, len, "eps=%g", n->a.bn.eps); break;
-    case OP_BATCH_NORM_UPDATE:
-        snprintf(buf, len, "mean=%s variance=%s momentum=%g", g->vars[n->a.update.var].name,
-                 g->vars[n->a.update.state[0]].name, n->a.update.momentum);
-        break;
-    case OP_UPDATE_ALL:
-        snprintf(buf, len, "fuses=%d %s%s", n->nin / 2, op_name((OpKind)n->a.update.kind), n->nin % 2 ? " clipped" : "");
-        break;
-    /* the transformer ops (issue 14) */
-    case OP_TRANSPOSE: {
-        size_t k = (size_t)snprintf(buf, len, "perm=[");
-        for (int i = 0; i < n->shape.rank && k < len; i++) k += (size_t)snprintf(buf + k, len - k, "%s%d", i ? "," : "", n->a.transpose.perm[i]);
-        if (k < len) snprintf(buf + k, len - k, "]");
-        break;
-    }
-    case OP_BATCH_MATMUL:
-        if (n->a.matmul.ta || n->a.matmul.tb)
-            snprintf(buf, len, "transpose=%s%s", n->a.matmul.ta ? "a" : "", n->a.matmul.tb ? "b" : "");
-        break;
+    case OP_BATCH_NORM_GRAD_PARAMS: case OP_BATCH_NORM_GRAD: put(buf, len, &at, "eps=%g", n->a.bn.eps); break;
     case OP_SOFTMAX: case OP_LOG_SOFTMAX: case OP_SOFTMAX_GRAD: case OP_LOG_SOFTMAX_GRAD:
     case OP_REDUCE_SUM: case OP_REDUCE_MEAN: case OP_REDUCE_MAX: case OP_REDUCE_MAX_GRAD: case OP_EXPAND:
     case OP_LAYER_NORM: case OP_LAYER_NORM_GRAD: case OP_LAYER_NORM_GRAD_SCALE:
-        axes_str(g, n, buf, len);
+    case OP_TRANSPOSE: case OP_CAUSAL_MASK: case OP_CROSS_ENTROPY: case OP_CROSS_ENTROPY_GRAD: case OP_BCE_LOGITS_GRAD:
+    case OP_SLICE_GRAD:
+        seq_attrs(g, n, buf, len);
         break;
-    case OP_CAUSAL_MASK: snprintf(buf, len, "value=%g", n->a.mask.value); break;
-    case OP_CROSS_ENTROPY: case OP_CROSS_ENTROPY_GRAD:
-        if (n->a.loss.smoothing != 0) snprintf(buf, len, "label_smoothing=%g", n->a.loss.smoothing);
-        break;
-    case OP_BCE_LOGITS_GRAD: snprintf(buf, len, "wrt=%s", n->a.loss.wrt_target ? "targets" : "logits"); break;
-    case OP_EMBEDDING_GRAD: snprintf(buf, len, "to=%s", shape_str(g, &n->tshape, b1, sizeof b1)); break;
-    case OP_SLICE_GRAD: {
-        size_t k = (size_t)snprintf(buf, len, "axis=%d offsets=", n->a.pieces.axis);
-        for (int i = 0; i < n->a.pieces.n && k < len; i++)
-            k += (size_t)snprintf(buf + k, len - k, "%s%lld", i ? "," : "", (long long)n->a.pieces.off[i]);
-        if (k < len) snprintf(buf + k, len - k, " to=%s", shape_str(g, &n->tshape, b1, sizeof b1));
-        break;
-    }
     default:
-        if (op_has(n->op, OPT_UNARY) && op_info[n->op].param)
-            snprintf(buf, len, "%s=%g", op_info[n->op].param, n->a.unary.p);
+        if (op_has(n->op, OPT_UPDATE) || n->op == OP_CLIP_SCALE) update_attrs(g, n, buf, len);
+        else if (op_has(n->op, OPT_UNARY) && op_info[n->op].param)
+            put(buf, len, &at, "%s=%g", op_info[n->op].param, n->a.unary.p);
         break;
     }
 }

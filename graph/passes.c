@@ -7,7 +7,7 @@ const GraphPass graph_passes[] = {
     { "cse", pass_cse, "nodes computing the same value merged", false },
     { "folded", pass_fold, "scalar constants folded, dead code removed", false },
     /* batch norm (graph/bnorm.c), before bias_act, which then fuses the folded layer's bias and activation */
-    { "bn_fold", pass_bn_fold, "batch norm folded into the convolution or dense layer before it (no training step)", true },
+    { "bn_fold", pass_bn_fold, "batch norm folded into the conv2d or dense before it (inference)", true },
     { "bn_act", pass_bn_act, "batch norm + activation as one op", false },
     { "bias_act", pass_fuse_bias_act, "conv2d/matmul + bias + activation as one op", false },
     { "maxpool_grad_relu", pass_fuse_maxpool_grad_relu, "a relu's gradient inside the max pool's gradient", false },

@@ -3,6 +3,8 @@
 #   test_frontend  lexer/parser, lowering, shape inference, every diagnostic, robustness
 #   test_kernels   the compute kernels against reference loops
 #   test_train     executors, passes, fusions, memory plans, training runs
+#   test_runloop   the training loop's events (run/train.h): order, figures, NaN, saves
+#   test_progress  graphc run's progress bar and JSON lines (cli/progress.c, built in)
 #   test_bench     what the benchmark report stands on: bytes per step, small-batch paths
 #   test_data      data sources;  test_image  image files;  test_plot  SVG plots
 #   test_api       the public C API alone (two models on two threads)
@@ -13,17 +15,19 @@
 # Scripts: golden.sh (dumps of every model against tests/golden/, the stderr of
 # `graphc check` on each tests/errors/*.net against its .err, exit codes; regenerate
 # with GOLDEN_UPDATE=1 top_srcdir=. top_builddir=. tests/golden.sh), resume.sh
-# (checkpoints and resume through the CLI), valgrind.sh, install.sh, mpi.sh, layers.sh
-# (no file includes a folder of a layer above its own), predict.sh (graphc predict's
-# reports and exit status, and examples/classify beside it), ablate_cli.sh (graphc
-# bench --ablate's refusals and plot).
+# (checkpoints and resume through the CLI), cli_run.sh (graphc run and eval as a user
+# sees them: write errors, the bar on a pty and a pipe, JSON lines, a NaN loss),
+# valgrind.sh, install.sh, mpi.sh, layers.sh (no file includes a folder of a layer
+# above its own), predict.sh (graphc predict's reports and exit status, and
+# examples/classify beside it), ablate_cli.sh (graphc bench --ablate's refusals and
+# plot).
 # Run the tests that expose known bugs with: GRAPHC_KNOWN_BUGS=1 tests/test_frontend
 TEST_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 TEST_LIBS = $(GRAPHC_LIBS) $(CHECK_LIBS)
 AM_TESTS_ENVIRONMENT = top_srcdir='$(top_srcdir)'; top_builddir='$(top_builddir)'; SAN_CFLAGS='$(SAN_CFLAGS)'; export top_srcdir top_builddir SAN_CFLAGS; CK_DEFAULT_TIMEOUT=600; export CK_DEFAULT_TIMEOUT;
 
-CHECK_SUITES = tests/test_frontend tests/test_kernels tests/test_train tests/test_bench tests/test_data tests/test_image \
-	tests/test_plot tests/test_api tests/test_ablate tests/test_optim
+CHECK_SUITES = tests/test_frontend tests/test_kernels tests/test_train tests/test_runloop tests/test_progress tests/test_bench \
+	tests/test_data tests/test_image tests/test_plot tests/test_api tests/test_ablate tests/test_optim
 check_PROGRAMS += $(CHECK_SUITES)
 TESTS += $(CHECK_SUITES)
 tests_test_frontend_SOURCES = tests/test_frontend.c
@@ -35,6 +39,12 @@ tests_test_kernels_LDADD = $(TEST_LIBS)
 tests_test_train_SOURCES = tests/test_train.c tests/testutil.h tests/testgraph.h
 tests_test_train_CFLAGS = $(TEST_CFLAGS)
 tests_test_train_LDADD = $(TEST_LIBS)
+tests_test_runloop_SOURCES = tests/test_runloop.c tests/testutil.h tests/testgraph.h
+tests_test_runloop_CFLAGS = $(TEST_CFLAGS)
+tests_test_runloop_LDADD = $(TEST_LIBS)
+tests_test_progress_SOURCES = tests/test_progress.c cli/progress.c cli/progress.h
+tests_test_progress_CFLAGS = $(TEST_CFLAGS)
+tests_test_progress_LDADD = $(TEST_LIBS)
 tests_test_bench_SOURCES = tests/test_bench.c tests/testutil.h tests/testgraph.h
 tests_test_bench_CFLAGS = $(TEST_CFLAGS)
 tests_test_bench_LDADD = $(TEST_LIBS)
@@ -57,10 +67,10 @@ tests_test_optim_SOURCES = tests/test_optim.c tests/testutil.h tests/testgraph.h
 tests_test_optim_CFLAGS = $(TEST_CFLAGS)
 tests_test_optim_LDADD = $(TEST_LIBS)
 
-TESTS += tests/golden.sh tests/resume.sh tests/valgrind.sh tests/install.sh tests/mpi.sh tests/layers.sh \
+TESTS += tests/golden.sh tests/resume.sh tests/cli_run.sh tests/valgrind.sh tests/install.sh tests/mpi.sh tests/layers.sh \
 	tests/predict.sh tests/ablate_cli.sh
-EXTRA_DIST += tests/golden.sh tests/golden tests/errors tests/resume.sh tests/valgrind.sh tests/valgrind.net \
-	tests/install.sh tests/mpi.sh tests/layers.sh tests/predict.sh tests/ablate_cli.sh
+EXTRA_DIST += tests/golden.sh tests/golden tests/errors tests/resume.sh tests/cli_run.sh tests/valgrind.sh \
+	tests/valgrind.net tests/install.sh tests/mpi.sh tests/layers.sh tests/predict.sh tests/ablate_cli.sh
 
 # examples/classify.c as its README builds it, but against this build's library
 check_PROGRAMS += examples/classify

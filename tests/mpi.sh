@@ -5,7 +5,8 @@
 #    and the MNIST CNN with dropout); and a run with the wrong global batch does not;
 #  - only rank 0 prints; evaluation split over the ranks gives the single-process result;
 #  - a rank killed or stalled stops the job with a message, no hang; a setup error that
-#    every rank hits is reported once.
+#    every rank hits is reported once; ranks started with different settings are one
+#    message naming them; a rank that fails alone inside the step stops the job.
 # In a build without MPI: mpirun of graphc is refused with a message.  Skipped (77)
 # without mpirun.
 set -u
@@ -89,20 +90,24 @@ three=$($MPIRUN -np 3 "$G" eval "$MLP" --weights "$t/one64.ckpt" --data "$DATA" 
 [ "$one" = "$two" ] && [ "$one" = "$three" ] && ok "eval on 2 and 3 ranks = one process: $one" \
     || bad "eval: '$one' / '$two' / '$three'"
 
-# a long run to disturb: rank 1's pid from its environment
+# a long run to disturb, in the training loop: 20 steps an epoch, each epoch's line
+# printed once it ends (rank 0 prints it after a step's allreduce, so both ranks are
+# past their start).  Its ranks are mpirun's children (Open MPI starts them itself on
+# one node), found by pid: other jobs on the machine may run graphc too.
 long() {
-    $MPIRUN -np 2 "$G" run "$MLP" --data "$DATA" --epochs 50 --batch 32 --threads 1 --log quiet "$@" >"$t/long.out" 2>"$t/long.err" &
+    $MPIRUN -np 2 "$G" run "$MLP" --data "$DATA" --epochs 10000 --steps 20 --batch 32 --threads 1 --test-limit 100 \
+        "$@" >"$t/long.out" 2>"$t/long.err" &
     mp=$!
-    r1=""
+    r1="" ranks=""
     i=0
-    while [ -z "$r1" ] && [ $i -lt 100 ]; do
+    while { [ -z "$r1" ] || ! grep -q "^Epoch 1/" "$t/long.out"; } && [ $i -lt 300 ]; do
         sleep 0.1
         i=$((i + 1))
-        for p in $(pgrep -f "graphc run $MLP" 2>/dev/null); do
+        ranks=$(pgrep -P $mp 2>/dev/null)
+        for p in $ranks; do
             tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=1" && r1=$p
         done
     done
-    sleep 1.5   # into the training loop
 }
 # waits for mpirun at most $1 seconds; sets rc and secs
 bounded_wait() {
@@ -110,9 +115,7 @@ bounded_wait() {
     while kill -0 $mp 2>/dev/null && [ $s -lt "$1" ]; do sleep 1; s=$((s + 1)); done
     if kill -0 $mp 2>/dev/null; then
         rc=hung
-        kill -9 $mp 2>/dev/null
-        [ -n "$r1" ] && kill -9 "$r1" 2>/dev/null
-        pkill -9 -f "graphc run $MLP" 2>/dev/null
+        kill -9 $mp $ranks 2>/dev/null
     else
         wait $mp
         rc=$?
@@ -129,7 +132,7 @@ else bad "rank 1 killed: status $rc"; cat "$t/long.err"; fi
 long --comm-timeout 2
 kill -STOP "$r1" 2>/dev/null
 bounded_wait 30
-if [ "$rc" != hung ] && [ "$rc" -ne 0 ] && grep -q "did not complete within 2 s" "$t/long.err"; then
+if [ "$rc" != hung ] && [ "$rc" -ne 0 ] && grep -q "at step [0-9]* did not complete within 2 s" "$t/long.err"; then
     ok "rank 1 stalled: the watchdog stops the job (status $rc, ${secs}s): $(grep -m1 "did not complete" "$t/long.err")"
 else bad "rank 1 stalled: status $rc"; cat "$t/long.err"; fi
 kill -9 "$r1" 2>/dev/null
@@ -153,13 +156,64 @@ rc=$?
 n=$(grep -c "nowhere" "$t/err")
 [ $rc -ne 0 ] && [ "$n" -eq 1 ] && ok "missing data on every rank: status $rc, one message" \
     || { bad "missing data: status $rc, $n messages"; cat "$t/err"; }
-# ranks that would pair different buckets are stopped before the first step
-$MPIRUN -np 1 "$G" run "$MLP" --data "$DATA" --steps 2 --epochs 1 --test-limit 100 --log quiet : \
-    -np 1 "$G" run "$MLP" --data "$DATA" --steps 2 --epochs 1 --test-limit 100 --log quiet --bucket-size 1 >"$t/out" 2>"$t/err"
+# ranks started with different settings are stopped before the first step, with one
+# message from rank 0 naming each setting and the ranks' values (different --steps
+# used to end in a raw MPI error, different --batch to train silently)
+mismatch() {
+    what=$1 want=$2
+    shift 2
+    $MPIRUN -np 1 "$G" run "$MLP" --data "$DATA" --steps 2 --epochs 1 --test-limit 100 --log quiet --threads 1 : \
+        -np 1 "$G" run "$MLP" --data "$DATA" --steps 2 --epochs 1 --test-limit 100 --log quiet --threads 1 "$@" >"$t/out" 2>"$t/err"
+    rc=$?
+    n=$(grep -c "different settings" "$t/err")
+    if [ $rc -ne 0 ] && [ "$n" -eq 1 ] && grep -q -- "$want" "$t/err" && [ ! -s "$t/out" ]; then
+        ok "ranks with $what: status $rc, one message: $(grep -o -- "$want" "$t/err")"
+    else bad "ranks with $what: status $rc, $n messages"; cat "$t/err"; fi
+}
+mismatch "different --batch" "--batch is 128 on rank 0 but 64 on rank 1" --batch 64
+mismatch "different --steps" "steps per epoch (--steps) is 2 on rank 0 but 3 on rank 1" --steps 3
+mismatch "different --lr and --seed" "--lr is 0.1 on rank 0 but 0.05 on rank 1; --seed is 42 on rank 0 but 7 on rank 1" --lr 0.05 --seed 7
+mismatch "different buckets" "--bucket-size is 4194304 on rank 0 but 1 on rank 1" --bucket-size 1
+mismatch "different test sets" "test examples (--test-limit) is 100 on rank 0 but 50 on rank 1" --test-limit 50
+$MPIRUN -np 1 "$G" eval "$MLP" --data "$DATA" --weights "$t/one64.ckpt" : -np 1 "$G" eval "$MLP" --data "$DATA" \
+    --weights "$t/two32.ckpt" >"$t/out" 2>"$t/err"
 rc=$?
-n=$(grep -c "gradient buckets differ at the start" "$t/err")
-[ $rc -ne 0 ] && [ "$n" -eq 1 ] && ok "ranks with different buckets: status $rc, one message" \
-    || { bad "ranks with different buckets: status $rc, $n messages"; cat "$t/err"; }
+[ $rc -ne 0 ] && [ "$(grep -c "the weights (--weights) is hash" "$t/err")" -eq 1 ] && ok "eval with different weights on 2 ranks: status $rc, one message" \
+    || { bad "eval with different weights: status $rc"; cat "$t/err"; }
+
+# a rank that fails alone after the start leaves the others in the next step's
+# allreduce (rank 0 cannot write its --save-every checkpoint: the folder was moved away
+# under it): train_run says so, and graphc stops the whole job at once, long before
+# the 60 s watchdog would
+mkdir "$t/ck"
+$MPIRUN -np 2 "$G" run "$MLP" --data "$DATA" --epochs 50 --batch 32 --threads 1 --log quiet --save "$t/ck/x.ckpt" \
+    --save-every 20 --comm-timeout 60 >"$t/out" 2>"$t/err" &
+mp=$!
+r1=""
+i=0
+while [ ! -f "$t/ck/x.ckpt" ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+mv "$t/ck" "$t/ck.gone"
+bounded_wait 30
+if [ "$rc" != hung ] && [ "$rc" -ne 0 ] && [ "$secs" -lt 30 ] && grep -q "cannot write checkpoint '$t/ck/x.ckpt" "$t/err" &&
+    grep -q "rank 0 of 2: stopping all ranks after the error above" "$t/err"; then
+    ok "a rank failing alone stops the job (status $rc, ${secs}s, before the 60 s watchdog)"
+else bad "a rank failing alone: status $rc"; cat "$t/err"; fi
+
+# a loss that becomes NaN is the global batch's on every rank: all stop together at
+# the same step, one message, no job abort, the last --save-every checkpoint kept
+cat >"$t/div.net" <<'NET'
+input x: f32[B, 4]
+input y: i32[B]
+logits = dense(dense(dense(x, units=16), units=16), units=3)
+loss = cross_entropy(logits, y)
+train { data = synthetic(count=64); batch = 4; epochs = 5; optimizer = sgd(lr=100); minimize = loss; seed = 3 }
+NET
+$MPIRUN -np 2 "$G" run "$t/div.net" --threads 1 --log quiet --save "$t/div.ckpt" --save-every 1 >"$t/out" 2>"$t/err"
+rc=$?
+step=$(od -An -t u8 -j 16 -N 8 "$t/div.ckpt" 2>/dev/null | tr -d ' ')
+if [ $rc -eq 1 ] && [ "$(grep -c "the loss is NaN at step 4" "$t/err")" -eq 1 ] && ! grep -q "stopping all ranks" "$t/err" &&
+    [ "$step" = 4 ]; then ok "a NaN loss on 2 ranks: status 1, one message, the step-4 checkpoint kept"
+else bad "a NaN loss on 2 ranks: status $rc, checkpoint step '$step'"; cat "$t/err"; fi
 printf 'model m\ninput x: f32[B, 4]\nh = dense(x, units=3, activaton="relu")\n' >"$t/bad.net"
 $MPIRUN -np 2 "$G" run "$t/bad.net" >"$t/out" 2>"$t/err"
 rc=$?

@@ -608,15 +608,12 @@ static int run_model(Compiled *c, int64_t epochs, const char *resume, const char
     run_options_default(&o);
     o.epochs = epochs;
     o.steps = 4;
-    o.log = LOG_QUIET;
-    o.out = tu_devnull();
     o.threads = 2;
     o.mode = mode;
     o.resume_path = resume;
     o.save_path = save;
     RunResult r;
     int rc = train_run(c->g, &o, &r, NULL, &c->d);
-    fclose(o.out);
     if (rc == 0) run_result_free(&r);
     return rc;
 }

@@ -177,14 +177,6 @@ static inline size_t tu_grad_worst(const float *ana, const double *num, size_t n
 
 /* ---- files ------------------------------------------------------------------------- */
 
-/* /dev/null to write to: a run's output that the test does not read. */
-static inline FILE *tu_devnull(void)
-{
-    FILE *f = fopen("/dev/null", "w");
-    ck_assert_ptr_nonnull(f);
-    return f;
-}
-
 /* A fresh folder /tmp/PREFIX.XXXXXX into dir (n bytes), and its removal with all in it. */
 static inline void tu_mkdtemp(char *dir, size_t n, const char *prefix)
 {
