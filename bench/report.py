@@ -10,7 +10,7 @@
 
 A run's section ends with its notes, written by hand, if there are any:
 bench/results/cpu-KIND[-LABEL].notes.md next to its results (Markdown; its headings
-nested under the section's).
+nested under the section's: write "# Title" for a heading of its own).
 
 The results file holds one JSON object a line: graphc bench's own lines verbatim
 (they have "interp_ms"; the runs in the other OpenBLAS environment are tagged
