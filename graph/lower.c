@@ -481,7 +481,9 @@ static const OpKind activation_ops[] = {
 /* Layer name: name= if given, else Keras' scheme: dense, dense_1, dense_2, ... */
 static const char *layer_name(Lower *L, Call *c, int kind, const char *base)
 {
-    static const char *const first_var[] = { "kernel", "kernel", "gamma" };   /* by kind: names taken */
+    /* by kind (layer_count's order): the variable whose name shows a layer name is taken */
+    static const char *const first_var[] = { "kernel", "kernel", "gamma", NULL, "embeddings", "gamma", "query/kernel" };
+    assert(kind >= 0 && kind < (int)(sizeof first_var / sizeof first_var[0]) && first_var[kind]);
     Kw *k = kw_find(c, "name");
     const char *given = kw_string(L, c, "name", NULL);
     if (k && !given) return NULL;

@@ -878,6 +878,25 @@ START_TEST(lower_auto_names_skip_taken)
 }
 END_TEST
 
+/* The same for the sequence layers, each by its own first variable. */
+START_TEST(lower_auto_names_skip_taken_seq)
+{
+    Comp c;
+    comp_ok(&c, "input ids: i32[B, 4]\n"
+                "h = embedding(ids, vocab=8, dim=8, name=\"embedding\")\n"
+                "h = h + embedding(ids, vocab=8, dim=8)\n"
+                "h = layer_norm(h, name=\"layer_normalization\")\n"
+                "h = layer_norm(h)\n"
+                "h = multi_head_attention(h, heads=2, name=\"multi_head_attention\")\n"
+                "output y = multi_head_attention(h, heads=2)\n");
+    const Graph *g = c.g;
+    ck_shape(g, &var_named(g, "embedding_1/embeddings")->shape, "[8, 8]");
+    ck_shape(g, &var_named(g, "layer_normalization_1/gamma")->shape, "[8]");
+    ck_shape(g, &var_named(g, "multi_head_attention_1/query/kernel")->shape, "[8, 2, 4]");
+    comp_free(&c);
+}
+END_TEST
+
 START_TEST(lower_explicit_param_siamese)
 {
     Comp c;
@@ -1443,6 +1462,7 @@ Suite *make_lower_suite(void)
     tcase_add_test(tc, lower_conv2d_keras_names);
     tcase_add_test(tc, lower_name_sharing);
     tcase_add_test(tc, lower_auto_names_skip_taken);
+    tcase_add_test(tc, lower_auto_names_skip_taken_seq);
     tcase_add_test(tc, lower_explicit_param_siamese);
     tcase_add_test(tc, lower_param_initializers);
     tcase_add_test(tc, lower_infix_and_broadcasting);
