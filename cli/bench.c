@@ -26,7 +26,8 @@ static const char bench_usage[] =
     "                 plan one at a time, every configuration alternating step by step:\n"
     "                 time, share of the gap, page faults, bytes allocated, peak memory,\n"
     "                 outputs against the interpreter's (docs/why-graph-mode.md)\n"
-    "  --plot FILE    with --ablate and one batch size: the waterfall as an SVG\n";
+    "  --plot FILE    with --ablate and one batch size: the waterfall as an SVG\n"
+    "                 (FILE must end in .svg)\n";
 
 int cmd_bench(int argc, char **argv)
 {
@@ -62,9 +63,12 @@ int cmd_bench(int argc, char **argv)
         case 'j': o.json = true; break;
         case 'c': o.compare_stages = true; break;
         case 'a': o.ablate = true; break;
-        case 'P': o.plot = optarg; break;
+        case 'P':
+            if (!cli_plot_path("bench", optarg)) return EXIT_USAGE;
+            o.plot = optarg;
+            break;
         case ':': return cli_usage_error("bench", "option '%s' needs a value", argv[optind - 1]);
-        default: return cli_usage_error("bench", "unknown option '%s'", argv[optind - 1]);
+        default: return cli_unknown_option("bench", opts, argv[optind - 1]);
         }
     }
     if (optind != argc - 1) return cli_usage_error("bench", optind == argc ? "missing FILE" : "expected one FILE");

@@ -7,26 +7,35 @@
 #include "util/outfile.h"
 
 static const char check_usage[] =
-    "usage: graphc check FILE.net\n"
+    "usage: graphc check FILE.net [--summary]\n"
     "\n"
     "Parses, lowers and shape-checks a model.  Prints a summary (inputs, outputs,\n"
     "parameters, FLOPs per example, the train block) or every error in the file.\n"
+    "FILE - reads the model from standard input (\"<stdin>\" in messages).\n"
+    "--summary: then the table of graphc summary (a row per layer, the totals).\n"
     "Exit status: 0 the model is good, 1 it has errors, 2 bad usage.\n";
 
-static void print_commas(int64_t v, FILE *out)
+const char *cli_format_commas(int64_t v, char *res, size_t n)
 {
-    char buf[32], res[48];
+    char buf[32], tmp[48];
     snprintf(buf, sizeof buf, "%lld", (long long)v);
-    size_t n = strlen(buf), j = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (i && (n - i) % 3 == 0) res[j++] = ',';
-        res[j++] = buf[i];
+    size_t len = strlen(buf), j = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (i && (len - i) % 3 == 0 && buf[i - 1] != '-') tmp[j++] = ',';
+        tmp[j++] = buf[i];
     }
-    res[j] = 0;
-    fputs(res, out);
+    tmp[j] = 0;
+    snprintf(res, n, "%s", tmp);
+    return res;
 }
 
-static void print_flops(double f, FILE *out)
+void cli_print_commas(int64_t v, FILE *out)
+{
+    char buf[48];
+    fputs(cli_format_commas(v, buf, sizeof buf), out);
+}
+
+void cli_print_flops(double f, FILE *out)
 {
     if (f >= 1e9) fprintf(out, "%.2f GFLOP", f / 1e9);
     else if (f >= 1e6) fprintf(out, "%.2f MFLOP", f / 1e6);
@@ -45,13 +54,13 @@ static void print_vars(const Graph *g, VarRole role, FILE *out)
         if (g->vars[i].role == role) n++, total += shape_numel(&g->vars[i].shape);
     if (role != VAR_PARAM && n == 0) return;
     fputs(role == VAR_PARAM ? "params   " : "buffers  ", out);
-    print_commas(total, out);
+    cli_print_commas(total, out);
     fprintf(out, " in %d tensor%s%s\n", n, n == 1 ? "" : "s", role == VAR_PARAM ? "" : " (not trained)");
     for (int i = 0; i < g->nvars; i++) {
         const Var *v = &g->vars[i];
         if (v->role != role) continue;
         fprintf(out, "           %-24s f32%-20s ", v->name, shape_str(g, &v->shape, b, sizeof b));
-        print_commas(shape_numel(&v->shape), out);
+        cli_print_commas(shape_numel(&v->shape), out);
         fputc('\n', out);
     }
 }
@@ -77,7 +86,7 @@ static void summary(const Model *m, FILE *out)
     print_vars(g, VAR_PARAM, out);
     print_vars(g, VAR_BUFFER, out);
     fputs("flops    ", out);
-    print_flops(graph_flops(g), out);
+    cli_print_flops(graph_flops(g), out);
     fputs(" per example (forward)\n", out);
     const TrainSpec *t = &g->train;
     if (t->present) {
@@ -96,20 +105,29 @@ static void summary(const Model *m, FILE *out)
 
 int cmd_check(int argc, char **argv)
 {
-    static const struct option opts[] = { { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 } };
+    static const struct option opts[] = { { "help", no_argument, 0, 'h' }, { "summary", no_argument, 0, 's' },
+                                          { 0, 0, 0, 0 } };
+    bool table = false;
     int c;
     optind = 1;
     opterr = 0;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         if (c == 'h') { fputs(check_usage, stdout); return EXIT_OK; }
-        return cli_usage_error("check", "unknown option '%s'", argv[optind - 1]);
+        if (c == 's') { table = true; continue; }
+        return cli_unknown_option("check", opts, argv[optind - 1]);
     }
     if (optind != argc - 1) return cli_usage_error("check", optind == argc ? "missing FILE" : "expected one FILE");
     Model m;
     if (cli_load_model(&m, argv[optind]) != 0) { cli_free_model(&m); return EXIT_BAD_INPUT; }
     summary(&m, stdout);
+    int rc = EXIT_OK;
+    if (table) {
+        fputc('\n', stdout);
+        if (cli_print_summary(&m, 0, pool_cores(), stdout, &m.diag) != 0) rc = EXIT_BAD_INPUT;
+        diag_flush(&m.diag, stderr);
+    }
     cli_free_model(&m);
-    return EXIT_OK;
+    return rc;
 }
 
 static const char dump_usage[] =
@@ -126,7 +144,8 @@ static const char dump_usage_tail[] =
     "  fused   after every pass: the graph the compiled plan runs\n"
     "  planned the memory plan of the fused step, bound to --batch N (default: the\n"
     "          train block's) and planned for --threads N (default: all cores, as run):\n"
-    "          buffers, offsets, lifetimes, parallel stages; formats text and svg\n"
+    "          buffers, offsets, lifetimes, parallel stages; formats text, dot and json\n"
+    "          (the fused graph with each node's buffer), and svg (a chart)\n"
     "--ranks N (N > 1): the stages from train on are one rank's step of a data-parallel\n"
     "job of N ranks, with the gradients' allreduce ops (docs/distributed.md).\n"
     "--infer: the stages from train on are the inference graph instead (what graphc\n"
@@ -187,7 +206,7 @@ int cmd_dump(int argc, char **argv)
         case 'f': format = optarg; break;
         case 'o': outpath = optarg; break;
         case ':': return cli_usage_error("dump", "option '%s' needs a value", argv[optind - 1]);
-        default: return cli_usage_error("dump", "unknown option '%s'", argv[optind - 1]);
+        default: return cli_unknown_option("dump", opts, argv[optind - 1]);
         }
     }
     if (optind != argc - 1) return cli_usage_error("dump", optind == argc ? "missing FILE" : "expected one FILE");
@@ -206,7 +225,6 @@ int cmd_dump(int argc, char **argv)
         return cli_usage_error("dump", "unknown stage '%s' (stages: %s, planned)", stage, list);
     }
     if (fi < 0) return cli_usage_error("dump", "unknown format '%s' (formats: text, dot, json, svg)", format);
-    if (planned && fi != F_TEXT && fi != F_SVG) return cli_usage_error("dump", "the planned stage has text and svg forms");
     if (!planned && fi == F_SVG) return cli_usage_error("dump", "svg is the form of the planned stage");
     if (ast && fi == F_DOT) return cli_usage_error("dump", "the ast stage has no dot form (use text or json)");
     if (infer && ranks > 1) return cli_usage_error("dump", "--infer and --ranks: ranks split a training step, not inference");
@@ -217,7 +235,7 @@ int cmd_dump(int argc, char **argv)
         /* The tree alone: no lowering, so a file with semantic errors can still be seen. */
         memset(&m, 0, sizeof m);
         diag_init(&m.diag, NULL);
-        if (source_load(&m.src, argv[optind], &m.diag) != 0) { diag_flush(&m.diag, stderr); cli_free_model(&m); return EXIT_BAD_INPUT; }
+        if (cli_source_load(&m.src, argv[optind], &m.diag) != 0) { diag_flush(&m.diag, stderr); cli_free_model(&m); return EXIT_BAD_INPUT; }
         m.diag.src = &m.src;
         m.prog = parse_program(&m.src, &m.diag);
         if (!m.prog || m.diag.nerrors) {
@@ -253,6 +271,8 @@ int cmd_dump(int argc, char **argv)
         else ast_dump_json(m.prog, &m.src, out);
     } else if (planned) {
         if (fi == F_TEXT) memplan_dump_text(g, &step.plan, out);
+        else if (fi == F_DOT) memplan_dump_dot(g, &step.plan, out);
+        else if (fi == F_JSON) memplan_dump_json(g, &step.plan, out);
         else memplan_dump_svg(g, &step.plan, out);
     } else if (fi == F_TEXT) graph_dump_text(g, out);
     else if (fi == F_DOT) graph_dump_dot(g, out);

@@ -5,8 +5,10 @@
 #include <stdio_ext.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include "cli/cli.h"
 #include "exec/comm.h"
+#include "util/suggest.h"
 
 #ifdef HAVE_ONNX
 #define ONNX_SUPPORT 1
@@ -21,6 +23,7 @@ static const char usage[] =
     "\n"
     "commands:\n"
     "  check FILE            parse, lower and shape-check a model; print a summary\n"
+    "  summary FILE          a row per layer: op, output shape, parameters, FLOPs\n"
     "  dump FILE --stage S   print the model at a stage: ast, graph, train, cse, folded,\n"
     "                        fused, planned (text, dot, json; svg for planned)\n"
     "  run FILE              train the model as its train block says, then evaluate\n"
@@ -35,8 +38,20 @@ static const char usage[] =
     "  -V, --version         show the version\n"
     "\n"
     "exit status: 0 success, 1 bad model or input file, 2 bad usage,\n"
-    "130 a run interrupted by Ctrl-C (its checkpoint saved).\n"
-    "docs: docs/language.md (the .net language), docs/architecture.md, man graphc.\n";
+    "130 a run interrupted by Ctrl-C (its checkpoint saved).\n";
+
+/* The usage, then where the installed models and docs are (those of the prefix graphc
+ * runs from: cli/find.c). */
+static void print_usage(FILE *out)
+{
+    char models[4096], docs[4096];
+    fputs(usage, out);
+    fprintf(out, "\nFILE may be - (standard input), or a model's name: NAME.net here, else the installed\n"
+                 "%s/NAME.net (graphc run mnist).\n"
+                 "docs: %s/language.md (the .net language), man graphc.\n",
+            cli_install_path(GRAPHC_PKGDATADIR "/models", models, sizeof models),
+            cli_install_path(GRAPHC_DOCDIR, docs, sizeof docs));
+}
 
 int cli_usage_error(const char *cmd, const char *fmt, ...)
 {
@@ -47,6 +62,33 @@ int cli_usage_error(const char *cmd, const char *fmt, ...)
     va_end(ap);
     fprintf(stderr, "\nTry 'graphc %s%s--help'.\n", cmd ? cmd : "", cmd ? " " : "");
     return EXIT_USAGE;
+}
+
+int cli_unknown_option(const char *cmd, const struct option *opts, const char *arg)
+{
+    if (strncmp(arg, "--", 2) == 0) {
+        char name[64];
+        size_t n = strcspn(arg + 2, "=");   /* --epcohs=3 is a typo of --epochs too */
+        const char *cands[64];
+        int nc = 0;
+        for (const struct option *o = opts; o->name && nc < 64; o++) cands[nc++] = o->name;
+        snprintf(name, sizeof name, "%.*s", (int)(n < sizeof name ? n : sizeof name - 1), arg + 2);
+        const char *near = suggest_nearest(name, cands, nc);
+        if (near) return cli_usage_error(cmd, "unknown option '%s'; did you mean '--%s'?", arg, near);
+    }
+    return cli_usage_error(cmd, "unknown option '%s'", arg);
+}
+
+bool cli_plot_path(const char *cmd, const char *path)
+{
+    const char *dot = strrchr(path, '.'), *slash = strrchr(path, '/');
+    if (dot && (!slash || dot > slash) && strcasecmp(dot, ".svg") == 0) return true;
+    if (dot && (!slash || dot > slash) && dot[1])
+        cli_usage_error(cmd, "--plot %s: the plots are SVG, not %s: give a name ending in .svg (a converter such "
+                        "as rsvg-convert makes a %s of it)", path, dot + 1, dot + 1);
+    else
+        cli_usage_error(cmd, "--plot %s: graphc draws its plots as SVG: give a name ending in .svg", path);
+    return false;
 }
 
 bool cli_parse_i64(const char *cmd, const char *flag, const char *s, int64_t lo, int64_t hi, int64_t *out)
@@ -79,7 +121,7 @@ int cli_load_model_quiet(Model *m, const char *path)
 {
     memset(m, 0, sizeof *m);
     diag_init(&m->diag, NULL);
-    if (source_load(&m->src, path, &m->diag) != 0) return -1;
+    if (cli_source_load(&m->src, path, &m->diag) != 0) return -1;
     m->diag.src = &m->src;
     int rc = compile_source(&m->src, &m->diag, &m->prog, &m->graph);
     return rc != 0 || m->diag.nerrors ? -2 : 0;
@@ -126,6 +168,7 @@ static const struct {
     int (*fn)(int, char **);
 } commands[] = {
     { "check", cmd_check },
+    { "summary", cmd_summary },
     { "dump", cmd_dump },
     { "run", cmd_run },
     { "eval", cmd_eval },
@@ -138,12 +181,12 @@ static const struct {
 static int run_command(int argc, char **argv)
 {
     if (argc < 2) {
-        fputs(usage, stderr);
+        print_usage(stderr);
         return EXIT_USAGE;
     }
     const char *cmd = argv[1];
     if (strcmp(cmd, "-h") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "help") == 0) {
-        fputs(usage, stdout);
+        print_usage(stdout);
         return EXIT_OK;
     }
     if (strcmp(cmd, "-V") == 0 || strcmp(cmd, "--version") == 0) {
@@ -153,7 +196,17 @@ static int run_command(int argc, char **argv)
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (strcmp(commands[i].name, cmd) == 0) return commands[i].fn(argc - 1, argv + 1);
-    fprintf(stderr, "graphc: unknown command '%s'\n\n%s", cmd, usage);
+    enum { NCOMMANDS = sizeof commands / sizeof commands[0] };
+    const char *names[NCOMMANDS];
+    for (size_t i = 0; i < NCOMMANDS; i++) names[i] = commands[i].name;
+    const char *near = cmd[0] == '-' ? NULL : suggest_nearest(cmd, names, NCOMMANDS);
+    if (near) return cli_usage_error(NULL, "unknown command '%s'; did you mean '%s'?", cmd, near);
+    if (cmd[0] == '-') {   /* an option before any command: one of graphc's own, mistyped? */
+        static const struct option top[] = { { "help", 0, 0, 'h' }, { "version", 0, 0, 'V' }, { 0, 0, 0, 0 } };
+        return cli_unknown_option(NULL, top, cmd);
+    }
+    fprintf(stderr, "graphc: unknown command '%s'\n\n", cmd);
+    print_usage(stderr);
     return EXIT_USAGE;
 }
 

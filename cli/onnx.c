@@ -69,7 +69,7 @@ int cmd_export(int argc, char **argv)
         case 'w': weights = optarg; break;
         case 'o': out = optarg; break;
         case ':': return cli_usage_error("export", "option '%s' needs a value", argv[optind - 1]);
-        default: return cli_usage_error("export", "unknown option '%s'", argv[optind - 1]);
+        default: return cli_unknown_option("export", opts, argv[optind - 1]);
         }
     }
     if (optind >= argc) return cli_usage_error("export", "missing FILE");
@@ -122,7 +122,7 @@ int cmd_import(int argc, char **argv)
         case 'o': out = optarg; break;
         case 'w': wout = optarg; break;
         case ':': return cli_usage_error("import", "option '%s' needs a value", argv[optind - 1]);
-        default: return cli_usage_error("import", "unknown option '%s'", argv[optind - 1]);
+        default: return cli_unknown_option("import", opts, argv[optind - 1]);
         }
     }
     if (optind >= argc) return cli_usage_error("import", "missing MODEL.onnx");

@@ -57,7 +57,7 @@ static int parse_args(int argc, char **argv, PredictArgs *a)
             else return cli_usage_error("predict", "--mode: expected compiled or interp, got '%s'", optarg);
             break;
         case ':': return cli_usage_error("predict", "option '%s' needs a value", argv[optind - 1]);
-        default: return cli_usage_error("predict", "unknown option '%s'", argv[optind - 1]);
+        default: return cli_unknown_option("predict", opts, argv[optind - 1]);
         }
     }
     if (optind >= argc) return cli_usage_error("predict", "missing FILE");

@@ -34,6 +34,7 @@ static const char run_usage[] =
     "  --reset-optimizer with --resume: start the optimizer's state (momentum's\n"
     "                    velocity, Adam's moments) from zero instead\n"
     "  --plot FILE.svg   draw loss and accuracy per step and test accuracy per epoch\n"
+    "                    (an SVG: another extension, .png included, is refused)\n"
     "  --log FORMAT      bar (default), json (a line per epoch; NaN and Inf as null with\n"
     "                    KEY_nonfinite beside), quiet (results only)\n"
     "  --check-numerics  stop at the first NaN or Inf, naming the op, its line, the step\n"
@@ -149,7 +150,10 @@ static int parse_opts(const char *cmd, int argc, char **argv, RunOptions *o, Log
         case O_MAX_MEMORY: if (!parse_bytes(cmd, "--max-memory", optarg, &o->max_memory)) return EXIT_USAGE; break;
         case O_BUCKET_SIZE: if (!parse_bytes(cmd, "--bucket-size", optarg, &o->bucket_bytes)) return EXIT_USAGE; break;
         case O_COMM_TIMEOUT: if (!cli_parse_f64(cmd, "--comm-timeout", optarg, 0.001, 1e7, &comm_timeout)) return EXIT_USAGE; break;
-        case O_PLOT: o->plot_path = optarg; break;
+        case O_PLOT:
+            if (!cli_plot_path(cmd, optarg)) return EXIT_USAGE;
+            o->plot_path = optarg;
+            break;
         case O_LOG:
             if (strcmp(optarg, "bar") == 0) *log = LOG_BAR;
             else if (strcmp(optarg, "json") == 0) *log = LOG_JSON;
@@ -158,7 +162,7 @@ static int parse_opts(const char *cmd, int argc, char **argv, RunOptions *o, Log
             break;
         case O_WEIGHTS: *weights = optarg; break;
         case ':': return cli_usage_error(cmd, "option '%s' needs a value", argv[optind - 1]);
-        default: return cli_usage_error(cmd, "unknown option '%s'", argv[optind - 1]);
+        default: return cli_unknown_option(cmd, run_opts, argv[optind - 1]);
         }
     }
     if (optind != argc - 1) return cli_usage_error(cmd, optind == argc ? "missing FILE" : "expected one FILE");

@@ -142,8 +142,10 @@ static int planner_init(Planner *p, const Graph *g, int threads, MemPlan *mp)
 
 /* Each buffer's size and lifetime: a node's output from the node to its last reader
  * (outputs to the end; a view's reads extend its root's), its scratch while it runs.
- * Then the naive sum: every buffer its own memory, before any sharing. */
-static void sizes_and_lifetimes(Planner *p, int threads)
+ * Then the naive sum: every buffer its own memory, before any sharing.  Every sum and
+ * offset of the plan is at most that one; a buffer is at most a few times 2^42 bytes
+ * (GRAPH_MAX_ELEMENTS), but there may be millions: false when the sum overflows. */
+static bool sizes_and_lifetimes(Planner *p, int threads)
 {
     const Graph *g = p->g;
     MemPlan *mp = p->mp;
@@ -168,7 +170,9 @@ static void sizes_and_lifetimes(Planner *p, int threads)
             if (mp->last[r] < i) mp->last[r] = i;
         }
     for (int i = 0; i < g->noutputs; i++) mp->last[p->root[g->outputs[i].node]] = n;
-    for (int i = 0; i < 2 * n; i++) mp->naive += mp->size[i];
+    for (int i = 0; i < 2 * n; i++)
+        if (__builtin_add_overflow(mp->naive, mp->size[i], &mp->naive)) return false;
+    return true;
 }
 
 /* In place: an op marked safe for it (reading each element before writing it) writes
@@ -268,7 +272,7 @@ static void search_placement(Planner *p)
             switch (strategy) {
             case 0: c->key = size; c->key2 = life; break;
             case 1: c->key = life; c->key2 = size; break;
-            case 2: c->key = size * life; c->key2 = size; break;
+            case 2: c->key = __builtin_mul_overflow(size, life, &c->key) ? INT64_MAX : c->key; c->key2 = size; break;
             case 3: c->key = -(int64_t)mp->first[b]; c->key2 = size; break;
             case 4: c->key = scratch; c->key2 = size; break;      /* scratch first, at the bottom */
             default: c->key = !scratch; c->key2 = size; break;   /* scratch last, into the gaps */
@@ -331,7 +335,13 @@ static int plan_arena(const Graph *g, const PlanOptions *o, StageMode stages, Me
         diag_plain(d, "out of memory planning the arena");
         return -1;
     }
-    sizes_and_lifetimes(&p, threads);
+    if (!sizes_and_lifetimes(&p, threads)) {
+        char b[32];
+        diag_plain(d, "the step's buffers would need more than %s", bytes_str((double)INT64_MAX, b, sizeof b));
+        planner_free(&p);
+        memplan_free(mp);
+        return -1;
+    }
     if (!o->no_inplace) merge_inplace(&p);
     if (widen_to_stages(&p, threads, stages) != 0) {
         diag_plain(d, "out of memory planning the arena");

@@ -74,5 +74,9 @@ int stage_calls(const Graph *g, const MemPlan *mp, int s);
 
 void memplan_dump_text(const Graph *g, const MemPlan *mp, FILE *out);
 void memplan_dump_svg(const Graph *g, const MemPlan *mp, FILE *out);
+/* The planned graph's dot and json forms: the graph's (graph_dump_dot, graph_dump_json)
+ * with each node's buffer, scratch and stage, and the plan's totals. */
+void memplan_dump_dot(const Graph *g, const MemPlan *mp, FILE *out);
+void memplan_dump_json(const Graph *g, const MemPlan *mp, FILE *out);
 
 #endif

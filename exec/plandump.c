@@ -1,4 +1,6 @@
-/* Pictures of the memory plan: `graphc dump --stage planned` in text and SVG. */
+/* Pictures of the memory plan: `graphc dump --stage planned` in text, SVG, and as the
+ * fused graph's dot and json with each node's buffer, scratch and stage added
+ * (docs/dump-formats.md). */
 #include <string.h>
 #include "exec/memplan.h"
 
@@ -67,4 +69,86 @@ void memplan_dump_svg(const Graph *g, const MemPlan *mp, FILE *out)
         fprintf(out, "<text x=\"%.0f\" y=\"%.2f\" text-anchor=\"end\">%.1f MB</text>\n", L - 4, y + 4, v / 1e6);
     }
     fputs("</svg>\n", out);
+}
+
+typedef struct PlanCtx {
+    const Graph *g;
+    const MemPlan *mp;
+} PlanCtx;
+
+/* A node of a stage of several ops: which stage, on which thread. */
+static bool in_parallel_stage(const PlanCtx *c, int i)
+{
+    return plan_runs(&c->g->nodes[i]) && c->mp->stage && stage_calls(c->g, c->mp, c->mp->stage[i]) > 1;
+}
+
+static void plan_node(const void *ctx, int i, bool json, FILE *out)
+{
+    const PlanCtx *c = ctx;
+    const MemPlan *mp = c->mp;
+    int s = mp->n + i;
+    bool buf = mp->offset[i] >= 0, scratch = mp->offset[s] >= 0 && mp->size[s] > 0;
+    if (json) {
+        if (buf)
+            fprintf(out, ", \"buffer\": {\"offset\": %lld, \"bytes\": %lld, \"from\": %d, \"to\": %d}",
+                    (long long)mp->offset[i], (long long)mp->size[i], mp->first[i], mp->last[i]);
+        else
+            fputs(", \"buffer\": null", out);
+        if (scratch)
+            fprintf(out, ", \"scratch\": {\"offset\": %lld, \"bytes\": %lld}", (long long)mp->offset[s],
+                    (long long)mp->size[s]);
+        else
+            fputs(", \"scratch\": null", out);
+        if (mp->root[i] != i) fprintf(out, ", \"in_buffer_of\": %d", mp->root[i]);
+        fprintf(out, ", \"stage\": %d, \"thread\": %d", mp->stage ? mp->stage[i] : 0, mp->bin ? mp->bin[i] : 0);
+        return;
+    }
+    if (buf && mp->size[i] > 0)
+        fprintf(out, "\\noffset %lld, %lld bytes, live %d..%d", (long long)mp->offset[i], (long long)mp->size[i],
+                mp->first[i], mp->last[i]);
+    else if (buf)
+        fprintf(out, "\\nin %%%d's buffer (view or in place)", mp->root[i]);
+    if (scratch) fprintf(out, "\\nscratch %lld bytes at %lld", (long long)mp->size[s], (long long)mp->offset[s]);
+    if (in_parallel_stage(c, i)) fprintf(out, "\\nstage %d/%d", mp->stage[i], mp->bin[i]);
+}
+
+static void plan_top(const void *ctx, bool json, FILE *out)
+{
+    const PlanCtx *c = ctx;
+    const MemPlan *mp = c->mp;
+    if (json) {
+        fprintf(out, ",\n \"plan\": {\"threads\": %d, \"arena\": %lld, \"lower_bound\": %lld, \"naive\": %lld, "
+                "\"largest_scratch\": %lld, \"in_place\": %d, \"stages\": %d, \"parallel_stages\": %d, \"per_op\": %s}",
+                mp->threads, (long long)mp->arena, (long long)mp->lower_bound, (long long)mp->naive,
+                (long long)mp->scratch, mp->inplace, mp->nstages, mp->parallel, mp->per_op ? "true" : "false");
+        return;
+    }
+    fprintf(out, "  labelloc=t;\n  label=\"memory plan: arena %lld bytes, lower bound %lld, naive sum %lld; "
+            "%d stages for %d threads\";\n", (long long)mp->arena, (long long)mp->lower_bound, (long long)mp->naive,
+            mp->nstages, mp->threads);
+    /* the ops of each stage that runs several at once, boxed together */
+    for (int st = 0; mp->stage && st < mp->nstages; st++) {
+        bool open = false;
+        for (int i = 0; i < mp->n; i++) {
+            if (mp->stage[i] != st || !in_parallel_stage(c, i)) continue;
+            if (!open) fprintf(out, "  subgraph cluster_stage%d {\n    label=\"stage %d: at once\"; style=dashed;\n   ", st, st);
+            open = true;
+            fprintf(out, " n%d;", i);
+        }
+        if (open) fputs("\n  }\n", out);
+    }
+}
+
+void memplan_dump_dot(const Graph *g, const MemPlan *mp, FILE *out)
+{
+    PlanCtx c = { g, mp };
+    DumpExtra x = { .stage = "planned", .node = plan_node, .top = plan_top, .ctx = &c };
+    graph_dump_dot_extra(g, &x, out);
+}
+
+void memplan_dump_json(const Graph *g, const MemPlan *mp, FILE *out)
+{
+    PlanCtx c = { g, mp };
+    DumpExtra x = { .stage = "planned", .node = plan_node, .top = plan_top, .ctx = &c };
+    graph_dump_json_extra(g, &x, out);
 }

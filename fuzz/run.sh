@@ -1,6 +1,8 @@
 #!/bin/sh
 # Builds the libFuzzer targets with clang (ASan + UBSan + coverage on all of graphc's
-# library code) and runs each for a bounded time.  `make fuzz` calls this; FUZZ_SECONDS
+# library code) and runs each for a bounded time (fuzz_frontend on model text, and
+# fuzz_modelgen on the choice bytes fuzz/modelgen.c turns into valid-looking models,
+# both through fuzz/pipeline.c; docs/fuzzing.md).  `make fuzz` calls this; FUZZ_SECONDS
 # sets the time per target.  Crashes are written to fuzz-out/TARGET/ and fail the run;
 # each one found becomes a regression test (tests/test_frontend.c, tests/test_data.c,
 # tests/test_onnx.c, tests/test_checkpoint.c).  The checkpoint campaign is
@@ -38,6 +40,11 @@ done ;; esac
 # seeds
 for t in $targets; do mkdir -p "$out/seed-$t"; done
 cp "$src"/models/*.net "$src"/tests/errors/*.net "$out/seed-frontend/"
+# choice bytes: all zeros (the simplest model), and a few patterns
+head -c 64 /dev/zero > "$out/seed-modelgen/zeros"
+for k in 1 2 3 5 7 11; do
+    awk -v k=$k 'BEGIN { for (i = 0; i < 2048; i++) printf "%c", (i * k * 37 + k) % 251 + 1 }' > "$out/seed-modelgen/pattern$k"
+done
 printf '\0\0\10\1\0\0\0\3\1\2\3' > "$out/seed-idx/labels.idx"
 printf '\0\0\10\3\0\0\0\1\0\0\0\2\0\0\0\2\1\2\3\4' > "$out/seed-idx/images.idx"
 gzip -c "$out/seed-idx/images.idx" > "$out/seed-idx/images.idx.gz"
@@ -87,8 +94,10 @@ objs=$(ls "$objdir"/*.o)
 status=0
 for t in $targets; do
     echo "fuzz: building $t"
+    extra=""
+    case $t in frontend | modelgen) extra="$src/fuzz/modelgen.c $src/fuzz/pipeline.c" ;; esac
     # shellcheck disable=SC2086
-    $CC $flags $incs "$src/fuzz/fuzz_$t.c" $objs $libs -o "$out/fuzz_$t"
+    $CC $flags $incs "$src/fuzz/fuzz_$t.c" $extra $objs $libs -o "$out/fuzz_$t"
     mkdir -p "$out/corpus-$t" "$out/$t"
     echo "fuzz: running $t for ${seconds}s"
     if ! "$out/fuzz_$t" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=4096 -max_len=65536 \

@@ -173,15 +173,19 @@ static void g_concat(AD *ad, int32_t id, int32_t dy)
 {
     const Node *n = N(ad, id);
     int axis = n->a.concat.axis;
-    int64_t off = 0;
+    Dim off = { 0, -1 };
     for (int k = 0; k < n->nin; k++) {
         int32_t x = n->in[k];
-        int64_t len = N(ad, x)->shape.d[axis].v;
+        Dim len = N(ad, x)->shape.d[axis];   /* along the batch, a multiple of B: every input's */
         if (ad->needs[x]) {
-            NodeAttr a = { .slice = { axis, off, len } };
+            NodeAttr a = { .slice = { .axis = axis, .off = off.v, .len = len.v } };
+            if (len.sym >= 0) {
+                a.slice.soff = (Dim){ off.v, len.sym };
+                a.slice.slen = len;
+            }
             accum(ad, x, emit(ad, OP_SLICE, &dy, 1, &a, NULL));
         }
-        off += len;
+        off.v += len.v;
     }
 }
 

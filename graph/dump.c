@@ -202,9 +202,13 @@ static void attrs_str(const Graph *g, const Node *n, char *buf, size_t len)
         put(buf, len, &at, "to=%s", shape_str(g, &n->tshape, b1, sizeof b1));
         break;
     case OP_CONCAT: put(buf, len, &at, "axis=%d", n->a.concat.axis); break;
-    case OP_SLICE:
-        put(buf, len, &at, "axis=%d offset=%lld len=%lld", n->a.slice.axis, (long long)n->a.slice.off, (long long)n->a.slice.len);
+    case OP_SLICE: {
+        char b2[64];
+        bool sym = n->a.slice.slen.v > 0 && !shape_concrete(&n->shape);   /* unbound: "offset=B len=B" */
+        Dim off = sym ? n->a.slice.soff : (Dim){ n->a.slice.off, -1 }, l = sym ? n->a.slice.slen : (Dim){ n->a.slice.len, -1 };
+        put(buf, len, &at, "axis=%d offset=%s len=%s", n->a.slice.axis, dim_str(g, off, b1, sizeof b1), dim_str(g, l, b2, sizeof b2));
         break;
+    }
     case OP_DROPOUT: case OP_DROPOUT_GRAD: put(buf, len, &at, "rate=%g stream=%d", n->a.dropout.rate, n->a.dropout.stream); break;
     case OP_UNARY_GRAD: put(buf, len, &at, "of=%s", fn_name(n->a.unary.op, n->a.unary.p, fb, sizeof fb)); break;
     case OP_ALLREDUCE: put(buf, len, &at, "bucket=%d gradients=%d", n->a.allreduce.bucket, n->nin); break;
@@ -265,7 +269,9 @@ static void dot_escape(FILE *out, const char *s)
     }
 }
 
-void graph_dump_dot(const Graph *g, FILE *out)
+void graph_dump_dot(const Graph *g, FILE *out) { graph_dump_dot_extra(g, NULL, out); }
+
+void graph_dump_dot_extra(const Graph *g, const DumpExtra *x, FILE *out)
 {
     char b1[160], attrs[320];
     fprintf(out, "digraph \"");
@@ -283,8 +289,11 @@ void graph_dump_dot(const Graph *g, FILE *out)
         if (attrs[0]) { fputs("\\n", out); dot_escape(out, attrs); }
         fprintf(out, "\\n%s", dtype_name(n->dtype));
         dot_escape(out, shape_str(g, &n->shape, b1, sizeof b1));
-        fprintf(out, "\\nline %d\"];\n", line);
+        fprintf(out, "\\nline %d", line);
+        if (x && x->node) x->node(x->ctx, i, false, out);
+        fputs("\"];\n", out);
     }
+    if (x && x->top) x->top(x->ctx, false, out);
     for (int i = 0; i < g->nnodes; i++)
         for (int k = 0; k < g->nodes[i].nin; k++) fprintf(out, "  n%d -> n%d;\n", g->nodes[i].in[k], i);
     for (int i = 0; i < g->noutputs; i++) {
@@ -323,13 +332,16 @@ static void json_shape(const Graph *g, const Shape *s, FILE *out)
     fputc(']', out);
 }
 
-void graph_dump_json(const Graph *g, FILE *out)
+void graph_dump_json(const Graph *g, FILE *out) { graph_dump_json_extra(g, NULL, out); }
+
+void graph_dump_json_extra(const Graph *g, const DumpExtra *x, FILE *out)
 {
     char attrs[320];
     fputs("{\"format\": \"graphc-graph\", \"version\": 1, \"stage\": ", out);
-    json_str(out, g->stage ? g->stage : "graph");
+    json_str(out, x && x->stage ? x->stage : g->stage ? g->stage : "graph");
     fputs(", \"model\": ", out);
     if (g->model_name) json_str(out, g->model_name); else fputs("null", out);
+    if (x && x->top) x->top(x->ctx, true, out);
     fputs(",\n \"vars\": [", out);
     for (int i = 0; i < g->nvars; i++) {
         const Var *v = &g->vars[i];
@@ -352,7 +364,9 @@ void graph_dump_json(const Graph *g, FILE *out)
         fputs(", \"attrs\": ", out);
         json_str(out, attrs);
         if (n->name) { fputs(", \"name\": ", out); json_str(out, n->name); }
-        fprintf(out, ", \"line\": %d, \"col\": %d}", line, col);
+        fprintf(out, ", \"line\": %d, \"col\": %d", line, col);
+        if (x && x->node) x->node(x->ctx, i, true, out);
+        fputc('}', out);
     }
     fputs("],\n \"outputs\": [", out);
     for (int i = 0; i < g->noutputs; i++) {

@@ -221,13 +221,80 @@ int64_t shape_numel(const Shape *s)
     return n;
 }
 
-static size_t dim_str(const Graph *g, Dim d, char *buf, size_t n)
+/* Elements of s, with bound symbols at their value and unbound ones at 1 (so per
+ * example); -1 when that overflows or a dimension is below 0. */
+static int64_t shape_numel_bound(const Graph *g, const Shape *s)
+{
+    int64_t n = 1;
+    for (int i = 0; i < s->rank; i++) {
+        int64_t v = s->d[i].v, b = s->d[i].sym >= 0 ? g->sym_value[s->d[i].sym] : 1;
+        if (v < 0 || !gc_mul_i64(n, v, &n) || !gc_mul_i64(n, b > 0 ? b : 1, &n)) return -1;
+    }
+    return n;
+}
+
+const char *bytes_str(double bytes, char *buf, size_t n)
+{
+    static const char *const units[] = { "kB", "MB", "GB", "TB", "PB", "EB", "ZB", "YB" };
+    if (bytes < 1000 || bytes >= 999.95e24) {   /* bytes, or past yottabytes: 3.4e+38 bytes */
+        snprintf(buf, n, bytes < 1000 ? "%.0f bytes" : "%.2g bytes", bytes);
+        return buf;
+    }
+    int u = -1;
+    while (bytes >= 999.95) {
+        bytes /= 1000;
+        u++;
+    }
+    snprintf(buf, n, "%.1f %s", bytes, units[u]);
+    return buf;
+}
+
+bool graph_size_ok(const Graph *g, const Shape *s, DType dt, const char *what, Loc loc, DiagSink *d)
+{
+    int64_t n = shape_numel_bound(g, s);
+    bool neg = false, sym = false;
+    double elems = 1;
+    for (int i = 0; i < s->rank; i++) {
+        neg |= s->d[i].v < 0;
+        sym |= s->d[i].sym >= 0 && g->sym_value[s->d[i].sym] < 1;
+        int64_t b = s->d[i].sym >= 0 ? g->sym_value[s->d[i].sym] : 1;
+        elems *= (double)s->d[i].v * (double)(b > 0 ? b : 1);
+    }
+    /* a dimension below 0 is a size that overflowed in binding: graph_bind says so */
+    if (neg || (n >= 0 && n <= GRAPH_MAX_ELEMENTS)) return true;
+    if (d) {
+        char b1[160], b2[32], b3[32];
+        diag_error(d, loc, "%s %s%s would need %s%s; a tensor holds at most 2^40 elements (%s)", what, dtype_name(dt),
+                   shape_str(g, s, b1, sizeof b1), bytes_str(elems * 4, b2, sizeof b2), sym ? " per example" : "",
+                   bytes_str((double)GRAPH_MAX_ELEMENTS * 4, b3, sizeof b3));
+    }
+    return false;
+}
+
+bool graph_node_size_ok(const Graph *g, const Node *n, DiagSink *d)
+{
+    int64_t k = shape_numel_bound(g, &n->shape);
+    if (k >= 0 && k <= GRAPH_MAX_ELEMENTS) return true;   /* the common case, without naming it */
+    char what[300];
+    if (n->op == OP_PARAM) snprintf(what, sizeof what, "%s", g->vars[n->a.param.var].name);
+    else if (n->op == OP_INPUT && n->name) snprintf(what, sizeof what, "input '%s':", n->name);
+    else snprintf(what, sizeof what, "%s: the result", op_name(n->op));
+    return graph_size_ok(g, &n->shape, n->dtype, what, n->loc, d);
+}
+
+static size_t dim_len(const Graph *g, Dim d, char *buf, size_t n)
 {
     int k;
-    if (d.sym < 0) k = snprintf(buf, n, "%lld", (long long)d.v);
+    if (d.sym < 0 || d.v == 0) k = snprintf(buf, n, "%lld", (long long)d.v);
     else if (d.v == 1) k = snprintf(buf, n, "%s", g->syms[d.sym]);
     else k = snprintf(buf, n, "%lld*%s", (long long)d.v, g->syms[d.sym]);
     return k < 0 ? 0 : (size_t)k;
+}
+
+const char *dim_str(const Graph *g, Dim d, char *buf, size_t n)
+{
+    if (n) dim_len(g, d, buf, n);
+    return buf;
 }
 
 const char *shape_str(const Graph *g, const Shape *s, char *buf, size_t n)
@@ -238,7 +305,7 @@ const char *shape_str(const Graph *g, const Shape *s, char *buf, size_t n)
     len += (size_t)snprintf(buf, n, "[");
     for (int i = 0; i < s->rank && len < n; i++) {
         if (i) len += (size_t)snprintf(buf + len, n - len, ", ");
-        if (len < n) len += dim_str(g, s->d[i], buf + len, n - len);
+        if (len < n) len += dim_len(g, s->d[i], buf + len, n - len);
     }
     if (len < n) snprintf(buf + len, n - len, "]");
     return buf;
@@ -249,8 +316,9 @@ const char *shape_str(const Graph *g, const Shape *s, char *buf, size_t n)
 int64_t graph_param_count(const Graph *g)
 {
     int64_t total = 0;
-    for (int i = 0; i < g->nvars; i++)
-        if (g->vars[i].role == VAR_PARAM) total += shape_numel(&g->vars[i].shape);
+    for (int i = 0; i < g->nvars; i++)   /* each at most 2^40: only a sum of millions could overflow */
+        if (g->vars[i].role == VAR_PARAM && __builtin_add_overflow(total, shape_numel(&g->vars[i].shape), &total))
+            return INT64_MAX;
     return total;
 }
 

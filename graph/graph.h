@@ -106,7 +106,13 @@ typedef union NodeAttr {
         WinAttr pool;                         /* the max pooling of its output */
     } convpool;
     struct { int axis; } concat;              /* CONCAT */
-    struct { int axis; int64_t off, len; } slice; /* SLICE: [off, off+len) along axis */
+    struct {                                  /* SLICE: [off, off+len) along axis */
+        int axis;
+        int64_t off, len;
+        Dim soff, slen;                       /* slen.v > 0: off and len are these with the
+                                               * symbols bound, set by shape inference (the
+                                               * gradient of a concat along the batch) */
+    } slice;
     struct { float rate; int stream; } dropout;   /* DROPOUT, DROPOUT_GRAD */
     struct {                                  /* elementwise unary ops and UNARY_GRAD */
         int op;                               /* UNARY_GRAD: the forward op (an OpKind) */
@@ -266,11 +272,27 @@ bool shape_eq(const Shape *a, const Shape *b);
 bool dim_eq(Dim a, Dim b);
 bool shape_concrete(const Shape *s);
 int64_t shape_numel(const Shape *s);        /* concrete shapes only; -1 on overflow */
+/* The largest tensor graphc describes: 2^40 elements (4.4 TB of f32), per example when
+ * its shape has unbound symbols.  Shape inference refuses a larger one (graph_size_ok),
+ * so every tensor of a bound graph has at most this many elements: its size in bytes,
+ * and a product of it with a few more such sizes (a kernel's scratch, a plan's sum),
+ * fit in 64 bits. */
+#define GRAPH_MAX_ELEMENTS ((int64_t)1 << 40)
+/* Whether a tensor of shape s and dtype dt can exist (at most GRAPH_MAX_ELEMENTS
+ * elements, per example); if not, an error at loc: "WHAT f32[...] would need 18.4 EB
+ * (per example); ...".  d may be NULL. */
+bool graph_size_ok(const Graph *g, const Shape *s, DType dt, const char *what, Loc loc, DiagSink *d);
+/* The same for node n's result, named by its parameter, input or op. */
+bool graph_node_size_ok(const Graph *g, const Node *n, DiagSink *d);
+/* "18.4 EB": a byte count in decimal units, for messages. */
+const char *bytes_str(double bytes, char *buf, size_t n);
 /* The run of axes of an op along axes (a.axes: softmax, the reductions, layer_norm...)
  * in a tensor of rank `rank`: its first axis and its length.  false when it does not fit. */
 bool node_axes(const Node *n, int rank, int *first, int *count);
 /* "[B, 28, 28, 1]" into buf (always NUL-terminated). */
 const char *shape_str(const Graph *g, const Shape *s, char *buf, size_t n);
+/* "2*B" into buf. */
+const char *dim_str(const Graph *g, Dim d, char *buf, size_t n);
 
 /* Infers shape and dtype of every node from its inputs and attributes, with the
  * bound symbols substituted.  Reports each problem at its node's .net line.
@@ -293,7 +315,7 @@ int graph_bind(Graph *g, const char *sym, int64_t value, DiagSink *d);
 int graph_verify(const Graph *g, DiagSink *d);
 
 /* ---- analysis --------------------------------------------------------------------- */
-int64_t graph_param_count(const Graph *g);
+int64_t graph_param_count(const Graph *g);   /* INT64_MAX when the sum overflows */
 /* Multiply-adds counted as 2 FLOPs; with symbols bound to 1 this is per example. */
 double node_flops(const Graph *g, const Node *n);
 double graph_flops(const Graph *g);
@@ -302,5 +324,19 @@ double graph_flops(const Graph *g);
 void graph_dump_text(const Graph *g, FILE *out);
 void graph_dump_dot(const Graph *g, FILE *out);
 void graph_dump_json(const Graph *g, FILE *out);
+/* What a later stage adds to a graph's dot and json dumps (the memory plan's:
+ * exec/plandump.c), so that its forms are the graph's with more in them.  NULL members
+ * add nothing. */
+typedef struct DumpExtra {
+    const char *stage;        /* the json's "stage" instead of g->stage */
+    /* after node id's fields: json, more `, "key": value` pairs; dot, more label
+     * lines, each starting with the two characters \n */
+    void (*node)(const void *ctx, int id, bool json, FILE *out);
+    /* json: `, "key": value` pairs after "model"; dot: statements before the closing brace */
+    void (*top)(const void *ctx, bool json, FILE *out);
+    const void *ctx;
+} DumpExtra;
+void graph_dump_dot_extra(const Graph *g, const DumpExtra *x, FILE *out);
+void graph_dump_json_extra(const Graph *g, const DumpExtra *x, FILE *out);
 
 #endif

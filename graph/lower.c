@@ -3,6 +3,7 @@
 #include <math.h>
 #include <string.h>
 #include "graph/lower.h"
+#include "util/path.h"
 #include "util/suggest.h"
 
 /* ---- values ------------------------------------------------------------------------ */
@@ -75,15 +76,22 @@ enum { MAX_ARGS = 32 };
 
 typedef struct Builtin Builtin;
 
+/* A call's evaluated arguments.  On the heap, sized by the call: evaluation recurses
+ * once per level of nesting, so its frames must stay small. */
 typedef struct Call {
     const Ast *ast;
     const char *fn;
     const Builtin *bi;        /* the builtin called */
-    Val pos[MAX_ARGS];
+    Val *pos;                 /* positional arguments, in order */
     int npos;
-    Kw kw[MAX_ARGS];
+    Kw *kw;                   /* keyword arguments, in order */
     int nkw;
 } Call;
+
+/* The layers named in Keras' scheme (layer_name), each counted apart. */
+typedef enum LayerKind {
+    LAYER_DENSE, LAYER_CONV2D, LAYER_BATCH_NORM, LAYER_EMBEDDING, LAYER_LAYER_NORM, LAYER_MHA, LAYER_KIND_COUNT
+} LayerKind;
 
 typedef struct Lower {
     Graph *g;
@@ -93,14 +101,11 @@ typedef struct Lower {
     int nbinds, bind_cap;
     int cur_stmt;
     const char *cur_target;   /* name the current statement defines */
-    int layer_count[8];       /* dense, conv2d, batch_normalization, -, embedding, layer_normalization,
-                               * multi_head_attention (LAYER_*): for Keras-style names */
+    int layer_count[LAYER_KIND_COUNT];   /* layers named so far, by kind: for Keras-style names */
     int dropout_count;
     bool in_param_init;       /* evaluating `param NAME: T = <init>` */
     bool in_train;            /* evaluating a train block entry */
     bool quiet_undefined;     /* the file had syntax errors: undefined names are expected */
-    int depth;                /* expression nesting being evaluated */
-    bool too_deep;            /* the nesting error was reported */
 } Lower;
 
 static Val verr(Loc loc) { Val v; memset(&v, 0, sizeof v); v.kind = V_ERROR; v.loc = loc; return v; }
@@ -410,7 +415,7 @@ static Val b_unary(Lower *L, Call *c)
     return vtensor(unary_node(L, op, p, x, c->ast->loc), c->ast->loc);
 }
 
-static int32_t as_tensor(Lower *L, Val *v)
+static int32_t as_tensor(Lower *L, const Val *v)
 {
     if (v->kind == V_TENSOR) return v->node;
     if (v->kind == V_NUM) return mk(L, OP_CONST, NULL, 0, v->loc, &(NodeAttr){ .cnst = { (float)v->num } });
@@ -418,28 +423,32 @@ static int32_t as_tensor(Lower *L, Val *v)
     return -1;
 }
 
-static Val binary(Lower *L, OpKind op, Val a, Val b, Loc loc)
+/* Evaluation recurses once per level of nesting (eval, below): what it calls at each
+ * level is kept out of its frame, which GCC would otherwise grow by inlining them. */
+#define NOT_IN_EVAL __attribute__((noinline))
+
+NOT_IN_EVAL static Val binary(Lower *L, OpKind op, const Val *a, const Val *b, Loc loc)
 {
-    if (a.kind == V_NUM && b.kind == V_NUM) {
-        Val r = a;
+    if (a->kind == V_NUM && b->kind == V_NUM) {
+        Val r = *a;
         r.loc = loc;
         switch (op) {
-        case OP_ADD: r.num = a.num + b.num; break;
-        case OP_SUB: r.num = a.num - b.num; break;
-        case OP_MUL: r.num = a.num * b.num; break;
+        case OP_ADD: r.num = a->num + b->num; break;
+        case OP_SUB: r.num = a->num - b->num; break;
+        case OP_MUL: r.num = a->num * b->num; break;
         default:
-            if (b.num == 0) return error_at(L, loc, "division by zero");
-            r.num = a.num / b.num;
-            r.is_int = a.is_int && b.is_int && fmod(a.num, b.num) == 0 && fabs(r.num) < 9007199254740992.0;
+            if (b->num == 0) return error_at(L, loc, "division by zero");
+            r.num = a->num / b->num;
+            r.is_int = a->is_int && b->is_int && fmod(a->num, b->num) == 0 && fabs(r.num) < 9007199254740992.0;
             r.ival = r.is_int ? (int64_t)r.num : 0;
             return r;
         }
-        r.is_int = a.is_int && b.is_int && fabs(r.num) < 9007199254740992.0;   /* exact in a double */
+        r.is_int = a->is_int && b->is_int && fabs(r.num) < 9007199254740992.0;   /* exact in a double */
         r.ival = r.is_int ? (int64_t)r.num : 0;
         return r;
     }
-    if (a.kind == V_ERROR || b.kind == V_ERROR) return verr(loc);
-    int32_t x = as_tensor(L, &a), y = as_tensor(L, &b);
+    if (a->kind == V_ERROR || b->kind == V_ERROR) return verr(loc);
+    int32_t x = as_tensor(L, a), y = as_tensor(L, b);
     if (x < 0 || y < 0) return verr(loc);
     return vtensor(mk2(L, op, x, y, loc), loc);
 }
@@ -447,7 +456,7 @@ static Val binary(Lower *L, OpKind op, Val a, Val b, Loc loc)
 static Val b_binary(Lower *L, Call *c)
 {
     if (c->npos != 2) return error_at(L, c->ast->loc, "%s: takes 2 arguments, got %d", c->fn, c->npos);
-    return binary(L, (OpKind)c->bi->kind, c->pos[0], c->pos[1], c->ast->loc);
+    return binary(L, (OpKind)c->bi->kind, &c->pos[0], &c->pos[1], c->ast->loc);
 }
 
 static Val b_matmul(Lower *L, Call *c)
@@ -479,11 +488,13 @@ static const OpKind activation_ops[] = {
 };
 
 /* Layer name: name= if given, else Keras' scheme: dense, dense_1, dense_2, ... */
-static const char *layer_name(Lower *L, Call *c, int kind, const char *base)
+static const char *layer_name(Lower *L, Call *c, LayerKind kind, const char *base)
 {
-    /* by kind (layer_count's order): the variable whose name shows a layer name is taken */
-    static const char *const first_var[] = { "kernel", "kernel", "gamma", NULL, "embeddings", "gamma", "query/kernel" };
-    assert(kind >= 0 && kind < (int)(sizeof first_var / sizeof first_var[0]) && first_var[kind]);
+    /* by kind, the first parameter a layer makes: a name is taken when it exists */
+    static const char *const first_var[LAYER_KIND_COUNT] = {
+        [LAYER_DENSE] = "kernel", [LAYER_CONV2D] = "kernel", [LAYER_BATCH_NORM] = "gamma",
+        [LAYER_EMBEDDING] = "embeddings", [LAYER_LAYER_NORM] = "gamma", [LAYER_MHA] = "query/kernel",
+    };
     Kw *k = kw_find(c, "name");
     const char *given = kw_string(L, c, "name", NULL);
     if (k && !given) return NULL;
@@ -540,7 +551,7 @@ static Val b_dense(Lower *L, Call *c)
     Dim f = xs->d[xs->rank - 1];
     if (f.sym >= 0)
         return error_at(L, loc, "dense: the number of input features must be known, got %s", shape_str(L->g, xs, b1, sizeof b1));
-    const char *lname = layer_name(L, c, 0, "dense");
+    const char *lname = layer_name(L, c, LAYER_DENSE, "dense");
     if (!lname) return verr(loc);
     /* Over the last axis, as Keras: the leading axes are rows of one product (views) */
     Shape out = *xs;
@@ -593,7 +604,7 @@ static Val b_conv2d(Lower *L, Call *c)
                         shape_str(L->g, xs, b1, sizeof b1));
     if (xs->d[3].sym >= 0)
         return error_at(L, loc, "conv2d: the number of input channels must be known, got %s", shape_str(L->g, xs, b1, sizeof b1));
-    const char *lname = layer_name(L, c, 1, "conv2d");
+    const char *lname = layer_name(L, c, LAYER_CONV2D, "conv2d");
     if (!lname) return verr(loc);
     char pname[256];
     snprintf(pname, sizeof pname, "%s/kernel", lname);
@@ -728,7 +739,7 @@ static Val b_batch_norm(Lower *L, Call *c)
     if (ch.sym >= 0)
         return error_at(L, loc, "batch_norm: the number of channels (the last axis) must be known, got %s",
                         shape_str(L->g, xs, b1, sizeof b1));
-    const char *lname = layer_name(L, c, 2, "batch_normalization");
+    const char *lname = layer_name(L, c, LAYER_BATCH_NORM, "batch_normalization");
     if (!lname) return verr(loc);
     char pname[256];
     snprintf(pname, sizeof pname, "%s/gamma", lname);
@@ -781,6 +792,18 @@ static Val b_init(Lower *L, Call *c)
 
 /* ---- train block values -------------------------------------------------------------------- */
 
+/* A path written in the model (a data source's, the checkpoint's) as every reader must
+ * take it: relative to the .net file's folder (util/path.h).  Every path the language
+ * accepts goes through here.  In the graph's arena; NULL after reporting. */
+static const char *lower_path(Lower *L, const char *written, Loc loc)
+{
+    char *p = path_resolve(L->g->src ? L->g->src->name : NULL, written);
+    const char *r = p ? arena_strdup(&L->g->arena, p) : NULL;
+    gc_free(p);
+    if (!r) error_at(L, loc, "out of memory");
+    return r;
+}
+
 static Val b_data(Lower *L, Call *c)
 {
     Val v;
@@ -792,8 +815,8 @@ static Val b_data(Lower *L, Call *c)
     if (v.data == DATA_MNIST) {
         if (c->npos != 1 || c->pos[0].kind != V_STR)
             return error_at(L, v.loc, "mnist: give the folder of the IDX files, e.g. mnist(\"data/mnist\")");
-        v.str = c->pos[0].str;
-        return v;
+        v.str = lower_path(L, c->pos[0].str, c->pos[0].loc);
+        return v.str ? v : verr(v.loc);
     }
     if (!no_more_pos(L, c, 0) || !kw_int(L, c, "count", false, 4096, 1, INT32_MAX, &v.count)) return verr(v.loc);
     return v;
@@ -895,9 +918,6 @@ static Val b_sched(Lower *L, Call *c)
 /* ---- the transformer family (issue 14): layout, batched products, reductions, masks,
  * embeddings, normalization, attention ------------------------------------------------ */
 
-enum { LAYER_EMBEDDING = 4, LAYER_LAYER_NORM = 5, LAYER_MHA = 6 };   /* layer_count[] */
-
-static Val eval(Lower *L, const Ast *a);
 
 static Val vlist(Lower *L, const int64_t *items, int n, Loc loc)
 {
@@ -913,22 +933,22 @@ static Val vlist(Lower *L, const int64_t *items, int n, Loc loc)
     return v;
 }
 
-/* [e1, e2, ...]: integers (axes, a permutation).  Not inlined (nor eval_index): eval
- * recurses as deep as an expression nests, and their locals would make each of its
- * frames larger (beyond the stack at MAX_EXPR_DEPTH under the sanitizers). */
-__attribute__((noinline)) static Val eval_list(Lower *L, const Ast *a)
+/* Whether v is an integer (a list's item, an index's bound); if not, "RULE, got KIND"
+ * (nothing more for an error already reported). */
+NOT_IN_EVAL static bool int_ok(Lower *L, const Val *v, const char *rule)
+{
+    if (v->kind == V_ERROR) return false;
+    if (v->kind == V_NUM && v->is_int) return true;
+    error_at(L, v->loc, "%s, got %s", rule, v->kind == V_NUM ? "a floating-point number" : val_kind_name(v->kind));
+    return false;
+}
+
+/* The list of int_ok values v[0..n) (n <= MAX_ARGS). */
+NOT_IN_EVAL static void list_of(Lower *L, const Val *v, int n, Loc loc, Val *out)
 {
     int64_t items[MAX_ARGS];
-    if (a->u.list.n > MAX_ARGS) return error_at(L, a->loc, "a list holds at most %d items", MAX_ARGS);
-    for (int i = 0; i < a->u.list.n; i++) {
-        Val v = eval(L, a->u.list.items[i]);
-        if (v.kind == V_ERROR) return verr(a->loc);
-        if (v.kind != V_NUM || !v.is_int)
-            return error_at(L, v.loc, "a list holds integers (axes, a permutation), got %s",
-                            v.kind == V_NUM ? "a floating-point number" : val_kind_name(v.kind));
-        items[i] = v.ival;
-    }
-    return vlist(L, items, a->u.list.n, a->loc);
+    for (int i = 0; i < n; i++) items[i] = v[i].ival;
+    *out = vlist(L, items, n, loc);
 }
 
 /* axis `ax` (negative: from the end) of a tensor of rank `rank`, checked; the reported
@@ -1129,53 +1149,55 @@ static Val b_split(Lower *L, Call *c)
     return v;
 }
 
-/* x[i, a:b, :]: a slice per ranged axis; a single index takes one element and drops its
- * axis (a view); axes not named are whole. */
-__attribute__((noinline)) static Val eval_index(Lower *L, const Ast *a)
+/* Whether `base`, the value of a's base, can take a's indices; reported if not. */
+NOT_IN_EVAL static bool index_base_ok(Lower *L, const Ast *a, const Val *base)
 {
-    Val base = eval(L, a->u.index.base);
-    Loc loc = a->loc;
-    if (base.kind == V_ERROR) return verr(loc);
-    if (base.kind != V_TENSOR) return error_at(L, base.loc, "only a tensor can be indexed, got %s", val_kind_name(base.kind));
-    int32_t x = base.node;
-    int rank = node(L, x)->shape.rank;
+    if (base->kind == V_ERROR) return false;
+    if (base->kind != V_TENSOR) {
+        error_at(L, base->loc, "only a tensor can be indexed, got %s", val_kind_name(base->kind));
+        return false;
+    }
+    const Shape *s = &node(L, base->node)->shape;
+    if (a->u.index.n <= s->rank) return true;
     char b1[128];
-    if (a->u.index.n > rank)
-        return error_at(L, loc, "%d indices for %s, which has %d axes", a->u.index.n,
-                        shape_str(L->g, &node(L, x)->shape, b1, sizeof b1), rank);
+    error_at(L, a->loc, "%d indices for %s, which has %d axes", a->u.index.n, shape_str(L->g, s, b1, sizeof b1), s->rank);
+    return false;
+}
+
+/* x[i, a:b, :] from its values (eval_index): v[0] the tensor, v[1 + 2i] and v[2 + 2i]
+ * item i's start and end where written.  A slice per ranged axis; a single index takes
+ * one element and drops its axis (a view); axes not named are whole. */
+NOT_IN_EVAL static void index_of(Lower *L, const Ast *a, const Val *v, Val *out)
+{
+    Loc loc = a->loc;
+    int32_t x = v[0].node;
+    int rank = node(L, x)->shape.rank;
     unsigned dropped = 0;
+    *out = verr(loc);
     for (int i = 0; i < a->u.index.n; i++) {
         const AstSlice *it = &a->u.index.items[i];
         if (it->range && !it->start && !it->end) continue;   /* ':' */
         Dim d = node(L, x)->shape.d[i];
-        int64_t bound[2] = { 0, d.sym < 0 ? d.v : 1 };
-        const Ast *ends[2] = { it->start, it->end };
-        for (int e = 0; e < 2; e++) {
-            if (!ends[e]) continue;
-            Val v = eval(L, ends[e]);
-            if (v.kind == V_ERROR) return verr(loc);
-            if (v.kind != V_NUM || !v.is_int)
-                return error_at(L, v.loc, "an index must be an integer, got %s",
-                                v.kind == V_NUM ? "a floating-point number" : val_kind_name(v.kind));
-            bound[e] = v.ival;
-        }
+        int64_t bound[2] = { it->start ? v[1 + 2 * i].ival : 0, it->end ? v[2 + 2 * i].ival : d.sym < 0 ? d.v : 1 };
         if (!it->range) {   /* [i, i + 1); -1 is the last */
             char b2[128];
-            if (d.sym < 0 && (bound[0] < -d.v || bound[0] >= d.v))
-                return error_at(L, it->loc, "index %lld is out of range for axis %d of %s (size %lld)", (long long)bound[0], i,
+            if (d.sym < 0 && (bound[0] < -d.v || bound[0] >= d.v)) {
+                *out = error_at(L, it->loc, "index %lld is out of range for axis %d of %s (size %lld)", (long long)bound[0], i,
                                 shape_str(L->g, &node(L, x)->shape, b2, sizeof b2), (long long)d.v);
+                return;
+            }
             bound[1] = bound[0] == -1 ? bound[1] : bound[0] + 1;
             dropped |= 1u << i;
         }
-        if ((x = slice_node(L, NULL, x, i, bound[0], bound[1], it->loc, loc)) < 0) return verr(loc);
+        if ((x = slice_node(L, NULL, x, i, bound[0], bound[1], it->loc, loc)) < 0) return;
     }
     if (dropped) {
-        Shape out = { 0, { { 0, -1 } } };
+        Shape s = { 0, { { 0, -1 } } };
         for (int i = 0; i < rank; i++)
-            if (!(dropped & (1u << i))) out.d[out.rank++] = node(L, x)->shape.d[i];
-        x = reshape_to(L, x, out, loc);
+            if (!(dropped & (1u << i))) s.d[s.rank++] = node(L, x)->shape.d[i];
+        x = reshape_to(L, x, s, loc);
     }
-    return vtensor(x, loc);
+    *out = vtensor(x, loc);
 }
 
 static Val b_batch_matmul(Lower *L, Call *c)
@@ -1217,7 +1239,7 @@ static Val b_reduce(Lower *L, Call *c)
     bool keep;
     Loc loc = c->ast->loc;
     OpKind op = (OpKind)c->bi->kind;
-    if (op == OP_REDUCE_MAX && c->npos == 2 && c->nkw == 0) return binary(L, OP_MAX, c->pos[0], c->pos[1], loc);
+    if (op == OP_REDUCE_MAX && c->npos == 2 && c->nkw == 0) return binary(L, OP_MAX, &c->pos[0], &c->pos[1], loc);
     if (!pos_tensor(L, c, 0, "x", &x) || !no_more_pos(L, c, 1) || !kw_bool(L, c, "keepdims", false, &keep)) return verr(loc);
     int rank = node(L, x)->shape.rank;
     if (rank == 0) return error_at(L, loc, "%s: needs at least one axis, got a scalar", c->fn);
@@ -1255,11 +1277,11 @@ static Val b_clip(Lower *L, Call *c)
     bound.loc = loc;
     if (has_lo) {
         bound.num = lo;
-        v = binary(L, OP_MAX, v, bound, loc);
+        v = binary(L, OP_MAX, &v, &bound, loc);
     }
     if (has_hi && v.kind == V_TENSOR) {
         bound.num = hi;
-        v = binary(L, OP_MIN, v, bound, loc);
+        v = binary(L, OP_MIN, &v, &bound, loc);
     }
     return v;
 }
@@ -1528,9 +1550,17 @@ int lower_builtin_names(const char *const **names)
     return NBUILTINS;
 }
 
+const char *const *lower_builtin_keywords(const char *name)
+{
+    for (int i = 0; i < NBUILTINS; i++)
+        if (strcmp(builtins[i].name, name) == 0) return builtins[i].kwargs;
+    return NULL;
+}
+
 /* ---- expressions ----------------------------------------------------------------------------- */
 
 static Val eval(Lower *L, const Ast *a);
+static void eval_into(Lower *L, const Ast *a, Val *out);
 
 /* Does statement st define `name`? (a, b = split(...) defines both) */
 static bool stmt_defines(const Stmt *st, const char *name)
@@ -1567,7 +1597,7 @@ static bool mentions(const Ast *a, const char *name)
     }
 }
 
-static Val eval_name(Lower *L, const Ast *a)
+NOT_IN_EVAL static Val eval_name(Lower *L, const Ast *a)
 {
     const char *name = a->u.str;
     Binding *b = lookup(L, name);
@@ -1616,35 +1646,120 @@ static Val eval_name(Lower *L, const Ast *a)
     return error_at(L, a->loc, "undefined name '%s'", name);
 }
 
-static Val eval_call(Lower *L, const Ast *a)
+NOT_IN_EVAL static void unknown_keyword(Lower *L, const Builtin *bi, const Ast *arg)
 {
-    const char *fn = a->u.call.fn;
-    const Builtin *bi = NULL;
-    for (int i = 0; i < NBUILTINS; i++)
-        if (strcmp(builtins[i].name, fn) == 0) { bi = &builtins[i]; break; }
-    if (!bi) {
-        const char *names[NBUILTINS];
-        for (int i = 0; i < NBUILTINS; i++) names[i] = builtins[i].name;
-        const char *near = suggest_nearest(fn, names, NBUILTINS);
-        if (near) return error_at(L, a->u.call.fn_loc, "unknown function '%s'; did you mean '%s'?", fn, near);
-        return error_at(L, a->u.call.fn_loc, "unknown function '%s' (see docs/language.md for the list)", fn);
+    const char *fn = bi->name, *k = arg->u.kw.name;
+    const char *near = suggest_nearest(k, bi->kwargs, 10);
+    if (near) error_at(L, arg->u.kw.name_loc, "%s: unknown keyword argument '%s'; did you mean '%s'?", fn, k, near);
+    else if (bi->kwargs[0]) {
+        char list[256] = "";
+        for (int j = 0; j < 10 && bi->kwargs[j]; j++) {
+            strncat(list, j ? ", " : "", sizeof list - strlen(list) - 1);
+            strncat(list, bi->kwargs[j], sizeof list - strlen(list) - 1);
+        }
+        error_at(L, arg->u.kw.name_loc, "%s: unknown keyword argument '%s' (it takes %s)", fn, k, list);
+    } else
+        error_at(L, arg->u.kw.name_loc, "%s: takes no keyword arguments, got '%s'", fn, k);
+}
+
+NOT_IN_EVAL static void unknown_function(Lower *L, const Ast *a)
+{
+    const char *names[NBUILTINS];
+    for (int i = 0; i < NBUILTINS; i++) names[i] = builtins[i].name;
+    const char *fn = a->u.call.fn, *near = suggest_nearest(fn, names, NBUILTINS);
+    if (near) diag_error(L->d, a->u.call.fn_loc, "unknown function '%s'; did you mean '%s'?", fn, near);
+    else diag_error(L->d, a->u.call.fn_loc, "unknown function '%s' (see docs/language.md for the list)", fn);
+}
+
+/* verr() into *out, without a temporary in the caller's frame. */
+static void set_error(Val *out, Loc loc)
+{
+    memset(out, 0, sizeof *out);
+    out->kind = V_ERROR;
+    out->loc = loc;
+}
+
+/* [e1, e2, ...]: its items evaluated into a heap array, then checked and combined out
+ * of eval's frames (see eval_into), in order, up to the first error. */
+static void eval_list(Lower *L, const Ast *a, Val *out)
+{
+    int n = a->u.list.n;
+    Val *v = n <= MAX_ARGS ? gc_calloc((size_t)n + 1, sizeof *v) : NULL;
+    bool ok = v != NULL;
+    if (n > MAX_ARGS) diag_error(L->d, a->loc, "a list holds at most %d items", MAX_ARGS);
+    else if (!v) diag_plain(L->d, "out of memory");
+    for (int i = 0; ok && i < n; i++) {
+        eval_into(L, a->u.list.items[i], &v[i]);
+        ok = int_ok(L, &v[i], "a list holds integers (axes, a permutation)");
     }
-    if (a->u.call.nargs > MAX_ARGS) return error_at(L, a->loc, "%s: too many arguments (at most %d)", fn, MAX_ARGS);
-    Call c;
-    memset(&c, 0, sizeof c);
-    c.ast = a;
-    c.fn = fn;
-    c.bi = bi;
+    if (ok) list_of(L, v, n, a->loc, out);
+    else set_error(out, a->loc);
+    gc_free(v);
+}
+
+/* base[...]: the base, then each item's start and end (an item that is neither ':'
+ * nor a range has a start, an error operand included) into a heap array, in order up to
+ * the first error; then index_of.  The same frame discipline as eval_list. */
+static void eval_index(Lower *L, const Ast *a, Val *out)
+{
+    int n = a->u.index.n;
+    Val *v = gc_calloc(1 + 2 * (size_t)n, sizeof *v);
+    if (!v) {
+        diag_plain(L->d, "out of memory");
+        set_error(out, a->loc);
+        return;
+    }
+    eval_into(L, a->u.index.base, &v[0]);
+    bool ok = index_base_ok(L, a, &v[0]);
+    for (int i = 0; ok && i < n; i++) {
+        const AstSlice *it = &a->u.index.items[i];
+        if (it->start || !it->range) {
+            eval_into(L, it->start, &v[1 + 2 * i]);
+            ok = int_ok(L, &v[1 + 2 * i], "an index must be an integer");
+        }
+        if (ok && it->end) {
+            eval_into(L, it->end, &v[2 + 2 * i]);
+            ok = int_ok(L, &v[2 + 2 * i], "an index must be an integer");
+        }
+    }
+    if (ok) index_of(L, a, v, out);
+    else set_error(out, a->loc);
+    gc_free(v);
+}
+
+/* A Call for `a` and its argument arrays, in one block (gc_free it); NULL after
+ * reporting that memory ran out. */
+static Call *call_new(Lower *L, const Ast *a, const Builtin *bi)
+{
+    size_t n = (size_t)a->u.call.nargs;
+    Call *c = gc_calloc(1, sizeof *c + n * (sizeof(Val) + sizeof(Kw)));
+    if (!c) {
+        diag_plain(L->d, "out of memory");
+        return NULL;
+    }
+    c->ast = a;
+    c->fn = bi->name;
+    c->bi = bi;
+    c->pos = (Val *)(c + 1);
+    c->kw = (Kw *)(c->pos + n);
+    return c;
+}
+
+/* Evaluates the arguments of call c.  false when one is in error (reported). */
+static bool eval_args(Lower *L, const Builtin *bi, Call *c)
+{
+    const Ast *a = c->ast;
+    const char *fn = c->fn;
     bool bad = false;
     for (int i = 0; i < a->u.call.nargs; i++) {
         const Ast *arg = a->u.call.args[i];
         if (!arg) { bad = true; continue; }
         if (arg->kind != AST_KWARG) {
-            if (c.nkw) {
-                error_at(L, arg->loc, "%s: positional argument after keyword arguments", fn);
+            if (c->nkw) {
+                diag_error(L->d, arg->loc, "%s: positional argument after keyword arguments", fn);
                 bad = true;
             }
-            c.pos[c.npos++] = eval(L, arg);
+            eval_into(L, arg, &c->pos[c->npos++]);
             continue;
         }
         const char *k = arg->u.kw.name;
@@ -1652,92 +1767,123 @@ static Val eval_call(Lower *L, const Ast *a)
         for (int j = 0; j < 10 && bi->kwargs[j]; j++)
             if (strcmp(bi->kwargs[j], k) == 0) known = true;
         if (!known) {
-            const char *near = suggest_nearest(k, bi->kwargs, 10);
-            if (near) error_at(L, arg->u.kw.name_loc, "%s: unknown keyword argument '%s'; did you mean '%s'?", fn, k, near);
-            else if (bi->kwargs[0]) {
-                char list[256] = "";
-                for (int j = 0; j < 10 && bi->kwargs[j]; j++) {
-                    strncat(list, j ? ", " : "", sizeof list - strlen(list) - 1);
-                    strncat(list, bi->kwargs[j], sizeof list - strlen(list) - 1);
-                }
-                error_at(L, arg->u.kw.name_loc, "%s: unknown keyword argument '%s' (it takes %s)", fn, k, list);
-            } else
-                error_at(L, arg->u.kw.name_loc, "%s: takes no keyword arguments, got '%s'", fn, k);
+            unknown_keyword(L, bi, arg);
             bad = true;
             continue;
         }
-        for (int j = 0; j < c.nkw; j++)
-            if (strcmp(c.kw[j].name, k) == 0) {
-                error_at(L, arg->u.kw.name_loc, "%s: keyword argument '%s' given twice", fn, k);
+        for (int j = 0; j < c->nkw; j++)
+            if (strcmp(c->kw[j].name, k) == 0) {
+                diag_error(L->d, arg->u.kw.name_loc, "%s: keyword argument '%s' given twice", fn, k);
                 bad = true;
             }
-        c.kw[c.nkw].name = k;
-        c.kw[c.nkw].name_loc = arg->u.kw.name_loc;
-        c.kw[c.nkw].val = eval(L, arg->u.kw.value);
-        c.nkw++;
+        c->kw[c->nkw].name = k;
+        c->kw[c->nkw].name_loc = arg->u.kw.name_loc;
+        eval_into(L, arg->u.kw.value, &c->kw[c->nkw].val);
+        c->nkw++;
     }
-    if (bad) return verr(a->loc);
-    for (int i = 0; i < c.npos; i++)
-        if (c.pos[i].kind == V_ERROR) return verr(a->loc);
-    return bi->fn(L, &c);
+    for (int i = 0; i < c->npos; i++) bad |= c->pos[i].kind == V_ERROR;
+    return !bad;
 }
 
-/* Expressions nest at most this deep (a chain a + b + ... is as deep as it is long):
- * evaluation recurses, and the C stack is finite. */
-#define MAX_EXPR_DEPTH 2000
+NOT_IN_EVAL static void apply(Lower *L, const Builtin *bi, Call *c, Val *out) { *out = bi->fn(L, c); }
 
-static Val eval_inner(Lower *L, const Ast *a);
-
-static Val eval(Lower *L, const Ast *a)
+static void eval_call(Lower *L, const Ast *a, Val *out)
 {
-    if (!a) return verr((Loc){ 0, 0 });
-    if (L->depth >= MAX_EXPR_DEPTH) {
-        if (!L->too_deep) error_at(L, a->loc, "expression nested too deeply (more than %d levels)", MAX_EXPR_DEPTH);
-        L->too_deep = true;
-        return verr(a->loc);
+    const char *fn = a->u.call.fn;
+    const Builtin *bi = NULL;
+    for (int i = 0; i < NBUILTINS; i++)
+        if (strcmp(builtins[i].name, fn) == 0) { bi = &builtins[i]; break; }
+    if (!bi) {
+        unknown_function(L, a);
+    } else if (a->u.call.nargs > MAX_ARGS) {
+        diag_error(L->d, a->loc, "%s: too many arguments (at most %d)", fn, MAX_ARGS);
+    } else {
+        Call *c = call_new(L, a, bi);
+        bool ok = c && eval_args(L, bi, c);
+        if (ok) apply(L, bi, c, out);
+        gc_free(c);
+        if (ok) return;
     }
-    L->depth++;
-    Val v = eval_inner(L, a);
-    L->depth--;
-    return v;
+    set_error(out, a->loc);
 }
 
-static Val eval_inner(Lower *L, const Ast *a)
+NOT_IN_EVAL static void eval_leaf(Lower *L, const Ast *a, Val *out)
 {
     Val v;
     memset(&v, 0, sizeof v);
     v.loc = a->loc;
     switch (a->kind) {
-    case AST_INT: v.kind = V_NUM; v.num = (double)a->u.ival; v.ival = a->u.ival; v.is_int = true; return v;
-    case AST_FLOAT: v.kind = V_NUM; v.num = a->u.fval; return v;
-    case AST_STRING: v.kind = V_STR; v.str = a->u.str; return v;
-    case AST_NAME: return eval_name(L, a);
-    case AST_CALL: return eval_call(L, a);
-    case AST_BINARY: {
-        Val l = eval(L, a->u.bin.l), r = eval(L, a->u.bin.r);
-        OpKind op = a->u.bin.op == '+' ? OP_ADD : a->u.bin.op == '-' ? OP_SUB : a->u.bin.op == '*' ? OP_MUL : OP_DIV;
-        return binary(L, op, l, r, a->loc);
+    case AST_INT: v.kind = V_NUM; v.num = (double)a->u.ival; v.ival = a->u.ival; v.is_int = true; break;
+    case AST_FLOAT: v.kind = V_NUM; v.num = a->u.fval; break;
+    case AST_STRING: v.kind = V_STR; v.str = a->u.str; break;
+    case AST_NAME: v = eval_name(L, a); break;
+    case AST_KWARG: v = error_at(L, a->loc, "keyword argument '%s=' outside a call", a->u.kw.name); break;
+    default: v = verr(a->loc); break;
     }
-    case AST_NEG: {
-        Val x = eval(L, a->u.neg);
-        if (x.kind == V_NUM) { x.num = -x.num; x.ival = -x.ival; x.loc = a->loc; return x; }
-        if (x.kind == V_TENSOR) return vtensor(mk1(L, OP_NEG, x.node, a->loc), a->loc);
-        if (x.kind == V_ERROR) return verr(a->loc);
-        return error_at(L, a->loc, "cannot negate %s", val_kind_name(x.kind));
+    *out = v;
+}
+
+/* An operator applied to its operands' values. */
+NOT_IN_EVAL static void combine(Lower *L, const Ast *a, const Val *v, Val *out)
+{
+    Loc loc = a->loc;
+    if (a->kind == AST_BINARY) {
+        char o = a->u.bin.op;
+        *out = binary(L, o == '+' ? OP_ADD : o == '-' ? OP_SUB : o == '*' ? OP_MUL : OP_DIV, &v[0], &v[1], loc);
+    } else if (v->kind == V_NUM) {
+        *out = *v;
+        out->num = -v->num;
+        out->ival = -v->ival;
+        out->loc = loc;
+    } else if (v->kind == V_TENSOR) {
+        *out = vtensor(mk1(L, OP_NEG, v->node, loc), loc);
+    } else {
+        *out = v->kind == V_ERROR ? verr(loc) : error_at(L, loc, "cannot negate %s", val_kind_name(v->kind));
     }
-    case AST_KWARG:
-        return error_at(L, a->loc, "keyword argument '%s=' outside a call", a->u.kw.name);
-    case AST_LIST: return eval_list(L, a);
-    case AST_INDEX: return eval_index(L, a);
-    case AST_KIND_COUNT: break;
+}
+
+/* The value of expression `a` into *out.  Recurses once per level of the tree, which
+ * the parser keeps within AST_MAX_DEPTH; so its frames hold only pointers: operands are
+ * evaluated into heap arrays, and combined by NOT_IN_EVAL functions, whose frames are
+ * on the stack only while they run (tests/deep.sh measures what that takes). */
+static void eval_into(Lower *L, const Ast *a, Val *out)
+{
+    if (!a) {
+        set_error(out, (Loc){ 0, 0 });
+        return;
     }
-    return verr(a->loc);
+    assert(a->height <= AST_MAX_DEPTH);
+    switch (a->kind) {
+    case AST_CALL: eval_call(L, a, out); return;
+    case AST_LIST: eval_list(L, a, out); return;
+    case AST_INDEX: eval_index(L, a, out); return;
+    default: break;
+    }
+    if (a->kind != AST_BINARY && a->kind != AST_NEG) {
+        eval_leaf(L, a, out);
+        return;
+    }
+    bool bin = a->kind == AST_BINARY;
+    Val *v = gc_calloc(bin ? 2 : 1, sizeof *v);
+    if (!v) {
+        diag_plain(L->d, "out of memory");
+        set_error(out, a->loc);
+        return;
+    }
+    eval_into(L, bin ? a->u.bin.l : a->u.neg, &v[0]);
+    if (bin) eval_into(L, a->u.bin.r, &v[1]);
+    combine(L, a, v, out);
+    gc_free(v);
+}
+
+static Val eval(Lower *L, const Ast *a)
+{
+    Val v;
+    eval_into(L, a, &v);
+    return v;
 }
 
 /* ---- statements ------------------------------------------------------------------------------ */
-
-/* Largest tensor we agree to describe: 2^40 elements per example (4 TiB of f32). */
-#define MAX_ELEMENTS ((int64_t)1 << 40)
 
 static bool lower_type(Lower *L, const AstType *t, const char *what, Shape *shape, DType *dt, bool allow_sym)
 {
@@ -1752,8 +1898,6 @@ static bool lower_type(Lower *L, const AstType *t, const char *what, Shape *shap
         return false;
     }
     shape->rank = t->rank;
-    int64_t total = 1;
-    int nsym = 0;
     for (int i = 0; i < t->rank; i++) {
         const AstDim *ad = &t->dims[i];
         if (ad->is_sym) {
@@ -1767,21 +1911,17 @@ static bool lower_type(Lower *L, const AstType *t, const char *what, Shape *shap
                 return false;
             }
             shape->d[i] = (Dim){ 1, (int16_t)s };
-            nsym++;
             continue;
         }
         if (ad->value < 1) {
             error_at(L, ad->loc, "%s: dimension %d is %lld; sizes must be at least 1", what, i, (long long)ad->value);
             return false;
         }
-        if (!gc_mul_i64(total, ad->value, &total) || total > MAX_ELEMENTS) {
-            error_at(L, ad->loc, "%s: the shape is too large (more than 2^40 elements%s)", what,
-                     nsym ? " per example" : "");
-            return false;
-        }
         shape->d[i] = (Dim){ ad->value, -1 };
     }
-    return true;
+    char whatc[300];
+    snprintf(whatc, sizeof whatc, "%s:", what);
+    return graph_size_ok(L->g, shape, *dt, whatc, t->loc, L->d);
 }
 
 static void lower_input(Lower *L, const Stmt *s)
@@ -1940,6 +2080,8 @@ static const char *const train_keys[] = {
 };
 enum { TRAIN_KEY_LR = 9, TRAIN_KEY_WARMUP, TRAIN_KEY_CLIP, NTRAIN_KEYS };
 
+const char *const *lower_train_keys(void) { return train_keys; }
+
 static bool entry_int(Lower *L, const TrainEntry *e, Val v, int64_t lo, int64_t hi, int64_t *out)
 {
     if (v.kind == V_ERROR) return false;
@@ -2018,7 +2160,7 @@ static void lower_train(Lower *L, const Stmt *s)
         case 0:
             if (v.kind == V_DATA) {
                 t->data = v.data;
-                t->data_path = v.str ? arena_strdup(&L->g->arena, v.str) : NULL;
+                t->data_path = v.str;   /* resolved, in the graph's arena (b_data) */
                 t->synth_count = v.count;
             } else if (v.kind != V_ERROR)
                 error_at(L, v.loc, "train: 'data' must be mnist(\"folder\") or synthetic(count=N)");
@@ -2055,7 +2197,7 @@ static void lower_train(Lower *L, const Stmt *s)
                 error_at(L, v.loc, "train: 'minimize' must name the loss value, got %s", val_kind_name(v.kind));
             break;
         case 7:
-            if (v.kind == V_STR) t->checkpoint = arena_strdup(&L->g->arena, v.str);
+            if (v.kind == V_STR) t->checkpoint = lower_path(L, v.str, v.loc);
             else if (v.kind != V_ERROR) error_at(L, v.loc, "train: 'checkpoint' must be a path string");
             break;
         case 8:

@@ -15,7 +15,12 @@ Graph *lower_program(const Program *p, const Source *src, DiagSink *d);
  * is no longer dumped).  prog may be NULL when the tree is not wanted. */
 int compile_source(const Source *src, DiagSink *d, Program **prog, Graph **out);
 
-/* The names a .net file may call, for --help and suggestions. */
+/* The names a .net file may call, for --help, suggestions and fuzzers. */
 int lower_builtin_names(const char *const **names);
+/* The keyword arguments builtin `name` takes (at most 10; NULL after the last when
+ * fewer), or NULL for an unknown name. */
+const char *const *lower_builtin_keywords(const char *name);
+/* The settings of a train block (NULL-terminated). */
+const char *const *lower_train_keys(void);
 
 #endif

@@ -324,7 +324,11 @@ static bool r_reshape(Ctx *c, Node *n)
             if (ts >= 0) return fail(c, n, "reshape: at most one symbolic dimension");
             ts = t.d[i].sym;
         }
-        if (!gc_mul_i64(tc, t.d[i].v, &tc)) return fail(c, n, "reshape: the target size overflows");
+        if (!gc_mul_i64(tc, t.d[i].v, &tc)) {   /* more than 2^40 elements: says how many bytes */
+            graph_size_ok(c->g, &t, in_dtype(c, n, 0), "reshape: the target", n->loc, c->d);
+            c->errors++;
+            return false;
+        }
     }
     if (infer >= 0) {
         /* the missing factor: what is left of x's size after the known target dims */
@@ -439,10 +443,17 @@ static bool r_target(Ctx *c, Node *n)
 
 static bool r_slice(Ctx *c, Node *n)
 {
+    Dim len = { n->a.slice.len, -1 };
+    if (n->a.slice.slen.v > 0) {   /* multiples of a symbol: elements once it is bound (then checked) */
+        Dim off = subst(c->g, n->a.slice.soff);
+        len = subst(c->g, n->a.slice.slen);
+        n->a.slice.off = off.sym < 0 ? off.v : 0;
+        n->a.slice.len = len.sym < 0 ? len.v : 0;
+    }
     if (!slice_in_range(c, n)) return false;
     n->dtype = in_dtype(c, n, 0);
     n->shape = *in_shape(c, n, 0);
-    n->shape.d[n->a.slice.axis].v = n->a.slice.len;
+    n->shape.d[n->a.slice.axis] = len;
     return true;
 }
 
@@ -798,6 +809,15 @@ static const ShapeRule rules[OP_COUNT] = {
 
 bool graph_has_shape_rule(OpKind op) { return rules[op] != NULL; }
 
+/* Node n's rule, then whether its result can exist at all (graph_size_ok). */
+static bool infer(Ctx *c, Node *n)
+{
+    if (!rules[n->op] || !rules[n->op](c, n)) return false;
+    if (graph_node_size_ok(c->g, n, c->d)) return true;
+    c->errors++;
+    return false;
+}
+
 int graph_infer_shapes(Graph *g, DiagSink *d)
 {
     Ctx c = { g, d, 0, NULL };
@@ -808,8 +828,7 @@ int graph_infer_shapes(Graph *g, DiagSink *d)
         Node *n = &g->nodes[i];
         bool skip = false;
         for (int k = 0; k < n->nin; k++) skip |= bad[n->in[k]];
-        if (skip || !rules[n->op]) { bad[i] = true; continue; }
-        if (!rules[n->op](&c, n)) bad[i] = true;
+        if (skip || !infer(&c, n)) bad[i] = true;
     }
     gc_free(bad);
     return c.errors;
@@ -818,15 +837,14 @@ int graph_infer_shapes(Graph *g, DiagSink *d)
 bool graph_infer_node(Graph *g, int32_t id, DiagSink *d)
 {
     Ctx c = { g, d, 0, NULL };
-    Node *n = &g->nodes[id];
-    return rules[n->op] && rules[n->op](&c, n);
+    return infer(&c, &g->nodes[id]);
 }
 
 bool shape_check_runtime(const Graph *g, int32_t id, const Shape *const *in_shapes, Shape *out, DiagSink *d)
 {
     Node tmp = g->nodes[id];
     Ctx c = { (Graph *)g, d, 0, in_shapes };
-    if (!rules[tmp.op] || !rules[tmp.op](&c, &tmp)) return false;
+    if (!infer(&c, &tmp)) return false;
     *out = tmp.shape;
     return true;
 }

@@ -6,9 +6,12 @@ Ast *ast_new(Program *p, AstKind kind, Loc loc)
     Ast *a = arena_alloc(&p->arena, sizeof *a);
     if (!a) return NULL;
     a->kind = kind;
+    a->height = 1;
     a->loc = loc;
     return a;
 }
+
+int ast_height(const Ast *a) { return a ? a->height : 0; }
 
 Stmt *ast_stmt(Program *p, StmtKind kind, Loc loc)
 {
@@ -236,7 +239,7 @@ static void expr_json(const Ast *a, const Source *src, FILE *out)
 
 void ast_dump_json(const Program *p, const Source *src, FILE *out)
 {
-    fputs("{\"stage\": \"ast\", \"model\": ", out);
+    fputs("{\"format\": \"graphc-ast\", \"version\": 1, \"stage\": \"ast\", \"model\": ", out);
     if (p->model_name) print_json_string(out, p->model_name); else fputs("null", out);
     fputs(", \"statements\": [\n", out);
     for (int i = 0; i < p->nstmts; i++) {

@@ -24,6 +24,13 @@ typedef enum AstKind {
     AST_KIND_COUNT
 } AstKind;
 
+/* Expressions nest at most this deep: each call, operator, keyword argument and pair
+ * of brackets is a level, so a chain a + b + c ... is as deep as it is long.  The
+ * parser refuses deeper ones (file:line:col of the level that goes past it).  That
+ * bound is what keeps every recursive walk over a tree (lowering's eval, the dumps)
+ * within the C stack: tests/deep.sh runs the deepest trees under a 1 MB stack. */
+#define AST_MAX_DEPTH 1000
+
 typedef struct Ast Ast;
 
 /* One item of base[...]: a range start:end (either may be missing, NULL) or a single
@@ -36,6 +43,7 @@ typedef struct AstSlice {
 
 struct Ast {
     AstKind kind;
+    int height;           /* levels from here down (1: a literal or a name), <= AST_MAX_DEPTH */
     Loc loc;              /* the whole expression */
     union {
         int64_t ival;     /* AST_INT */
@@ -130,7 +138,8 @@ Program *parse_program(const Source *src, DiagSink *d);
 void ast_free(Program *p);
 
 /* Builders used by the grammar. */
-Ast *ast_new(Program *p, AstKind kind, Loc loc);
+Ast *ast_new(Program *p, AstKind kind, Loc loc);   /* height 1 */
+int ast_height(const Ast *a);                      /* 0 for an error (NULL) */
 Stmt *ast_stmt(Program *p, StmtKind kind, Loc loc);
 void ast_push_stmt(Program *p, Stmt *s);
 /* Appends to a growable array in the arena: returns the new array (old one abandoned). */

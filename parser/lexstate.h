@@ -11,6 +11,7 @@ struct LexState {
     int depth;           /* open ( and [: newlines inside are blanks */
     Loc open[64];        /* where the innermost 64 of them were opened */
     int last_newline;    /* the last token returned was NEWLINE (or nothing yet) */
+    bool too_deep;       /* the parser's stack filled up (reported) */
 };
 
 char *lex_unescape(struct LexState *ls, const char *s, size_t n, Loc loc);

@@ -43,19 +43,22 @@ void netyy_delete_buffer(YY_BUFFER_STATE b, yyscan_t scanner);
         }                                                \
     } while (0)
 
-/* Bison calls this only for "memory exhausted"; syntax errors go through
- * yyreport_syntax_error below. */
-static void netyyerror(Loc *loc, void *scanner, struct LexState *ls, const char *msg)
-{
-    (void)scanner;
-    if (strcmp(msg, "memory exhausted") == 0)   /* the parser's stack limit, not malloc */
-        diag_error(ls->diag, *loc, "expression nested too deeply (more than 10000 levels: Bison's YYMAXDEPTH)");
-    else
-        diag_error(ls->diag, *loc, "%s", msg);
-}
+/* The parser's own stack (states, values and locations; on the heap) holds at most
+ * this many symbols.  Each open level of an expression holds at most 6: an indexing
+ * within its items, `x[i, a:` (the base, '[', the items so far, ',', a start, ':');
+ * a call with its arguments so far 4, a list 3, an operator and its left operand 2.
+ * A statement holds a few more, so every expression within AST_MAX_DEPTH levels fits,
+ * and one that fills the stack is deeper than that: netyyerror says so. */
+#define YYMAXDEPTH (6 * AST_MAX_DEPTH + 100)
+#define YYMALLOC gc_malloc
+#define YYFREE gc_free
 
+static void netyyerror(Loc *loc, void *scanner, struct LexState *ls, const char *msg);
+static Ast *deepen(struct LexState *ls, Ast *a, int height);
 static Ast *mk_call(struct LexState *ls, Loc loc, char *fn, Loc fn_loc, Ast **args, int nargs);
 static Ast *mk_bin(struct LexState *ls, Loc loc, char op, Ast *l, Ast *r);
+static Ast *mk_list(struct LexState *ls, Loc loc, Ast **items, int n);
+static Ast *mk_index(struct LexState *ls, Loc loc, Ast *base, AstSlice *items, int n);
 static void add_name(struct LexState *ls, char ***names, Loc **locs, int *n, char *name, Loc loc);
 static Stmt *mk_unpack(struct LexState *ls, Loc loc, char *first, Loc first_loc, char **rest, Loc *rest_locs, int nrest, Ast *expr);
 }
@@ -193,15 +196,18 @@ expr
     | expr '-' expr               { $$ = mk_bin(ls, @$, '-', $1, $3); }
     | expr '*' expr               { $$ = mk_bin(ls, @$, '*', $1, $3); }
     | expr '/' expr               { $$ = mk_bin(ls, @$, '/', $1, $3); }
-    | '-' expr %prec NEG          { $$ = ast_new(ls->prog, AST_NEG, @$); if ($$) $$->u.neg = $2; }
+    | '-' expr %prec NEG
+        {
+            $$ = ast_new(ls->prog, AST_NEG, @$);
+            if ($$) { $$->u.neg = $2; $$ = deepen(ls, $$, ast_height($2) + 1); }
+        }
     ;
 
 primary
     : INT                         { $$ = ast_new(ls->prog, AST_INT, @$); if ($$) $$->u.ival = $1; }
     | FLOAT                       { $$ = ast_new(ls->prog, AST_FLOAT, @$); if ($$) $$->u.fval = $1; }
     | STRING                      { $$ = ast_new(ls->prog, AST_STRING, @$); if ($$) $$->u.str = $1; }
-    | '[' exprs ']'
-        { $$ = ast_new(ls->prog, AST_LIST, @$); if ($$) { $$->u.list.items = $2.v; $$->u.list.n = $2.n; } }
+    | '[' exprs ']'               { $$ = mk_list(ls, @$, $2.v, $2.n); }
     | postfix
     ;
 
@@ -212,12 +218,8 @@ postfix
     | IDENT '(' args ')'          { $$ = mk_call(ls, @$, $1, @1, $3.v, $3.n); }
     | IDENT '(' args ',' ')'      { $$ = mk_call(ls, @$, $1, @1, $3.v, $3.n); }
     | IDENT '(' error ')'         { $$ = NULL; /* reported; lowering stays quiet about it */ }
-    | '(' expr ')'                { $$ = $2; if ($$) $$->loc = @$; }
-    | postfix '[' slices ']'
-        {
-            $$ = ast_new(ls->prog, AST_INDEX, @$);
-            if ($$) { $$->u.index.base = $1; $$->u.index.items = $3.v; $$->u.index.n = $3.n; }
-        }
+    | '(' expr ')'                { $$ = $2; if ($$) { $$->loc = @$; $$ = deepen(ls, $$, $$->height + 1); } }
+    | postfix '[' slices ']'      { $$ = mk_index(ls, @$, $1, $3.v, $3.n); }
     ;
 
 exprs
@@ -263,7 +265,10 @@ arg
     | IDENT '=' expr
         {
             $$ = ast_new(ls->prog, AST_KWARG, @$);
-            if ($$) { $$->u.kw.name = $1; $$->u.kw.name_loc = @1; $$->u.kw.value = $3; }
+            if ($$) {
+                $$->u.kw.name = $1; $$->u.kw.name_loc = @1; $$->u.kw.value = $3;
+                $$ = deepen(ls, $$, ast_height($3) + 1);
+            }
         }
     ;
 
@@ -277,7 +282,10 @@ static Ast *mk_call(struct LexState *ls, Loc loc, char *fn, Loc fn_loc, Ast **ar
     a->u.call.fn_loc = fn_loc;
     a->u.call.args = args;
     a->u.call.nargs = nargs;
-    return a;
+    int h = 0;
+    for (int i = 0; i < nargs; i++)
+        if (ast_height(args[i]) > h) h = ast_height(args[i]);
+    return deepen(ls, a, h + 1);
 }
 
 static Ast *mk_bin(struct LexState *ls, Loc loc, char op, Ast *l, Ast *r)
@@ -287,7 +295,66 @@ static Ast *mk_bin(struct LexState *ls, Loc loc, char op, Ast *l, Ast *r)
     a->u.bin.op = op;
     a->u.bin.l = l;
     a->u.bin.r = r;
-    return a;
+    int hl = ast_height(l), hr = ast_height(r);
+    return deepen(ls, a, (hl > hr ? hl : hr) + 1);
+}
+
+/* [e1, e2, ...]: a level above its deepest item. */
+static Ast *mk_list(struct LexState *ls, Loc loc, Ast **items, int n)
+{
+    Ast *a = ast_new(ls->prog, AST_LIST, loc);
+    if (!a) return NULL;
+    a->u.list.items = items;
+    a->u.list.n = n;
+    int h = 0;
+    for (int i = 0; i < n; i++)
+        if (ast_height(items[i]) > h) h = ast_height(items[i]);
+    return deepen(ls, a, h + 1);
+}
+
+/* base[i, a:b, :]: a level above the deepest of its base and its items' ends. */
+static Ast *mk_index(struct LexState *ls, Loc loc, Ast *base, AstSlice *items, int n)
+{
+    Ast *a = ast_new(ls->prog, AST_INDEX, loc);
+    if (!a) return NULL;
+    a->u.index.base = base;
+    a->u.index.items = items;
+    a->u.index.n = n;
+    int h = ast_height(base);
+    for (int i = 0; i < n; i++) {
+        if (ast_height(items[i].start) > h) h = ast_height(items[i].start);
+        if (ast_height(items[i].end) > h) h = ast_height(items[i].end);
+    }
+    return deepen(ls, a, h + 1);
+}
+
+/* Sets a's height; an expression deeper than AST_MAX_DEPTH is reported at the level
+ * that goes past it and dropped, so that every walk over the tree (lowering, the dumps)
+ * recurses at most AST_MAX_DEPTH times.  Its enclosing levels see an error operand (NULL)
+ * and add no second message. */
+static Ast *deepen(struct LexState *ls, Ast *a, int height)
+{
+    a->height = height;
+    if (height <= AST_MAX_DEPTH) return a;
+    diag_error(ls->diag, a->loc, "expression nested too deeply (more than %d levels)", AST_MAX_DEPTH);
+    return NULL;
+}
+
+/* Bison calls this only for "memory exhausted": its stack reached YYMAXDEPTH, which
+ * only an expression deeper than AST_MAX_DEPTH does (see above), or an allocation
+ * failed.  Which one: an allocation of the stack's largest size succeeds in the first
+ * case and fails in the second (and after an injected failure, every one does). */
+static void netyyerror(Loc *loc, void *scanner, struct LexState *ls, const char *msg)
+{
+    (void)scanner;
+    if (strcmp(msg, "memory exhausted") != 0) {
+        diag_error(ls->diag, *loc, "%s", msg);
+        return;
+    }
+    void *probe = gc_malloc(YYSTACK_BYTES(YYMAXDEPTH));
+    ls->too_deep = probe != NULL;   /* else parse_program reports the lack of memory */
+    gc_free(probe);
+    if (ls->too_deep) diag_error(ls->diag, *loc, "expression nested too deeply (more than %d levels)", AST_MAX_DEPTH);
 }
 
 static void add_name(struct LexState *ls, char ***names, Loc **locs, int *n, char *name, Loc loc)
@@ -315,22 +382,52 @@ static Stmt *mk_unpack(struct LexState *ls, Loc loc, char *first, Loc first_loc,
     return s->nnames == nrest + 1 ? s : NULL;
 }
 
-/* "unexpected X; expected A, B or C": the expected set is exact thanks to LAC. */
+/* "unexpected X; expected A, B or C": the expected set is exact thanks to LAC, and said
+ * as a reader thinks of it.  The tokens that can start an expression are "an
+ * expression"; after a complete expression, what could continue its last operand (an
+ * operator, '[' of an index, and after a name '(' of a call or '=' of a keyword
+ * argument) is left out: possible at every such place, listing it hid what the
+ * statement itself needed (`conv2d(x filters=8)`: ',' or ')').  Where a statement can
+ * start, that is "a statement".  A list longer than MAXSAY is left out: it would read
+ * as "anything". */
 static int yyreport_syntax_error(const yypcontext_t *ctx, void *scanner, struct LexState *ls)
 {
     (void)scanner;
-    enum { MAXEXP = 7 };
-    yysymbol_kind_t expected[MAXEXP];
-    int n = yypcontext_expected_tokens(ctx, expected, MAXEXP);
+    enum { MAXSAY = 6 };
+    yysymbol_kind_t expected[YYNTOKENS];
+    int n = yypcontext_expected_tokens(ctx, expected, YYNTOKENS);
     yysymbol_kind_t got = yypcontext_token(ctx);
+    static const int starts[] = { YYSYMBOL_IDENT, YYSYMBOL_INT, YYSYMBOL_FLOAT, YYSYMBOL_STRING, YYTRANSLATE('('),
+                                  YYTRANSLATE('['), YYTRANSLATE('-') };
+    static const int operators[] = { YYTRANSLATE('+'), YYTRANSLATE('-'), YYTRANSLATE('*'), YYTRANSLATE('/'),
+                                     YYTRANSLATE('['), YYTRANSLATE('('), YYTRANSLATE('=') };
+    bool want[YYNTOKENS] = { false };
+    for (int i = 0; i < n; i++) want[expected[i]] = true;
+    bool expression = true, after_expression = want[YYTRANSLATE('+')] && want[YYTRANSLATE('*')];
+    for (size_t i = 0; i < sizeof starts / sizeof *starts; i++) expression &= want[starts[i]];
+    static const int statements[] = { YYSYMBOL_IDENT, YYSYMBOL_KW_INPUT, YYSYMBOL_KW_OUTPUT, YYSYMBOL_KW_PARAM,
+                                      YYSYMBOL_KW_TRAIN, YYSYMBOL_NEWLINE, YYSYMBOL_YYEOF, YYSYMBOL_KW_MODEL };
+    bool statement = true;
+    for (size_t i = 0; i < 5; i++) statement &= want[statements[i]];   /* the five that begin one */
+    if (statement)
+        for (size_t i = 0; i < sizeof statements / sizeof *statements; i++) want[statements[i]] = false;
+    else if (expression)
+        for (size_t i = 0; i < sizeof starts / sizeof *starts; i++) want[starts[i]] = false;
+    else if (after_expression)
+        for (size_t i = 0; i < sizeof operators / sizeof *operators; i++) want[operators[i]] = false;
+    const char *say[YYNTOKENS + 1];
+    int nsay = 0;
+    for (int i = 0; i < n; i++)
+        if (want[expected[i]]) say[nsay++] = yysymbol_name(expected[i]);
+    if (statement) say[nsay++] = "a statement";
+    else if (expression) say[nsay++] = "an expression";
     char msg[512];
-    size_t len = 0;
-    len += (size_t)snprintf(msg + len, sizeof msg - len, "unexpected %s", yysymbol_name(got));
-    if (n > 0 && n <= MAXEXP - 1) {
+    size_t len = (size_t)snprintf(msg, sizeof msg, "unexpected %s", yysymbol_name(got));
+    if (n > 0 && nsay > 0 && nsay <= MAXSAY) {
         len += (size_t)snprintf(msg + len, sizeof msg - len, "; expected ");
-        for (int i = 0; i < n && len < sizeof msg; i++)
-            len += (size_t)snprintf(msg + len, sizeof msg - len, "%s%s",
-                                    i == 0 ? "" : i == n - 1 ? " or " : ", ", yysymbol_name(expected[i]));
+        for (int i = 0; i < nsay && len < sizeof msg; i++)
+            len += (size_t)snprintf(msg + len, sizeof msg - len, "%s%s", i == 0 ? "" : i == nsay - 1 ? " or " : ", ",
+                                    say[i]);
     }
     Loc at = *yypcontext_location(ctx);
     diag_error(ls->diag, at, "%s", msg);
@@ -381,7 +478,7 @@ Program *parse_program(const Source *src, DiagSink *d)
     int rc = netyyparse(scanner, &st);
     netyy_delete_buffer(buf, scanner);
     netyylex_destroy(scanner);
-    if ((rc == 2 && d->nerrors == 0) || p->arena.failed) diag_plain(d, "out of memory while parsing '%s'", src->name);
+    if ((rc == 2 && !st.too_deep) || p->arena.failed) diag_plain(d, "out of memory while parsing '%s'", src->name);
     if (d->nerrors == 0 && p->nstmts == 0)
         diag_error(d, ((Loc){0, 0}), "empty model: expected statements such as 'input x: f32[B, 4]'");
     return p;

@@ -5,8 +5,14 @@
 #   tests/golden/NAME.graph.txt  = graphc dump NAME.net --stage graph --format text
 #   tests/golden/NAME.ast.txt    = graphc dump NAME.net --stage ast
 #   tests/golden/NAME.check.txt  = graphc check NAME.net (the summary)
+#   tests/golden/NAME.summary.txt = graphc summary NAME.net, but its activation memory
+#                                (the memory plans' figures, which tests/cli.sh checks
+#                                against graphc dump --stage planned)
 #   --format dot is accepted by Graphviz's dot -Tsvg (skipped if dot is not installed),
-#   --format json (graph and ast) is valid JSON (skipped if python3 is not installed).
+#   --format json (graph and ast) is valid JSON (skipped if python3 is not installed),
+#   with the "format" and "version" keys of its kind.
+# For mnist.net, the planned stage's dot (accepted by dot, with the plan's parallel
+# stages boxed) and json (every node's buffer, the plan's arena as in the text form).
 # For every tests/errors/NAME.net:
 #   graphc check NAME.net exits with 1, prints nothing on stdout, and its stderr is
 #   exactly tests/errors/NAME.err.
@@ -123,6 +129,11 @@ for model in "$MODELS"/*.net; do
     expect_rc 0 "check $file"
     compare "$tmp/out" "$GOLDEN/$name.check.txt" "check $file"
 
+    run "$MODELS" "$tmp/out" "$tmp/err" summary "$file" --threads 1
+    expect_rc 0 "summary $file"
+    sed '/^Activation memory:/,$d' "$tmp/out" >"$tmp/summary"
+    compare "$tmp/summary" "$GOLDEN/$name.summary.txt" "summary $file"
+
     run "$MODELS" "$tmp/out" "$tmp/err" dump "$file" --format dot
     expect_rc 0 "dump $file --format dot"
     if [ -n "$have_dot" ]; then
@@ -138,15 +149,53 @@ for model in "$MODELS"/*.net; do
         run "$MODELS" "$tmp/out" "$tmp/err" dump "$file" --stage $stage --format json
         expect_rc 0 "dump $file --stage $stage --format json"
         if [ -n "$have_python" ]; then
-            if python3 -m json.tool "$tmp/out" >/dev/null 2>"$tmp/jsonerr"; then
-                pass "the $stage json dump of $file is valid JSON"
+            kind=graph
+            [ $stage = ast ] && kind=ast
+            if python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); sys.exit(not (d["format"] == "graphc-" + sys.argv[2] and d["version"] == 1 and d["stage"] == sys.argv[3]))' \
+                "$tmp/out" $kind $stage 2>"$tmp/jsonerr"; then
+                pass "the $stage json dump of $file is valid JSON, format graphc-$kind version 1"
             else
-                fail "the $stage json dump of $file is not valid JSON"
+                fail "the $stage json dump of $file is not valid JSON with format graphc-$kind, version 1"
                 sed -n '1,5p' "$tmp/jsonerr"
             fi
         fi
     done
 done
+# the planned stage's dot and json: the fused graph with the plan in it
+run "$MODELS" "$tmp/out" "$tmp/err" dump mnist.net --stage planned --batch 16 --threads 2 --format dot
+expect_rc 0 "dump mnist.net --stage planned --format dot"
+if [ -n "$have_dot" ]; then
+    if dot -Tsvg "$tmp/out" >"$tmp/svg" 2>"$tmp/doterr" && [ -s "$tmp/svg" ] && [ ! -s "$tmp/doterr" ]; then
+        pass "dot -Tsvg accepts the planned dot dump"
+    else
+        fail "dot -Tsvg rejects the planned dot dump"; sed -n '1,10p' "$tmp/doterr"
+    fi
+fi
+if grep -q 'subgraph cluster_stage' "$tmp/out" && grep -q 'offset [0-9]*, [0-9]* bytes, live' "$tmp/out"; then
+    pass "the planned dot boxes the parallel stages and gives each buffer"
+else
+    fail "the planned dot has no stage cluster or no buffers"
+fi
+run "$MODELS" "$tmp/text" "$tmp/err" dump mnist.net --stage planned --batch 16 --threads 2
+run "$MODELS" "$tmp/out" "$tmp/err" dump mnist.net --stage planned --batch 16 --threads 2 --format json
+expect_rc 0 "dump mnist.net --stage planned --format json"
+if [ -n "$have_python" ]; then
+    arena=$(sed -n 's/.* arena \([0-9]*\) .*/\1/p' "$tmp/text")
+    if python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+p, nodes = d["plan"], d["nodes"]
+ok = d["format"] == "graphc-graph" and d["version"] == 1 and d["stage"] == "planned" and p["arena"] == int(sys.argv[2])
+bufs = [n["buffer"] for n in nodes if n["buffer"]]
+ok = ok and bufs and all(b["offset"] + b["bytes"] <= p["arena"] and b["from"] <= b["to"] for b in bufs)
+ok = ok and all(n["buffer"] is None for n in nodes if n["op"] in ("input", "param"))
+sys.exit(not ok)' "$tmp/out" "$arena" 2>"$tmp/jsonerr"; then
+        pass "the planned json: the text form's arena ($arena), every buffer inside it, none for inputs"
+    else
+        fail "the planned json"; sed -n '1,5p' "$tmp/jsonerr"
+    fi
+fi
+
 # data parallel: one rank's step of a 2-rank job, with its gradient buckets' allreduce
 run "$MODELS" "$tmp/out" "$tmp/err" dump mnist.net --stage train --ranks 2
 expect_rc 0 "dump mnist.net --stage train --ranks 2"

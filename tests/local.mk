@@ -1,6 +1,7 @@
 # Every test program and script of `make check`, declared here.  Check suites, one
 # binary per area, each linking the library:
 #   test_frontend  lexer/parser, lowering, shape inference, every diagnostic, robustness
+#                  (with fuzz/'s model generator and pipeline)
 #   test_kernels   the compute kernels against reference loops
 #   test_train     executors, passes, fusions, memory plans, training runs
 #   test_runloop   the training loop's events (run/train.h): order, figures, NaN, saves
@@ -12,7 +13,9 @@
 #   test_onnx      ONNX export and import: round trips, damaged files (when built with ONNX)
 #   test_checkpoint  checkpoints (crafted fields, streams, resuming) and output files
 #   test_ablate    graphc bench --ablate: every configuration against the interpreter, its output
-# Scripts: golden.sh (dumps of every model against tests/golden/, the stderr of
+# Scripts: deep.sh (the deepest expressions the parser accepts under a 1 MB stack, and
+# one level more refused), regress.sh (models that once crashed past `graphc check`,
+# tests/regress/), golden.sh (dumps of every model against tests/golden/, the stderr of
 # `graphc check` on each tests/errors/*.net against its .err, exit codes; regenerate
 # with GOLDEN_UPDATE=1 top_srcdir=. top_builddir=. tests/golden.sh), resume.sh
 # (checkpoints and resume through the CLI), cli_run.sh (graphc run and eval as a user
@@ -30,7 +33,7 @@ CHECK_SUITES = tests/test_frontend tests/test_kernels tests/test_train tests/tes
 	tests/test_data tests/test_image tests/test_plot tests/test_api tests/test_ablate tests/test_optim
 check_PROGRAMS += $(CHECK_SUITES)
 TESTS += $(CHECK_SUITES)
-tests_test_frontend_SOURCES = tests/test_frontend.c
+tests_test_frontend_SOURCES = tests/test_frontend.c fuzz/modelgen.c fuzz/pipeline.c
 tests_test_frontend_CFLAGS = $(TEST_CFLAGS)
 tests_test_frontend_LDADD = $(TEST_LIBS)
 tests_test_kernels_SOURCES = tests/test_kernels.c tests/testutil.h
@@ -67,10 +70,15 @@ tests_test_optim_SOURCES = tests/test_optim.c tests/testutil.h tests/testgraph.h
 tests_test_optim_CFLAGS = $(TEST_CFLAGS)
 tests_test_optim_LDADD = $(TEST_LIBS)
 
-TESTS += tests/golden.sh tests/resume.sh tests/cli_run.sh tests/valgrind.sh tests/install.sh tests/mpi.sh tests/layers.sh \
-	tests/predict.sh tests/ablate_cli.sh
-EXTRA_DIST += tests/golden.sh tests/golden tests/errors tests/resume.sh tests/cli_run.sh tests/valgrind.sh \
-	tests/valgrind.net tests/install.sh tests/mpi.sh tests/layers.sh tests/predict.sh tests/ablate_cli.sh
+TESTS += tests/golden.sh tests/deep.sh tests/regress.sh tests/resume.sh tests/cli_run.sh tests/valgrind.sh \
+	tests/install.sh tests/mpi.sh tests/layers.sh tests/predict.sh tests/ablate_cli.sh
+EXTRA_DIST += tests/golden.sh tests/deep.sh tests/regress.sh tests/regress tests/golden tests/errors tests/resume.sh \
+	tests/cli_run.sh tests/valgrind.sh tests/valgrind.net tests/install.sh tests/mpi.sh tests/layers.sh tests/predict.sh \
+	tests/ablate_cli.sh
+# cli.sh: what a newcomer meets on the command line (issue 17), a check per behaviour;
+# readme.sh: the README's synopsis is --help, its sample run what run prints
+TESTS += tests/cli.sh tests/readme.sh
+EXTRA_DIST += tests/cli.sh tests/readme.sh
 
 # examples/classify.c as its README builds it, but against this build's library
 check_PROGRAMS += examples/classify

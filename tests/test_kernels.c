@@ -53,8 +53,8 @@ static float apply_op(EwBinary op, float u, float v)
     case EW_MUL: return u * v;
     case EW_DIV: return u / v;
     case EW_POW: return (float)pow(u, v);
-    case EW_MAX: return u >= v ? u : v;
-    case EW_MIN: return u <= v ? u : v;
+    case EW_MAX: return isnan(u) || isnan(v) ? NAN : u >= v ? u : v;
+    case EW_MIN: return isnan(u) || isnan(v) ? NAN : u <= v ? u : v;
     case EW_GREATER: return u > v ? 1.0f : 0.0f;
     case EW_LESS: return u < v ? 1.0f : 0.0f;
     default: return NAN;
@@ -177,6 +177,28 @@ START_TEST(test_binary_forward)
     free(b);
     free(y);
     free(want);
+}
+END_TEST
+
+/* max and min give NaN when either operand is NaN, in the kernel and in constant
+ * folding (ew_binary), as PyTorch's maximum and minimum: with the NaN on the left they
+ * gave the other operand, which hid a NaN behind clip() (found by the models campaign:
+ * its gradient check saw the NaN side get the gradient). */
+START_TEST(test_binary_max_min_nan)
+{
+    const float a[] = { NAN, 1.0f, NAN, -2.0f }, b[] = { 0.5f, NAN, NAN, 3.0f };
+    const int64_t d[1] = { 4 };
+    static const EwBinary ops[] = { EW_MAX, EW_MIN };
+    for (int k = 0; k < 2; k++) {
+        EwBinary op = ops[k];
+        float y[4];
+        kern_binary(op, a, d, 1, b, d, 1, y, d, 1);
+        for (int i = 0; i < 3; i++) {
+            ck_assert_msg(isnan(y[i]), "%s(%g, %g) = %g", op == EW_MAX ? "max" : "min", a[i], b[i], y[i]);
+            ck_assert(isnan(ew_binary(op, a[i], b[i])));
+        }
+        ck_assert_float_eq(y[3], op == EW_MAX ? 3.0f : -2.0f);
+    }
 }
 END_TEST
 
@@ -2764,6 +2786,7 @@ static Suite *make_kernels_suite(void)
     TCase *tc;
 
     tc = tcase_create("broadcast");
+    tcase_add_test(tc, test_binary_max_min_nan);
     tcase_add_loop_test(tc, test_binary_forward, 0, N_BIN_CASES);
     tcase_add_test(tc, test_binary_inplace);
     tcase_add_loop_test(tc, test_sum_to, 0, N_SUM_CASES);

@@ -183,17 +183,25 @@ int source_load(Source *src, const char *path, DiagSink *d)
         diag_plain(d, "cannot open '%s': %s", path, strerror(errno));
         return -1;
     }
+    int rc = source_read(src, f, path, d);
+    fclose(f);
+    return rc;
+}
+
+int source_read(Source *src, FILE *f, const char *name, DiagSink *d)
+{
+    memset(src, 0, sizeof *src);
     size_t cap = 4096, len = 0;
     char *buf = gc_malloc(cap);
     for (;;) {
-        if (!buf) { fclose(f); diag_plain(d, "'%s': out of memory", path); return -1; }
+        if (!buf) { diag_plain(d, "'%s': out of memory", name); return -1; }
         size_t n = fread(buf + len, 1, cap - len - 1, f);
         len += n;
         if (n == 0) break;
         if (len + 1 == cap) {
             if (cap >= SOURCE_MAX_BYTES) {
-                gc_free(buf); fclose(f);
-                diag_plain(d, "'%s': file is larger than %u MiB; not a model", path, SOURCE_MAX_BYTES >> 20);
+                gc_free(buf);
+                diag_plain(d, "'%s': file is larger than %u MiB; not a model", name, SOURCE_MAX_BYTES >> 20);
                 return -1;
             }
             char *nb = gc_realloc(buf, cap * 2);
@@ -202,15 +210,13 @@ int source_load(Source *src, const char *path, DiagSink *d)
             cap *= 2;
         }
     }
-    int err = ferror(f);
-    fclose(f);
-    if (err) {
+    if (ferror(f)) {
         gc_free(buf);
-        diag_plain(d, "cannot read '%s'", path);
+        diag_plain(d, "cannot read '%s'", name);
         return -1;
     }
     buf[len] = 0;
-    src->name = gc_strdup(path);
+    src->name = gc_strdup(name);
     src->text = buf;
     src->len = len;
     return src->name ? 0 : -1;

@@ -53,6 +53,8 @@ void diag_line_col(const Source *src, uint32_t off, int *line, int *col);
 
 /* Reads a whole file into a Source.  Returns 0, or -1 with a message in `d`. */
 int source_load(Source *src, const char *path, DiagSink *d);
+/* The same from an open stream (standard input, say), called `name` in messages. */
+int source_read(Source *src, FILE *f, const char *name, DiagSink *d);
 int source_from_string(Source *src, const char *name, const char *text);
 /* A Source from `len` bytes that may contain NULs (a fuzzer's input, say). */
 int source_from_memory(Source *src, const char *name, const void *bytes, size_t len);

@@ -96,10 +96,12 @@ static inline float ew_leaky_relu_grad(float x, float dy, float p) { return x > 
 /* ---- the transformer family (issue 14) ---------------------------------------------- */
 /* Binary: their gradients are rules of graph/autodiff.c (g_pow, g_max, ...).  max and
  * min pass the gradient to a where a == b; greater and less make a mask (1 or 0) for
- * where() and have no gradient. */
+ * where() and have no gradient.  max and min give NaN when either operand is one, as
+ * PyTorch's maximum, minimum and clamp do: clip(sqrt(-1), ...) must not hide the NaN
+ * (it gave the bound, and g_max sent the gradient to the NaN side). */
 static inline float ew_pow(float a, float b) { return powf(a, b); }
-static inline float ew_max(float a, float b) { return a >= b ? a : b; }
-static inline float ew_min(float a, float b) { return a <= b ? a : b; }
+static inline float ew_max(float a, float b) { return a >= b || a != a ? a : b; }
+static inline float ew_min(float a, float b) { return a <= b || a != a ? a : b; }
 static inline float ew_greater(float a, float b) { return a > b ? 1.0f : 0.0f; }
 static inline float ew_less(float a, float b) { return a < b ? 1.0f : 0.0f; }
 

@@ -1,3 +1,4 @@
 libgraphc_a_SOURCES += %D%/mem.h %D%/mem.c %D%/diag.h %D%/diag.c
 libgraphc_a_SOURCES += %D%/suggest.h %D%/suggest.c %D%/rng.h %D%/elemwise.def %D%/elemwise.h
 libgraphc_a_SOURCES += %D%/pool.h %D%/pool.c %D%/file.h %D%/file.c %D%/outfile.h %D%/outfile.c
+libgraphc_a_SOURCES += %D%/path.h %D%/path.c
