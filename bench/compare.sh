@@ -14,6 +14,11 @@ Times models/mnist.net (training and inference, batches 1,16,64,256) and
 models/large.net (training and inference, batches 1,4) with graphc bench, PyTorch
 (eager, channels_last, TorchScript, optimize_for_inference, eager with a passive
 OpenMP environment) and ONNX Runtime (inference), then writes a Markdown report.
+--models fashion-resnet,charlm times issue 14's models instead (batches 128 and
+16, their train blocks'; every PyTorch configuration also in the passive
+environment; no ONNX Runtime for charlm, whose input is token ids). For each row,
+graphc dump --stage planned gives the memory plan's naive sum, lower bound and
+arena.
 graphc runs with --compare-stages (its compiled plan also without parallel stages).
 OpenBLAS both ways: each model's largest batch is run once more by graphc in the
 other OpenBLAS environment (OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset if either
@@ -27,7 +32,13 @@ of CPU: this run's, and the kept runs bench/results/cpu-*.jsonl of other kinds.
   --threads N          threads for every framework (default 2)
   --mnist-batches L    comma-separated batch sizes for mnist (default 1,16,64,256)
   --large-batches L    batch sizes for large (default 1,4)
-  --models L           which models (default mnist,large)
+  --fashion-batches L  batch sizes for fashion-resnet (default 128, its train block's)
+  --charlm-batches L   batch sizes for charlm (default 16, its train block's)
+  --models L           which models: mnist, large, fashion-resnet, charlm
+                       (default mnist,large)
+  --label NAME         a run of other models on a CPU kind already kept: kept as
+                       bench/results/cpu-KIND-NAME.jsonl, its own section of the
+                       report, so it does not replace the kind's run of mnist,large
   --quick              3 measured steps after 1 warm-up everywhere (bench/peak
                        --quick): a smoke test, the report says it is not a real result
   --steps N            measured steps for every row (overrides the built-in table)
@@ -55,7 +66,10 @@ done
 THREADS=2
 MNIST_BATCHES=1,16,64,256
 LARGE_BATCHES=1,4
+FASHION_BATCHES=128
+CHARLM_BATCHES=16
 MODELS=mnist,large
+LABEL=
 QUICK=0
 STEPS_OVERRIDE=
 WARMUP_OVERRIDE=
@@ -78,7 +92,11 @@ while [ $# -gt 0 ]; do
     --threads) need "$@"; posint "$1" "$2"; THREADS=$2; shift 2 ;;
     --mnist-batches) need "$@"; list "$1" "$2"; MNIST_BATCHES=$2; shift 2 ;;
     --large-batches) need "$@"; list "$1" "$2"; LARGE_BATCHES=$2; shift 2 ;;
-    --models) need "$@"; [[ $2 =~ ^(mnist|large)(,(mnist|large))*$ ]] || die "--models: mnist and/or large"; MODELS=$2; shift 2 ;;
+    --fashion-batches) need "$@"; list "$1" "$2"; FASHION_BATCHES=$2; shift 2 ;;
+    --charlm-batches) need "$@"; list "$1" "$2"; CHARLM_BATCHES=$2; shift 2 ;;
+    --models) need "$@"; [[ $2 =~ ^(mnist|large|fashion-resnet|charlm)(,(mnist|large|fashion-resnet|charlm))*$ ]] ||
+        die "--models: a comma-separated list of mnist, large, fashion-resnet, charlm"; MODELS=$2; shift 2 ;;
+    --label) need "$@"; [[ $2 =~ ^[a-z0-9][a-z0-9-]*$ ]] || die "--label: lower-case letters, digits and '-'"; LABEL=$2; shift 2 ;;
     --quick) QUICK=1; shift ;;
     --steps) need "$@"; posint "$1" "$2"; STEPS_OVERRIDE=$2; shift 2 ;;
     --warmup) need "$@"; [[ $2 =~ ^[0-9]+$ ]] || die "--warmup: expected a number"; WARMUP_OVERRIDE=$2; shift 2 ;;
@@ -165,6 +183,14 @@ steps_for() {
         if [ "$b" -le 1 ]; then s=16 w=2; else s=10 w=2; fi ;;
     large/inference)
         if [ "$b" -le 1 ]; then s=20 w=3; else s=14 w=2; fi ;;
+    fashion-resnet/training)
+        if [ "$b" -le 32 ]; then s=12 w=2; else s=8 w=2; fi ;;
+    fashion-resnet/inference)
+        if [ "$b" -le 32 ]; then s=20 w=3; else s=12 w=2; fi ;;
+    charlm/training)
+        if [ "$b" -le 16 ]; then s=20 w=3; else s=12 w=2; fi ;;
+    charlm/inference)
+        if [ "$b" -le 16 ]; then s=30 w=3; else s=20 w=3; fi ;;
     *)  # another model or batch list: a middle ground
         s=10 w=2 ;;
     esac
@@ -237,7 +263,7 @@ emit kind=meta command="$CMDLINE" date="$(date -u '+%Y-%m-%d %H:%M UTC')" \
     hypervisor="$(lscpu 2>/dev/null | sed -n 's/^Hypervisor vendor:[[:space:]]*//p' | head -n 1)" \
     mem_gib="$(awk '/MemTotal/ {printf "%.1f", $2 / 1048576}' /proc/meminfo 2>/dev/null)" \
     kernel="$(uname -r)" \
-    threads="$THREADS" quick="$QUICK" \
+    threads="$THREADS" quick="$QUICK" label="$LABEL" \
     graphc_version="$("$GRAPHC_RUN" --version 2>/dev/null | head -n 1)" \
     torch_status="$TORCH_STATUS" torch_version="$TORCH_VERSION" python="$PY" \
     ort_status="$ORT_STATUS" ort_version="$ORT_VERSION" node_version="$NODE_VERSION" \
@@ -338,14 +364,41 @@ kernel_check other "${OTHER_ENV[@]}"
 # OpenBLAS (Debian's torch calls libblas.so.3, i.e. OpenBLAS) reads OPENBLAS_NUM_THREADS.
 export OMP_NUM_THREADS=$THREADS OPENBLAS_NUM_THREADS=$THREADS
 
+# plan_record MODEL STEP BATCH: the memory plan's figures (graphc dump --stage planned's
+# summary line: naive sum, lower bound, arena) for the row
+plan_record() {
+    local m=$1 step=$2 b=$3 infer=() line
+    [ "$step" = inference ] && infer=(--infer)
+    line=$("$GRAPHC_RUN" dump "models/$m.net" --stage planned --batch "$b" --threads "$THREADS" "${infer[@]}" |
+        sed -n 's/^naive sum \([0-9]*\) bytes, lower bound \([0-9]*\), arena \([0-9]*\) .*/\1 \2 \3/p')
+    if [ -z "$line" ]; then
+        emit kind=error framework=graphc config=memplan model="$m" step="$step" batch="$b" \
+            error="graphc dump --stage planned printed no plan summary"
+        return
+    fi
+    read -r naive lower arena <<<"$line"
+    emit kind=memplan model="$m" step="$step" batch="$b" naive_bytes="$naive" lower_bound_bytes="$lower" \
+        arena_bytes="$arena" command="$GRAPHC dump models/$m.net --stage planned --batch $b --threads $THREADS${infer[*]:+ ${infer[*]}}"
+}
+
 for m in "${MODEL_LIST[@]}"; do
-    if [ "$m" = mnist ]; then batches=$MNIST_BATCHES shape=1,28,28; else batches=$LARGE_BATCHES shape=3,1080,1920; fi
+    # the image shape ONNX Runtime is fed (none: no ONNX Runtime for the model), and whether
+    # PyTorch runs every configuration in the passive environment too (issue 14's models)
+    allpassive=1
+    case $m in
+    mnist) batches=$MNIST_BATCHES shape=1,28,28 allpassive=0 ;;
+    large) batches=$LARGE_BATCHES shape=3,1080,1920 allpassive=0 ;;
+    fashion-resnet) batches=$FASHION_BATCHES shape=1,28,28 ;;
+    charlm) batches=$CHARLM_BATCHES shape= ;;
+    esac
+    ort_ok=$ORT_STATUS
+    [ -z "$shape" ] && ort_ok="not for $m"
     IFS=, read -r -a BATCH_LIST <<<"$batches"
     maxb=0  # graphc runs its largest batch in the other OpenBLAS environment too
     for b in "${BATCH_LIST[@]}"; do [ "$b" -gt "$maxb" ] && maxb=$b; done
     onnx=
     for step in training inference; do
-        if [ "$step" = inference ] && [ "$ORT_STATUS" = ok ]; then
+        if [ "$step" = inference ] && [ "$ort_ok" = ok ]; then
             log "$m: exporting the inference network to ONNX"
             if run_json "onnx export" onnxruntime onnx_export "$m" inference 0 -- \
                 "$PY" bench/torch_bench.py export --model "$m" --out "$TMP/$m.onnx"; then onnx=$TMP/$m.onnx; fi
@@ -359,13 +412,17 @@ for m in "${MODEL_LIST[@]}"; do
             emit kind=job model="$m" step="$step" batch="$b" steps="$s" warmup="$w" \
                 graphc_command="$GRAPHC ${gargs[*]}" loadavg="$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)"
             log "$m $step batch $b: $s steps after $w warm-up: graphc"
+            # graphc names the model by its `model` line (fashion_resnet): the report goes by the file's
+            TAG=(model_file="$m")
             run_json graphc graphc interp "$m" "$step" "$b" -- "$GRAPHC_RUN" "${gargs[@]}"
+            TAG=()
+            plan_record "$m" "$step" "$b"
             if [ "$b" = "$maxb" ]; then
                 # right after the row's own run, so that both see about the same load
                 emit kind=openblas_job model="$m" step="$step" batch="$b" \
                     graphc_command="${OTHER_ENV[*]} $GRAPHC ${gargs[*]}" loadavg="$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)"
                 log "$m $step batch $b: graphc again, $OTHER_DESC"
-                TAG=(openblas_env=other)
+                TAG=(openblas_env=other model_file="$m")
                 run_json "graphc ($OTHER_DESC)" graphc openblas_other "$m" "$step" "$b" -- \
                     "${OTHER_ENV[@]}" "$GRAPHC_RUN" "${gargs[@]}"
                 TAG=()
@@ -373,17 +430,20 @@ for m in "${MODEL_LIST[@]}"; do
             if [ "$TORCH_STATUS" = ok ]; then
                 if [ "$step" = training ]; then configs=eager,channels_last,script
                 else configs=eager,channels_last,script,optimized; fi
+                [ -z "$shape" ] && configs=${configs/channels_last,/}  # no image: no channels_last
+                passive=eager
+                [ "$allpassive" = 1 ] && passive=$configs
                 log "$m $step batch $b: PyTorch $configs"
                 run_json pytorch pytorch "$configs" "$m" "$step" "$b" -- \
                     "$PY" bench/torch_bench.py run --model "$m" --step "$step" --batch "$b" --steps "$s" \
                     --warmup "$w" --threads "$THREADS" --configs "$configs"
-                log "$m $step batch $b: PyTorch eager, OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset, OMP_WAIT_POLICY=passive"
-                run_json "pytorch (passive)" pytorch passive_eager "$m" "$step" "$b" -- \
+                log "$m $step batch $b: PyTorch $passive, OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset, OMP_WAIT_POLICY=passive"
+                run_json "pytorch (passive)" pytorch "passive_${passive//,/,passive_}" "$m" "$step" "$b" -- \
                     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OMP_WAIT_POLICY=passive \
                     "$PY" bench/torch_bench.py run --model "$m" --step "$step" --batch "$b" --steps "$s" \
-                    --warmup "$w" --threads "$THREADS" --configs eager --tag passive_
+                    --warmup "$w" --threads "$THREADS" --configs "$passive" --tag passive_
             fi
-            if [ "$step" = inference ] && [ "$ORT_STATUS" = ok ]; then
+            if [ "$step" = inference ] && [ "$ort_ok" = ok ]; then
                 if [ -n "$onnx" ]; then
                     log "$m $step batch $b: ONNX Runtime"
                     run_json onnxruntime onnxruntime ort "$m" "$step" "$b" -- \
@@ -407,6 +467,11 @@ if [ -s "$TMP/stderr.txt" ]; then cp "$TMP/stderr.txt" "${JSONL%.jsonl}.stderr.t
 KIND_FILE=$("$REPORT_PY" bench/report.py kind-file --jsonl "$JSONL") || die "cannot tell this run's CPU kind"
 if [ "$QUICK" = 0 ] && [ "$JSONL" = bench/results/latest.jsonl ] && [ "$OUT" = docs/benchmarks.md ]; then
     cp "$JSONL" "bench/results/$KIND_FILE" || die "cannot write bench/results/$KIND_FILE"
+    # notes written by hand about the run this one replaces speak of its figures, not these
+    NOTES=bench/results/${KIND_FILE%.jsonl}.notes.md
+    if [ -f "$NOTES" ]; then
+        rm -f "$NOTES" && log "removed $NOTES: it was about the run this one replaces (git has it)"
+    fi
     log "kept this run as bench/results/$KIND_FILE (the report's section for this kind of CPU)"
 fi
 KEEP=()

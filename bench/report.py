@@ -8,6 +8,10 @@
                                                 section for each kept run of another CPU kind
   report.py kind-file --jsonl FILE              the bench/results/cpu-*.jsonl name for its kind
 
+A run's section ends with its notes, written by hand, if there are any:
+bench/results/cpu-KIND[-LABEL].notes.md next to its results (Markdown; its headings
+nested under the section's: write "# Title" for a heading of its own).
+
 The results file holds one JSON object a line: graphc bench's own lines verbatim
 (they have "interp_ms"; the runs in the other OpenBLAS environment are tagged
 "openblas_env": "other"), PyTorch and ONNX Runtime lines ("framework", "config", "ms"),
@@ -16,6 +20,7 @@ graphc_params, verify, kernel_check, job, openblas_job, onnx_export, error, end)
 """
 import argparse
 import json
+import os
 import re
 import sys
 
@@ -33,6 +38,13 @@ CONFIGS = {  # config -> (column title, what it is)
                       "eager NCHW again, in a process started with OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE "
                       "unset and OMP_WAIT_POLICY=passive (OpenMP workers sleep instead of spinning between "
                       "parallel regions)"),
+    "passive_channels_last": ("PyTorch channels_last, passive env",
+                              "channels_last again, in the passive environment of `PyTorch eager, passive env`"),
+    "passive_script": ("PyTorch TorchScript, passive env",
+                       "TorchScript again, in the passive environment of `PyTorch eager, passive env`"),
+    "passive_optimized": ("PyTorch optimize_for_inference, passive env",
+                          "optimize_for_inference again, in the passive environment of `PyTorch eager, passive env` "
+                          "(inference only)"),
     "ort": ("ONNX Runtime",
             "onnxruntime-node, CPU execution provider, the PyTorch inference module exported to ONNX "
             "(opset 13, NCHW), graphOptimizationLevel all, intraOpNumThreads = threads, inference only"),
@@ -40,8 +52,21 @@ CONFIGS = {  # config -> (column title, what it is)
 # The project's issue: mnist's training step at batch 256 and the FMA peak of the two cores of
 # the machine it was measured on (AVX-512); its limit, "near 40 ms", is the one over the other.
 ISSUE_GFLOP, ISSUE_PEAK = 21.07, 528.0
-ORDER = {"training": ["eager", "channels_last", "script", "passive_eager"],
-         "inference": ["eager", "channels_last", "script", "optimized", "passive_eager", "ort"]}
+ORDER = {"training": ["eager", "channels_last", "script", "passive_eager", "passive_channels_last", "passive_script"],
+         "inference": ["eager", "channels_last", "script", "optimized", "passive_eager", "passive_channels_last",
+                       "passive_script", "passive_optimized", "ort"]}
+# What each model's training step does (torch_bench.py's twin does the same), and what
+# one example of it is.
+TRAINING = {
+    "mnist": ("forward, cross-entropy loss, backward, SGD update (dropout 0.4 active)", "images"),
+    "large": ("forward, cross-entropy loss, backward, SGD update", "images"),
+    "fashion-resnet": ("forward (batch norm on the batch's statistics, dropout 0.3 active), cross-entropy loss, "
+                       "backward, AdamW update (the train block's optimizer)", "images"),
+    "charlm": ("forward, cross-entropy loss over all 64 positions, backward, Adam update (the train block's "
+               "optimizer)", "sequences of 64 bytes"),
+}
+# Issue 14's models: its goal is graphc ahead of PyTorch's best, within 2x of the FMA limit.
+ISSUE14 = ("fashion-resnet", "charlm")
 
 
 def kv(pairs, who="report.py record"):
@@ -372,8 +397,10 @@ def best_peer(peers, key, configs):
 
 
 def goals_section(L, peak, jobs, graphc, peers):
-    """The project's issue 15 goals, measured in this run: each a row, met or not."""
-    L.append("## The goals of issue 15 in this run")
+    """The project's issue 15 goals (mnist, large) and issue 14's (fashion-resnet,
+    charlm), measured in this run: each a row, met or not."""
+    issue = "14" if all(j["model"] in ISSUE14 for j in jobs) and jobs else "15"
+    L.append(f"## The goals of issue {issue} in this run")
     L.append("")
     fma = peak.get("fma_gflops_all") if peak else None
     bw = peak.get("bandwidth_gbs") if peak else None
@@ -417,6 +444,16 @@ def goals_section(L, peak, jobs, graphc, peers):
                 row(f"large {key[1]}, batch {key[2]}: ahead of every peer",
                     f"graphc {fmt_ms(gc)} ms, fastest peer {CONFIGS[b[0]][0]} {fmt_ms(b[1])} ms ({b[1] / gc:.2f}x)",
                     "fastest peer ms / graphc ms > 1", b[1] > gc)
+        if key[0] in ISSUE14:
+            if gc and fma and g.get("gflop_per_step"):
+                lim = g["gflop_per_step"] / fma * 1e3
+                row(f"{key[0]} {key[1]}, batch {key[2]}: within 2x of the FMA limit",
+                    f"{fmt_ms(gc)} ms against {fmt_ms(lim)} ms ({gc / lim:.2f}x)", "<= 2x", gc <= 2 * lim)
+            b = best_peer(peers, key, [c for c in ORDER[key[1]] if c != "ort"])
+            if gc and b:
+                row(f"{key[0]} {key[1]}, batch {key[2]}: ahead of PyTorch's best",
+                    f"graphc {fmt_ms(gc)} ms, {CONFIGS[b[0]][0]} {fmt_ms(b[1])} ms ({b[1] / gc:.2f}x)",
+                    "PyTorch's best ms / graphc ms > 1", b[1] > gc)
         if key == ("mnist", "training", 256):
             if gc and fma:
                 lim = g["gflop_per_step"] / fma * 1e3
@@ -444,9 +481,11 @@ def render_run(recs, raw_name, kept=False):
     meta = next((r for r in recs if r.get("kind") == "meta"), {})
     end = next((r for r in recs if r.get("kind") == "end"), {})
     jobs = [r for r in recs if r.get("kind") == "job"]
-    graphc = {(r["model"], r["step"], r["batch"]): r for r in recs if "interp_ms" in r and "openblas_env" not in r}
+    # graphc's lines name the model by its `model` line; model_file (since issue 14's models) by its file
+    graphc = {(r.get("model_file", r["model"]), r["step"], r["batch"]): r for r in recs
+              if "interp_ms" in r and "openblas_env" not in r}
     # the same graphc command again in the other OpenBLAS environment (largest batches)
-    other = {(r["model"], r["step"], r["batch"]): r for r in recs
+    other = {(r.get("model_file", r["model"]), r["step"], r["batch"]): r for r in recs
              if "interp_ms" in r and r.get("openblas_env") == "other"}
     ojobs = [r for r in recs if r.get("kind") == "openblas_job"]
     kchecks = {r.get("env"): r for r in recs if r.get("kind") == "kernel_check"}
@@ -579,6 +618,13 @@ def render_run(recs, raw_name, kept=False):
              "each step in PyTorch and in ONNX Runtime (a Pad node) while graphc pads inside its convolution. The flatten before the "
              "first dense layer reads NCHW in PyTorch and NHWC in graphc: the same network up to a "
              "permutation of that layer's rows.")
+    if "charlm" in gp:
+        L.append("")
+        L.append("For charlm the layers compared are its 19 dense products (query, key, value, attention output, "
+                 "the MLP's two, three blocks, then the output layer), as graphc's `[64*B, units]` matrices; "
+                 "its parameters are mapped to graphc's names and layouts (`CharLM.graphc_name`). Its attention "
+                 "is written out as graphc lowers `multi_head_attention` (q scaled by 1/4, masked scores -1e9, "
+                 "softmax, product with v); tests/torch_ops.py checks graphc's loss and gradients against it.")
     L.append("")
 
     # the timings
@@ -595,10 +641,14 @@ def render_run(recs, raw_name, kept=False):
             cfgs = [c for c in ORDER[step] if any(k[:2] == (m, step) and k[3] == c for k in list(peers) + list(failed))]
             L.append(f"## {m}, {step} step")
             L.append("")
-            what = ("forward, cross-entropy loss, backward, SGD update" +
-                    (" (dropout 0.4 active)" if m == "mnist" else "")) if step == "training" else \
-                "forward to softmax probabilities, no gradients (dropout off)"
-            L.append(f"One step: {what}. Median ms per step, lower is better; images/s = batch / median.")
+            what, unit = TRAINING.get(m, ("forward, cross-entropy loss, backward, update", "examples"))
+            if step == "inference":
+                what = ("forward to the softmax of the last position's logits, no gradients" if m == "charlm" else
+                        "forward to softmax probabilities, no gradients (dropout off"
+                        + ("; batch norm on its running statistics, folded into the convolutions by graphc"
+                           if m == "fashion-resnet" else "") + ")")
+            per = "images/s" if unit == "images" else f"{unit}/s"
+            L.append(f"One step: {what}. Median ms per step, lower is better; {per} = batch / median.")
             L.append("")
             head = ["batch", "steps (warm-up)", "load", "GFLOP/step", "graphc interp", "graphc compiled",
                     "interp / compiled", "graphc compiled, one op at a time", "one op at a time / compiled"] + \
@@ -644,7 +694,7 @@ def render_run(recs, raw_name, kept=False):
                 rows_ips.append(ips)
             L.append(table(head, rows))
             L.append("")
-            L.append("Images per second (higher is better):")
+            L.append(f"{unit.capitalize()} per second (higher is better):")
             L.append("")
             L.append(table(["batch", "graphc interp", "graphc compiled", "graphc compiled, one op at a time"]
                            + [CONFIGS[c][0] for c in cfgs], rows_ips))
@@ -661,6 +711,7 @@ def render_run(recs, raw_name, kept=False):
     # memory
     L.append("## Memory")
     L.append("")
+    plans = {(r["model"], r["step"], r["batch"]): r for r in recs if r.get("kind") == "memplan"}
     rows = []
     for j in jobs:
         g = graphc.get((j["model"], j["step"], j["batch"]))
@@ -668,15 +719,31 @@ def render_run(recs, raw_name, kept=False):
             continue
         pe = peers.get((j["model"], j["step"], j["batch"], "eager"))
         po = peers.get((j["model"], j["step"], j["batch"], "ort"))
-        rows.append([j["model"], j["step"], j["batch"], mb(g["interp_peak_bytes"]), mb(g["compiled_arena_bytes"]),
-                     f"{g['compiled_arena_bytes'] / g['interp_peak_bytes']:.2f}" if g["interp_peak_bytes"] else "—",
-                     f"{g['max_rss_kb'] / 1024:.0f}", f"{pe['max_rss_kb'] / 1024:.0f}" if pe else "—",
-                     f"{po['max_rss_kb'] / 1024:.0f}" if po else "—"])
+        row = [j["model"], j["step"], j["batch"], mb(g["interp_peak_bytes"]), mb(g["compiled_arena_bytes"]),
+               f"{g['compiled_arena_bytes'] / g['interp_peak_bytes']:.2f}" if g["interp_peak_bytes"] else "—"]
+        if plans:
+            pl = plans.get((j["model"], j["step"], j["batch"]))
+            row += ([mb(pl["naive_bytes"]), mb(pl["lower_bound_bytes"]), mb(pl["arena_bytes"]),
+                     f"{pl['arena_bytes'] / pl['lower_bound_bytes']:.3f}x" if pl["lower_bound_bytes"] else "—"]
+                    if pl else ["—"] * 4)
+        row += [f"{g['max_rss_kb'] / 1024:.0f}", f"{pe['max_rss_kb'] / 1024:.0f}" if pe else "—",
+                f"{po['max_rss_kb'] / 1024:.0f}" if po else "—"]
+        rows.append(row)
+    plan_head = (["memory plan: naive sum MB", "lower bound MB", "arena MB", "arena / lower bound"]
+                 if plans else [])
     L.append(table(["model", "step", "batch", "graphc interp: peak live MB",
-                    "graphc compiled: arena + scratch MB", "arena / peak", "graphc process max RSS MB",
-                    "PyTorch eager process max RSS MB", "ONNX Runtime process max RSS MB"], rows,
-                   ["l", "l"] + ["r"] * 7))
+                    "graphc compiled: arena + scratch MB", "arena / peak"] + plan_head +
+                   ["graphc process max RSS MB", "PyTorch eager process max RSS MB",
+                    "ONNX Runtime process max RSS MB"], rows, ["l", "l"] + ["r"] * (7 + len(plan_head))))
     L.append("")
+    if plans:
+        L.append("The memory plan's columns are the summary line of `graphc dump models/MODEL.net --stage planned "
+                 "--batch B --threads N` (`--infer` for inference; `docs/dump-formats.md`), run next to each row: "
+                 "the naive sum of every buffer of the step (each its own allocation, no reuse), the lower bound "
+                 "(the most bytes alive at once, which no placement can go below) and the arena the planner "
+                 "placed them in. An arena at 1.000x the lower bound is as small as any plan of this op order "
+                 "can be.")
+        L.append("")
     L.append("graphc's interpreter allocates each value when it is made and frees it after its last use: its "
              "peak is the most bytes of values (plus a kernel's scratch) alive at once. The compiled plan places "
              "every buffer in one arena at plan time; the arena (with scratch) is what it holds for the whole run. "
@@ -698,7 +765,9 @@ def render_run(recs, raw_name, kept=False):
                                                   "plan without parallel stages, every op alone (split over the "
                                                   "threads by its own kernel); it alternates step by step with the "
                                                   "other two"]]
-    rows += [[CONFIGS[c][0], CONFIGS[c][1]] for c in ORDER["inference"]]
+    # the passive environment's other configurations only where this run measured them
+    rows += [[CONFIGS[c][0], CONFIGS[c][1]] for c in ORDER["inference"]
+             if not c.startswith("passive_") or c == "passive_eager" or any(k[3] == c for k in peers)]
     L.append(table(["column", "what runs"], rows, ["l", "l"]))
     L.append("")
     L.append("Parallel stages: the compiled plan groups consecutive ops that do not depend on each other (on "
@@ -709,10 +778,12 @@ def render_run(recs, raw_name, kept=False):
              "stages, so `one op at a time / compiled` is what parallel stages buy on this machine: above 1 they "
              "help, about 1 they change little (or no stage was formed).")
     L.append("")
-    L.append("PyTorch's training step is `zero_grad`, forward, `F.cross_entropy`, `backward`, "
-             "`torch.optim.SGD(lr=0.001).step()` and the accuracy of the batch (graphc's training step computes "
-             "it too), ending with `.item()` of both. Its inference step runs the eval-mode module (dropout off) "
-             "with softmax on the logits under `torch.no_grad()`.")
+    L.append("PyTorch's training step is `zero_grad`, forward, `F.cross_entropy`, `backward`, the optimizer's "
+             "`step()` (`torch.optim.SGD(lr=0.001)` for mnist and large, `AdamW(lr=0.002, weight_decay=0.05)` for "
+             "fashion-resnet, `Adam(lr=0.003, eps=1e-7)` for charlm: each model's train block) and the accuracy "
+             "of the batch (graphc's training step computes it too), ending with `.item()` of both. Its "
+             "inference step runs the eval-mode module (dropout off, batch norm on running statistics) with "
+             "softmax on the logits under `torch.no_grad()`.")
     L.append("")
     L.append("## Caveats")
     L.append("")
@@ -764,34 +835,58 @@ def run_kind(recs):
     return peak.get("isa") if peak else None
 
 
+def run_label(recs):
+    """A run's --label ('' for the run of mnist and large of its kind)."""
+    return next((r.get("label") or "" for r in recs if r.get("kind") == "meta"), "")
+
+
 def kind_file(recs):
-    """The file a run of this kind is kept in under bench/results/ (cpu-avx512.jsonl ...)."""
+    """The file a run of this kind (and label) is kept in under bench/results/
+    (cpu-avx512.jsonl, cpu-avx512-issue14.jsonl ...)."""
     k = run_kind(recs) or "unknown"
-    return "cpu-" + {"avx512f": "avx512", "avx2+fma": "avx2"}.get(k, re.sub(r"[^a-z0-9]+", "-", k)) + ".jsonl"
+    label = run_label(recs)
+    return ("cpu-" + {"avx512f": "avx512", "avx2+fma": "avx2"}.get(k, re.sub(r"[^a-z0-9]+", "-", k))
+            + (f"-{label}" if label else "") + ".jsonl")
+
+
+def notes_file(recs, raw):
+    """A run's hand-written notes (where the time goes, what was profiled), next to its
+    results: bench/results/cpu-KIND[-LABEL].notes.md; compare.sh removes them when a new
+    run replaces the kept one, as they speak of the old run's figures."""
+    return os.path.join(os.path.dirname(raw) or ".", kind_file(recs)[:-len(".jsonl")] + ".notes.md")
+
+
+def run_title(recs):
+    meta = next((r for r in recs if r.get("kind") == "meta"), {})
+    models = []
+    for r in recs:
+        if r.get("kind") == "job" and r["model"] not in models:
+            models.append(r["model"])
+    return (f"{KINDS.get(run_kind(recs), run_kind(recs) or 'CPU kind not measured')}"
+            f"{', ' + ' and '.join(models) if run_label(recs) else ''}: {meta.get('cpu') or '?'}, "
+            f"{meta.get('cpus', '?')} CPUs, {meta.get('date', '?')}")
 
 
 def write(args):
     runs = [(load(args.jsonl), args.raw_name, False)]
-    kinds = [run_kind(runs[0][0])]
+    kinds = [(run_kind(runs[0][0]), run_label(runs[0][0]))]
     skipped = []
     for path in args.keep or []:
         recs = load(path)
-        k = run_kind(recs)
-        if k in kinds:   # this run (or an earlier kept one) measured that kind: newer wins
+        k = (run_kind(recs), run_label(recs))
+        if k in kinds:   # this run (or an earlier kept one) measured that kind and label: newer wins
             skipped.append(path)
             continue
         kinds.append(k)
         runs.append((recs, path, True))
     L = ["# Benchmarks: graphc against PyTorch and ONNX Runtime", ""]
     L.append("Written by `bench/compare.sh`; do not edit by hand, run it again (see `bench/README.md`). "
-             "One section per kind of CPU it was run on, the newest run of each; the first is this run's, "
-             "the others are kept from earlier runs on machines of another kind (`bench/results/cpu-*.jsonl`), "
-             "each with its date and CPU:")
+             "One section per kind of CPU it was run on, the newest run of each (and of each set of models "
+             "run apart with `--label`, such as issue 14's); the first is this run's, the others are kept from "
+             "earlier runs (`bench/results/cpu-*.jsonl`), each with its date and CPU:")
     L.append("")
     for recs, raw, kept in runs:
-        meta = next((r for r in recs if r.get("kind") == "meta"), {})
-        title = f"{KINDS.get(run_kind(recs), run_kind(recs) or 'CPU kind not measured')}: {meta.get('cpu') or '?'}, " \
-                f"{meta.get('cpus', '?')} CPUs, {meta.get('date', '?')}"
+        title = run_title(recs)
         anchor = re.sub(r"[^a-z0-9 -]", "", title.lower()).replace(" ", "-")
         L.append(f"- [{title}](#{anchor}){' (kept, not re-measured)' if kept else ' (this run)'}")
     if skipped:
@@ -799,11 +894,16 @@ def write(args):
         L.append("Superseded by a newer run of the same kind, and left out: " + ", ".join(f"`{p}`" for p in skipped) + ".")
     L.append("")
     for recs, raw, kept in runs:
-        meta = next((r for r in recs if r.get("kind") == "meta"), {})
-        L.append(f"## {KINDS.get(run_kind(recs), run_kind(recs) or 'CPU kind not measured')}: "
-                 f"{meta.get('cpu') or '?'}, {meta.get('cpus', '?')} CPUs, {meta.get('date', '?')}")
+        L.append(f"## {run_title(recs)}")
         L.append("")
         L += ["#" + line if line.startswith("#") else line for line in render_run(recs, raw, kept)]
+        notes = notes_file(recs, raw)
+        if os.path.exists(notes):
+            L.append(f"### Notes on this run (written by hand: `{notes}`)")
+            L.append("")
+            with open(notes) as f:
+                L += ["###" + line if line.startswith("#") else line for line in f.read().rstrip("\n").split("\n")]
+            L.append("")
     with open(args.out, "w") as f:
         f.write("\n".join(L))
     return 0

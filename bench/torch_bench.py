@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """PyTorch side of bench/compare.sh: the same networks as models/mnist.net,
-models/large.net and models/fashion-resnet.net, timed step by step like `graphc bench`.
+models/large.net, models/fashion-resnet.net and models/charlm.net, timed step by step
+like `graphc bench`.
 
 Run it with Debian's /usr/bin/python3 (python3-torch 1.13), not a pyenv python.
 
@@ -16,14 +17,15 @@ Run it with Debian's /usr/bin/python3 (python3-torch 1.13), not a pyenv python.
       the inference network (NCHW, softmax output, dynamic batch, opset 13) for
       ort_bench.js.
 
-The step timed is what graphc's training step does: forward, cross-entropy loss,
-backward, the model's optimizer's update (SGD; Adam for fashion-resnet) and the
-accuracy metric; inference is eval mode under torch.no_grad(), the output being
+The step timed is what graphc's training step does: forward, cross-entropy loss
+(per token for charlm), backward, the model's train block's optimizer's update (SGD;
+AdamW for fashion-resnet, Adam for charlm) and the accuracy metric; inference is eval mode under torch.no_grad(), the output being
 softmax(logits) as in graphc's inference graph (batch norm with its running
 statistics; optimize_for_inference folds it into the convolutions).
 """
 import argparse
 import json
+import math
 import os
 import re
 import resource
@@ -118,7 +120,7 @@ class FashionResNet(nn.Module):
 
     input_hw = (28, 28)
     input_c = 1
-    adam = True   # the train block's optimizer
+    optimizer = "adamw"   # the train block's: adamw(weight_decay=0.05)
     # (in, out, kernel) of conv2d_i, each followed by batch_normalization_i
     CONVS = [(1, 32, 3), (32, 32, 3), (32, 32, 3), (32, 64, 3), (64, 64, 3), (32, 64, 1), (64, 128, 3),
              (128, 128, 3), (64, 128, 1)]
@@ -165,12 +167,113 @@ class FashionResNet(nn.Module):
         return out
 
 
+class CharBlock(nn.Module):
+    """one pre-norm block of models/charlm.net: h + attention(ln1(h)), then
+    h + down(gelu(up(ln2(h))))"""
+
+    def __init__(self, d, heads):
+        super().__init__()
+        self.heads = heads
+        self.ln1 = nn.LayerNorm(d, eps=1e-3)
+        self.query = nn.Linear(d, d)
+        self.key = nn.Linear(d, d)
+        self.value = nn.Linear(d, d)
+        self.attention_output = nn.Linear(d, d)
+        self.ln2 = nn.LayerNorm(d, eps=1e-3)
+        self.up = nn.Linear(d, 4 * d)
+        self.down = nn.Linear(4 * d, d)
+
+    def forward(self, h, mask):
+        b, t, d = h.shape
+        dk = d // self.heads
+        x = self.ln1(h)
+        q = self.query(x).reshape(b, t, self.heads, dk).transpose(1, 2)
+        k = self.key(x).reshape(b, t, self.heads, dk).transpose(1, 2)
+        v = self.value(x).reshape(b, t, self.heads, dk).transpose(1, 2)
+        s = (q * (1.0 / math.sqrt(dk))) @ k.transpose(-1, -2)
+        o = torch.softmax(s.masked_fill(mask, -1e9), dim=-1) @ v
+        h = h + self.attention_output(o.transpose(1, 2).reshape(b, t, d))
+        return h + self.down(F.gelu(self.up(self.ln2(h)), approximate="tanh"))
+
+
+class CharLM(nn.Module):
+    """models/charlm.net: byte embedding plus learned positions, three pre-norm blocks
+    of 4-head causal self-attention and a GELU (tanh form) MLP, each a residual, a
+    final layer norm and the output layer (tests/torch_ops.py's charlm, as modules).
+    Layer norm's eps is graphc's (Keras') 0.001; q is scaled by 1/sqrt(16) and masked
+    scores are -1e9, as graphc's multi_head_attention lowers.  graphc_name maps the
+    parameters to graphc's names and layouts."""
+
+    seq = 64
+    vocab = 256
+    dim = 64
+    heads = 4
+    optimizer = "adam"    # the train block's: adam(lr=0.003)
+
+    def __init__(self, blocks=3):
+        super().__init__()
+        d = self.dim
+        self.embedding = nn.Embedding(self.vocab, d)
+        self.pos = nn.Parameter(torch.randn(self.seq, d) * 0.02)
+        self.blocks = nn.ModuleList([CharBlock(d, self.heads) for _ in range(blocks)])
+        self.ln_f = nn.LayerNorm(d, eps=1e-3)
+        self.out = nn.Linear(d, self.vocab)
+        self.register_buffer("mask", torch.triu(torch.ones(self.seq, self.seq, dtype=torch.bool), diagonal=1))
+
+    def forward(self, ids):
+        h = self.embedding(ids) + self.pos
+        for blk in self.blocks:
+            h = blk(h, self.mask)
+        return self.out(self.ln_f(h))
+
+    def shapes(self, ids):
+        """every dense product's output, as graphc's [B*T, units], in call order (graphc's
+        order of lines: query, key, value, attention_output, up, down, ..., the output)"""
+        out = []
+        hooks = [m.register_forward_hook(lambda m, i, y: out.append(("matmul", y.reshape(-1, y.shape[-1]), None)))
+                 for m in self.modules() if isinstance(m, nn.Linear)]
+        try:
+            self(ids)
+        finally:
+            for hk in hooks:
+                hk.remove()
+        return out
+
+    def graphc_name(self, name, shape):
+        """(graphc's name, the shape graphc gives it) of a parameter"""
+        d, h = self.dim, self.heads
+        n = len(self.blocks)
+        parts = name.split(".")
+        if name == "pos":
+            return "pos", shape
+        if name == "embedding.weight":
+            return "embedding/embeddings", shape
+        if parts[0] in ("ln_f", "out"):
+            layer, i, kind = parts[0], n, parts[1]
+        else:
+            layer, i, kind = parts[2], int(parts[1]), parts[3]
+        if layer in ("ln1", "ln2", "ln_f"):
+            return (f"{layer_name('layer_normalization', 2 * i + (layer == 'ln2'))}/"
+                    f"{'gamma' if kind == 'weight' else 'beta'}", shape)
+        if layer in ("query", "key", "value", "attention_output"):
+            base = f"{layer_name('multi_head_attention', i)}/{layer}"
+            if kind == "bias":
+                return f"{base}/bias", [h, d // h] if layer != "attention_output" else shape
+            return f"{base}/kernel", [d, h, d // h] if layer != "attention_output" else [h, d // h, d]
+        dense = layer_name("dense", 2 * i + (layer == "down"))
+        return f"{dense}/{kind if kind == 'bias' else 'kernel'}", shape if kind == "bias" else [shape[1], shape[0]]
+
+    def example(self, b):
+        """a batch: random byte ids and random next ids"""
+        return torch.randint(0, self.vocab, (b, self.seq)), torch.randint(0, self.vocab, (b, self.seq))
+
+
 def layer_name(base, i):
     """Keras' (and graphc's) names: conv2d, conv2d_1, ..."""
     return base if i == 0 else f"{base}_{i}"
 
 
-MODELS = {"mnist": Mnist, "large": Large, "fashion-resnet": FashionResNet}
+MODELS = {"mnist": Mnist, "large": Large, "fashion-resnet": FashionResNet, "charlm": CharLM}
 
 
 def conv_win(conv, extra=(0, 0, 0, 0)):
@@ -188,14 +291,19 @@ def parse_win(attrs):
 
 
 class Infer(nn.Module):
-    """The inference graph: probs = softmax(logits)."""
+    """The inference graph: probs = softmax(logits); for a sequence model, of the
+    last position's (charlm's next_byte = softmax(logits[:, -1]))."""
 
     def __init__(self, net):
         super().__init__()
         self.net = net
+        self.seq = hasattr(net, "seq")
 
     def forward(self, x):
-        return F.softmax(self.net(x), dim=1)
+        y = self.net(x)
+        if self.seq:
+            y = y[:, -1]
+        return F.softmax(y, dim=1)
 
 
 def n_params(m):
@@ -224,25 +332,28 @@ def verify(args):
     # per-tensor shapes, in graphc's (HWIO / [in, out]) layout
     theirs = {v["name"]: v["shape"] for v in g["vars"] if v.get("role") == "param"}
     for name, p in net.named_parameters():
-        layer, kind = name.split(".")
-        bn = isinstance(getattr(net, layer), nn.modules.batchnorm._BatchNorm)
-        key = f"{layer}/{('gamma' if bn else 'kernel') if kind == 'weight' else ('beta' if bn else 'bias')}"
-        s = list(p.shape)
-        if len(s) == 4:
-            s = [s[2], s[3], s[1], s[0]]  # OIHW -> HWIO
-        elif len(s) == 2:
-            s = [s[1], s[0]]  # [out, in] -> [in, out]
+        if hasattr(net, "graphc_name"):
+            key, s = net.graphc_name(name, list(p.shape))
+        else:
+            layer, kind = name.split(".")
+            bn = isinstance(getattr(net, layer), nn.modules.batchnorm._BatchNorm)
+            key = f"{layer}/{('gamma' if bn else 'kernel') if kind == 'weight' else ('beta' if bn else 'bias')}"
+            s = list(p.shape)
+            if len(s) == 4:
+                s = [s[2], s[3], s[1], s[0]]  # OIHW -> HWIO
+            elif len(s) == 2:
+                s = [s[1], s[0]]  # [out, in] -> [in, out]
         if theirs.get(key) != s:
             errors.append(f"{key}: PyTorch {s} (as graphc lays it out), graphc {theirs.get(key)}")
     # layer output shapes, batch 2
     b = 2
-    x = torch.zeros(b, net.input_c, *net.input_hw)
+    x = net.example(b)[0] if hasattr(net, "example") else torch.zeros(b, net.input_c, *net.input_hw)
     with torch.no_grad():
         mine = [(op, nhwc(t), w) for op, t, w in net.shapes(x)]
     ref = []
     for n in g["nodes"]:
         if n["op"] in ("conv2d", "maxpool", "matmul"):
-            ref.append((n["op"], [b if d == "B" else d for d in n["shape"]], n.get("attrs", ""), n.get("line")))
+            ref.append((n["op"], [dim_at(d, b) for d in n["shape"]], n.get("attrs", ""), n.get("line")))
     if len(ref) != len(mine):
         errors.append(f"layer count: PyTorch {len(mine)} conv/pool/dense layers, graphc {len(ref)}")
     for (op, s, w), (rop, rs, attrs, line) in zip(mine, ref):
@@ -261,6 +372,16 @@ def verify(args):
     return 0
 
 
+def dim_at(d, b):
+    """a dimension of graphc's JSON at batch b: a number, "B" or a product like "64*B"."""
+    if isinstance(d, int):
+        return d
+    r = 1
+    for f in str(d).split("*"):
+        r *= b if f == "B" else int(f)
+    return r
+
+
 def _prod(s):
     r = 1
     for d in s:
@@ -275,14 +396,18 @@ def rss_kb():
 
 
 def time_steps(fn, steps, warmup):
+    """median, lowest and highest wall ms per step, and the median CPU ms per step of the
+    whole process (every thread's, spinning OpenMP workers included), as graphc bench's
+    CPU ms"""
     for _ in range(warmup):
         fn()
-    ts = []
+    ts, cs = [], []
     for _ in range(steps):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         fn()
         ts.append(time.perf_counter() - t0)
-    return statistics.median(ts) * 1e3, min(ts) * 1e3, max(ts) * 1e3
+        cs.append(time.process_time() - c0)
+    return statistics.median(ts) * 1e3, min(ts) * 1e3, max(ts) * 1e3, statistics.median(cs) * 1e3
 
 
 CONFIGS = ("eager", "channels_last", "script", "optimized")
@@ -294,25 +419,34 @@ def make_step(args, config):
     torch.manual_seed(1)
     net = MODELS[args.model]()
     b = args.batch
-    x = torch.rand(b, net.input_c, *net.input_hw)  # uniform [0, 1), as graphc bench feeds
-    y = torch.randint(0, 10, (b,))
-    cl = config in ("channels_last",)
-    if cl:
+    if hasattr(net, "example"):   # token ids and next ids, uniform over the vocabulary
+        x, y = net.example(b)
+    else:
+        x = torch.rand(b, net.input_c, *net.input_hw)  # uniform [0, 1), as graphc bench feeds
+        y = torch.randint(0, 10, (b,))
+    if config == "channels_last":
+        if not hasattr(net, "input_c"):
+            raise ValueError(f"no configuration {config!r} for {args.model}: it has no image")
         net = net.to(memory_format=torch.channels_last)
         x = x.contiguous(memory_format=torch.channels_last)
     if args.step == "training":
         net.train()
         model = torch.jit.script(net) if config == "script" else net
-        opt = (torch.optim.Adam(net.parameters(), lr=0.001, eps=1e-7) if getattr(net, "adam", False)
-               else torch.optim.SGD(net.parameters(), lr=0.001))
+        kind = getattr(net, "optimizer", "sgd")
+        if kind == "adamw":
+            opt = torch.optim.AdamW(net.parameters(), lr=0.002, weight_decay=0.05)
+        elif kind == "adam":
+            opt = torch.optim.Adam(net.parameters(), lr=0.003, eps=1e-7)
+        else:
+            opt = torch.optim.SGD(net.parameters(), lr=0.001)
 
         def step():
             opt.zero_grad(set_to_none=True)
             logits = model(x)
-            loss = F.cross_entropy(logits, y)
+            loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
             loss.backward()
             opt.step()
-            acc = (logits.detach().argmax(1) == y).float().mean()
+            acc = (logits.detach().argmax(-1) == y).float().mean()
             return loss.item(), acc.item()
         return step
     inf = Infer(net).eval()
@@ -333,7 +467,7 @@ def export(args):
     torch.manual_seed(1)
     net = MODELS[args.model]()
     inf = Infer(net).eval()
-    x = torch.rand(1, net.input_c, *net.input_hw)
+    x = net.example(1)[0] if hasattr(net, "example") else torch.rand(1, net.input_c, *net.input_hw)
     with torch.no_grad():
         torch.onnx.export(inf, (x,), args.out, opset_version=13, input_names=["image"],
                           output_names=["probs"], dynamic_axes={"image": {0: "B"}, "probs": {0: "B"}},
@@ -356,8 +490,8 @@ def run(args):
         rec = dict(base, config=name)
         try:
             step = make_step(args, config)
-            med, lo, hi = time_steps(step, args.steps, args.warmup)
-            rec.update(ms=round(med, 3), min_ms=round(lo, 3), max_ms=round(hi, 3),
+            med, lo, hi, cpu = time_steps(step, args.steps, args.warmup)
+            rec.update(ms=round(med, 3), min_ms=round(lo, 3), max_ms=round(hi, 3), cpu_ms=round(cpu, 3),
                        images_per_s=round(1e3 * args.batch / med, 1), max_rss_kb=rss_kb())
         except Exception as e:
             traceback.print_exc()

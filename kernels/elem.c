@@ -421,7 +421,7 @@ static double row_lse_shifted(const float *x, size_t cols, float m)
 {
     double s = 0;
     for (size_t j = 0; j < cols; j++)
-        s += expf(x[j] - m);
+        s += kern_exp_shifted(x[j] - m);
     return log(s);
 }
 
@@ -435,7 +435,7 @@ void kern_softmax(const float *x, float *y, size_t rows, size_t cols)
         float m = row_max(xr, cols);
         float s = 0.0f;
         for (size_t j = 0; j < cols; j++) {
-            float e = expf(xr[j] - m);
+            float e = kern_exp_shifted(xr[j] - m);
             yr[j] = e;
             s += e;
         }
@@ -480,7 +480,7 @@ void kern_log_softmax_grad(const float *y, const float *dy, float *dx, size_t ro
         float *dxr = dx + r * cols;
         float s = (float)sum_d(dyr, cols);
         for (size_t j = 0; j < cols; j++)
-            dxr[j] = dyr[j] - expf(yr[j]) * s;
+            dxr[j] = dyr[j] - kern_exp_shifted(yr[j]) * s;
     }
 }
 

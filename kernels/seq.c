@@ -91,14 +91,14 @@ void kern_softmax_axis(const float *x, float *y, size_t outer, size_t len, size_
             if (is_log) {
                 double s = 0;
                 for (size_t l = 0; l < len; l++)
-                    s += expf(xr[l * inner] - m);
+                    s += kern_exp_shifted(xr[l * inner] - m);
                 float shift = m + (float)log(s);
                 for (size_t l = 0; l < len; l++)
                     yr[l * inner] = xr[l * inner] - shift;
             } else {
                 float s = 0.0f;
                 for (size_t l = 0; l < len; l++) {
-                    float e = expf(xr[l * inner] - m);
+                    float e = kern_exp_shifted(xr[l * inner] - m);
                     yr[l * inner] = e;
                     s += e;
                 }
@@ -128,7 +128,7 @@ void kern_softmax_axis_grad(const float *y, const float *dy, float *dx, size_t o
                 acc += is_log ? (double)dyr[l * inner] : (double)yr[l * inner] * dyr[l * inner];
             float d = (float)acc;
             for (size_t l = 0; l < len; l++)
-                dxr[l * inner] = is_log ? dyr[l * inner] - expf(yr[l * inner]) * d : yr[l * inner] * (dyr[l * inner] - d);
+                dxr[l * inner] = is_log ? dyr[l * inner] - kern_exp_shifted(yr[l * inner]) * d : yr[l * inner] * (dyr[l * inner] - d);
         }
 }
 

@@ -5,6 +5,7 @@
 #include "tests/testutil.h"
 
 #include <check.h>
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -690,6 +691,32 @@ START_TEST(test_softmax_forward)
         free(y);
         free(want);
     }
+}
+END_TEST
+
+/* kern_exp_shifted skips expf where it rounds to +0: the same bits as expf at every
+ * d <= 0, denormal results just above the cut included. */
+START_TEST(test_exp_shifted)
+{
+    for (int i = 0; i <= 2000; i++) {
+        float d = -110.0f + 0.005f * (float)i;   /* -110 .. -100, across the cut */
+        float got = kern_exp_shifted(d), want = expf(d);
+        ck_assert_msg(memcmp(&got, &want, sizeof got) == 0, "d = %.9g: %a, expf %a", d, got, want);
+    }
+    const float far[] = {-1e9f, -1e30f, -FLT_MAX, -200.0f, -87.5f, -1.0f, -0.0f, 0.0f};
+    for (size_t i = 0; i < sizeof far / sizeof far[0]; i++) {
+        float got = kern_exp_shifted(far[i]), want = expf(far[i]);
+        ck_assert_msg(memcmp(&got, &want, sizeof got) == 0, "d = %g", far[i]);
+    }
+    /* A causally masked row: exact zeros where masked, the rest as the reference. */
+    const size_t cols = 8;
+    const float x[] = {0.5f, -1.0f, 2.0f, -1e9f, -1e9f, -1e9f, -1e9f, -1e9f};
+    float y[8], want[8];
+    kern_softmax(x, y, 1, cols);
+    ref_softmax(x, want, 1, cols, false);
+    ck_assert_floats_near(y, want, cols, 1e-6, 0.0);
+    for (size_t j = 3; j < cols; j++)
+        ck_assert(y[j] == 0.0f && !signbit(y[j]));
 }
 END_TEST
 
@@ -2983,6 +3010,7 @@ static Suite *make_kernels_suite(void)
     tc = tcase_create("softmax_losses");
     tcase_add_test(tc, test_softmax_forward);
     tcase_add_test(tc, test_softmax_stable);
+    tcase_add_test(tc, test_exp_shifted);
     tcase_add_loop_test(tc, test_softmax_grad_fd, 0, 2);
     tcase_add_test(tc, test_cross_entropy);
     tcase_add_test(tc, test_cross_entropy_grad_inplace);
