@@ -183,7 +183,18 @@ static bool pipeline_stage_name(const char *stage)
     return false;
 }
 
-int cmd_dump(int argc, char **argv)
+enum { F_TEXT, F_DOT, F_JSON, F_SVG };
+
+typedef struct DumpArgs {
+    int64_t batch, ranks, threads;
+    bool infer, ast, planned;
+    const char *stage, *outpath, *file;
+    int format;   /* F_* */
+} DumpArgs;
+
+/* The command line into *a, each stage and format checked against the others: -1 to go
+ * on, else the exit status. */
+static int dump_args(int argc, char **argv, DumpArgs *a)
 {
     static const struct option opts[] = {
         { "help", no_argument, 0, 'h' }, { "stage", required_argument, 0, 's' },
@@ -191,102 +202,108 @@ int cmd_dump(int argc, char **argv)
         { "batch", required_argument, 0, 'b' }, { "ranks", required_argument, 0, 'r' },
         { "threads", required_argument, 0, 't' }, { "infer", no_argument, 0, 'i' }, { 0, 0, 0, 0 },
     };
-    int64_t batch = 0, ranks = 1, threads = 0;
-    bool infer = false;
-    const char *stage = "graph", *format = "text", *outpath = NULL;
+    static const char *const formats[] = { [F_TEXT] = "text", [F_DOT] = "dot", [F_JSON] = "json", [F_SVG] = "svg" };
+    *a = (DumpArgs){ .ranks = 1, .stage = "graph", .format = -1 };
+    const char *format = "text";
     int c;
     optind = 1;
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":hs:f:o:", opts, NULL)) != -1) {
         switch (c) {
-        case 'b': if (!cli_parse_i64("dump", "--batch", optarg, 1, 1 << 24, &batch)) return EXIT_USAGE; break;
-        case 'r': if (!cli_parse_i64("dump", "--ranks", optarg, 1, 1 << 20, &ranks)) return EXIT_USAGE; break;
-        case 't': if (!cli_parse_i64("dump", "--threads", optarg, 1, 256, &threads)) return EXIT_USAGE; break;
+        case 'b': if (!cli_parse_i64("dump", "--batch", optarg, 1, 1 << 24, &a->batch)) return EXIT_USAGE; break;
+        case 'r': if (!cli_parse_i64("dump", "--ranks", optarg, 1, 1 << 20, &a->ranks)) return EXIT_USAGE; break;
+        case 't': if (!cli_parse_i64("dump", "--threads", optarg, 1, 256, &a->threads)) return EXIT_USAGE; break;
         case 'h': dump_help(stdout); return EXIT_OK;
-        case 'i': infer = true; break;
-        case 's': stage = optarg; break;
+        case 'i': a->infer = true; break;
+        case 's': a->stage = optarg; break;
         case 'f': format = optarg; break;
-        case 'o': outpath = optarg; break;
+        case 'o': a->outpath = optarg; break;
         case ':': return cli_usage_error("dump", "option '%s' needs a value", argv[optind - 1]);
         default: return cli_unknown_option("dump", opts, argv[optind - 1]);
         }
     }
     if (optind != argc - 1) return cli_usage_error("dump", optind == argc ? "missing FILE" : "expected one FILE");
-    static const char *const formats[] = { "text", "dot", "json", "svg" };
-    enum { F_TEXT, F_DOT, F_JSON, F_SVG };
-    bool ast = strcmp(stage, "ast") == 0, planned = strcmp(stage, "planned") == 0;
-    int fi = -1;
+    a->file = argv[optind];
+    a->ast = strcmp(a->stage, "ast") == 0;
+    a->planned = strcmp(a->stage, "planned") == 0;
     for (int i = 0; i < 4; i++)
-        if (strcmp(format, formats[i]) == 0) fi = i;
-    if (!ast && strcmp(stage, "graph") != 0 && !pipeline_stage_name(stage)) {
+        if (strcmp(format, formats[i]) == 0) a->format = i;
+    if (!a->ast && strcmp(a->stage, "graph") != 0 && !pipeline_stage_name(a->stage)) {
         char list[512] = "ast, graph";
         for (int i = 0; pipeline_stage(i); i++) {
             strncat(list, ", ", sizeof list - strlen(list) - 1);
             strncat(list, pipeline_stage(i), sizeof list - strlen(list) - 1);
         }
-        return cli_usage_error("dump", "unknown stage '%s' (stages: %s, planned)", stage, list);
+        return cli_usage_error("dump", "unknown stage '%s' (stages: %s, planned)", a->stage, list);
     }
-    if (fi < 0) return cli_usage_error("dump", "unknown format '%s' (formats: text, dot, json, svg)", format);
-    if (!planned && fi == F_SVG) return cli_usage_error("dump", "svg is the form of the planned stage");
-    if (ast && fi == F_DOT) return cli_usage_error("dump", "the ast stage has no dot form (use text or json)");
-    if (infer && ranks > 1) return cli_usage_error("dump", "--infer and --ranks: ranks split a training step, not inference");
+    if (a->format < 0) return cli_usage_error("dump", "unknown format '%s' (formats: text, dot, json, svg)", format);
+    if (!a->planned && a->format == F_SVG) return cli_usage_error("dump", "svg is the form of the planned stage");
+    if (a->ast && a->format == F_DOT) return cli_usage_error("dump", "the ast stage has no dot form (use text or json)");
+    if (a->infer && a->ranks > 1)
+        return cli_usage_error("dump", "--infer and --ranks: ranks split a training step, not inference");
+    return -1;
+}
 
+/* The syntax tree alone: no lowering, so a file with semantic errors can still be
+ * seen.  0, or -1 after reporting. */
+static int load_ast(Model *m, const char *file)
+{
+    memset(m, 0, sizeof *m);
+    diag_init(&m->diag, NULL);
+    if (cli_source_load(&m->src, file, &m->diag) != 0) {
+        diag_flush(&m->diag, stderr);
+        return -1;
+    }
+    m->diag.src = &m->src;
+    m->prog = parse_program(&m->src, &m->diag);
+    if (!m->prog || m->diag.nerrors) {
+        diag_flush(&m->diag, stderr);
+        fprintf(stderr, "%s: %d error%s\n", m->src.name, m->diag.nerrors, m->diag.nerrors == 1 ? "" : "s");
+        return -1;
+    }
+    return 0;
+}
+
+/* The stage in its format onto out. */
+static void dump_write(const DumpArgs *a, const Model *m, const Graph *g, const Step *step, FILE *out)
+{
+    if (a->ast) {
+        if (a->format == F_TEXT) ast_dump_text(m->prog, &m->src, out);
+        else ast_dump_json(m->prog, &m->src, out);
+    } else if (a->planned) {
+        if (a->format == F_TEXT) memplan_dump_text(g, &step->plan, out);
+        else if (a->format == F_DOT) memplan_dump_dot(g, &step->plan, out);
+        else if (a->format == F_JSON) memplan_dump_json(g, &step->plan, out);
+        else memplan_dump_svg(g, &step->plan, out);
+    } else if (a->format == F_TEXT) graph_dump_text(g, out);
+    else if (a->format == F_DOT) graph_dump_dot(g, out);
+    else graph_dump_json(g, out);
+}
+
+int cmd_dump(int argc, char **argv)
+{
+    DumpArgs a;
+    int status = dump_args(argc, argv, &a);
+    if (status >= 0) return status;
     Model m;
-    int rc = EXIT_OK;
-    if (ast) {
-        /* The tree alone: no lowering, so a file with semantic errors can still be seen. */
-        memset(&m, 0, sizeof m);
-        diag_init(&m.diag, NULL);
-        if (cli_source_load(&m.src, argv[optind], &m.diag) != 0) { diag_flush(&m.diag, stderr); cli_free_model(&m); return EXIT_BAD_INPUT; }
-        m.diag.src = &m.src;
-        m.prog = parse_program(&m.src, &m.diag);
-        if (!m.prog || m.diag.nerrors) {
-            diag_flush(&m.diag, stderr);
-            fprintf(stderr, "%s: %d error%s\n", m.src.name, m.diag.nerrors, m.diag.nerrors == 1 ? "" : "s");
-            cli_free_model(&m);
-            return EXIT_BAD_INPUT;
-        }
-    } else if (cli_load_model(&m, argv[optind]) != 0) {
+    if (a.ast ? load_ast(&m, a.file) != 0 : cli_load_model(&m, a.file) != 0) {
         cli_free_model(&m);
         return EXIT_BAD_INPUT;
     }
+    int rc = EXIT_BAD_INPUT;
     const Graph *g = m.graph;
     Step step = { 0 };
-    if (!ast && strcmp(stage, "graph") != 0) {
-        if (dump_step(&m, stage, infer, ranks, batch, threads, &step, &m.diag) != 0) {
-            diag_flush(&m.diag, stderr);
-            cli_free_model(&m);
-            return EXIT_BAD_INPUT;
-        }
-        g = step.run;
-    }
     FILE *out = stdout;
     OutFile of;
-    if (outpath && !(out = outfile_open(&of, outpath, "dump", &m.diag))) {
-        diag_flush(&m.diag, stderr);
-        step_free(&step);
-        cli_free_model(&m);
-        return EXIT_BAD_INPUT;
+    if (!a.ast && strcmp(a.stage, "graph") != 0) {
+        if (dump_step(&m, a.stage, a.infer, a.ranks, a.batch, a.threads, &step, &m.diag) != 0) goto out;
+        g = step.run;
     }
-    if (ast) {
-        if (fi == F_TEXT) ast_dump_text(m.prog, &m.src, out);
-        else ast_dump_json(m.prog, &m.src, out);
-    } else if (planned) {
-        if (fi == F_TEXT) memplan_dump_text(g, &step.plan, out);
-        else if (fi == F_DOT) memplan_dump_dot(g, &step.plan, out);
-        else if (fi == F_JSON) memplan_dump_json(g, &step.plan, out);
-        else memplan_dump_svg(g, &step.plan, out);
-    } else if (fi == F_TEXT) graph_dump_text(g, out);
-    else if (fi == F_DOT) graph_dump_dot(g, out);
-    else graph_dump_json(g, out);
-    if (outpath) {
-        if (outfile_commit(&of, &m.diag) != 0) {
-            diag_flush(&m.diag, stderr);
-            rc = EXIT_BAD_INPUT;
-        }
-    } else if (fflush(stdout) != 0) {
-        rc = EXIT_BAD_INPUT;
-    }
+    if (a.outpath && !(out = outfile_open(&of, a.outpath, "dump", &m.diag))) goto out;
+    dump_write(&a, &m, g, &step, out);
+    if (a.outpath ? outfile_commit(&of, &m.diag) == 0 : fflush(stdout) == 0) rc = EXIT_OK;
+out:
+    diag_flush(&m.diag, stderr);
     step_free(&step);
     cli_free_model(&m);
     return rc;
