@@ -74,6 +74,34 @@ for net in "$top_srcdir"/models/*.net; do
     fi
 done
 
+# fine-tuning an imported model as docs/onnx.md says: labels, a loss and a train block
+# appended, its weights the starting point (--resume with --reset-optimizer: the
+# imported checkpoint has no optimizer state, which --resume alone refuses)
+if [ -f "$t/back/mlp.net" ]; then
+    data=$(cd "$top_srcdir/data/mnist" && pwd)
+    cat >> "$t/back/mlp.net" <<EOF2
+input label: i32[B]
+loss = cross_entropy(logits, label)
+train {
+  data      = mnist("$data")
+  optimizer = sgd(lr=0.01, momentum=0.9)
+  batch     = 64
+  minimize  = loss
+}
+EOF2
+    "$G" run "$t/back/mlp.net" --resume "$t/back/mlp.ckpt" --steps 5 --log quiet >"$t/out" 2>"$t/err"
+    [ $? -eq 1 ] && grep -q "no optimizer state" "$t/err" && ok "fine-tuning an import: --resume alone refuses, naming the missing state" \
+        || { bad "fine-tuning an import without --reset-optimizer"; cat "$t/err"; }
+    "$G" run "$t/back/mlp.net" --resume "$t/back/mlp.ckpt" --reset-optimizer --steps 60 --test-limit 500 --log quiet \
+        --save "$t/back/tuned.ckpt" >"$t/out" 2>"$t/err"
+    acc=$(awk '/^test_loss/ { print $4 }' "$t/out")
+    if [ -s "$t/back/tuned.ckpt" ] && awk -v a="$acc" 'BEGIN { exit !(a > 0.5) }'; then
+        ok "fine-tuning an import: 60 steps from its weights, test accuracy $acc"
+    else
+        bad "fine-tuning an import (accuracy '$acc')"; cat "$t/err"
+    fi
+fi
+
 # bad files: a message naming the problem, exit 1, nothing written
 expect_error() {   # what file pattern
     "$G" import "$2" -o "$t/bad.net" > "$t/out" 2> "$t/err"
