@@ -397,9 +397,9 @@ static int yyreport_syntax_error(const yypcontext_t *ctx, void *scanner, struct 
     yysymbol_kind_t expected[YYNTOKENS];
     int n = yypcontext_expected_tokens(ctx, expected, YYNTOKENS);
     yysymbol_kind_t got = yypcontext_token(ctx);
-    static const int starts[] = { YYSYMBOL_IDENT, YYSYMBOL_INT, YYSYMBOL_FLOAT, YYSYMBOL_STRING, YYTRANSLATE('('),
+    const int starts[] = { YYSYMBOL_IDENT, YYSYMBOL_INT, YYSYMBOL_FLOAT, YYSYMBOL_STRING, YYTRANSLATE('('),
                                   YYTRANSLATE('['), YYTRANSLATE('-') };
-    static const int operators[] = { YYTRANSLATE('+'), YYTRANSLATE('-'), YYTRANSLATE('*'), YYTRANSLATE('/'),
+    const int operators[] = { YYTRANSLATE('+'), YYTRANSLATE('-'), YYTRANSLATE('*'), YYTRANSLATE('/'),
                                      YYTRANSLATE('['), YYTRANSLATE('('), YYTRANSLATE('=') };
     bool want[YYNTOKENS] = { false };
     for (int i = 0; i < n; i++) want[expected[i]] = true;
