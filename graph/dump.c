@@ -19,6 +19,18 @@ static const char *fn_name(int op, float p, char *buf, size_t len)
     return buf;
 }
 
+/* Appends to buf[len] at *at, as far as it fits. */
+static void put(char *buf, size_t len, size_t *at, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static void put(char *buf, size_t len, size_t *at, const char *fmt, ...)
+{
+    if (*at >= len) return;
+    va_list ap;
+    va_start(ap, fmt);
+    int k = vsnprintf(buf + *at, len - *at, fmt, ap);
+    va_end(ap);
+    if (k > 0) *at += (size_t)k;
+}
+
 /* The run of axes of an op along axes (counted from the end: the last is -1), and its
  * flags; nothing for the softmax family along the last axis, as before there was a
  * choice. */
@@ -29,16 +41,16 @@ static void axes_str(const Graph *g, const Node *n, char *buf, size_t len)
     bool softmax = n->op == OP_SOFTMAX || n->op == OP_LOG_SOFTMAX || n->op == OP_SOFTMAX_GRAD || n->op == OP_LOG_SOFTMAX_GRAD;
     buf[0] = 0;
     if (!softmax || last != -1) {
-        if (k == 1) at = (size_t)snprintf(buf, len, "axis=%d", last);
-        else at = (size_t)snprintf(buf, len, "axes=%d..%d", last - k + 1, last);
+        if (k == 1) put(buf, len, &at, "axis=%d", last);
+        else put(buf, len, &at, "axes=%d..%d", last - k + 1, last);
     }
-    if (n->a.axes.keepdims && at < len) at += (size_t)snprintf(buf + at, len - at, " keepdims");
-    if (n->a.axes.mean && at < len) at += (size_t)snprintf(buf + at, len - at, " mean");
+    if (n->a.axes.keepdims) put(buf, len, &at, " keepdims");
+    if (n->a.axes.mean) put(buf, len, &at, " mean");
     if (n->op == OP_LAYER_NORM || n->op == OP_LAYER_NORM_GRAD || n->op == OP_LAYER_NORM_GRAD_SCALE)
-        if (at < len) at += (size_t)snprintf(buf + at, len - at, " eps=%g", n->a.axes.eps);
-    if (n->op == OP_EXPAND && at < len) {
+        put(buf, len, &at, " eps=%g", n->a.axes.eps);
+    if (n->op == OP_EXPAND) {
         char b1[128];
-        snprintf(buf + at, len - at, " to=%s", shape_str(g, &n->tshape, b1, sizeof b1));
+        put(buf, len, &at, " to=%s", shape_str(g, &n->tshape, b1, sizeof b1));
     }
 }
 
@@ -50,18 +62,6 @@ static void bn_attrs(const Node *n, char *buf, size_t len)
     char fb[64];
     snprintf(buf, len, "eps=%g momentum=%g%s%s", n->a.bn.eps, n->a.bn.momentum, n->a.bn.act >= 0 ? " act=" : "",
              n->a.bn.act >= 0 ? fn_name(n->a.bn.act, n->a.bn.act_p, fb, sizeof fb) : "");
-}
-
-/* Appends to buf[len] at *at, as far as it fits. */
-static void put(char *buf, size_t len, size_t *at, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-static void put(char *buf, size_t len, size_t *at, const char *fmt, ...)
-{
-    if (*at >= len) return;
-    va_list ap;
-    va_start(ap, fmt);
-    int k = vsnprintf(buf + *at, len - *at, fmt, ap);
-    va_end(ap);
-    if (k > 0) *at += (size_t)k;
 }
 
 /* "window=3x3 stride=1x1 padding=same(1,1,1,1)", each key after `prefix` */
