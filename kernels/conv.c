@@ -37,12 +37,7 @@ enum {
     CONV_SCRATCH_BUDGET = 1 << 20,
     CONV_MAX_ROWS = 16384,           /* more rows gain nothing for tiny K */
     CONV_MIN_ROWS = 128,             /* sgemm needs some rows to run at speed, even for huge K */
-    CONV_IDENTITY_ROWS = 1 << 20,    /* no copy: chunks only keep BLAS sizes in range */
-    /* The many-channel filter gradient beat im2col + sgemm by 5-25% single-threaded up
-     * to 64 filters (MNIST's 5x5x32x64, 3x3x16x32, a stride-2 3x3x32x64) and lost
-     * 5-15% at 128 (3x3, C 32 and 64, 14x14), AVX2 on a Zen 3: with more, sgemm keeps
-     * it (few channels: always direct). */
-    CONV_DIRECT_GRADW_MAX_F = 64
+    CONV_IDENTITY_ROWS = 1 << 20     /* no copy: chunks only keep BLAS sizes in range */
 };
 
 /* Test hook (not in kern.h): force the rows per chunk; 0 restores the automatic choice. */
@@ -84,11 +79,6 @@ static int64_t conv_chunk_rows(const KConv *p)
 static bool conv_direct(const KConv *p) { return !conv_is_identity(p) && conv_direct_ok(p); }
 
 static bool conv_direct_gi(const KConv *p, KConv *q) { return !conv_is_identity(p) && conv_direct_grad_input_ok(p, q); }
-
-static bool conv_direct_gw(const KConv *p)
-{
-    return conv_direct(p) && (conv_direct_few(p) || p->f <= CONV_DIRECT_GRADW_MAX_F);
-}
 
 static int64_t nchunks(int64_t m, int64_t rows) { return (m + rows - 1) / rows; }
 
@@ -154,7 +144,7 @@ static ConvPath conv_path(const KConv *p, KConvOp op, int T)
         c.col = conv_is_identity(p) ? 0 : (size_t)(c.rows * K);
         break;
     default:   /* KCONV_GRAD_FILTER */
-        c.direct = conv_direct_gw(p);
+        c.direct = conv_direct(p);
         if (c.direct)
             share_rows(&c, p->n * p->oh, T);
         c.single = c.tasks == 1 || T == 1;

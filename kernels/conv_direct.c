@@ -28,8 +28,8 @@
 enum {
     DIRECT_MAX_C = 4,       /* up to this many input channels: any width, in tiles of columns */
     STRIP_FLOATS = 8192,    /* the input rows under one output row (32 KiB) */
-    BAND_FLOATS = 12288,    /* under several output rows, grad filter (48 KiB) */
-    GRADW_L1_FLOATS = 8192, /* a band's dy and input rows, ideally (32 KiB) */
+    BAND_FLOATS = 24576,    /* under several output rows, grad filter (96 KiB) */
+    GRADW_BAND_FLOATS = 16384, /* a band's dy and input rows, ideally (64 KiB) */
     DIRECT_MIN_F = 8,       /* with many channels, fewer filters would leave most lanes idle */
     /* With many channels and a row too wide for the strip, the packed filter's bytes at
      * most: each tile of pixels reads all of it, so it must stay in L2 (512 KiB on a
@@ -46,7 +46,8 @@ void kern_conv_set_direct(int mode) { direct_mode = mode; }
  * 0..ow-1 read. */
 static int64_t strip_w(const KConv *p) { return (p->ow - 1) * p->sw + p->kw; }
 
-bool conv_direct_few(const KConv *p) { return p->c <= DIRECT_MAX_C; }
+/* Few input channels (C <= 4): the first layer of an image network. */
+static bool conv_direct_few(const KConv *p) { return p->c <= DIRECT_MAX_C; }
 
 bool conv_direct_ok(const KConv *p)
 {
@@ -205,16 +206,19 @@ void conv_direct_forward(const KernVariant *kv, const KConv *p, const float *x, 
  * buffer.  A band saves reading and writing the [K, F] accumulator once per row, which
  * pays where it is larger than a row of dy (K > ow: the MNIST CNN's second layer, 800
  * taps on 14 pixels); each tile of taps goes through all of the band's dy rows and
- * input rows, so they should fit GRADW_L1_FLOATS.  With fewer taps than pixels, one
- * row (the first layer's 25 taps on 28 pixels: 77 -> 98 GFLOP/s with AVX2, 120 -> 135
- * with AVX-512, one thread on a Zen 5, against whole images). */
+ * input rows, so they should fit GRADW_BAND_FLOATS.  64 KiB is past L1, but the larger
+ * the accumulator the more a pass over it costs: against 32 KiB, 3-9% faster at 14x14
+ * and 28x28 and 19-27% at 7x7 with 128 and 256 filters (a [1152, 128] accumulator is
+ * 590 KB; AVX-512, one thread on a Zen 5; 128 KiB gained nothing more).  With fewer
+ * taps than pixels, one row (the first layer's 25 taps on 28 pixels: 77 -> 98 GFLOP/s
+ * with AVX2, 120 -> 135 with AVX-512, one thread on a Zen 5, against whole images). */
 static int64_t band_rows(const KConv *p)
 {
     const int64_t rowlen = strip_w(p) * p->c, fit = (BAND_FLOATS / rowlen - p->kh) / p->sh + 1;
     int64_t g = 1;
     if (p->kh * p->kw * p->c <= p->ow)   /* the accumulator is no larger than a dy row */
         return 1;
-    while (g < fit && (g + 1) * p->ow * p->f + (g * p->sh + p->kh) * rowlen <= GRADW_L1_FLOATS)
+    while (g < fit && (g + 1) * p->ow * p->f + (g * p->sh + p->kh) * rowlen <= GRADW_BAND_FLOATS)
         g++;
     return g;
 }

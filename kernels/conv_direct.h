@@ -6,14 +6,12 @@
 #define GRAPHC_KERN_CONV_DIRECT_H
 #include "kernels/variant.h"
 
-/* Do these sizes take the direct forward kernel (and so the direct filter gradient,
- * where conv.c does not prefer sgemm), and is it on (kern_conv_set_direct)?  The same
+/* Do these sizes take the direct forward kernel (and so the direct filter gradient),
+ * and is it on (kern_conv_set_direct)?  The same
  * answer for every variant: few input channels (C <= 4) at any width, in tiles of
  * columns where a row's patches do not fit the strip; more (C > 4) with at least 8
  * filters where a whole row's do, or where the packed filter is at most 256 KiB. */
 bool conv_direct_ok(const KConv *p);
-/* Few input channels (C <= 4): the first layer of an image network. */
-bool conv_direct_few(const KConv *p);
 
 /* The filter packed once per call: blocks of PACK_BLOCK filters, [F/16][K][16], the last
  * zero-filled; conv_pack_floats(p) floats. */

@@ -166,8 +166,7 @@ void kern_conv_set_chunk_rows(size_t rows);
  * docs/kernels.md) in the variant `isa` names, instead of im2col + sgemm: few input
  * channels (C <= 4) at any size; more with at least 8 filters where a row's patches
  * fit 32 KiB or the packed filter 256 KiB (not the identity cases): the forward pass,
- * the filter gradient (with more than 4 channels only up to 64 filters: past that
- * sgemm is faster) and, at stride 1, the input gradient, on a filter packed into the
+ * the filter gradient and, at stride 1, the input gradient, on a filter packed into the
  * scratch.  Which sizes take them does not depend on the CPU.
  * Test hooks: whether these sizes take them, and mode < 0 to turn them off (0:
  * automatic). */

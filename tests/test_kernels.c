@@ -1215,6 +1215,8 @@ static const ConvCase wide_cases[] = {
     {2, 13, 1, 10, 3, 1, 9, 1, 1, 1, 0, 1, 0},    /* one pixel wide */
     {1, 12, 60, 40, 3, 3, 16, 1, 1, 1, 1, 1, 1},  /* wide rows: grad filter bands of one row */
     {1, 4, 120, 24, 3, 3, 16, 1, 1, 1, 1, 1, 1},  /* a row too wide for the strip: 2 tiles of columns */
+    {2, 7, 7, 24, 3, 3, 80, 1, 1, 1, 1, 1, 1},    /* past 64 filters (64 + 16), grad filter bands of whole images */
+    {1, 5, 6, 40, 3, 3, 130, 1, 1, 1, 1, 1, 1},   /* 64 + 64 + 2 filters */
 };
 #define N_WIDE_CASES ((int)(sizeof wide_cases / sizeof wide_cases[0]))
 
