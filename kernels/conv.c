@@ -86,7 +86,8 @@ static int64_t nchunks(int64_t m, int64_t rows) { return (m + rows - 1) / rows; 
  * here only: the kernels follow it and kern_conv_scratch sizes their scratch by it, so
  * the scratch is what the path taken touches.  The scratch is `regions` worker regions
  * (task t runs on worker t % T, so min(T, tasks) of them), each an im2col chunk then a
- * private [K, F] sum, and after them the filter packed once per call. */
+ * private [K, F] sum, and after them the filter packed once per call (unless the
+ * direct forward reads it as stored: conv_pack_needed). */
 typedef struct ConvPath {
     bool direct;        /* the direct kernels: forward, grad filter, stride-1 grad input */
     int64_t rows;       /* per task: output pixels, or whole output rows (n, oy) when direct */
@@ -120,7 +121,7 @@ static ConvPath conv_path(const KConv *p, KConvOp op, int T)
         if (conv_direct(p)) {
             c.direct = true;
             share_rows(&c, p->n * p->oh, T);
-            c.pack = conv_pack_floats(p);
+            c.pack = conv_pack_floats(p);   /* kept where no copy is made (conv_pack_needed) */
             return c;
         }
         c.col = conv_is_identity(p) ? 0 : (size_t)(c.rows * K);
@@ -305,7 +306,7 @@ static void conv_task(void *arg, int task, int worker)
 }
 
 /* The direct forward: whole output rows (n, oy), one equal share per thread, on the
- * filter packed into the scratch. */
+ * filter as stored or packed into the scratch. */
 static void conv_direct_task(void *arg, int task, int worker)
 {
     (void)worker;
@@ -324,9 +325,11 @@ static void conv_forward(Pool *pool, KIsa isa, const KConv *p, const float *x, c
     ConvJob j = { .p = p, .path = &path, .isa = isa, .bias = bias, .act = act, .pool = pool, .x = x, .w = w,
                   .y = y, .scratch = scratch };
     if (path.direct) {
-        float *wp = pack_at(&path, scratch);
-        conv_pack(p, w, wp);
-        j.w = wp;
+        if (conv_pack_needed(p, w)) {
+            float *wp = pack_at(&path, scratch);
+            conv_pack(p, w, wp);
+            j.w = wp;
+        }
         pool_run(pool, (int)path.tasks, conv_direct_task, &j);
         return;
     }
@@ -543,12 +546,13 @@ static int64_t convpool_band_rows(const KConv *p, const KPool *q)
     return rows < p->oh ? rows : p->oh;
 }
 
-/* Per thread: the band of conv rows, then (im2col only) one chunk of im2col. */
+/* Per thread: the band of conv rows, then (im2col only) one chunk of im2col; in whole
+ * 64 bytes, so that the packed filter after the regions is as aligned as the scratch. */
 static size_t convpool_worker_floats(const KConv *p, const KPool *q)
 {
     size_t band = (size_t)convpool_band_rows(p, q) * (size_t)(p->ow * p->f);
     bool col = !conv_direct(p) && !conv_is_identity(p);
-    return band + (col ? (size_t)conv_chunk_rows(p) * (size_t)conv_k(p) : 0);
+    return (band + (col ? (size_t)conv_chunk_rows(p) * (size_t)conv_k(p) : 0) + 15) / 16 * 16;
 }
 
 bool kern_conv2d_maxpool_exact(const KConv *p) { return conv_direct(p); }
@@ -562,7 +566,7 @@ size_t kern_conv2d_maxpool_scratch(const KConv *p, const KPool *q, int threads)
 typedef struct ConvPoolJob {
     const KConv *p;
     const KPool *q;
-    const float *x, *w, *bias;  /* w: the packed filter on the direct path */
+    const float *x, *w, *bias;  /* w: packed on the direct path where conv_pack_needed */
     EwAct act;
     Pool *pool;
     KIsa isa;
@@ -629,7 +633,7 @@ void kern_conv2d_maxpool(Pool *pool, KIsa isa, const KConv *p, const KPool *q, c
     ConvPoolJob j = { .p = p, .q = q, .x = x, .w = w, .bias = bias, .act = bias ? act : EW_NO_ACT, .pool = pool,
                       .isa = isa, .direct = conv_direct(p), .y = y, .scratch = scratch,
                       .rows = (R + T - 1) / T, .band = convpool_band(p, q) };
-    if (j.direct) {
+    if (j.direct && conv_pack_needed(p, w)) {
         float *wp = scratch + (size_t)T * convpool_worker_floats(p, q);
         conv_pack(p, w, wp);
         j.w = wp;

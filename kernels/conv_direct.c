@@ -35,7 +35,8 @@ enum {
      * most: each tile of pixels reads all of it, so it must stay in L2 (512 KiB on a
      * Zen 3, 1 MiB on a Zen 5); larger filters (deep layers) stay on sgemm, which
      * blocks K and F. */
-    DIRECT_MAX_PACK = 256 << 10
+    DIRECT_MAX_PACK = 256 << 10,
+    PACK_MIN_PIXELS = 1024  /* output pixels past which packing more than 64 filters pays */
 };
 
 /* 0: automatic; < 0: never (test hook, kern.h) */
@@ -69,12 +70,18 @@ bool conv_direct_ok(const KConv *p)
 #endif
 }
 
+/* The forward convolution whose output is p's input gradient (stride 1). */
+static KConv flipped(const KConv *p)
+{
+    return (KConv){ .n = p->n, .h = p->oh, .w = p->ow, .c = p->f, .kh = p->kh, .kw = p->kw, .f = p->c,
+                    .sh = 1, .sw = 1, .pt = p->kh - 1 - p->pt, .pl = p->kw - 1 - p->pl, .oh = p->h, .ow = p->w };
+}
+
 bool conv_direct_grad_input_ok(const KConv *p, KConv *q)
 {
     if (p->sh != 1 || p->sw != 1 || p->pt < 0 || p->pl < 0 || p->pt > p->kh - 1 || p->pl > p->kw - 1)
         return false;
-    *q = (KConv){ .n = p->n, .h = p->oh, .w = p->ow, .c = p->f, .kh = p->kh, .kw = p->kw, .f = p->c,
-                  .sh = 1, .sw = 1, .pt = p->kh - 1 - p->pt, .pl = p->kw - 1 - p->pl, .oh = p->h, .ow = p->w };
+    *q = flipped(p);
     return conv_direct_ok(q);
 }
 
@@ -84,31 +91,59 @@ bool kern_conv_direct_used(const KConv *p)
     return conv_direct_ok(p) || conv_direct_grad_input_ok(p, &q);
 }
 
+/* Does the forward kernel read p's filter in blocks of PACK_BLOCK filters, or as
+ * stored?  As stored costs no copy (packing the MNIST CNN's 800 x 64 filter took 20%
+ * of its convolution at batch 1), and the loads are as many either way: as fast up to
+ * 64 filters (a tap's filters one run of bytes).  Past that a group of 64 reads half
+ * of each tap's run, and blocks measured 10-14% faster (7x7, 128 filters, batch 128),
+ * which pays for the copy once enough pixels read the filter.  A count that leaves a
+ * partial vector needs the zero-filled blocks.  (AVX-512, one thread on a Zen 5.) */
+static bool blocked(const KConv *p)
+{
+    return p->f % PACK_BLOCK != 0 || (p->f > 64 && p->n * p->oh * p->ow >= PACK_MIN_PIXELS);
+}
+
+/* An address off 64 bytes is copied too: each 64-byte load would span two cache lines
+ * (10-20% slower). */
+bool conv_pack_needed(const KConv *p, const float *w) { return blocked(p) || (uintptr_t)w % 64 != 0; }
+
 size_t conv_pack_floats(const KConv *p)
 {
     return (size_t)(p->kh * p->kw * p->c) * (size_t)((p->f + PACK_BLOCK - 1) / PACK_BLOCK * PACK_BLOCK);
 }
 
+/* Where the forward kernel reads p's filter: wtap floats from one tap to the next,
+ * wblock from one block of PACK_BLOCK filters to the next. */
+static void filter_layout(const KConv *p, int64_t *wtap, int64_t *wblock)
+{
+    const bool b = blocked(p);
+    *wtap = b ? PACK_BLOCK : p->f;
+    *wblock = b ? p->kh * p->kw * p->c * PACK_BLOCK : PACK_BLOCK;
+}
+
 void conv_pack_flipped(const KConv *p, const float *w, float *wp)
 {
-    const int64_t C = p->c, F = p->f, KW = p->kw, K = p->kh * KW * F;   /* K: taps of q */
-    for (int64_t c0 = 0; c0 < C; c0 += PACK_BLOCK) {
-        const int64_t nc = C - c0 < PACK_BLOCK ? C - c0 : PACK_BLOCK;
-        float *d = wp + c0 * K;
-        for (int64_t ky = 0; ky < p->kh; ky++)
-            for (int64_t kx = 0; kx < KW; kx++)
-                for (int64_t f = 0; f < F; f++) {
-                    float *dt = d + ((ky * KW + kx) * F + f) * PACK_BLOCK;
-                    const float *src = w + ((p->kh - 1 - ky) * KW + (KW - 1 - kx)) * C * F + f;
-                    for (int64_t j = 0; j < PACK_BLOCK; j++)
-                        dt[j] = j < nc ? src[(c0 + j) * F] : 0.0f;
-                }
-    }
+    const int64_t C = p->c, F = p->f, KW = p->kw, cpad = (C + PACK_BLOCK - 1) / PACK_BLOCK * PACK_BLOCK;
+    const KConv q = flipped(p);   /* its taps are (ky, kx, f), its filters p's channels */
+    int64_t wtap, wblock;
+    filter_layout(&q, &wtap, &wblock);
+    for (int64_t ky = 0; ky < p->kh; ky++)
+        for (int64_t kx = 0; kx < KW; kx++)
+            for (int64_t f = 0; f < F; f++) {
+                const int64_t t = (ky * KW + kx) * F + f;   /* q's tap */
+                const float *src = w + ((p->kh - 1 - ky) * KW + (KW - 1 - kx)) * C * F + f;
+                for (int64_t c = 0; c < cpad; c++)
+                    wp[c / PACK_BLOCK * wblock + t * wtap + c % PACK_BLOCK] = c < C ? src[c * F] : 0.0f;
+            }
 }
 
 void conv_pack(const KConv *p, const float *w, float *wp)
 {
     const int64_t K = p->kh * p->kw * p->c, F = p->f;
+    if (!blocked(p)) {   /* read as stored: a copy at an aligned address */
+        memcpy(wp, w, (size_t)(K * F) * sizeof *wp);
+        return;
+    }
     for (int64_t f0 = 0; f0 < F; f0 += PACK_BLOCK) {
         const int64_t nf = F - f0 < PACK_BLOCK ? F - f0 : PACK_BLOCK;
         float *d = wp + f0 * K;   /* block f0 / PACK_BLOCK: [K][PACK_BLOCK] */
@@ -177,8 +212,9 @@ void conv_direct_forward(const KernVariant *kv, const KConv *p, const float *x, 
 {
     float strip[STRIP_FLOATS];
     const int64_t F = p->f, cols = fit_cols(p, p->kh, STRIP_FLOATS), tiles = (p->ow + cols - 1) / cols;
-    FwdRow fr = { .pstep = p->sw * p->c, .kwc = (int)(p->kw * p->c), .K = p->kh * p->kw * p->c, .wp = wp, .F = F,
-                  .bias = bias, .relu = bias && act.fn == EW_RELU, .xs = strip };
+    FwdRow fr = { .pstep = p->sw * p->c, .kwc = (int)(p->kw * p->c), .wp = wp, .F = F, .bias = bias,
+                  .relu = bias && act.fn == EW_RELU, .xs = strip };
+    filter_layout(p, &fr.wtap, &fr.wblock);
     for (int64_t r = r0; r < r0 + rc; r++) {
         const int64_t n = r / p->oh, oy = r % p->oh, iy0 = oy * p->sh - p->pt;
         float *yrow = y + (r - r0) * p->ow * F;
