@@ -1906,7 +1906,8 @@ END_TEST
  * threads the direct kernels need only the packed filter (forward, input gradient) and
  * the two threads' [K, F] sums (filter gradient), not the 1 MiB im2col chunks; the
  * few-channel first layer's forward pass only its packed filter; the filter gradient
- * on one thread sums straight into dw. */
+ * on one thread sums straight into dw, and so does a convolution too small to share
+ * (83 kFLOP) on two. */
 START_TEST(test_conv_scratch_by_path)
 {
     const size_t KF = 3 * 3 * 16 * 16 * sizeof(float);
@@ -1917,6 +1918,9 @@ START_TEST(test_conv_scratch_by_path)
     ck_assert_uint_eq(kern_conv_scratch(&block, KCONV_GRAD_INPUT, tu_nthreads()), KF);
     ck_assert_uint_eq(kern_conv_scratch(&block, KCONV_GRAD_FILTER, tu_nthreads()), 2 * KF);
     ck_assert_uint_eq(kern_conv_scratch(&first, KCONV_FORWARD, tu_nthreads()), 3 * 3 * 1 * 16 * sizeof(float));
+    KConv tiny = conv_params(&(ConvCase){ 1, 6, 6, 8, 3, 3, 16, 1, 1, 1, 1, 1, 1 });
+    ck_assert(kern_conv_direct_used(&tiny));
+    ck_assert_uint_eq(kern_conv_scratch(&tiny, KCONV_GRAD_FILTER, tu_nthreads()), 0);
     kern_conv_set_direct(-1);   /* im2col: a chunk per thread */
     ck_assert_uint_ge(kern_conv_scratch(&block, KCONV_GRAD_INPUT, tu_nthreads()), 2 * 256 * (size_t)(3 * 3 * 16) * sizeof(float));
     kern_conv_set_direct(0);
