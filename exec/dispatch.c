@@ -404,14 +404,14 @@ static void pool_part(void *arg, int part, int worker)
     const KCall *c = j->c;
     const float *x0 = j->x;
     switch (j->op) {
-    case OP_MAXPOOL: kern_maxpool(&p, x0 + xs, fout(c) + ys); break;
+    case OP_MAXPOOL: kern_maxpool(c->env->isa, &p, x0 + xs, fout(c) + ys); break;
     case OP_AVGPOOL: kern_avgpool(&p, x0 + xs, fout(c) + ys); break;
     case OP_MAXPOOL_GRAD: kern_maxpool_grad(&p, x0 + xs, fin(c, 1) + ys, fin(c, 2) + ys, fout(c) + xs); break;
-    case OP_MAXPOOL_ARGMAX: kern_maxpool_argmax(&p, x0 + xs, (int32_t *)c->out + ys); break;
-    case OP_MAXPOOL_GATHER: kern_maxpool_gather(&p, x0 + xs, (const int32_t *)c->in[1] + ys, fout(c) + ys); break;
-    case OP_MAXPOOL_SCATTER: kern_maxpool_scatter(&p, (const int32_t *)c->in[0] + ys, NULL, fin(c, 1) + ys, fout(c) + xs); break;
+    case OP_MAXPOOL_ARGMAX: kern_maxpool_argmax(c->env->isa, &p, x0 + xs, (int32_t *)c->out + ys); break;
+    case OP_MAXPOOL_GATHER: kern_maxpool_gather(c->env->isa, &p, x0 + xs, (const int32_t *)c->in[1] + ys, fout(c) + ys); break;
+    case OP_MAXPOOL_SCATTER: kern_maxpool_scatter(c->env->isa, &p, (const int32_t *)c->in[0] + ys, NULL, fin(c, 1) + ys, fout(c) + xs); break;
     case OP_MAXPOOL_SCATTER_RELU:
-        kern_maxpool_scatter(&p, (const int32_t *)c->in[0] + ys, fin(c, 1) + ys, fin(c, 2) + ys, fout(c) + xs);
+        kern_maxpool_scatter(c->env->isa, &p, (const int32_t *)c->in[0] + ys, fin(c, 1) + ys, fin(c, 2) + ys, fout(c) + xs);
         break;
     case OP_MAXPOOL_GRAD_RELU: kern_maxpool_grad_relu(&p, x0 + xs, fin(c, 1) + ys, fin(c, 2) + ys, fout(c) + xs); break;
     default: kern_avgpool_grad(&p, x0 + ys, fout(c) + xs); break;

@@ -560,7 +560,7 @@ static void convpool_task(void *arg, int task, int worker)
         if (c1 > from)
             convpool_conv_rows(j, n, from, c1, col, band + (from - c0) * rowf);
         have_n = n, have0 = c0, have1 = c1 > from ? c1 : from;
-        maxpool_rows(q, band, c0, py0, py1, j->y + (n * q->oh + py0) * q->ow * q->c);
+        maxpool_rows(j->isa, q, band, c0, py0, py1, j->y + (n * q->oh + py0) * q->ow * q->c);
         r += py1 - py0;
     }
 }

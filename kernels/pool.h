@@ -6,7 +6,7 @@
 
 /* Output rows [oy0, oy1) of one image's max pooling into y (row oy0 at y[0]), from
  * its input rows from row0 on (row row0 at x[0]; no window of these rows reaches
- * above it). */
-void maxpool_rows(const KPool *p, const float *x, int64_t row0, int64_t oy0, int64_t oy1, float *y);
+ * above it), in the variant `isa` names (the same bits in each). */
+void maxpool_rows(KIsa isa, const KPool *p, const float *x, int64_t row0, int64_t oy0, int64_t oy1, float *y);
 
 #endif
