@@ -220,6 +220,11 @@ void kern_conv_set_pool_band(size_t rows);
 size_t kern_conv2d_maxpool_scratch(const KConv *p, const KPool *q, int threads);
 void kern_conv2d_maxpool(Pool *pool, KIsa isa, const KConv *p, const KPool *q, const float *x, const float *w,
                          const float *bias, EwAct act, float *y, float *scratch);
+/* The same, with also kern_maxpool_argmax's index of the convolution's output into idx
+ * (laid out as y): a training step's forward, whose backward needs only y and idx
+ * (graph/fuse.c's conv_pool_argmax).  The same scratch. */
+void kern_conv2d_maxpool_argmax(Pool *pool, KIsa isa, const KConv *p, const KPool *q, const float *x, const float *w,
+                                const float *bias, EwAct act, float *y, int32_t *idx, float *scratch);
 void kern_avgpool(const KPool *p, const float *x, float *y);
 void kern_avgpool_grad(const KPool *p, const float *dy, float *dx);
 /* [n, hw, c] -> [n, c] mean over hw, and its gradient. */

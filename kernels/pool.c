@@ -74,7 +74,7 @@ typedef struct PoolVariant {
     void (*argmax_window)(const float *const *px, const int32_t *cell, int ncell, int64_t C, int32_t *io);
     void (*max_window)(const float *const *px, int ncell, int64_t C, float *yo);
     void (*scatter_pixel)(const int32_t *io, const float *yo, const float *g, int32_t cell, int64_t C, float *d);
-    /* a PoolRun's argmax into io, or (io NULL) its maxima into yo; pixel i's at i * C */
+    /* a PoolRun's argmax into io and its maxima into yo (either may be NULL); pixel i's at i * C */
     void (*run)(const PoolRun *r, int32_t *io, float *yo);
 } PoolVariant;
 
@@ -166,7 +166,7 @@ static void window_large(const KPool *p, const float *xn, int64_t row0, int64_t 
 }
 
 /* Output pixel (oy, ox) of one image (its rows from row0 on at x): the window's argmax
- * into io, or (io NULL) its maximum into yo.  The maximum starts at the window's first
+ * into io and its maximum into yo (either may be NULL).  The maximum starts at the window's first
  * cell and a later cell replaces it only when strictly greater (so a NaN in the first
  * cell stays); a window of padding only gives the cell -1 and the value 0. */
 static void pool_pixel(const PoolVariant *v, const KPool *p, const float *x, int64_t row0, int64_t oy, int64_t ox,
@@ -176,18 +176,17 @@ static void pool_pixel(const PoolVariant *v, const KPool *p, const float *x, int
     const float *px[POOL_MAX_CELLS];
     int k = window_cells(p, x, row0, oy, ox, cell, px);
     if (k < 0)
-        window_large(p, x, row0, oy, ox, io ? NULL : yo, io);
-    else if (k > 0 && io)
-        v->argmax_window(px, cell, k, p->c, io);
-    else if (k > 0)
-        v->max_window(px, k, p->c, yo);
-    else if (io)
-        for (int64_t c = 0; c < p->c; c++) io[c] = -1;
-    else
-        memset(yo, 0, (size_t)p->c * sizeof *yo);
+        window_large(p, x, row0, oy, ox, yo, io);
+    else if (k > 0) {
+        if (io) v->argmax_window(px, cell, k, p->c, io);
+        if (yo) v->max_window(px, k, p->c, yo);
+    } else {
+        if (io) for (int64_t c = 0; c < p->c; c++) io[c] = -1;
+        if (yo) memset(yo, 0, (size_t)p->c * sizeof *yo);
+    }
 }
 
-/* Output row oy, as pool_pixel does each pixel (pixel 0 at io or yo): the pixels whose
+/* Output row oy, as pool_pixel does each pixel (pixel 0 at io and yo): the pixels whose
  * windows lie wholly inside the image as one PoolRun, the rest one by one. */
 static void pool_row(const PoolVariant *v, const KPool *p, const float *x, int64_t row0, int64_t oy, int32_t *io,
                      float *yo)
@@ -210,26 +209,28 @@ static void pool_row(const PoolVariant *v, const KPool *p, const float *x, int64
                     r.doff[k] = (int32_t)(ky * p->w + kx);
                     r.off[k] = r.doff[k] * C;
                 }
-            v->run(&r, io ? io + lo * C : NULL, io ? NULL : yo + lo * C);
+            v->run(&r, io ? io + lo * C : NULL, yo ? yo + lo * C : NULL);
             ox = hi - 1;
             continue;
         }
-        pool_pixel(v, p, x, row0, oy, ox, io ? io + ox * C : NULL, io ? NULL : yo + ox * C);
+        pool_pixel(v, p, x, row0, oy, ox, io ? io + ox * C : NULL, yo ? yo + ox * C : NULL);
     }
 }
 
 /* pool.h */
-void maxpool_rows(KIsa isa, const KPool *p, const float *x, int64_t row0, int64_t oy0, int64_t oy1, float *y)
+void maxpool_rows(KIsa isa, const KPool *p, const float *x, int64_t row0, int64_t oy0, int64_t oy1, float *y,
+                  int32_t *idx)
 {
     const PoolVariant *v = pool_variant(isa);
+    const int64_t row = p->ow * p->c;
     for (int64_t oy = oy0; oy < oy1; oy++)
-        pool_row(v, p, x, row0, oy, NULL, y + (oy - oy0) * p->ow * p->c);
+        pool_row(v, p, x, row0, oy, idx ? idx + (oy - oy0) * row : NULL, y + (oy - oy0) * row);
 }
 
 void kern_maxpool(KIsa isa, const KPool *p, const float *x, float *y)
 {
     for (int64_t n = 0; n < p->n; n++)
-        maxpool_rows(isa, p, x + n * p->h * p->w * p->c, 0, 0, p->oh, y + n * p->oh * p->ow * p->c);
+        maxpool_rows(isa, p, x + n * p->h * p->w * p->c, 0, 0, p->oh, y + n * p->oh * p->ow * p->c, NULL);
 }
 
 /* ---- the max pooling gradient from x and y (the interpreter's) ----------------------- */

@@ -93,9 +93,10 @@ ISA_FN static void NAME(scatter_pixel)(const int32_t *io, const float *yo, const
 }
 
 /* A run of output pixels whose windows lie inside the image (pool.c's PoolRun): the
- * argmax (io) or the maximum (yo) of each, by the same rule, the window's cells at the
- * same offsets from every pixel's first.  n is the window's cells, a constant where
- * the function is inlined for the 2x2 window, which the compiler then unrolls. */
+ * argmax (io) and the maximum (yo; either may be NULL) of each, by the same rule, the
+ * window's cells at the same offsets from every pixel's first.  n is the window's
+ * cells, a constant where the function is inlined for the 2x2 window, which the
+ * compiler then unrolls. */
 ISA_INLINE void NAME(run_n)(const PoolRun *r, int n, int32_t *io, float *yo)
 {
     const int64_t C = r->C;
@@ -112,20 +113,16 @@ ISA_INLINE void NAME(run_n)(const PoolRun *r, int n, int32_t *io, float *yo)
                 best = NAME(sel)(gt, v, best);
                 at = (gt & (cell0 + r->doff[k])) | (~gt & at);
             }
-            if (io)
-                memcpy(io + i * C + c, &at, sizeof at);
-            else
-                memcpy(yo + i * C + c, &best, sizeof best);
+            if (io) memcpy(io + i * C + c, &at, sizeof at);
+            if (yo) memcpy(yo + i * C + c, &best, sizeof best);
         }
         for (; c < C; c++) {
             float best = x[r->off[0] + c];
             int32_t at = cell0;
             for (int k = 1; k < n; k++)
                 if (x[r->off[k] + c] > best) best = x[r->off[k] + c], at = cell0 + r->doff[k];
-            if (io)
-                io[i * C + c] = at;
-            else
-                yo[i * C + c] = best;
+            if (io) io[i * C + c] = at;
+            if (yo) yo[i * C + c] = best;
         }
     }
 }

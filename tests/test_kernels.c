@@ -1559,9 +1559,10 @@ static bool convpool_pool(const KConv *p, const PoolWin *k, KPool *q)
     return true;
 }
 
-/* conv2d_maxpool gives the bits of conv2d_bias_act (or conv2d, without a bias) and then
- * maxpool where the convolution takes a direct kernel (the few-channel one, the
- * many-channel one): the compiled inference plan's fused op against the ops apart.
+/* conv2d_maxpool (and conv2d_maxpool_argmax, its index too) gives the bits of
+ * conv2d_bias_act (or conv2d, without a bias) and then maxpool (and maxpool_argmax)
+ * where the convolution takes a direct kernel (the few-channel one, the many-channel
+ * one): the compiled inference plan's fused op against the ops apart.
  * Every convolution size of the tables, every pooling window above, relu, sigmoid, none
  * and no bias, 1 to 3 threads, bands of the automatic size and of 1 and 2 pooled rows
  * (several per image: rows carried from band to band where windows overlap).  On im2col + sgemm (the sizes neither kernel takes, and
@@ -1586,6 +1587,8 @@ START_TEST(test_conv_maxpool)
             continue;
         size_t npool = (size_t)(q.n * q.oh * q.ow * q.c);
         float *y = tu_alloc(npool), *want = tu_alloc(npool);
+        int32_t *idx = malloc(npool * sizeof *idx), *widx = malloc(npool * sizeof *widx);
+        ck_assert(idx && widx);
         FOR_EACH_ISA for (int mode = 0; mode < 5; mode++)   /* direct kernels on: bands automatic, of 1
                                                               * and 2 pooled rows; off (im2col); off,
                                                               * chunks of 7 */
@@ -1614,6 +1617,15 @@ START_TEST(test_conv_maxpool)
                         ck_assert_msg(memcmp(y, want, npool * sizeof *y) == 0,
                                       "conv case %d, pool %d, %s kernels, mode %d, %d threads, act %d: not the bits of the "
                                       "ops apart", _i, pw, kern_isa_name(conv_isa), mode, threads, acts[a]);
+                        /* and with the index: the same y, and maxpool_argmax's index of conv */
+                        kern_maxpool_argmax(TOP_ISA, &q, conv, widx);
+                        kern_fill(y, NAN, npool);
+                        memset(idx, 0x55, npool * sizeof *idx);
+                        kern_conv2d_maxpool_argmax(tu_pool, conv_isa, &p, &q, x, w, b, act, y, idx, fscratch);
+                        ck_assert_msg(memcmp(y, want, npool * sizeof *y) == 0 && memcmp(idx, widx, npool * sizeof *idx) == 0,
+                                      "conv case %d, pool %d, %s kernels, mode %d, %d threads, act %d: the argmax's y or "
+                                      "index differs from the ops apart", _i, pw, kern_isa_name(conv_isa), mode, threads,
+                                      acts[a]);
                         exact++;
                     } else {   /* im2col + sgemm: the values, to rounding (the pass does not fuse these) */
                         ck_assert_floats_near_scaled(y, want, npool, 1e-5);
@@ -1626,6 +1638,8 @@ START_TEST(test_conv_maxpool)
                 }
         free(y);
         free(want);
+        free(idx);
+        free(widx);
     }
     kern_conv_set_direct(0);
     kern_conv_set_chunk_rows(0);
