@@ -428,9 +428,12 @@ static void pool_part(void *arg, int part, int worker)
     case OP_AVGPOOL: kern_avgpool(&p, x0 + xs, fout(c) + ys); break;
     case OP_MAXPOOL_GRAD: kern_maxpool_grad(&p, x0 + xs, fin(c, 1) + ys, fin(c, 2) + ys, fout(c) + xs); break;
     case OP_MAXPOOL_ARGMAX: kern_maxpool_argmax(c->env->isa, &p, x0 + xs, (int32_t *)c->out + ys); break;
-    case OP_MAXPOOL_GATHER: kern_maxpool_gather(c->env->isa, &p, x0 + xs, (const int32_t *)c->in[1] + ys, fout(c) + ys); break;
+    case OP_MAXPOOL_GATHER:
+        kern_maxpool_gather(c->env->isa, &p, x0 + xs, (const int32_t *)c->in[1] + ys, fout(c) + ys);
+        break;
     case OP_MAXPOOL_SCATTER:
-        kern_maxpool_scatter(c->env->isa, &p, (const int32_t *)c->in[0] + j->idx_at + ys, NULL, fin(c, 1) + ys, fout(c) + xs);
+        kern_maxpool_scatter(c->env->isa, &p, (const int32_t *)c->in[0] + j->idx_at + ys, NULL, fin(c, 1) + ys,
+                             fout(c) + xs);
         break;
     case OP_MAXPOOL_SCATTER_RELU:
         kern_maxpool_scatter(c->env->isa, &p, (const int32_t *)c->in[0] + j->idx_at + ys, fin(c, 1) + ys, fin(c, 2) + ys,

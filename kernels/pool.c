@@ -51,7 +51,6 @@ static inline void st4(float *p, v4f v) { memcpy(p, &v, sizeof v); }
 /* mask ? a : b, lane by lane, for a mask of all-ones or zero lanes */
 static inline v4f sel4(v4i mask, v4f a, v4f b) { return (v4f)((mask & (v4i)a) | (~mask & (v4i)b)); }
 
-
 /* ---- max pooling, one variant per instruction set ------------------------------------
  * Each kernel reads its inputs and writes its output once, in order: a window's cells
  * are found once per output pixel (window_cells), and the variant's loop goes over the
@@ -126,8 +125,8 @@ static const PoolVariant *pool_variant(KIsa isa)
 
 /* The real cells of output pixel (oy, ox)'s window, row-major, into cell[] (iy * w +
  * ix) and px[] (that cell's pixel in the image's rows from row0 on, row0 at xn);
- * returns how many (0: a
- * window of padding only), or -1 for a window of more than POOL_MAX_CELLS. */
+ * returns how many (0: a window of padding only), or -1 for a window of more than
+ * POOL_MAX_CELLS. */
 static int window_cells(const KPool *p, const float *xn, int64_t row0, int64_t oy, int64_t ox, int32_t *cell,
                         const float **px)
 {
@@ -144,8 +143,9 @@ static int window_cells(const KPool *p, const float *xn, int64_t row0, int64_t o
     return k;
 }
 
-/* Output pixel (oy, ox) of a window of any size, one channel at a time: the running
- * maximum (into yo) or the cell holding it (into io), by the variants' rule. */
+/* Output pixel (oy, ox) of a window of any size with a real cell, one channel at a
+ * time: the running maximum into yo and the cell holding it into io (either may be
+ * NULL), by the variants' rule. */
 static void window_large(const KPool *p, const float *xn, int64_t row0, int64_t oy, int64_t ox, float *yo, int32_t *io)
 {
     const int64_t C = p->c;
@@ -166,9 +166,9 @@ static void window_large(const KPool *p, const float *xn, int64_t row0, int64_t 
 }
 
 /* Output pixel (oy, ox) of one image (its rows from row0 on at x): the window's argmax
- * into io and its maximum into yo (either may be NULL).  The maximum starts at the window's first
- * cell and a later cell replaces it only when strictly greater (so a NaN in the first
- * cell stays); a window of padding only gives the cell -1 and the value 0. */
+ * into io and its maximum into yo (either may be NULL).  The maximum starts at the
+ * window's first cell and a later cell replaces it only when strictly greater (so a NaN
+ * in the first cell stays); a window of padding only gives the cell -1 and the value 0. */
 static void pool_pixel(const PoolVariant *v, const KPool *p, const float *x, int64_t row0, int64_t oy, int64_t ox,
                        int32_t *io, float *yo)
 {
@@ -292,7 +292,6 @@ void kern_maxpool_grad_relu(const KPool *p, const float *x, const float *y, cons
     }
 }
 
-
 /* ---- max pooling through indices --------------------------------------------------- */
 
 void kern_maxpool_argmax(KIsa isa, const KPool *p, const float *x, int32_t *idx)
@@ -350,7 +349,6 @@ static void scatter_add_image(const KPool *p, const int32_t *in, const float *yn
             dxn[(int64_t)cell * C + c] += dyn[o * C + c];
         }
 }
-
 
 void kern_maxpool_scatter(KIsa isa, const KPool *p, const int32_t *idx, const float *y, const float *dy, float *dx)
 {
@@ -419,7 +417,6 @@ void kern_avgpool_grad(const KPool *p, const float *dy, float *dx)
             }
     }
 }
-
 
 void kern_global_avgpool(const float *x, float *y, size_t n, size_t hw, size_t c)
 {

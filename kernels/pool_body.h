@@ -28,7 +28,10 @@ ISA_INLINE NAME(vi) NAME(ldi)(const int32_t *p)
 }
 
 /* mask ? a : b, lane by lane, for a mask of all-ones or zero lanes */
-ISA_INLINE NAME(vf) NAME(sel)(NAME(vi) m, NAME(vf) a, NAME(vf) b) { return (NAME(vf))((m & (NAME(vi))a) | (~m & (NAME(vi))b)); }
+ISA_INLINE NAME(vf) NAME(sel)(NAME(vi) m, NAME(vf) a, NAME(vf) b)
+{
+    return (NAME(vf))((m & (NAME(vi))a) | (~m & (NAME(vi))b));
+}
 
 /* io[c] = the cell of the window's maximum of channel c (pool.c's argmax_window rule:
  * px[0] first, a later cell only when strictly greater) */
