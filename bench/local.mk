@@ -13,3 +13,10 @@ check_PROGRAMS += %D%/peak
 %C%_peak_LDADD = $(OPENBLAS_LIBS) $(LIBS)
 TESTS += %D%/peak_check.sh
 EXTRA_DIST += %D%/peak_check.sh
+
+# bench/convbench: each convolution of the benchmark networks alone, in one variant (the
+# figures of docs/kernels.md "Measured").  Built on demand only: make bench/convbench.
+EXTRA_PROGRAMS = %D%/convbench
+%C%_convbench_SOURCES = %D%/convbench.c
+%C%_convbench_CFLAGS = $(AM_CFLAGS)
+%C%_convbench_LDADD = $(GRAPHC_LIBS)

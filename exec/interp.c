@@ -60,8 +60,9 @@ static int interp_call(Interp *I, int i, const void *const *in)
     InterpStats *st = I->st;
     size_t bytes = (size_t)shape_numel(&I->rt[i]) * 4;
     size_t scratch = dispatch_scratch_bytes(I->g, n, pool_threads(I->pool));
-    I->data[i] = gc_malloc(bytes);
-    float *sc = scratch ? gc_malloc(scratch) : NULL;
+    /* aligned as PyTorch's CPU allocator aligns, and as the compiled plan's arena */
+    I->data[i] = gc_malloc_aligned(bytes, 64);
+    float *sc = scratch ? gc_malloc_aligned(scratch, 64) : NULL;
     if (!I->data[i] || (scratch && !sc)) {
         gc_free(sc);
         diag_plain(I->env->d, "out of memory: %s needs %zu bytes", op_name(n->op), bytes + scratch);

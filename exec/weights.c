@@ -62,7 +62,7 @@ int weights_init(Weights *w, const Graph *g, uint64_t seed, DiagSink *d)
             weights_free(w);
             return -1;
         }
-        w->data[i] = gc_malloc(bytes);
+        w->data[i] = gc_malloc_aligned(bytes, 64);   /* as the arena's tensors (memplan.h) */
         if (!w->data[i]) {
             diag_plain(d, "out of memory allocating parameter '%s' (%zu bytes)", v->name, bytes);
             weights_free(w);

@@ -40,11 +40,7 @@ enum {
     CONV_MAX_ROWS = 16384,           /* more rows gain nothing for tiny K */
     CONV_MIN_ROWS = 128,             /* sgemm needs some rows to run at speed, even for huge K */
     CONV_IDENTITY_ROWS = 1 << 20,    /* no copy: chunks only keep BLAS sizes in range */
-    /* The many-channel filter gradient beat im2col + sgemm by 5-25% single-threaded up
-     * to 64 filters (MNIST's 5x5x32x64, 3x3x16x32, a stride-2 3x3x32x64) and lost
-     * 5-15% at 128 (3x3, C 32 and 64, 14x14), AVX2 on a Zen 3: with more, sgemm keeps
-     * it (few channels: always direct). */
-    CONV_DIRECT_GRADW_MAX_F = 64
+    CONV_TASK_FLOPS = 3000000        /* a direct kernel's least work per thread (useful_threads) */
 };
 
 /* Test hook (not in kern.h): force the rows per chunk; 0 restores the automatic choice. */
@@ -87,18 +83,14 @@ static bool conv_direct(const KConv *p) { return !conv_is_identity(p) && conv_di
 
 static bool conv_direct_gi(const KConv *p, KConv *q) { return !conv_is_identity(p) && conv_direct_grad_input_ok(p, q); }
 
-static bool conv_direct_gw(const KConv *p)
-{
-    return conv_direct(p) && (conv_direct_few(p) || p->f <= CONV_DIRECT_GRADW_MAX_F);
-}
-
 static int64_t nchunks(int64_t m, int64_t rows) { return (m + rows - 1) / rows; }
 
 /* How one of the three kernels runs for given sizes at the pool's thread count, decided
  * here only: the kernels follow it and kern_conv_scratch sizes their scratch by it, so
  * the scratch is what the path taken touches.  The scratch is `regions` worker regions
  * (task t runs on worker t % T, so min(T, tasks) of them), each an im2col chunk then a
- * private [K, F] sum, and after them the filter packed once per call. */
+ * private [K, F] sum, and after them the filter packed once per call (unless the
+ * direct forward reads it as stored: conv_pack_needed). */
 typedef struct ConvPath {
     bool direct;        /* the direct kernels: forward, grad filter, stride-1 grad input */
     int64_t rows;       /* per task: output pixels, or whole output rows (n, oy) when direct */
@@ -112,10 +104,22 @@ typedef struct ConvPath {
     int threads;        /* of the pool the kernel runs on: regions are per thread */
 } ConvPath;
 
-/* Whole output rows (n, oy) of r in all, one equal share per thread. */
-static void share_rows(ConvPath *c, int64_t r, int T)
+/* Threads worth waking for a direct kernel of p's size, at most T: each should get at
+ * least CONV_TASK_FLOPS, about 15 us of work, as long as handing a share to a sleeping
+ * worker and waiting for it (8-17 us measured on the 2-core Zen 5).  The first layer of
+ * the MNIST CNN at batch 1 (1.3 MFLOP) runs on the calling thread. */
+static int useful_threads(const KConv *p, int T)
 {
-    c->rows = (r + T - 1) / T;
+    const double flops = 2.0 * (double)conv_m(p) * (double)conv_k(p) * (double)p->f;
+    const double most = flops / CONV_TASK_FLOPS;
+    return most < 1 ? 1 : most < T ? (int)most : T;
+}
+
+/* Whole output rows (n, oy) of r in all, one equal share per thread worth waking. */
+static void share_rows(ConvPath *c, const KConv *p, int64_t r, int T)
+{
+    int t = useful_threads(p, T);
+    c->rows = (r + t - 1) / t;
     c->tasks = nchunks(r, c->rows);
 }
 
@@ -131,8 +135,8 @@ static ConvPath conv_path(const KConv *p, KConvOp op, int T)
     case KCONV_FORWARD:
         if (conv_direct(p)) {
             c.direct = true;
-            share_rows(&c, p->n * p->oh, T);
-            c.pack = conv_pack_floats(p);
+            share_rows(&c, p, p->n * p->oh, T);
+            c.pack = conv_pack_floats(p);   /* kept where no copy is made (conv_pack_needed) */
             return c;
         }
         c.col = conv_is_identity(p) ? 0 : (size_t)(c.rows * K);
@@ -140,7 +144,7 @@ static ConvPath conv_path(const KConv *p, KConvOp op, int T)
     case KCONV_GRAD_INPUT:
         if (conv_direct_gi(p, &c.q)) {   /* dx = q(dy), the flipped filter packed first */
             c.direct = true;
-            share_rows(&c, c.q.n * c.q.oh, T);
+            share_rows(&c, p, c.q.n * c.q.oh, T);
             c.pack = conv_pack_floats(&c.q);
             return c;
         }
@@ -156,9 +160,9 @@ static ConvPath conv_path(const KConv *p, KConvOp op, int T)
         c.col = conv_is_identity(p) ? 0 : (size_t)(c.rows * K);
         break;
     default:   /* KCONV_GRAD_FILTER */
-        c.direct = conv_direct_gw(p);
+        c.direct = conv_direct(p);
         if (c.direct)
-            share_rows(&c, p->n * p->oh, T);
+            share_rows(&c, p, p->n * p->oh, T);
         c.single = c.tasks == 1 || T == 1;
         c.col = c.direct || conv_is_identity(p) ? 0 : (size_t)(c.rows * K);
         c.acc = c.single ? 0 : (size_t)(K * F);
@@ -317,7 +321,7 @@ static void conv_task(void *arg, int task, int worker)
 }
 
 /* The direct forward: whole output rows (n, oy), one equal share per thread, on the
- * filter packed into the scratch. */
+ * filter as stored or packed into the scratch. */
 static void conv_direct_task(void *arg, int task, int worker)
 {
     (void)worker;
@@ -336,9 +340,11 @@ static void conv_forward(Pool *pool, KIsa isa, const KConv *p, const float *x, c
     ConvJob j = { .p = p, .path = &path, .isa = isa, .bias = bias, .act = act, .pool = pool, .x = x, .w = w,
                   .y = y, .scratch = scratch };
     if (path.direct) {
-        float *wp = pack_at(&path, scratch);
-        conv_pack(p, w, wp);
-        j.w = wp;
+        if (conv_pack_needed(p, w)) {
+            float *wp = pack_at(&path, scratch);
+            conv_pack(p, w, wp);
+            j.w = wp;
+        }
         pool_run(pool, (int)path.tasks, conv_direct_task, &j);
         return;
     }
@@ -489,12 +495,13 @@ static int64_t convpool_band_rows(const KConv *p, const KPool *q)
     return rows < p->oh ? rows : p->oh;
 }
 
-/* Per thread: the band of conv rows, then (im2col only) one chunk of im2col. */
+/* Per thread: the band of conv rows, then (im2col only) one chunk of im2col; in whole
+ * 64 bytes, so that the packed filter after the regions is as aligned as the scratch. */
 static size_t convpool_worker_floats(const KConv *p, const KPool *q)
 {
     size_t band = (size_t)convpool_band_rows(p, q) * (size_t)(p->ow * p->f);
     bool col = !conv_direct(p) && !conv_is_identity(p);
-    return band + (col ? (size_t)conv_chunk_rows(p) * (size_t)conv_k(p) : 0);
+    return (band + (col ? (size_t)conv_chunk_rows(p) * (size_t)conv_k(p) : 0) + 15) / 16 * 16;
 }
 
 bool kern_conv2d_maxpool_exact(const KConv *p) { return conv_direct(p); }
@@ -508,7 +515,7 @@ size_t kern_conv2d_maxpool_scratch(const KConv *p, const KPool *q, int threads)
 typedef struct ConvPoolJob {
     const KConv *p;
     const KPool *q;
-    const float *x, *w, *bias;  /* w: the packed filter on the direct path */
+    const float *x, *w, *bias;  /* w: packed on the direct path where conv_pack_needed */
     EwAct act;
     Pool *pool;
     KIsa isa;
@@ -573,11 +580,11 @@ static void convpool_run(Pool *pool, KIsa isa, const KConv *p, const KPool *q, c
     const int64_t R = p->n * q->oh;
     if (R <= 0 || q->ow <= 0 || p->f <= 0)
         return;
-    const int T = pool_threads(pool);
+    const int T = pool_threads(pool), t = useful_threads(p, T);
     ConvPoolJob j = { .p = p, .q = q, .x = x, .w = w, .bias = bias, .act = bias ? act : EW_NO_ACT, .pool = pool,
                       .isa = isa, .direct = conv_direct(p), .y = y, .scratch = scratch, .idx = idx,
-                      .rows = (R + T - 1) / T, .band = convpool_band(p, q) };
-    if (j.direct) {
+                      .rows = (R + t - 1) / t, .band = convpool_band(p, q) };
+    if (j.direct && conv_pack_needed(p, w)) {
         float *wp = scratch + (size_t)T * convpool_worker_floats(p, q);
         conv_pack(p, w, wp);
         j.w = wp;

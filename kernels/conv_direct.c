@@ -28,14 +28,16 @@
 enum {
     DIRECT_MAX_C = 4,       /* up to this many input channels: any width, in tiles of columns */
     STRIP_FLOATS = 8192,    /* the input rows under one output row (32 KiB) */
-    BAND_FLOATS = 12288,    /* under several output rows, grad filter (48 KiB) */
-    GRADW_L1_FLOATS = 8192, /* a band's dy and input rows, ideally (32 KiB) */
+    FWD_BAND_FLOATS = 16384, /* under several, forward (64 KiB) */
+    BAND_FLOATS = 24576,    /* under several output rows, grad filter (96 KiB) */
+    GRADW_BAND_FLOATS = 16384, /* a band's dy and input rows, ideally (64 KiB) */
     DIRECT_MIN_F = 8,       /* with many channels, fewer filters would leave most lanes idle */
     /* With many channels and a row too wide for the strip, the packed filter's bytes at
      * most: each tile of pixels reads all of it, so it must stay in L2 (512 KiB on a
      * Zen 3, 1 MiB on a Zen 5); larger filters (deep layers) stay on sgemm, which
      * blocks K and F. */
-    DIRECT_MAX_PACK = 256 << 10
+    DIRECT_MAX_PACK = 256 << 10,
+    PACK_MIN_PIXELS = 1024  /* output pixels past which packing more than 64 filters pays */
 };
 
 /* 0: automatic; < 0: never (test hook, kern.h) */
@@ -46,7 +48,8 @@ void kern_conv_set_direct(int mode) { direct_mode = mode; }
  * 0..ow-1 read. */
 static int64_t strip_w(const KConv *p) { return (p->ow - 1) * p->sw + p->kw; }
 
-bool conv_direct_few(const KConv *p) { return p->c <= DIRECT_MAX_C; }
+/* Few input channels (C <= 4): the first layer of an image network. */
+static bool conv_direct_few(const KConv *p) { return p->c <= DIRECT_MAX_C; }
 
 bool conv_direct_ok(const KConv *p)
 {
@@ -68,12 +71,18 @@ bool conv_direct_ok(const KConv *p)
 #endif
 }
 
+/* The forward convolution whose output is p's input gradient (stride 1). */
+static KConv flipped(const KConv *p)
+{
+    return (KConv){ .n = p->n, .h = p->oh, .w = p->ow, .c = p->f, .kh = p->kh, .kw = p->kw, .f = p->c,
+                    .sh = 1, .sw = 1, .pt = p->kh - 1 - p->pt, .pl = p->kw - 1 - p->pl, .oh = p->h, .ow = p->w };
+}
+
 bool conv_direct_grad_input_ok(const KConv *p, KConv *q)
 {
     if (p->sh != 1 || p->sw != 1 || p->pt < 0 || p->pl < 0 || p->pt > p->kh - 1 || p->pl > p->kw - 1)
         return false;
-    *q = (KConv){ .n = p->n, .h = p->oh, .w = p->ow, .c = p->f, .kh = p->kh, .kw = p->kw, .f = p->c,
-                  .sh = 1, .sw = 1, .pt = p->kh - 1 - p->pt, .pl = p->kw - 1 - p->pl, .oh = p->h, .ow = p->w };
+    *q = flipped(p);
     return conv_direct_ok(q);
 }
 
@@ -83,31 +92,59 @@ bool kern_conv_direct_used(const KConv *p)
     return conv_direct_ok(p) || conv_direct_grad_input_ok(p, &q);
 }
 
+/* Does the forward kernel read p's filter in blocks of PACK_BLOCK filters, or as
+ * stored?  As stored costs no copy (packing the MNIST CNN's 800 x 64 filter took 20%
+ * of its convolution at batch 1), and the loads are as many either way: as fast up to
+ * 64 filters (a tap's filters one run of bytes).  Past that a group of 64 reads half
+ * of each tap's run, and blocks measured 10-14% faster (7x7, 128 filters, batch 128),
+ * which pays for the copy once enough pixels read the filter.  A count that leaves a
+ * partial vector needs the zero-filled blocks.  (AVX-512, one thread on a Zen 5.) */
+static bool blocked(const KConv *p)
+{
+    return p->f % PACK_BLOCK != 0 || (p->f > 64 && p->n * p->oh * p->ow >= PACK_MIN_PIXELS);
+}
+
+/* An address off 64 bytes is copied too: each 64-byte load would span two cache lines
+ * (10-20% slower). */
+bool conv_pack_needed(const KConv *p, const float *w) { return blocked(p) || (uintptr_t)w % 64 != 0; }
+
 size_t conv_pack_floats(const KConv *p)
 {
     return (size_t)(p->kh * p->kw * p->c) * (size_t)((p->f + PACK_BLOCK - 1) / PACK_BLOCK * PACK_BLOCK);
 }
 
+/* Where the forward kernel reads p's filter: wtap floats from one tap to the next,
+ * wblock from one block of PACK_BLOCK filters to the next. */
+static void filter_layout(const KConv *p, int64_t *wtap, int64_t *wblock)
+{
+    const bool b = blocked(p);
+    *wtap = b ? PACK_BLOCK : p->f;
+    *wblock = b ? p->kh * p->kw * p->c * PACK_BLOCK : PACK_BLOCK;
+}
+
 void conv_pack_flipped(const KConv *p, const float *w, float *wp)
 {
-    const int64_t C = p->c, F = p->f, KW = p->kw, K = p->kh * KW * F;   /* K: taps of q */
-    for (int64_t c0 = 0; c0 < C; c0 += PACK_BLOCK) {
-        const int64_t nc = C - c0 < PACK_BLOCK ? C - c0 : PACK_BLOCK;
-        float *d = wp + c0 * K;
-        for (int64_t ky = 0; ky < p->kh; ky++)
-            for (int64_t kx = 0; kx < KW; kx++)
-                for (int64_t f = 0; f < F; f++) {
-                    float *dt = d + ((ky * KW + kx) * F + f) * PACK_BLOCK;
-                    const float *src = w + ((p->kh - 1 - ky) * KW + (KW - 1 - kx)) * C * F + f;
-                    for (int64_t j = 0; j < PACK_BLOCK; j++)
-                        dt[j] = j < nc ? src[(c0 + j) * F] : 0.0f;
-                }
-    }
+    const int64_t C = p->c, F = p->f, KW = p->kw, cpad = (C + PACK_BLOCK - 1) / PACK_BLOCK * PACK_BLOCK;
+    const KConv q = flipped(p);   /* its taps are (ky, kx, f), its filters p's channels */
+    int64_t wtap, wblock;
+    filter_layout(&q, &wtap, &wblock);
+    for (int64_t ky = 0; ky < p->kh; ky++)
+        for (int64_t kx = 0; kx < KW; kx++)
+            for (int64_t f = 0; f < F; f++) {
+                const int64_t t = (ky * KW + kx) * F + f;   /* q's tap */
+                const float *src = w + ((p->kh - 1 - ky) * KW + (KW - 1 - kx)) * C * F + f;
+                for (int64_t c = 0; c < cpad; c++)
+                    wp[c / PACK_BLOCK * wblock + t * wtap + c % PACK_BLOCK] = c < C ? src[c * F] : 0.0f;
+            }
 }
 
 void conv_pack(const KConv *p, const float *w, float *wp)
 {
     const int64_t K = p->kh * p->kw * p->c, F = p->f;
+    if (!blocked(p)) {   /* read as stored: a copy at an aligned address */
+        memcpy(wp, w, (size_t)(K * F) * sizeof *wp);
+        return;
+    }
     for (int64_t f0 = 0; f0 < F; f0 += PACK_BLOCK) {
         const int64_t nf = F - f0 < PACK_BLOCK ? F - f0 : PACK_BLOCK;
         float *d = wp + f0 * K;   /* block f0 / PACK_BLOCK: [K][PACK_BLOCK] */
@@ -171,33 +208,53 @@ static void tile_of(int64_t n, int64_t tiles, int64_t i, int64_t *c0, int64_t *c
     *cols = n / tiles + (i < n % tiles);
 }
 
+/* Output rows per band of the forward pass, when a whole row's patches fit the strip:
+ * as many as their input rows fit FWD_BAND_FLOATS, so that an input row is copied
+ * about once, not once per kernel row over it (the copies were 16% of a 3x3 layer's
+ * time on 28x28x32, one thread on a Zen 5). */
+static int64_t fwd_band_rows(const KConv *p)
+{
+    const int64_t rows = FWD_BAND_FLOATS / (strip_w(p) * p->c);
+    return rows > p->kh ? (rows - p->kh) / p->sh + 1 : 1;
+}
+
 void conv_direct_forward(const KernVariant *kv, const KConv *p, const float *x, const float *wp, const float *bias,
                          EwAct act, float *y, int64_t r0, int64_t rc)
 {
-    float strip[STRIP_FLOATS];
+    float strip[FWD_BAND_FLOATS];
     const int64_t F = p->f, cols = fit_cols(p, p->kh, STRIP_FLOATS), tiles = (p->ow + cols - 1) / cols;
-    FwdRow fr = { .pstep = p->sw * p->c, .kwc = (int)(p->kw * p->c), .K = p->kh * p->kw * p->c, .wp = wp, .F = F,
-                  .bias = bias, .relu = bias && act.fn == EW_RELU, .xs = strip };
-    for (int64_t r = r0; r < r0 + rc; r++) {
-        const int64_t n = r / p->oh, oy = r % p->oh, iy0 = oy * p->sh - p->pt;
-        float *yrow = y + (r - r0) * p->ow * F;
-        /* the kernel rows on the image: the others add nothing */
-        fr.ky0 = iy0 < 0 ? (int)(-iy0 < p->kh ? -iy0 : p->kh) : 0;
-        fr.ky1 = p->h - iy0 < p->kh ? (int)(p->h - iy0) : (int)p->kh;
-        if (fr.ky1 < fr.ky0)
-            fr.ky1 = fr.ky0;
+    const int64_t gmax = tiles > 1 ? 1 : fwd_band_rows(p);
+    FwdRow fr = { .pstep = p->sw * p->c, .kwc = (int)(p->kw * p->c), .wp = wp, .F = F, .bias = bias,
+                  .relu = bias && act.fn == EW_RELU };
+    filter_layout(p, &fr.wtap, &fr.wblock);
+    for (int64_t r = r0; r < r0 + rc;) {
+        const int64_t n = r / p->oh, oy = r % p->oh;
+        int64_t G = gmax < p->oh - oy ? gmax : p->oh - oy;
+        if (G > r0 + rc - r)
+            G = r0 + rc - r;
         for (int64_t i = 0; i < tiles; i++) {
             int64_t c0, cw;
             tile_of(p->ow, tiles, i, &c0, &cw);
             const KConv q = column_tile(p, c0, cw);
-            fill_rows(&q, x, n, oy, p->kh, strip);
+            fill_rows(&q, x, n, oy, (G - 1) * p->sh + p->kh, strip);
             fr.rowlen = strip_w(&q) * p->c;
             fr.npix = cw;
-            fr.y = yrow + c0 * F;
-            kv->fwd_row(&fr);
+            for (int64_t g = 0; g < G; g++) {
+                const int64_t iy0 = (oy + g) * p->sh - p->pt;
+                /* the kernel rows on the image: the others add nothing */
+                fr.ky0 = iy0 < 0 ? (int)(-iy0 < p->kh ? -iy0 : p->kh) : 0;
+                fr.ky1 = p->h - iy0 < p->kh ? (int)(p->h - iy0) : (int)p->kh;
+                if (fr.ky1 < fr.ky0)
+                    fr.ky1 = fr.ky0;
+                fr.xs = strip + g * p->sh * fr.rowlen;
+                fr.y = y + ((r + g - r0) * p->ow + c0) * F;
+                kv->fwd_row(&fr);
+            }
         }
         if (bias && act.fn >= 0 && act.fn != EW_RELU)
-            kern_unary((EwUnary)act.fn, act.p, yrow, yrow, (size_t)(p->ow * F));
+            kern_unary((EwUnary)act.fn, act.p, y + (r - r0) * p->ow * F, y + (r - r0) * p->ow * F,
+                       (size_t)(G * p->ow * F));
+        r += G;
     }
 }
 
@@ -205,16 +262,19 @@ void conv_direct_forward(const KernVariant *kv, const KConv *p, const float *x, 
  * buffer.  A band saves reading and writing the [K, F] accumulator once per row, which
  * pays where it is larger than a row of dy (K > ow: the MNIST CNN's second layer, 800
  * taps on 14 pixels); each tile of taps goes through all of the band's dy rows and
- * input rows, so they should fit GRADW_L1_FLOATS.  With fewer taps than pixels, one
- * row (the first layer's 25 taps on 28 pixels: 77 -> 98 GFLOP/s with AVX2, 120 -> 135
- * with AVX-512, one thread on a Zen 5, against whole images). */
+ * input rows, so they should fit GRADW_BAND_FLOATS.  64 KiB is past L1, but the larger
+ * the accumulator the more a pass over it costs: against 32 KiB, 3-9% faster at 14x14
+ * and 28x28 and 19-27% at 7x7 with 128 and 256 filters (a [1152, 128] accumulator is
+ * 590 KB; AVX-512, one thread on a Zen 5; 128 KiB gained nothing more).  With fewer
+ * taps than pixels, one row (the first layer's 25 taps on 28 pixels: 77 -> 98 GFLOP/s
+ * with AVX2, 120 -> 135 with AVX-512, one thread on a Zen 5, against whole images). */
 static int64_t band_rows(const KConv *p)
 {
     const int64_t rowlen = strip_w(p) * p->c, fit = (BAND_FLOATS / rowlen - p->kh) / p->sh + 1;
     int64_t g = 1;
     if (p->kh * p->kw * p->c <= p->ow)   /* the accumulator is no larger than a dy row */
         return 1;
-    while (g < fit && (g + 1) * p->ow * p->f + (g * p->sh + p->kh) * rowlen <= GRADW_L1_FLOATS)
+    while (g < fit && (g + 1) * p->ow * p->f + (g * p->sh + p->kh) * rowlen <= GRADW_BAND_FLOATS)
         g++;
     return g;
 }

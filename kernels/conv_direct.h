@@ -6,30 +6,33 @@
 #define GRAPHC_KERN_CONV_DIRECT_H
 #include "kernels/variant.h"
 
-/* Do these sizes take the direct forward kernel (and so the direct filter gradient,
- * where conv.c does not prefer sgemm), and is it on (kern_conv_set_direct)?  The same
+/* Do these sizes take the direct forward kernel (and so the direct filter gradient),
+ * and is it on (kern_conv_set_direct)?  The same
  * answer for every variant: few input channels (C <= 4) at any width, in tiles of
  * columns where a row's patches do not fit the strip; more (C > 4) with at least 8
  * filters where a whole row's do, or where the packed filter is at most 256 KiB. */
 bool conv_direct_ok(const KConv *p);
-/* Few input channels (C <= 4): the first layer of an image network. */
-bool conv_direct_few(const KConv *p);
 
-/* The filter packed once per call: blocks of PACK_BLOCK filters, [F/16][K][16], the last
- * zero-filled; conv_pack_floats(p) floats. */
+/* The filter as the forward kernel reads it: packed once per call into blocks of
+ * PACK_BLOCK filters, [F/16][K][16], the last zero-filled; or, where F is a multiple of
+ * PACK_BLOCK and at most 64 or read by few pixels, as stored ([K][F]), copied only when
+ * w is not 64-byte aligned.  conv_pack makes the copy, into conv_pack_floats(p) floats
+ * of scratch, which the callers keep whether it is needed or not. */
+bool conv_pack_needed(const KConv *p, const float *w);
 size_t conv_pack_floats(const KConv *p);
 void conv_pack(const KConv *p, const float *w, float *wp);
 /* The input gradient of a stride-1 convolution p is the forward convolution q of dy
  * with the filter flipped and transposed ([KH, KW, F, C], padding KH-1-pt and KW-1-pl):
- * fills *q and says whether q takes the direct kernel.  Its packed filter
- * (conv_pack_flipped of p's filter) is conv_pack_floats(q) floats. */
+ * fills *q and says whether q takes the direct kernel.  Its filter, always a copy
+ * (conv_pack_flipped of p's filter, in the layout q is read in), is conv_pack_floats(q)
+ * floats. */
 bool conv_direct_grad_input_ok(const KConv *p, KConv *q);
 void conv_pack_flipped(const KConv *p, const float *w, float *wp);
 
 /* Output rows [r0, r0 + rc) (rows (n, oy) of the output viewed as [n*oh, ow*f]) into y
- * (row r0 at y[0]) from the packed filter wp, then y = act(y + bias) when bias is not
- * NULL (act: an epilogue, or act.fn < 0).  Each output's value does not depend on how
- * the rows are cut into calls. */
+ * (row r0 at y[0]) from the filter wp in the layout above (as stored, or conv_pack's),
+ * then y = act(y + bias) when bias is not NULL (act: an epilogue, or act.fn < 0).  Each
+ * output's value does not depend on how the rows are cut into calls. */
 void conv_direct_forward(const KernVariant *kv, const KConv *p, const float *x, const float *wp, const float *bias,
                          EwAct act, float *y, int64_t r0, int64_t rc);
 

@@ -156,7 +156,8 @@ typedef enum KConvOp { KCONV_FORWARD, KCONV_GRAD_INPUT, KCONV_GRAD_FILTER, KCONV
 /* Scratch bytes kernel `op` touches for these sizes on a pool of `threads`,
  * by the path it takes: im2col chunks (bounded, whatever the batch or image), a [K, F]
  * partial sum per thread for the filter gradient, the filter packed for the direct
- * kernels; 0 when it needs none (then NULL may be passed).  The same for every KIsa. */
+ * kernels (the input gradient's; the forward's when its count is not a multiple of
+ * 16); 0 when it needs none (then NULL may be passed).  The same for every KIsa. */
 size_t kern_conv_scratch(const KConv *p, KConvOp op, int threads);
 /* The most of the three: one buffer that serves them all. */
 size_t kern_conv2d_scratch(const KConv *p, int threads);
@@ -166,9 +167,8 @@ void kern_conv_set_chunk_rows(size_t rows);
  * docs/kernels.md) in the variant `isa` names, instead of im2col + sgemm: few input
  * channels (C <= 4) at any size; more with at least 8 filters where a row's patches
  * fit 32 KiB or the packed filter 256 KiB (not the identity cases): the forward pass,
- * the filter gradient (with more than 4 channels only up to 64 filters: past that
- * sgemm is faster) and, at stride 1, the input gradient, on a filter packed into the
- * scratch.  Which sizes take them does not depend on the CPU.
+ * the filter gradient and, at stride 1, the input gradient (on the filter flipped
+ * into the scratch).  Which sizes take them does not depend on the CPU.
  * Test hooks: whether these sizes take them, and mode < 0 to turn them off (0:
  * automatic). */
 bool kern_conv_direct_used(const KConv *p);

@@ -59,7 +59,7 @@ ISA_INLINE NAME(Group) NAME(group)(int64_t left)
 }
 
 /* Forward tile: P pixels x NV vectors of filters, over the taps of kernel rows
- * [ky0, ky1); wv[v]: vector v's filters in the packed block of tap 0; bias: the
+ * [ky0, ky1); wv[v]: vector v's filters at tap 0; bias: the
  * group's (NULL: none). */
 ISA_INLINE void NAME(fwd_tile)(const int P, const int NV, const FwdRow *r, const float *xs, const float *const *wv,
                                const NAME(Group) *g, const float *bias, float *y)
@@ -73,12 +73,12 @@ ISA_INLINE void NAME(fwd_tile)(const int P, const int NV, const FwdRow *r, const
     const int64_t pstep = r->pstep;
     for (int ky = r->ky0; ky < r->ky1; ky++) {
         const float *xr = xs + ky * r->rowlen;
-        const int64_t tb = (int64_t)ky * r->kwc * PACK_BLOCK;
+        const int64_t tb = (int64_t)ky * r->kwc * r->wtap;
         for (int t = 0; t < r->kwc; t++) {
             V w[NV_MAX];
 #pragma GCC unroll 4
             for (int v = 0; v < NV; v++)
-                w[v] = v_load(wv[v] + tb + t * PACK_BLOCK);
+                w[v] = v_load(wv[v] + tb + t * r->wtap);
 #pragma GCC unroll 12
             for (int p = 0; p < P; p++) {
                 const V b = v_bcast(xr + p * pstep + t);
@@ -117,7 +117,7 @@ ISA_FN static void NAME(fwd_row)(const FwdRow *r)
         const float *wv[NV_MAX], *bias = r->bias ? r->bias + f0 : NULL;
         for (int v = 0; v < g.nv; v++) {
             int64_t fv = f0 + (int64_t)v * VL;
-            wv[v] = r->wp + fv / PACK_BLOCK * r->K * PACK_BLOCK + fv % PACK_BLOCK;
+            wv[v] = r->wp + fv / PACK_BLOCK * r->wblock + fv % PACK_BLOCK;
         }
         /* the row in nearly equal tiles (14 = 5 + 5 + 4: no short tile waiting on FMA
          * latency) */

@@ -7,7 +7,9 @@
 #include "kernels/kern.h"
 
 /* Filters per block of a packed filter ([F/16][K][16], zero past F): whatever the
- * vector width, so packing and scratch are the same for every variant. */
+ * vector width, so packing and scratch are the same for every variant.  A filter whose
+ * count is a multiple of it is read as stored ([K][F]) instead: the same loads, from
+ * other addresses. */
 enum { PACK_BLOCK = 16 };
 
 /* One output row of a direct convolution, or a piece of one: npix pixels, pixel i's
@@ -18,8 +20,9 @@ typedef struct FwdRow {
     int64_t pstep, rowlen, npix;
     int ky0, ky1;          /* the kernel rows that fall inside the image (the others: padding) */
     int kwc;               /* taps per kernel row: KW * C */
-    int64_t K;             /* taps: KH * KW * C, the packed filter's block length */
-    const float *wp;       /* the packed filter */
+    const float *wp;       /* the filter, packed or as stored */
+    int64_t wtap;          /* floats from a tap's filters to the next tap's: PACK_BLOCK or F */
+    int64_t wblock;        /* from a block of PACK_BLOCK filters to the next: K * PACK_BLOCK or PACK_BLOCK */
     int64_t F;             /* filters; y's pixel stride */
     const float *bias;     /* NULL, or y = y + bias, then relu when `relu` */
     bool relu;

@@ -1215,6 +1215,9 @@ static const ConvCase wide_cases[] = {
     {2, 13, 1, 10, 3, 1, 9, 1, 1, 1, 0, 1, 0},    /* one pixel wide */
     {1, 12, 60, 40, 3, 3, 16, 1, 1, 1, 1, 1, 1},  /* wide rows: grad filter bands of one row */
     {1, 4, 120, 24, 3, 3, 16, 1, 1, 1, 1, 1, 1},  /* a row too wide for the strip: 2 tiles of columns */
+    {2, 7, 7, 24, 3, 3, 80, 1, 1, 1, 1, 1, 1},    /* past 64 filters (64 + 16), grad filter bands of whole images */
+    {1, 5, 6, 40, 3, 3, 130, 1, 1, 1, 1, 1, 1},   /* 64 + 64 + 2 filters */
+    {1, 32, 32, 8, 3, 3, 80, 1, 1, 1, 1, 1, 1},   /* 80 filters read by 1024 pixels: in blocks (fewer: as stored) */
 };
 #define N_WIDE_CASES ((int)(sizeof wide_cases / sizeof wide_cases[0]))
 
@@ -1271,13 +1274,20 @@ static void ref_conv(const KConv *p, int mode, const float *x, const float *w, c
     free(acc);
 }
 
-/* All three conv kernels against the direct loops for chunk size `rows` (0 = auto). */
+/* All three conv kernels against the direct loops for chunk size `rows` (0 = auto).
+ * The filter is 64-byte aligned (the direct forward reads 16, 32 ... filters as
+ * stored); the forward again from a copy 4 bytes off (which it copies first) must give
+ * the same bits. */
 static void check_conv_case(const KConv *p, size_t rows, uint64_t seed, double rtol)
 {
     size_t nx = conv_nx(p), nw = conv_nw(p), ny = conv_ny(p);
-    float *x = tu_alloc_uniform(nx, -1.0f, 1.0f, seed), *w = tu_alloc_uniform(nw, -1.0f, 1.0f, seed + 1);
+    float *x = tu_alloc_uniform(nx, -1.0f, 1.0f, seed), *w = aligned_alloc(64, (nw + 16) / 16 * 64);
+    float *wodd = tu_alloc(nw + 1) + 1;   /* malloc's 16-byte alignment, 4 bytes on */
+    ck_assert(w != NULL);
+    tu_fill_uniform(w, nw, -1.0f, 1.0f, seed + 1);
+    memcpy(wodd, w, nw * sizeof *w);
     float *dy = tu_alloc_uniform(ny, -1.0f, 1.0f, seed + 2);
-    float *y = tu_alloc(ny), *dx = tu_alloc(nx), *dw = tu_alloc(nw);
+    float *y = tu_alloc(ny), *dx = tu_alloc(nx), *dw = tu_alloc(nw), *yodd = tu_alloc(ny);
     float *wy = tu_alloc(ny), *wdx = tu_alloc(nx), *wdw = tu_alloc(nw);
     kern_conv_set_chunk_rows(rows);
     size_t sbytes = kern_conv2d_scratch(p, tu_nthreads());
@@ -1314,10 +1324,15 @@ static void check_conv_case(const KConv *p, size_t rows, uint64_t seed, double r
         ck_assert_isa_near(y, wy, ny, rtol);
         ck_assert_isa_near(dx, wdx, nx, rtol);
         ck_assert_isa_near(dw, wdw, nw, rtol);
+        kern_conv2d(tu_pool, conv_isa, p, x, wodd, yodd, scratch[KCONV_FORWARD]);
+        ck_assert_msg(memcmp(y, yodd, ny * sizeof *y) == 0, "%s kernels: the filter 4 bytes off gives other bits",
+                      kern_isa_name(conv_isa));
     }
     kern_conv_set_chunk_rows(0);
     free(x);
     free(w);
+    free(wodd - 1);
+    free(yodd);
     free(dy);
     free(y);
     free(dx);
@@ -1905,7 +1920,8 @@ END_TEST
  * threads the direct kernels need only the packed filter (forward, input gradient) and
  * the two threads' [K, F] sums (filter gradient), not the 1 MiB im2col chunks; the
  * few-channel first layer's forward pass only its packed filter; the filter gradient
- * on one thread sums straight into dw. */
+ * on one thread sums straight into dw, and so does a convolution too small to share
+ * (83 kFLOP) on two. */
 START_TEST(test_conv_scratch_by_path)
 {
     const size_t KF = 3 * 3 * 16 * 16 * sizeof(float);
@@ -1916,6 +1932,9 @@ START_TEST(test_conv_scratch_by_path)
     ck_assert_uint_eq(kern_conv_scratch(&block, KCONV_GRAD_INPUT, tu_nthreads()), KF);
     ck_assert_uint_eq(kern_conv_scratch(&block, KCONV_GRAD_FILTER, tu_nthreads()), 2 * KF);
     ck_assert_uint_eq(kern_conv_scratch(&first, KCONV_FORWARD, tu_nthreads()), 3 * 3 * 1 * 16 * sizeof(float));
+    KConv tiny = conv_params(&(ConvCase){ 1, 6, 6, 8, 3, 3, 16, 1, 1, 1, 1, 1, 1 });
+    ck_assert(kern_conv_direct_used(&tiny));
+    ck_assert_uint_eq(kern_conv_scratch(&tiny, KCONV_GRAD_FILTER, tu_nthreads()), 0);
     kern_conv_set_direct(-1);   /* im2col: a chunk per thread */
     ck_assert_uint_ge(kern_conv_scratch(&block, KCONV_GRAD_INPUT, tu_nthreads()), 2 * 256 * (size_t)(3 * 3 * 16) * sizeof(float));
     kern_conv_set_direct(0);

@@ -20,6 +20,13 @@ void *gc_malloc(size_t n)
     return malloc(n ? n : 1);
 }
 
+void *gc_malloc_aligned(size_t n, size_t align)
+{
+    size_t total;
+    if (!gc_add_size(n ? n : 1, align - 1, &total) || should_fail()) return NULL;
+    return aligned_alloc(align, total / align * align);   /* C11: a multiple of align */
+}
+
 void *gc_calloc(size_t count, size_t size)
 {
     size_t total;

@@ -10,6 +10,10 @@
 #include <stdbool.h>
 
 void *gc_malloc(size_t n);            /* NULL on failure (or injected failure) */
+/* n bytes at an address that is a multiple of align (a power of two, at least
+ * sizeof(void *)): tensors for the vector kernels, whose 64-byte loads split across
+ * cache lines otherwise.  Freed with gc_free. */
+void *gc_malloc_aligned(size_t n, size_t align);
 void *gc_calloc(size_t count, size_t size); /* NULL on overflow or failure */
 void *gc_realloc(void *p, size_t n);
 char *gc_strdup(const char *s);
