@@ -420,21 +420,10 @@ static double row_lse_shifted(const float *x, size_t cols, float m)
     return log((double)vmath()->exp_sum(x, m, NULL, cols));
 }
 
-/* A row's maximum, its exponentials and their sum with the row in cache; then the
- * scaling. */
 void kern_softmax(const float *x, float *y, size_t rows, size_t cols)
 {
-    if (cols == 0)
-        return;
-    const KernVariant *kv = vmath();
-    for (size_t r = 0; r < rows; r++) {
-        const float *xr = x + r * cols;
-        float *yr = y + r * cols;
-        float m = kv->row_max(xr, cols);
-        float inv = 1.0f / kv->exp_sum(xr, m, yr, cols);
-        for (size_t j = 0; j < cols; j++)
-            yr[j] *= inv;
-    }
+    if (cols)
+        vmath()->softmax(x, y, rows, cols);
 }
 
 void kern_softmax_grad(const float *y, const float *dy, float *dx, size_t rows, size_t cols)

@@ -60,6 +60,8 @@ typedef struct KernVariant {
     size_t (*unary_grad)(EwUnary op, const float *v, const float *dy, float *dx, size_t n);
     float (*row_max)(const float *x, size_t n);
     float (*exp_sum)(const float *x, float m, float *y, size_t n);
+    /* kern_softmax's rows (cols >= 1), from those two and a scaling */
+    void (*softmax)(const float *x, float *y, size_t rows, size_t cols);
 } KernVariant;
 
 /* The variant that runs for `isa` (kern_isa_resolve's). */

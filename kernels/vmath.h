@@ -104,6 +104,19 @@ ISA_FN static float NAME(vm_exp_sum)(const float *x, float m, float *y, size_t n
     return lane[0];
 }
 
+/* Softmax over the rows of x [rows, n]: each row's maximum, its exponentials and their
+ * sum, then the scaling by the sum's reciprocal, with the row in cache. */
+ISA_FN static void NAME(vm_softmax)(const float *x, float *y, size_t rows, size_t n)
+{
+    for (size_t r = 0; r < rows; r++, x += n, y += n) {
+        const float inv = 1.0f / NAME(vm_exp_sum)(x, NAME(vm_row_max)(x, n), y, n);
+        const VF iv = vm_set1(inv);
+        size_t i = 0;
+        VM_LOOP(vm_store(y + i, vm_mul(vm_load(y + i), iv)))
+        for (; i < n; i++) y[i] *= inv;
+    }
+}
+
 #define VMATH_FNS                                                                              \
     .unary = NAME(vm_unary), .unary_grad = NAME(vm_unary_grad), .row_max = NAME(vm_row_max),  \
-    .exp_sum = NAME(vm_exp_sum)
+    .exp_sum = NAME(vm_exp_sum), .softmax = NAME(vm_softmax)

@@ -1235,7 +1235,7 @@ START_TEST(test_vmath_functions)
 END_TEST
 
 /* A softmax row's maximum and sum of exponentials, every length from 1 to 70 and a
- * long row, with -inf (a masked score), a NaN past the first element (passed over by
+ * long row, and whole softmax rows, with -inf (a masked score), a NaN past the first element (passed over by
  * the maximum, as the scalar loop did): the same bits in every variant, the sum within
  * 1e-6 of double precision, each stored term the scalar instance's. */
 START_TEST(test_vmath_rows)
@@ -1268,6 +1268,25 @@ START_TEST(test_vmath_rows)
         }
         if (n == cap) break;
     }
+    /* the rows of kern_softmax: 4 rows of 37, the same bits in every variant, each row the
+     * terms above scaled by the reciprocal of their sum */
+    float *y = tu_alloc(4 * 37), *first = tu_alloc(4 * 37);
+    FOR_EACH_ISA {
+        const KernVariant *kv = kern_variant(conv_isa);
+        kv->softmax(x, y, 4, 37);
+        if (isa_i_ == 0) memcpy(first, y, 4 * 37 * sizeof *y);
+        ck_assert_msg(memcmp(y, first, 4 * 37 * sizeof *y) == 0, "%s: softmax not %s's bits", kern_isa_name(conv_isa),
+                      kern_isa_name(isas[0]));
+        for (int r = 0; r < 4; r++) {
+            const float *xr = x + r * 37;
+            float m = kv->row_max(xr, 37), inv = 1.0f / kv->exp_sum(xr, m, e, 37);
+            bool ok = true;
+            for (int j = 0; j < 37; j++) ok &= same_bits(y[r * 37 + j], e[j] * inv);
+            ck_assert_msg(ok, "%s: softmax row %d", kern_isa_name(conv_isa), r);
+        }
+    }
+    free(y);
+    free(first);
     x[3] = NAN;   /* after x[0]: passed over */
     FOR_EACH_ISA ck_assert(kern_variant(conv_isa)->row_max(x, 64) == kern_variant(isas[0])->row_max(x, 64));
     x[0] = NAN;   /* first: the answer */
