@@ -22,12 +22,17 @@
 /* e^x: x = n ln2 + r, |r| <= ln2 / 2 (Cody and Waite: ln2 in two parts, the first with
  * 9 trailing zero bits so that n ln2_hi is exact for |n| < 512), e^r by Cephes' expf
  * polynomial, times 2^n made as two powers of two so that results below FLT_MIN come out
- * as the denormals they are.  x is first clamped to [-104, 89]: e^-104 rounds to +0 and
- * e^89 overflows, so -inf gives +0 and +inf gives +inf; a NaN is returned quieted. */
+ * as the denormals they are.  x is clamped to 89, where e^x overflows (+inf gives +inf);
+ * below -104, where e^x rounds to +0 (-inf too), the answer is +0; a NaN is returned
+ * quieted. */
 VM_FN VF VM_NAME(vm_exp)(VF x)
 {
     const VF lo = vm_set1(-104.0f), hi = vm_set1(89.0f), magic = vm_set1(12582912.0f);   /* 1.5 * 2^23 */
-    VF xc = vm_sel(vm_lt(lo, x), x, lo);   /* a NaN takes lo here, and is put back at the end */
+    /* below lo the answer is +0, selected at the end: computed, its underflow would
+     * cost a microcode assist per vector on x86 (a causal mask's -1e9 is half of
+     * attention's scores), so those lanes compute e^0 instead; NaNs take hi */
+    const VB under = vm_lt(x, lo);
+    VF xc = vm_sel(under, vm_set1(0.0f), x);
     xc = vm_sel(vm_lt(xc, hi), xc, hi);
     /* n = x log2(e) rounded to nearest: its integer in the low bits of t's significand */
     VF t = vm_add(vm_mul(xc, vm_set1(1.44269504088896341f)), magic);
@@ -44,7 +49,7 @@ VM_FN VF VM_NAME(vm_exp)(VF x)
     /* 2^n = 2^n1 2^n2, n1 = n / 2 rounded down: both normal for n in [-150, 128] */
     VI n1 = vm_isra(ni, 1), n2 = vm_isub(ni, n1);
     VF s1 = vm_float(vm_isll(vm_iadd(n1, vm_seti(127)), 23)), s2 = vm_float(vm_isll(vm_iadd(n2, vm_seti(127)), 23));
-    VF y = vm_mul(vm_mul(p, s1), s2);
+    VF y = vm_sel(under, vm_set1(0.0f), vm_mul(vm_mul(p, s1), s2));
     return vm_sel(vm_eq(x, x), y, vm_add(x, x));
 }
 
