@@ -1,6 +1,7 @@
 /* The scalar math of the elementwise functions listed in util/elemwise.def, shared by
- * the kernels (a loop over each, vectorized by the compiler) and constant folding (one
- * value), so a folded constant has the bits the kernel would give.  Below both the
+ * the kernels (a loop over each, vectorized by the compiler; exp, tanh and the functions
+ * made of them are util/vmath.h's, whose vector loops give these bits) and constant
+ * folding (one value), so a folded constant has the bits the kernel would give.  Below both the
  * graph and the kernels: it knows neither.
  *
  * Each gradient returns dx for the incoming gradient dy, written as the kernels have
