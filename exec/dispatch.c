@@ -155,11 +155,12 @@ static KConv conv_params(const Node *n, const Shape *x, const Shape *w, const Sh
 static void convpool_params(const Graph *g, const Node *n, KConv *p, KPool *q)
 {
     const Shape *x = &g->nodes[n->in[0]].shape, *w = &g->nodes[n->in[1]].shape;
+    const Dim *y = n->shape.d + (n->op == OP_CONV2D_MAXPOOL_ARGMAX);   /* its leading 2 skipped */
     const WinAttr *cv = &n->a.convpool.conv, *pl = &n->a.convpool.pool;
     *p = conv_window(cv, x, w, (x->d[1].v + cv->pt + cv->pb - w->d[0].v) / cv->sh + 1,
                      (x->d[2].v + cv->pl + cv->pr - w->d[1].v) / cv->sw + 1);
     *q = (KPool){ .n = p->n, .h = p->oh, .w = p->ow, .c = p->f, .kh = pl->kh, .kw = pl->kw, .sh = pl->sh,
-                  .sw = pl->sw, .pt = pl->pt, .pl = pl->pl, .oh = n->shape.d[1].v, .ow = n->shape.d[2].v };
+                  .sw = pl->sw, .pt = pl->pt, .pl = pl->pl, .oh = y[1].v, .ow = y[2].v };
 }
 
 /* conv2d_maxpool: band by band (kern_conv2d_maxpool) where the kernel that takes the
@@ -184,13 +185,14 @@ size_t dispatch_scratch_traffic(const Graph *g, const Node *n, int threads)
     (void)threads;   /* no path counted here depends on it */
     if (n->op == OP_MATMUL_GRAD_UPDATE && n->a.update.kind == OP_MOMENTUM_UPDATE)
         return 2 * kern_dense_backward_scratch((size_t)n->shape.d[0].v, (size_t)n->shape.d[1].v, false, 1);
-    if (n->op != OP_CONV2D_MAXPOOL) return 0;
+    if (n->op != OP_CONV2D_MAXPOOL && n->op != OP_CONV2D_MAXPOOL_ARGMAX) return 0;
     KConv p;
     KPool q;
     convpool_params(g, n, &p, &q);
     return kern_conv2d_maxpool_exact(&p) ? 0 : 2 * (size_t)(p.n * p.oh * p.ow * p.f) * sizeof(float);
 }
 
+/* conv2d_maxpool, and conv2d_maxpool_argmax: y then the index in its output. */
 static int k_conv2d_maxpool(const KCall *c)
 {
     KConv p;
@@ -198,13 +200,26 @@ static int k_conv2d_maxpool(const KCall *c)
     convpool_params(c->g, c->n, &p, &q);
     const float *bias = c->n->nin == 3 ? fin(c, 2) : NULL;
     EwAct act = bias ? act_of(c->n->a.convpool.conv.act, c->n->a.convpool.conv.act_p) : EW_NO_ACT;
+    const bool argmax = c->n->op == OP_CONV2D_MAXPOOL_ARGMAX;
+    int32_t *idx = argmax ? (int32_t *)c->out + q.n * q.oh * q.ow * q.c : NULL;
     if (kern_conv2d_maxpool_exact(&p)) {
-        kern_conv2d_maxpool(c->pool, c->env->isa, &p, &q, fin(c, 0), fin(c, 1), bias, act, fout(c), c->scratch);
+        if (argmax)
+            kern_conv2d_maxpool_argmax(c->pool, c->env->isa, &p, &q, fin(c, 0), fin(c, 1), bias, act, fout(c), idx,
+                                       c->scratch);
+        else
+            kern_conv2d_maxpool(c->pool, c->env->isa, &p, &q, fin(c, 0), fin(c, 1), bias, act, fout(c), c->scratch);
         return 0;
     }
     float *conv = c->scratch;
     kern_conv2d_bias_act(c->pool, c->env->isa, &p, fin(c, 0), fin(c, 1), bias, act, conv, conv + convpool_apart_floats(&p));
-    return run_images(c, q, OP_MAXPOOL, conv);
+    return run_images(c, q, c->n->op == OP_CONV2D_MAXPOOL ? OP_MAXPOOL : OP_CONV2D_MAXPOOL_ARGMAX, conv);
+}
+
+/* maxpool_values: the first half of its input, copied. */
+static int k_maxpool_values(const KCall *c)
+{
+    memcpy(c->out, c->in[0], numel(&c->n->shape) * sizeof(float));
+    return 0;
 }
 
 /* conv2d(x, w) -> y; grad_input(dy, w) -> dx [x]; grad_filter(x, dy) -> dw [w] */
@@ -254,7 +269,7 @@ size_t dispatch_scratch_bytes(const Graph *g, const Node *n, int threads)
 {
     if (n->op == OP_MATMUL_UPDATE || n->op == OP_MATMUL_GRAD_UPDATE) return update_scratch(g, n, threads);
     if (n->op == OP_CLIP_SCALE) return clip_tasks(g, n) * sizeof(double);
-    if (n->op == OP_CONV2D_MAXPOOL) return convpool_scratch(g, n, threads);
+    if (n->op == OP_CONV2D_MAXPOOL || n->op == OP_CONV2D_MAXPOOL_ARGMAX) return convpool_scratch(g, n, threads);
     if (n->op == OP_LAYER_NORM_GRAD_SCALE) return layer_norm_scale_scratch(n);
     if (dispatch_bn_scratch(g, n)) return dispatch_bn_scratch(g, n);
     KConvOp op;
@@ -390,6 +405,7 @@ typedef struct PoolJob {
     const float *x;     /* input 0 */
     KPool p;
     Range r;            /* over images */
+    size_t idx_at;      /* a scatter's index: its place in input 0 (past y's bits in a conv2d_maxpool_argmax) */
 } PoolJob;
 
 static void pool_part(void *arg, int part, int worker)
@@ -404,14 +420,24 @@ static void pool_part(void *arg, int part, int worker)
     const KCall *c = j->c;
     const float *x0 = j->x;
     switch (j->op) {
-    case OP_MAXPOOL: kern_maxpool(&p, x0 + xs, fout(c) + ys); break;
+    case OP_MAXPOOL: kern_maxpool(c->env->isa, &p, x0 + xs, fout(c) + ys); break;
+    case OP_CONV2D_MAXPOOL_ARGMAX:   /* the two ops apart: y, then the index after it */
+        kern_maxpool(c->env->isa, &p, x0 + xs, fout(c) + ys);
+        kern_maxpool_argmax(c->env->isa, &p, x0 + xs, (int32_t *)c->out + (size_t)(j->p.n * p.oh * p.ow * p.c) + ys);
+        break;
     case OP_AVGPOOL: kern_avgpool(&p, x0 + xs, fout(c) + ys); break;
     case OP_MAXPOOL_GRAD: kern_maxpool_grad(&p, x0 + xs, fin(c, 1) + ys, fin(c, 2) + ys, fout(c) + xs); break;
-    case OP_MAXPOOL_ARGMAX: kern_maxpool_argmax(&p, x0 + xs, (int32_t *)c->out + ys); break;
-    case OP_MAXPOOL_GATHER: kern_maxpool_gather(&p, x0 + xs, (const int32_t *)c->in[1] + ys, fout(c) + ys); break;
-    case OP_MAXPOOL_SCATTER: kern_maxpool_scatter(&p, (const int32_t *)c->in[0] + ys, NULL, fin(c, 1) + ys, fout(c) + xs); break;
+    case OP_MAXPOOL_ARGMAX: kern_maxpool_argmax(c->env->isa, &p, x0 + xs, (int32_t *)c->out + ys); break;
+    case OP_MAXPOOL_GATHER:
+        kern_maxpool_gather(c->env->isa, &p, x0 + xs, (const int32_t *)c->in[1] + ys, fout(c) + ys);
+        break;
+    case OP_MAXPOOL_SCATTER:
+        kern_maxpool_scatter(c->env->isa, &p, (const int32_t *)c->in[0] + j->idx_at + ys, NULL, fin(c, 1) + ys,
+                             fout(c) + xs);
+        break;
     case OP_MAXPOOL_SCATTER_RELU:
-        kern_maxpool_scatter(&p, (const int32_t *)c->in[0] + ys, fin(c, 1) + ys, fin(c, 2) + ys, fout(c) + xs);
+        kern_maxpool_scatter(c->env->isa, &p, (const int32_t *)c->in[0] + j->idx_at + ys, fin(c, 1) + ys, fin(c, 2) + ys,
+                             fout(c) + xs);
         break;
     case OP_MAXPOOL_GRAD_RELU: kern_maxpool_grad_relu(&p, x0 + xs, fin(c, 1) + ys, fin(c, 2) + ys, fout(c) + xs); break;
     default: kern_avgpool_grad(&p, x0 + ys, fout(c) + xs); break;
@@ -419,20 +445,35 @@ static void pool_part(void *arg, int part, int worker)
 }
 
 /* Pooling kernel `op` over blocks of images, input 0 at x. */
-static int run_images(const KCall *c, KPool p, OpKind op, const float *x)
+static int run_images_at(const KCall *c, KPool p, OpKind op, const float *x, size_t idx_at)
 {
-    PoolJob j = { c, op, x, p, ranges(c, (size_t)p.n * (size_t)(p.h * p.w * p.c), (size_t)(p.h * p.w * p.c)) };
+    PoolJob j = { c, op, x, p, ranges(c, (size_t)p.n * (size_t)(p.h * p.w * p.c), (size_t)(p.h * p.w * p.c)), idx_at };
     j.r.n = (size_t)p.n;   /* ranges count images */
     j.r.unit = 1;
     pool_run(c->pool, j.r.parts, pool_part, &j);
     return 0;
 }
 
+static int run_images(const KCall *c, KPool p, OpKind op, const float *x) { return run_images_at(c, p, op, x, 0); }
+
 static int run_pool_job(const KCall *c, KPool p) { return run_images(c, p, c->n->op, fin(c, 0)); }
 
 static int k_pool(const KCall *c) { return run_pool_job(c, pool_params(c->n, ishape(c, 0), &c->n->shape)); }
 static int k_maxpool_grad(const KCall *c) { return run_pool_job(c, pool_params(c->n, ishape(c, 0), ishape(c, 1))); }
-static int k_maxpool_scatter(const KCall *c) { return run_pool_job(c, pool_params(c->n, &c->n->shape, ishape(c, 0))); }
+/* The index is a maxpool_argmax's, or the second half of a conv2d_maxpool_argmax's
+ * [2, N, OH, OW, C] (its y, the first half, is then input 1 of maxpool_scatter_relu). */
+static int k_maxpool_scatter(const KCall *c)
+{
+    const Shape *i = ishape(c, 0);
+    Shape y = *i;
+    size_t at = 0;
+    if (i->rank == 5) {
+        y.rank = 4;
+        memmove(y.d, i->d + 1, 4 * sizeof *y.d);
+        at = numel(&y);
+    }
+    return run_images_at(c, pool_params(c->n, &c->n->shape, &y), c->n->op, fin(c, 0), at);
+}
 static int k_avgpool_grad(const KCall *c) { return run_pool_job(c, pool_params(c->n, &c->n->shape, ishape(c, 0))); }
 
 static int k_gap(const KCall *c)

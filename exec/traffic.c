@@ -42,6 +42,9 @@ double exec_node_bytes(const Graph *g, const Node *n, int threads)
     case OP_MATMUL_GRAD_UPDATE:   /* its output is a gradient, written like any */
         bytes += update_writes(g, n->a.update.var);
         break;
+    case OP_MAXPOOL_VALUES:   /* reads the first half of its input, its own size */
+        bytes -= (double)node_bytes(n);
+        break;
     default:
         break;
     }

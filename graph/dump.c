@@ -95,10 +95,10 @@ static void fused_attrs(const Node *n, char *buf, size_t len)
         put_act(buf, len, &at, n->a.win.act, n->a.win.act_p);
         put_window(buf, len, &at, "", &n->a.win);
         break;
-    case OP_CONV2D_MAXPOOL:
+    case OP_CONV2D_MAXPOOL: case OP_CONV2D_MAXPOOL_ARGMAX:
         put(buf, len, &at, "fuses=conv2d%s", n->nin == 3 ? "+add" : "");
         put_act(buf, len, &at, n->a.convpool.conv.act, n->a.convpool.conv.act_p);
-        put(buf, len, &at, "+maxpool");
+        put(buf, len, &at, n->op == OP_CONV2D_MAXPOOL ? "+maxpool" : "+maxpool_argmax");
         put_window(buf, len, &at, "", &n->a.convpool.conv);
         put_window(buf, len, &at, "pool", &n->a.convpool.pool);
         break;
@@ -189,7 +189,8 @@ static void attrs_str(const Graph *g, const Node *n, char *buf, size_t len)
         if (n->a.matmul.ta || n->a.matmul.tb)
             put(buf, len, &at, "transpose=%s%s", n->a.matmul.ta ? "a" : "", n->a.matmul.tb ? "b" : "");
         break;
-    case OP_MATMUL_BIAS_ACT: case OP_CONV2D_BIAS_ACT: case OP_CONV2D_MAXPOOL: case OP_MAXPOOL_GRAD_RELU:
+    case OP_MATMUL_BIAS_ACT: case OP_CONV2D_BIAS_ACT: case OP_CONV2D_MAXPOOL: case OP_CONV2D_MAXPOOL_ARGMAX:
+    case OP_MAXPOOL_GRAD_RELU:
     case OP_FUSED_ELEMWISE:
         fused_attrs(n, buf, len);
         break;

@@ -8,6 +8,9 @@
  *                      (graphs without a training step)
  *   elementwise        a chain of elementwise ops  =>  fused_elemwise
  *   pool_indices       maxpool and its gradient through an index of the maxima
+ *   conv_pool_argmax   conv2d_bias_act(x, w, b) or conv2d(x, w) read by maxpool_argmax and
+ *                      maxpool_gather only  =>  conv2d_maxpool_argmax(x, w[, b]) and
+ *                      maxpool_values of it (a training step)
  *   early_updates      a large gradient's update moved to right after its last input
  *   gemm_updates       matmul(a, b) -> an optimizer's *_update(w, .)  =>  matmul_update(w, a, b)
  *   dense_backward     matmul(dy, w) -> unary_grad[relu](x, .), and w's sgd/momentum update
@@ -652,6 +655,61 @@ Graph *pass_fuse_bias_act(const Graph *g, DiagSink *d)
         f->loc = n->loc;
         keep[i] = false;
         if (last != add) keep[add] = false;
+    }
+    return rewrite_end(&r, ok, g->stage, d);
+}
+
+/* A convolution read only by a max pool's argmax and gather (pool_indices' pattern, a
+ * training step) becomes one conv2d_maxpool_argmax in the argmax's place: the executor
+ * makes the convolution band by band in scratch as for conv2d_maxpool and writes only
+ * the pooled values and the index, so the full-resolution output (the MNIST CNN's
+ * first: 25.7 MB at batch 256) is neither written nor read back twice.  The gather
+ * becomes maxpool_values, a copy of the values out of the fused node's output; the
+ * scatters read the index there, and maxpool_scatter_relu its y there too.  The same
+ * bits as the ops apart (exec/dispatch.c runs them apart inside the node where the band
+ * by band kernel would not give them). */
+Graph *pass_conv_pool_argmax(const Graph *g, DiagSink *d)
+{
+    Rewrite r;
+    if (!rewrite_begin(&r, g, d)) return NULL;
+    Graph *c = r.c;
+    bool ok = true;
+    for (int32_t a = 0; a < c->nnodes && ok; a++) {
+        Node *am = &c->nodes[a];
+        if (am->op != OP_MAXPOOL_ARGMAX) continue;
+        int32_t x = am->in[0], gather = -1;
+        const Node *conv = &c->nodes[x];
+        if ((conv->op != OP_CONV2D && conv->op != OP_CONV2D_BIAS_ACT) || conv->dtype != DT_F32 || r.uses[x] != 2 ||
+            x == c->logits)
+            continue;
+        for (int32_t j = a + 1; j < c->nnodes && gather < 0; j++)
+            if (c->nodes[j].op == OP_MAXPOOL_GATHER && c->nodes[j].in[0] == x && c->nodes[j].in[1] == a) gather = j;
+        if (gather < 0) continue;
+        int32_t *in = arena_alloc(&c->arena, (size_t)conv->nin * sizeof *in);
+        if (!in) {
+            diag_plain(d, "out of memory");
+            ok = false;
+            break;
+        }
+        memcpy(in, conv->in, (size_t)conv->nin * sizeof *in);
+        NodeAttr at;
+        memset(&at, 0, sizeof at);
+        at.convpool.conv = conv->a.win;
+        if (conv->op == OP_CONV2D) at.convpool.conv.act = -1;
+        at.convpool.pool = am->a.win;
+        am->op = OP_CONV2D_MAXPOOL_ARGMAX;
+        am->a = at;
+        am->in = in;
+        am->nin = conv->nin;
+        am->loc = conv->loc;   /* the work is the convolution's: its line in a profile */
+        Node *gn = &c->nodes[gather];
+        gn->op = OP_MAXPOOL_VALUES;
+        gn->nin = 1;   /* in[0] = a: the gather's own array, shortened */
+        gn->in[0] = a;
+        for (int32_t j = gather + 1; j < c->nnodes; j++)
+            if (c->nodes[j].op == OP_MAXPOOL_SCATTER_RELU && c->nodes[j].in[0] == a) c->nodes[j].in[1] = a;
+        r.keep[x] = false;
+        ok = graph_infer_node(c, a, d) && graph_infer_node(c, gather, d);
     }
     return rewrite_end(&r, ok, g->stage, d);
 }

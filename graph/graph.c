@@ -361,7 +361,7 @@ double node_flops(const Graph *g, const Node *n)
         const Shape *w = &g->nodes[n->in[1]].shape;
         return 2.0 * numel_d(g, y) * dimv(g, w->d[0]) * dimv(g, w->d[1]) * dimv(g, w->d[2]);
     }
-    case OP_CONV2D_MAXPOOL: {   /* the convolution's, as conv2d_bias_act: the pooling is a few compares */
+    case OP_CONV2D_MAXPOOL: case OP_CONV2D_MAXPOOL_ARGMAX: {   /* the convolution's, as conv2d_bias_act: the pooling is a few compares */
         const Shape *x = &g->nodes[n->in[0]].shape, *w = &g->nodes[n->in[1]].shape;
         const WinAttr *a = &n->a.convpool.conv;
         double oh = (double)((x->d[1].v + a->pt + a->pb - a->kh) / a->sh + 1);

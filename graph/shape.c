@@ -271,6 +271,31 @@ static bool r_conv2d_maxpool(Ctx *c, Node *n)
     return true;
 }
 
+/* conv2d_maxpool_argmax: conv2d_maxpool's y, with a leading axis of 2 (y's bits, then
+ * the index), i32. */
+static bool r_conv2d_maxpool_argmax(Ctx *c, Node *n)
+{
+    if (!r_conv2d_maxpool(c, n)) return false;
+    Shape y = n->shape;
+    n->shape.rank = y.rank + 1;
+    n->shape.d[0] = (Dim){ .v = 2, .sym = -1 };
+    for (int i = 0; i < y.rank; i++) n->shape.d[i + 1] = y.d[i];
+    n->dtype = DT_I32;
+    return true;
+}
+
+/* maxpool_values: the first half of a conv2d_maxpool_argmax, as f32. */
+static bool r_maxpool_values(Ctx *c, Node *n)
+{
+    const Shape *z = in_shape(c, n, 0);
+    if (c->g->nodes[n->in[0]].op != OP_CONV2D_MAXPOOL_ARGMAX || z->rank < 2 || z->d[0].v != 2)
+        return fail(c, n, "maxpool_values: reads a conv2d_maxpool_argmax");
+    n->shape.rank = z->rank - 1;
+    for (int i = 1; i < z->rank; i++) n->shape.d[i - 1] = z->d[i];
+    n->dtype = DT_F32;
+    return true;
+}
+
 static bool r_argmax(Ctx *c, Node *n)
 {
     if (!r_pool(c, n)) return false;

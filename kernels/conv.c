@@ -514,6 +514,7 @@ typedef struct ConvPoolJob {
     KIsa isa;
     bool direct;                /* the direct kernels, else im2col + sgemm */
     float *y, *scratch;
+    int32_t *idx;               /* NULL, or the pool's argmax (kern_conv2d_maxpool_argmax) */
     int64_t rows;               /* pooled rows (n, py) per task */
     int64_t band;               /* pooled rows per band */
 } ConvPoolJob;
@@ -560,20 +561,21 @@ static void convpool_task(void *arg, int task, int worker)
         if (c1 > from)
             convpool_conv_rows(j, n, from, c1, col, band + (from - c0) * rowf);
         have_n = n, have0 = c0, have1 = c1 > from ? c1 : from;
-        maxpool_rows(q, band, c0, py0, py1, j->y + (n * q->oh + py0) * q->ow * q->c);
+        const int64_t at = (n * q->oh + py0) * q->ow * q->c;
+        maxpool_rows(j->isa, q, band, c0, py0, py1, j->y + at, j->idx ? j->idx + at : NULL);
         r += py1 - py0;
     }
 }
 
-void kern_conv2d_maxpool(Pool *pool, KIsa isa, const KConv *p, const KPool *q, const float *x, const float *w,
-                         const float *bias, EwAct act, float *y, float *scratch)
+static void convpool_run(Pool *pool, KIsa isa, const KConv *p, const KPool *q, const float *x, const float *w,
+                         const float *bias, EwAct act, float *y, int32_t *idx, float *scratch)
 {
     const int64_t R = p->n * q->oh;
     if (R <= 0 || q->ow <= 0 || p->f <= 0)
         return;
     const int T = pool_threads(pool);
     ConvPoolJob j = { .p = p, .q = q, .x = x, .w = w, .bias = bias, .act = bias ? act : EW_NO_ACT, .pool = pool,
-                      .isa = isa, .direct = conv_direct(p), .y = y, .scratch = scratch,
+                      .isa = isa, .direct = conv_direct(p), .y = y, .scratch = scratch, .idx = idx,
                       .rows = (R + T - 1) / T, .band = convpool_band(p, q) };
     if (j.direct) {
         float *wp = scratch + (size_t)T * convpool_worker_floats(p, q);
@@ -581,4 +583,16 @@ void kern_conv2d_maxpool(Pool *pool, KIsa isa, const KConv *p, const KPool *q, c
         j.w = wp;
     }
     pool_run(pool, (int)nchunks(R, j.rows), convpool_task, &j);
+}
+
+void kern_conv2d_maxpool(Pool *pool, KIsa isa, const KConv *p, const KPool *q, const float *x, const float *w,
+                         const float *bias, EwAct act, float *y, float *scratch)
+{
+    convpool_run(pool, isa, p, q, x, w, bias, act, y, NULL, scratch);
+}
+
+void kern_conv2d_maxpool_argmax(Pool *pool, KIsa isa, const KConv *p, const KPool *q, const float *x, const float *w,
+                                const float *bias, EwAct act, float *y, int32_t *idx, float *scratch)
+{
+    convpool_run(pool, isa, p, q, x, w, bias, act, y, idx, scratch);
 }

@@ -188,8 +188,10 @@ typedef struct KPool {
     int64_t n, h, w, c;
     int64_t kh, kw, sh, sw, pt, pl, oh, ow;
 } KPool;
-/* Padding cells are ignored (max over real cells; avg divides by real cells). */
-void kern_maxpool(const KPool *p, const float *x, float *y);
+/* Padding cells are ignored (max over real cells; avg divides by real cells).  The
+ * max pooling kernels that take a KIsa run that variant's vector loops (kernels/pool.c),
+ * the same bits in every variant. */
+void kern_maxpool(KIsa isa, const KPool *p, const float *x, float *y);
 /* dx from x, y and dy: the gradient goes to the first cell equal to the max. */
 void kern_maxpool_grad(const KPool *p, const float *x, const float *y, const float *dy, float *dx);
 /* Max pooling through indices (the compiled plan's form, graph/fuse.c): the input can
@@ -199,9 +201,9 @@ void kern_maxpool_grad(const KPool *p, const float *x, const float *y, const flo
  * gather gives exactly kern_maxpool's y; scatter exactly kern_maxpool_grad's dx (the
  * same additions in the same order), and with y (not NULL) also relu's gradient
  * mask y > 0, which at the routed cell equals x > 0. */
-void kern_maxpool_argmax(const KPool *p, const float *x, int32_t *idx);
-void kern_maxpool_gather(const KPool *p, const float *x, const int32_t *idx, float *y);
-void kern_maxpool_scatter(const KPool *p, const int32_t *idx, const float *y, const float *dy, float *dx);
+void kern_maxpool_argmax(KIsa isa, const KPool *p, const float *x, int32_t *idx);
+void kern_maxpool_gather(KIsa isa, const KPool *p, const float *x, const int32_t *idx, float *y);
+void kern_maxpool_scatter(KIsa isa, const KPool *p, const int32_t *idx, const float *y, const float *dy, float *dx);
 /* kern_maxpool_grad, then kern_relu_mask(x, dx) (x is the relu's output), image by
  * image while it is in cache: the same bits as the two calls. */
 void kern_maxpool_grad_relu(const KPool *p, const float *x, const float *y, const float *dy, float *dx);
@@ -218,6 +220,11 @@ void kern_conv_set_pool_band(size_t rows);
 size_t kern_conv2d_maxpool_scratch(const KConv *p, const KPool *q, int threads);
 void kern_conv2d_maxpool(Pool *pool, KIsa isa, const KConv *p, const KPool *q, const float *x, const float *w,
                          const float *bias, EwAct act, float *y, float *scratch);
+/* The same, with also kern_maxpool_argmax's index of the convolution's output into idx
+ * (laid out as y): a training step's forward, whose backward needs only y and idx
+ * (graph/fuse.c's conv_pool_argmax).  The same scratch. */
+void kern_conv2d_maxpool_argmax(Pool *pool, KIsa isa, const KConv *p, const KPool *q, const float *x, const float *w,
+                                const float *bias, EwAct act, float *y, int32_t *idx, float *scratch);
 void kern_avgpool(const KPool *p, const float *x, float *y);
 void kern_avgpool_grad(const KPool *p, const float *dy, float *dx);
 /* [n, hw, c] -> [n, c] mean over hw, and its gradient. */

@@ -3,7 +3,9 @@
  *
  * The loops here are written for the auto-vectorizer, which plain -O2 (GCC 12's
  * "very cheap" cost model) leaves off.  Set before any include so every function in
- * this file has the same options. */
+ * this file has the same options.  The max pooling that a training step runs (the
+ * argmax, the pooled values, the gradient's scatter) is memory-bound and written by
+ * hand over vectors instead, once per instruction set (pool_body.h). */
 #if defined(__GNUC__) && !defined(__clang__) && defined(__OPTIMIZE__)
 #pragma GCC optimize("tree-vectorize", "vect-cost-model=dynamic")
 #endif
@@ -12,6 +14,7 @@
 #include <string.h>
 
 #include "kernels/pool.h"
+#include "kernels/variant.h"
 
 /* ---- pooling ----------------------------------------------------------------------- */
 
@@ -48,38 +51,190 @@ static inline void st4(float *p, v4f v) { memcpy(p, &v, sizeof v); }
 /* mask ? a : b, lane by lane, for a mask of all-ones or zero lanes */
 static inline v4f sel4(v4i mask, v4f a, v4f b) { return (v4f)((mask & (v4i)a) | (~mask & (v4i)b)); }
 
-/* pool.h */
-void maxpool_rows(const KPool *p, const float *x, int64_t row0, int64_t oy0, int64_t oy1, float *y)
+/* ---- max pooling, one variant per instruction set ------------------------------------
+ * Each kernel reads its inputs and writes its output once, in order: a window's cells
+ * are found once per output pixel (window_cells), and the variant's loop goes over the
+ * pixel's channels, contiguous in NHWC. */
+enum { POOL_MAX_CELLS = 64 };   /* windows up to 8x8 go to the variants; larger ones, the scalar loops */
+
+/* npix consecutive output pixels of one row whose windows lie wholly inside the image:
+ * pixel i's window starts at x + i * pstep (its cell cell0 + i * cstep), its cells k
+ * (row-major) at offsets off[k] floats from there, doff[k] cells. */
+typedef struct PoolRun {
+    const float *x;
+    int64_t pstep, npix, C;
+    int32_t cell0, cstep;
+    int ncell;
+    int64_t off[POOL_MAX_CELLS];
+    int32_t doff[POOL_MAX_CELLS];
+} PoolRun;
+
+typedef struct PoolVariant {
+    void (*argmax_window)(const float *const *px, const int32_t *cell, int ncell, int64_t C, int32_t *io);
+    void (*max_window)(const float *const *px, int ncell, int64_t C, float *yo);
+    void (*scatter_pixel)(const int32_t *io, const float *yo, const float *g, int32_t cell, int64_t C, float *d);
+    /* a PoolRun's argmax into io and its maxima into yo (either may be NULL); pixel i's at i * C */
+    void (*run)(const PoolRun *r, int32_t *io, float *yo);
+} PoolVariant;
+
+#define ISA_FN
+#define ISA_INLINE static inline
+#define VL 4
+#define NAME(x) x##_portable
+#include "kernels/pool_body.h"
+#undef ISA_FN
+#undef ISA_INLINE
+#undef VL
+#undef NAME
+
+#ifdef KERN_X86_VARIANTS
+#define ISA_FN __attribute__((target("avx2,fma")))
+#define ISA_INLINE static inline __attribute__((always_inline, target("avx2,fma")))
+#define VL 8
+#define NAME(x) x##_avx2
+#include "kernels/pool_body.h"
+#undef ISA_FN
+#undef ISA_INLINE
+#undef VL
+#undef NAME
+
+#define ISA_FN __attribute__((target("avx512f,avx512bw,avx512vl,fma")))
+#define ISA_INLINE static inline __attribute__((always_inline, target("avx512f,avx512bw,avx512vl,fma")))
+#define VL 16
+#define NAME(x) x##_avx512
+#include "kernels/pool_body.h"
+#undef ISA_FN
+#undef ISA_INLINE
+#undef VL
+#undef NAME
+#endif
+
+static const PoolVariant *pool_variant(KIsa isa)
+{
+#ifdef KERN_X86_VARIANTS
+    switch (kern_isa_resolve(isa)) {
+    case KISA_AVX512: return &pool_variant_avx512;
+    case KISA_AVX2: return &pool_variant_avx2;
+    default: break;
+    }
+#else
+    (void)isa;
+#endif
+    return &pool_variant_portable;
+}
+
+/* The real cells of output pixel (oy, ox)'s window, row-major, into cell[] (iy * w +
+ * ix) and px[] (that cell's pixel in the image's rows from row0 on, row0 at xn);
+ * returns how many (0: a window of padding only), or -1 for a window of more than
+ * POOL_MAX_CELLS. */
+static int window_cells(const KPool *p, const float *xn, int64_t row0, int64_t oy, int64_t ox, int32_t *cell,
+                        const float **px)
+{
+    int64_t y0, y1, x0, x1;
+    pool_window(p, oy, ox, &y0, &y1, &x0, &x1);
+    if ((y1 - y0) * (x1 - x0) > POOL_MAX_CELLS) return -1;
+    int k = 0;
+    for (int64_t iy = y0; iy < y1; iy++)
+        for (int64_t ix = x0; ix < x1; ix++) {
+            cell[k] = (int32_t)(iy * p->w + ix);
+            px[k] = xn + (cell[k] - row0 * p->w) * p->c;
+            k++;
+        }
+    return k;
+}
+
+/* Output pixel (oy, ox) of a window of any size with a real cell, one channel at a
+ * time: the running maximum into yo and the cell holding it into io (either may be
+ * NULL), by the variants' rule. */
+static void window_large(const KPool *p, const float *xn, int64_t row0, int64_t oy, int64_t ox, float *yo, int32_t *io)
 {
     const int64_t C = p->c;
-    for (int64_t oy = oy0; oy < oy1; oy++)
-        for (int64_t ox = 0; ox < p->ow; ox++) {
-            float *yo = y + ((oy - oy0) * p->ow + ox) * C;
-            int64_t y0, y1, x0, x1;
-            pool_window(p, oy, ox, &y0, &y1, &x0, &x1);
-            if (y0 == y1 || x0 == x1) {   /* a window of padding only */
-                memset(yo, 0, (size_t)C * sizeof *yo);
-                continue;
+    int64_t y0, y1, x0, x1;
+    pool_window(p, oy, ox, &y0, &y1, &x0, &x1);
+    const int64_t skip = row0 * p->w;   /* cells above row0 are not in xn */
+    for (int64_t c = 0; c < C; c++) {
+        int32_t at = (int32_t)(y0 * p->w + x0);
+        float best = xn[(at - skip) * C + c];
+        for (int64_t iy = y0; iy < y1; iy++)
+            for (int64_t ix = x0; ix < x1; ix++) {
+                int32_t cell = (int32_t)(iy * p->w + ix);
+                if (xn[(cell - skip) * C + c] > best) best = xn[(cell - skip) * C + c], at = cell;
             }
-            memcpy(yo, x + ((y0 - row0) * p->w + x0) * C, (size_t)C * sizeof *yo);
-            for (int64_t iy = y0; iy < y1; iy++)
-                for (int64_t ix = (iy == y0 ? x0 + 1 : x0); ix < x1; ix++) {
-                    const float *xc = x + ((iy - row0) * p->w + ix) * C;
-                    for (int64_t c = 0; c < C; c++)
-                        yo[c] = xc[c] > yo[c] ? xc[c] : yo[c];
-                }
-        }
+        if (yo) yo[c] = best;
+        if (io) io[c] = at;
+    }
 }
 
-void kern_maxpool(const KPool *p, const float *x, float *y)
+/* Output pixel (oy, ox) of one image (its rows from row0 on at x): the window's argmax
+ * into io and its maximum into yo (either may be NULL).  The maximum starts at the
+ * window's first cell and a later cell replaces it only when strictly greater (so a NaN
+ * in the first cell stays); a window of padding only gives the cell -1 and the value 0. */
+static void pool_pixel(const PoolVariant *v, const KPool *p, const float *x, int64_t row0, int64_t oy, int64_t ox,
+                       int32_t *io, float *yo)
+{
+    int32_t cell[POOL_MAX_CELLS];
+    const float *px[POOL_MAX_CELLS];
+    int k = window_cells(p, x, row0, oy, ox, cell, px);
+    if (k < 0)
+        window_large(p, x, row0, oy, ox, yo, io);
+    else if (k > 0) {
+        if (io) v->argmax_window(px, cell, k, p->c, io);
+        if (yo) v->max_window(px, k, p->c, yo);
+    } else {
+        if (io) for (int64_t c = 0; c < p->c; c++) io[c] = -1;
+        if (yo) memset(yo, 0, (size_t)p->c * sizeof *yo);
+    }
+}
+
+/* Output row oy, as pool_pixel does each pixel (pixel 0 at io and yo): the pixels whose
+ * windows lie wholly inside the image as one PoolRun, the rest one by one. */
+static void pool_row(const PoolVariant *v, const KPool *p, const float *x, int64_t row0, int64_t oy, int32_t *io,
+                     float *yo)
+{
+    const int64_t C = p->c, iy = oy * p->sh - p->pt;
+    int64_t lo = 0, hi = 0;   /* the pixels [lo, hi) of the run */
+    if (iy >= 0 && iy + p->kh <= p->h && p->kh * p->kw <= POOL_MAX_CELLS && p->w + p->pl >= p->kw) {
+        lo = (p->pl + p->sw - 1) / p->sw;
+        hi = (p->w + p->pl - p->kw) / p->sw + 1;
+        hi = hi < p->ow ? hi : p->ow;
+        lo = lo < hi ? lo : hi;
+    }
+    for (int64_t ox = 0; ox < p->ow; ox++) {
+        if (ox == lo && hi > lo) {
+            const int64_t ix = lo * p->sw - p->pl;
+            PoolRun r = { .x = x + ((iy - row0) * p->w + ix) * C, .pstep = p->sw * C, .npix = hi - lo, .C = C,
+                          .cell0 = (int32_t)(iy * p->w + ix), .cstep = (int32_t)p->sw, .ncell = (int)(p->kh * p->kw) };
+            for (int64_t ky = 0, k = 0; ky < p->kh; ky++)
+                for (int64_t kx = 0; kx < p->kw; kx++, k++) {
+                    r.doff[k] = (int32_t)(ky * p->w + kx);
+                    r.off[k] = r.doff[k] * C;
+                }
+            v->run(&r, io ? io + lo * C : NULL, yo ? yo + lo * C : NULL);
+            ox = hi - 1;
+            continue;
+        }
+        pool_pixel(v, p, x, row0, oy, ox, io ? io + ox * C : NULL, yo ? yo + ox * C : NULL);
+    }
+}
+
+/* pool.h */
+void maxpool_rows(KIsa isa, const KPool *p, const float *x, int64_t row0, int64_t oy0, int64_t oy1, float *y,
+                  int32_t *idx)
+{
+    const PoolVariant *v = pool_variant(isa);
+    const int64_t row = p->ow * p->c;
+    for (int64_t oy = oy0; oy < oy1; oy++)
+        pool_row(v, p, x, row0, oy, idx ? idx + (oy - oy0) * row : NULL, y + (oy - oy0) * row);
+}
+
+void kern_maxpool(KIsa isa, const KPool *p, const float *x, float *y)
 {
     for (int64_t n = 0; n < p->n; n++)
-        maxpool_rows(p, x + n * p->h * p->w * p->c, 0, 0, p->oh, y + n * p->oh * p->ow * p->c);
+        maxpool_rows(isa, p, x + n * p->h * p->w * p->c, 0, 0, p->oh, y + n * p->oh * p->ow * p->c, NULL);
 }
 
-/* dx += the max-pool gradient of one image (dx, x: [h, w, c]; y, dy: [oh, ow, c]):
- * each output's gradient goes to the first cell of its window, in row-major order,
- * equal to the max. */
+/* ---- the max pooling gradient from x and y (the interpreter's) ----------------------- */
+
 static void maxpool_grad_image(const KPool *p, const float *xn, const float *yn, const float *dyn, float *dxn)
 {
     const int64_t C = p->c, C4 = C / 4 * 4;
@@ -137,87 +292,79 @@ void kern_maxpool_grad_relu(const KPool *p, const float *x, const float *y, cons
     }
 }
 
-/* Four channels at a time (the vectors of maxpool_grad_image): the running maximum and
- * the cell holding it; a cell replaces them only when strictly greater, so the first
- * maximal cell in window order wins (and a NaN in the first cell stays, as in
- * kern_maxpool). */
-void kern_maxpool_argmax(const KPool *p, const float *x, int32_t *idx)
+/* ---- max pooling through indices --------------------------------------------------- */
+
+void kern_maxpool_argmax(KIsa isa, const KPool *p, const float *x, int32_t *idx)
 {
-    const int64_t C = p->c, C4 = C / 4 * 4;
-    for (int64_t n = 0; n < p->n; n++) {
-        const float *xn = x + n * p->h * p->w * C;
+    const PoolVariant *v = pool_variant(isa);
+    const int64_t C = p->c;
+    for (int64_t n = 0; n < p->n; n++)
         for (int64_t oy = 0; oy < p->oh; oy++)
-            for (int64_t ox = 0; ox < p->ow; ox++) {
-                int32_t *io = idx + ((n * p->oh + oy) * p->ow + ox) * C;
-                int64_t y0, y1, x0, x1;
-                pool_window(p, oy, ox, &y0, &y1, &x0, &x1);
-                if (y0 == y1 || x0 == x1) {
-                    for (int64_t c = 0; c < C; c++) io[c] = -1;
-                    continue;
-                }
-                const int32_t first = (int32_t)(y0 * p->w + x0);
-                int64_t c = 0;
-                for (; c < C4; c += 4) {
-                    v4f best = ld4(xn + first * C + c);
-                    v4i at = { first, first, first, first };
-                    for (int64_t iy = y0; iy < y1; iy++)
-                        for (int64_t ix = (iy == y0 ? x0 + 1 : x0); ix < x1; ix++) {
-                            int32_t cell = (int32_t)(iy * p->w + ix);
-                            v4f v = ld4(xn + cell * C + c);
-                            v4i gt = v > best, cv = { cell, cell, cell, cell };
-                            best = sel4(gt, v, best);
-                            at = (gt & cv) | (~gt & at);
-                        }
-                    memcpy(io + c, &at, sizeof at);
-                }
-                for (; c < C; c++) {
-                    float best = xn[first * C + c];
-                    int32_t at = first;
-                    for (int64_t iy = y0; iy < y1; iy++)
-                        for (int64_t ix = (iy == y0 ? x0 + 1 : x0); ix < x1; ix++) {
-                            int32_t cell = (int32_t)(iy * p->w + ix);
-                            if (xn[cell * C + c] > best) {
-                                best = xn[cell * C + c];
-                                at = cell;
-                            }
-                        }
-                    io[c] = at;
-                }
+            pool_row(v, p, x + n * p->h * p->w * C, 0, oy, idx + (n * p->oh + oy) * p->ow * C, NULL);
+}
+
+/* The maximum at the argmax is the running maximum that kern_maxpool keeps (the same
+ * rule from the same first cell), so the gather is the max pooling itself, which reads
+ * x in order instead of through the index: the same bits, and idx is not read. */
+void kern_maxpool_gather(KIsa isa, const KPool *p, const float *x, const int32_t *idx, float *y)
+{
+    (void)idx;
+    kern_maxpool(isa, p, x, y);
+}
+
+/* dx of one image where no two windows share a cell (stride >= window both ways),
+ * input row by input row: each element written once, 0 + dy where its window's index
+ * names it (and, with y, y > 0), else +0 -- kern_maxpool_grad's zeroed dx plus dy
+ * (+0 for a dy of -0), without a pass that zeroes dx first. */
+static void scatter_image(const PoolVariant *v, const KPool *p, const int32_t *in, const float *yn, const float *dyn,
+                          float *dxn)
+{
+    const int64_t C = p->c, W = p->w;
+    for (int64_t iy = 0; iy < p->h; iy++) {
+        const int64_t ty = iy + p->pt, oy = ty / p->sh;
+        const bool row_in = ty % p->sh < p->kh && oy < p->oh;
+        for (int64_t ix = 0; ix < W; ix++) {
+            float *d = dxn + (iy * W + ix) * C;
+            const int64_t tx = ix + p->pl, ox = tx / p->sw;
+            if (!row_in || tx % p->sw >= p->kw || ox >= p->ow) {   /* a cell in no window */
+                memset(d, 0, (size_t)C * sizeof *d);
+                continue;
             }
+            const int64_t o = (oy * p->ow + ox) * C;
+            v->scatter_pixel(in + o, yn ? yn + o : NULL, dyn + o, (int32_t)(iy * W + ix), C, d);
+        }
     }
 }
 
-void kern_maxpool_gather(const KPool *p, const float *x, const int32_t *idx, float *y)
+/* Overlapping windows: one image zeroed, then each window's gradient added at its cell
+ * in window order (the image is in cache between the two). */
+static void scatter_add_image(const KPool *p, const int32_t *in, const float *yn, const float *dyn, float *dxn)
 {
-    const int64_t C = p->c, per = p->oh * p->ow * C;
+    const int64_t C = p->c;
+    memset(dxn, 0, (size_t)(p->h * p->w * C) * sizeof *dxn);
+    for (int64_t o = 0; o < p->oh * p->ow; o++)
+        for (int64_t c = 0; c < C; c++) {
+            int32_t cell = in[o * C + c];
+            if (cell < 0 || (yn && !(yn[o * C + c] > 0.0f))) continue;
+            dxn[(int64_t)cell * C + c] += dyn[o * C + c];
+        }
+}
+
+void kern_maxpool_scatter(KIsa isa, const KPool *p, const int32_t *idx, const float *y, const float *dy, float *dx)
+{
+    const PoolVariant *v = pool_variant(isa);
+    const int64_t per = p->oh * p->ow * p->c, xs = p->h * p->w * p->c;
+    const bool disjoint = p->sh >= p->kh && p->sw >= p->kw;
     for (int64_t n = 0; n < p->n; n++) {
-        const float *xn = x + n * p->h * p->w * C;
-        const int32_t *in = idx + n * per;
-        float *yn = y + n * per;
-        for (int64_t o = 0; o < p->oh * p->ow; o++)
-            for (int64_t c = 0; c < C; c++) {
-                int32_t cell = in[o * C + c];
-                yn[o * C + c] = cell < 0 ? 0.0f : xn[(int64_t)cell * C + c];
-            }
+        const float *yn = y ? y + n * per : NULL;
+        if (disjoint)
+            scatter_image(v, p, idx + n * per, yn, dy + n * per, dx + n * xs);
+        else
+            scatter_add_image(p, idx + n * per, yn, dy + n * per, dx + n * xs);
     }
 }
 
-void kern_maxpool_scatter(const KPool *p, const int32_t *idx, const float *y, const float *dy, float *dx)
-{
-    const int64_t C = p->c, per = p->oh * p->ow * C;
-    memset(dx, 0, (size_t)(p->n * p->h * p->w * C) * sizeof *dx);
-    for (int64_t n = 0; n < p->n; n++) {
-        float *dxn = dx + n * p->h * p->w * C;
-        const int32_t *in = idx + n * per;
-        const float *dyn = dy + n * per, *yn = y ? y + n * per : NULL;
-        for (int64_t o = 0; o < p->oh * p->ow; o++)
-            for (int64_t c = 0; c < C; c++) {
-                int32_t cell = in[o * C + c];
-                if (cell < 0 || (yn && !(yn[o * C + c] > 0.0f))) continue;
-                dxn[(int64_t)cell * C + c] += dyn[o * C + c];
-            }
-    }
-}
+enum { POOL_CBLOCK = 256 };   /* channels per block of double accumulators */
 
 void kern_avgpool(const KPool *p, const float *x, float *y)
 {
@@ -270,8 +417,6 @@ void kern_avgpool_grad(const KPool *p, const float *dy, float *dx)
             }
     }
 }
-
-enum { POOL_CBLOCK = 256 };   /* channels per block of double accumulators */
 
 void kern_global_avgpool(const float *x, float *y, size_t n, size_t hw, size_t c)
 {

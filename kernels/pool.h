@@ -6,7 +6,9 @@
 
 /* Output rows [oy0, oy1) of one image's max pooling into y (row oy0 at y[0]), from
  * its input rows from row0 on (row row0 at x[0]; no window of these rows reaches
- * above it). */
-void maxpool_rows(const KPool *p, const float *x, int64_t row0, int64_t oy0, int64_t oy1, float *y);
+ * above it), in the variant `isa` names (the same bits in each); with idx (not NULL)
+ * also kern_maxpool_argmax's index of those rows, laid out as y. */
+void maxpool_rows(KIsa isa, const KPool *p, const float *x, int64_t row0, int64_t oy0, int64_t oy1, float *y,
+                  int32_t *idx);
 
 #endif

@@ -1760,9 +1760,10 @@ static bool convpool_pool(const KConv *p, const PoolWin *k, KPool *q)
     return true;
 }
 
-/* conv2d_maxpool gives the bits of conv2d_bias_act (or conv2d, without a bias) and then
- * maxpool where the convolution takes a direct kernel (the few-channel one, the
- * many-channel one): the compiled inference plan's fused op against the ops apart.
+/* conv2d_maxpool (and conv2d_maxpool_argmax, its index too) gives the bits of
+ * conv2d_bias_act (or conv2d, without a bias) and then maxpool (and maxpool_argmax)
+ * where the convolution takes a direct kernel (the few-channel one, the many-channel
+ * one): the compiled inference plan's fused op against the ops apart.
  * Every convolution size of the tables, every pooling window above, relu, sigmoid, none
  * and no bias, 1 to 3 threads, bands of the automatic size and of 1 and 2 pooled rows
  * (several per image: rows carried from band to band where windows overlap).  On im2col + sgemm (the sizes neither kernel takes, and
@@ -1787,6 +1788,8 @@ START_TEST(test_conv_maxpool)
             continue;
         size_t npool = (size_t)(q.n * q.oh * q.ow * q.c);
         float *y = tu_alloc(npool), *want = tu_alloc(npool);
+        int32_t *idx = malloc(npool * sizeof *idx), *widx = malloc(npool * sizeof *widx);
+        ck_assert(idx && widx);
         FOR_EACH_ISA for (int mode = 0; mode < 5; mode++)   /* direct kernels on: bands automatic, of 1
                                                               * and 2 pooled rows; off (im2col); off,
                                                               * chunks of 7 */
@@ -1808,13 +1811,22 @@ START_TEST(test_conv_maxpool)
                         kern_conv2d_bias_act(tu_pool, conv_isa, &p, x, w, b, act, conv, cscratch);
                     else
                         kern_conv2d(tu_pool, conv_isa, &p, x, w, conv, cscratch);
-                    kern_maxpool(&q, conv, want);
+                    kern_maxpool(TOP_ISA, &q, conv, want);
                     kern_fill(y, NAN, npool);
                     kern_conv2d_maxpool(tu_pool, conv_isa, &p, &q, x, w, b, act, y, fscratch);
                     if (kern_conv2d_maxpool_exact(&p)) {
                         ck_assert_msg(memcmp(y, want, npool * sizeof *y) == 0,
                                       "conv case %d, pool %d, %s kernels, mode %d, %d threads, act %d: not the bits of the "
                                       "ops apart", _i, pw, kern_isa_name(conv_isa), mode, threads, acts[a]);
+                        /* and with the index: the same y, and maxpool_argmax's index of conv */
+                        kern_maxpool_argmax(TOP_ISA, &q, conv, widx);
+                        kern_fill(y, NAN, npool);
+                        memset(idx, 0x55, npool * sizeof *idx);
+                        kern_conv2d_maxpool_argmax(tu_pool, conv_isa, &p, &q, x, w, b, act, y, idx, fscratch);
+                        ck_assert_msg(memcmp(y, want, npool * sizeof *y) == 0 && memcmp(idx, widx, npool * sizeof *idx) == 0,
+                                      "conv case %d, pool %d, %s kernels, mode %d, %d threads, act %d: the argmax's y or "
+                                      "index differs from the ops apart", _i, pw, kern_isa_name(conv_isa), mode, threads,
+                                      acts[a]);
                         exact++;
                     } else {   /* im2col + sgemm: the values, to rounding (the pass does not fuse these) */
                         ck_assert_floats_near_scaled(y, want, npool, 1e-5);
@@ -1827,6 +1839,8 @@ START_TEST(test_conv_maxpool)
                 }
         free(y);
         free(want);
+        free(idx);
+        free(widx);
     }
     kern_conv_set_direct(0);
     kern_conv_set_chunk_rows(0);
@@ -2169,6 +2183,10 @@ static const PoolCase pool_cases[] = {
     {2, 6, 4, 32, 2, 2, 2, 2, 0, 0, 0, 0},  /* the MNIST CNN's pooling, smaller */
     {1, 7, 7, 7, 2, 2, 2, 2, 0, 0, 0, 0},   /* odd size: the last row and column in no window */
     {2, 5, 5, 9, 3, 3, 3, 3, 1, 1, 1, 1},   /* channels past a multiple of 4 */
+    {2, 9, 7, 17, 2, 2, 2, 2, 0, 0, 1, 1},  /* odd size, "same": the last windows clipped */
+    {1, 5, 6, 33, 3, 3, 3, 3, 0, 0, 1, 0},  /* 3x3/3, channels one past a vector multiple */
+    {1, 6, 6, 5, 2, 2, 3, 3, 0, 0, 0, 0},   /* stride past the window: cells in no window */
+    {1, 4, 4, 3, 9, 9, 1, 1, 4, 4, 4, 4},   /* windows of more than 64 cells */
 };
 #define N_POOL_CASES ((int)(sizeof pool_cases / sizeof pool_cases[0]))
 
@@ -2255,7 +2273,7 @@ START_TEST(test_pool_vs_direct)
         kern_fill(y, NAN, ny);
         kern_fill(dx, NAN, nx);
         if (is_max) {
-            kern_maxpool(&p, x, y);
+            kern_maxpool(TOP_ISA, &p, x, y);
             ck_assert_floats_near(y, wy, ny, 0.0, 0.0);
             kern_maxpool_grad(&p, x, y, dy, dx);
         } else {
@@ -2274,10 +2292,32 @@ START_TEST(test_pool_vs_direct)
 }
 END_TEST
 
-/* Max pooling through indices against the direct kernels, bit for bit, on every pool
- * case, with many ties (values on a coarse grid, a relu's zeros among them): gather
- * gives maxpool's y, scatter maxpool_grad's dx, scatter with y that dx masked by relu's
- * gradient (x > 0). */
+/* The cell (iy * w + ix) of each window's first maximum in row-major window order, -1
+ * for a window of padding only. */
+static void ref_argmax(const KPool *p, const float *x, int32_t *idx)
+{
+    for (int64_t n = 0; n < p->n; n++)
+        for (int64_t oy = 0; oy < p->oh; oy++)
+            for (int64_t ox = 0; ox < p->ow; ox++)
+                for (int64_t c = 0; c < p->c; c++) {
+                    int32_t arg = -1;
+                    for (int64_t ky = 0; ky < p->kh; ky++)
+                        for (int64_t kx = 0; kx < p->kw; kx++) {
+                            int64_t iy = oy * p->sh - p->pt + ky, ix = ox * p->sw - p->pl + kx;
+                            if (iy < 0 || iy >= p->h || ix < 0 || ix >= p->w) continue;
+                            const float *xn = x + n * p->h * p->w * p->c;
+                            if (arg < 0 || xn[(iy * p->w + ix) * p->c + c] > xn[arg * p->c + c])
+                                arg = (int32_t)(iy * p->w + ix);
+                        }
+                    idx[((n * p->oh + oy) * p->ow + ox) * p->c + c] = arg;
+                }
+}
+
+/* Max pooling through indices against the reference loops and the direct kernels, bit
+ * for bit, in every variant, on every pool case, with many ties (values on a coarse
+ * grid, a relu's zeros among them): maxpool and gather give the reference's y, argmax
+ * its first maximal cells, scatter maxpool_grad's dx (a dy of -0 included), scatter
+ * with y that dx masked by relu's gradient (x > 0). */
 START_TEST(test_maxpool_indices)
 {
     KPool p = pool_params(&pool_cases[_i]);
@@ -2285,23 +2325,32 @@ START_TEST(test_maxpool_indices)
     float *x = tu_alloc_uniform(nx, -1.0f, 1.0f, 6200 + (uint64_t)_i);
     for (size_t i = 0; i < nx; i++) x[i] = x[i] < 0 ? 0.0f : floorf(x[i] * 4) / 4;   /* relu output, ties */
     float *dy = tu_alloc_uniform(ny, -1.0f, 1.0f, 6300 + (uint64_t)_i);
+    for (size_t i = 0; i < ny; i += 7) dy[i] = -0.0f;   /* 0 + -0 is +0: dx's bits must say so */
     float *y = tu_alloc(ny), *y2 = tu_alloc(ny), *dx = tu_alloc(nx), *dx2 = tu_alloc(nx);
-    int32_t *idx = malloc(ny * sizeof *idx);
-    kern_maxpool(&p, x, y);
-    kern_maxpool_argmax(&p, x, idx);
-    kern_fill(y2, NAN, ny);
-    kern_maxpool_gather(&p, x, idx, y2);
-    ck_assert_int_eq(memcmp(y, y2, ny * sizeof *y), 0);
-    for (size_t i = 0; i < ny; i++) ck_assert(idx[i] >= -1 && idx[i] < p.h * p.w);
-    kern_maxpool_grad(&p, x, y, dy, dx);
-    kern_fill(dx2, NAN, nx);
-    kern_maxpool_scatter(&p, idx, NULL, dy, dx2);
-    ck_assert_int_eq(memcmp(dx, dx2, nx * sizeof *dx), 0);
-    kern_relu_mask(x, dx, nx);
-    kern_fill(dx2, NAN, nx);
-    kern_maxpool_scatter(&p, idx, y, dy, dx2);
-    for (size_t i = 0; i < nx; i++)   /* equal, up to the sign of a zero */
-        ck_assert_msg(dx[i] == dx2[i], "element %zu: %g and %g", i, (double)dx[i], (double)dx2[i]);
+    int32_t *idx = malloc(ny * sizeof *idx), *want = malloc(ny * sizeof *want);
+    ref_pool(&p, true, x, y, NULL, NULL);
+    ref_argmax(&p, x, want);
+    FOR_EACH_ISA {
+        const char *isa = kern_isa_name(conv_isa);
+        kern_fill(y2, NAN, ny);
+        kern_maxpool(conv_isa, &p, x, y2);
+        ck_assert_msg(!memcmp(y, y2, ny * sizeof *y), "%s: maxpool's y", isa);
+        kern_maxpool_argmax(conv_isa, &p, x, idx);
+        for (size_t i = 0; i < ny; i++)
+            ck_assert_msg(idx[i] == want[i], "%s: output %zu: cell %d, want %d", isa, i, idx[i], want[i]);
+        kern_fill(y2, NAN, ny);
+        kern_maxpool_gather(conv_isa, &p, x, idx, y2);
+        ck_assert_msg(!memcmp(y, y2, ny * sizeof *y), "%s: gather's y", isa);
+        kern_maxpool_grad(&p, x, y, dy, dx);
+        kern_fill(dx2, NAN, nx);
+        kern_maxpool_scatter(conv_isa, &p, idx, NULL, dy, dx2);
+        ck_assert_msg(!memcmp(dx, dx2, nx * sizeof *dx), "%s: scatter's dx", isa);
+        kern_relu_mask(x, dx, nx);
+        kern_fill(dx2, NAN, nx);
+        kern_maxpool_scatter(conv_isa, &p, idx, y, dy, dx2);
+        for (size_t i = 0; i < nx; i++)   /* equal, up to the sign of a zero */
+            ck_assert_msg(dx[i] == dx2[i], "%s: element %zu: %g and %g", isa, i, (double)dx[i], (double)dx2[i]);
+    }
     free(x);
     free(dy);
     free(y);
@@ -2309,6 +2358,7 @@ START_TEST(test_maxpool_indices)
     free(dx);
     free(dx2);
     free(idx);
+    free(want);
 }
 END_TEST
 
@@ -2321,7 +2371,7 @@ START_TEST(test_maxpool_ties)
     float *x = tu_alloc(nx), *y = tu_alloc(ny), *dy = tu_alloc(ny), *dx = tu_alloc(nx), *wdx = tu_alloc(nx);
     kern_fill(x, 0.5f, nx);
     kern_fill(dy, 1.0f, ny);
-    kern_maxpool(&p, x, y);
+    kern_maxpool(TOP_ISA, &p, x, y);
     for (size_t i = 0; i < ny; i++)
         ck_assert_float_near_rel(y[i], 0.5, 0.0, 0.0);
     kern_maxpool_grad(&p, x, y, dy, dx);
@@ -2352,7 +2402,7 @@ START_TEST(test_maxpool_grad_relu)
     float *y = tu_alloc(ny), *dx = tu_alloc(nx), *want = tu_alloc(nx);
     for (size_t i = 0; i < nx; i++)
         x[i] = roundf(x[i] * 4.0f) / 4.0f;
-    kern_maxpool(&p, x, y);
+    kern_maxpool(TOP_ISA, &p, x, y);
     kern_fill(want, NAN, nx);
     kern_maxpool_grad(&p, x, y, dy, want);
     kern_relu_mask(x, want, nx);
@@ -2381,7 +2431,7 @@ static void pool_fn(void *vc, const float *x, float *y)
 {
     const PoolCtx *c = vc;
     if (c->kind == 0)
-        kern_maxpool(c->p, x, y);
+        kern_maxpool(TOP_ISA, c->p, x, y);
     else if (c->kind == 1)
         kern_avgpool(c->p, x, y);
     else
@@ -2397,7 +2447,7 @@ START_TEST(test_pool_grad_fd)
     float *x = distinct_inputs(nx, 7000 + (uint64_t)_i), *y = tu_alloc(ny), *dx = tu_alloc(nx);
     float *dy = tu_alloc_uniform(ny, -1.0f, 1.0f, 7100 + (uint64_t)_i);
     PoolCtx ctx = {&p, 0, 0, 0, 0};
-    kern_maxpool(&p, x, y);
+    kern_maxpool(TOP_ISA, &p, x, y);
     kern_maxpool_grad(&p, x, y, dy, dx);
     ck_assert_grad_fd(pool_fn, &ctx, x, nx, ny, dy, dx, 1e-3f, FD_RTOL, FD_ATOL);
     ctx.kind = 1;

@@ -1071,13 +1071,17 @@ END_TEST
  * so they left the naive sum as well as the arena; it reaches 2x because the accuracy
  * is made before the backward pass and the loss's gradient is written over the
  * logits), and mnist-adam at batch 16 (its 3136 x 1024 gradient made panel by panel
- * inside its Adam update). */
+ * inside its Adam update).  Where conv_pool_argmax fuses a convolution with its max
+ * pool, the convolution's output (the largest tensor) left the naive sum and not the
+ * arena (the pool's gradient, as large, is alive at the peak): mnist and mnist-adam at
+ * their own batch are 1.84x and 1.89x, large.net 1.20x and 1.19x (its 1080x1920
+ * image's first convolution), each arena still at its lower bound. */
 START_TEST(memory_targets)
 {
     static const struct { const char *file; int64_t batch[2]; double min_ratio[2]; } cases[] = {
-        { "models/mnist.net", { 16, 256 }, { 2.0, 2.0 } },   { "models/mnist-adam.net", { 16, 128 }, { 2.0, 2.0 } },
+        { "models/mnist.net", { 16, 256 }, { 2.0, 1.8 } },   { "models/mnist-adam.net", { 16, 128 }, { 2.0, 1.8 } },
         { "models/mlp.net", { 16, 128 }, { 2.0, 2.0 } },     { "models/lenet5.net", { 16, 64 }, { 2.0, 2.0 } },
-        { "models/resnet.net", { 16, 64 }, { 2.0, 2.0 } },   { "models/large.net", { 1, 4 }, { 2.0, 2.0 } },
+        { "models/resnet.net", { 16, 64 }, { 2.0, 2.0 } },   { "models/large.net", { 1, 4 }, { 1.15, 1.15 } },
         { "models/fashion-resnet.net", { 16, 128 }, { 2.0, 2.0 } },
     };
     int saved = tu_nthreads();
@@ -1191,21 +1195,23 @@ START_TEST(fusion_patterns)
     ck_assert_int_eq(graph_verify(fg, &c.d), 0);
     int count[OP_COUNT] = { 0 };
     for (int i = 0; i < fg->nnodes; i++) count[fg->nodes[i].op]++;
-    ck_assert_int_eq(count[OP_CONV2D_BIAS_ACT], 2);     /* conv + bias + relu, twice */
+    /* conv + bias + relu + maxpool, twice, the pool through its index (below) */
+    ck_assert_int_eq(count[OP_CONV2D_MAXPOOL_ARGMAX], 2);
+    ck_assert_int_eq(count[OP_MAXPOOL_VALUES], 2);
+    ck_assert_int_eq(count[OP_CONV2D_BIAS_ACT], 0);
     ck_assert_int_eq(count[OP_MATMUL_BIAS_ACT], 2);     /* dense + relu, and the logits' dense */
-    /* maxpool_grad + relu_grad fused, then max pooling through indices: the pooled
-     * input is not read after the forward pass */
+    /* maxpool_grad + relu_grad fused, then max pooling through indices, the argmax and
+     * the gather inside the convolution's op: the backward reads its pooled values and
+     * index, and no pooled input exists */
     ck_assert_int_eq(count[OP_MAXPOOL_GRAD_RELU], 0);
     ck_assert_int_eq(count[OP_MAXPOOL_SCATTER_RELU], 2);
-    ck_assert_int_eq(count[OP_MAXPOOL_ARGMAX], 2);
-    ck_assert_int_eq(count[OP_MAXPOOL_GATHER], 2);
+    ck_assert_int_eq(count[OP_MAXPOOL_ARGMAX], 0);
+    ck_assert_int_eq(count[OP_MAXPOOL_GATHER], 0);
     ck_assert_int_eq(count[OP_MAXPOOL], 0);
     for (int i = 0; i < fg->nnodes; i++) {
         const Node *n = &fg->nodes[i];
-        if (n->op != OP_MAXPOOL_ARGMAX) continue;
-        for (int j = i + 2; j < fg->nnodes; j++)
-            for (int k = 0; k < fg->nodes[j].nin; k++)
-                ck_assert_msg(fg->nodes[j].in[k] != n->in[0], "node %d reads maxpool's input after the forward pass", j);
+        if (n->op == OP_MAXPOOL_SCATTER_RELU)
+            ck_assert_int_eq(fg->nodes[n->in[0]].op, OP_CONV2D_MAXPOOL_ARGMAX);
     }
     ck_assert_int_eq(count[OP_CONV2D], 0);
     ck_assert_int_eq(count[OP_RELU], 0);
@@ -1243,9 +1249,9 @@ START_TEST(fusion_patterns)
     ck_assert_int_eq(count[OP_UNARY_GRAD], 0);
     /* 2 nodes fewer per conv+add+relu and matmul+add+relu, 1 per matmul+add, per
      * maxpool_grad+relu_grad and per elementwise pair, 5 for 6 updates in one, 1 more
-     * per maxpool (argmax and gather), 1 per gradient matmul in its update:
-     * 2*2 + 2 + 1 + 2*1 + 1 + 5 - 2 + 1 = 14 */
-    ck_assert_int_eq(fg->nnodes, tg->nnodes - 14);
+     * per maxpool (argmax and gather), 1 per gradient matmul in its update, 1 per
+     * convolution inside its argmax: 2*2 + 2 + 1 + 2*1 + 1 + 5 - 2 + 1 + 2 = 16 */
+    ck_assert_int_eq(fg->nnodes, tg->nnodes - 16);
     /* the logits' add is an output of nothing, but its result feeds softmax's loss: the
      * fused node keeps the name and the outputs still point at the right values */
     ck_assert_int_eq(fg->noutputs, tg->noutputs);
