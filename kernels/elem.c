@@ -282,13 +282,18 @@ void kern_sum_to(const float *x, const int64_t *xshape, int xrank,
 
 /* ---- unary --------------------------------------------------------------------- */
 
+/* The vector math: it gives util/elemwise.h's bits in every variant, so the best the CPU
+ * runs does it whatever variant a caller asked for (as batch norm's loops). */
+static const KernVariant *vmath(void) { return kern_variant(KISA_AUTO); }
+
 void kern_unary(EwUnary op, float p, const float *x, float *y, size_t n)
 {
+    size_t i0 = vmath()->unary(op, x, y, n);
     switch (op) {
 #define BINARY(E, name)
 #define UNARY(E, name, reads, param, def)                                                     \
     case EW_##E:                                                                              \
-        for (size_t i = 0; i < n; i++)                                                        \
+        for (size_t i = i0; i < n; i++)                                                       \
             y[i] = ew_##name(x[i], p);                                                        \
         break;
 #include "util/elemwise.def"
@@ -302,11 +307,12 @@ void kern_unary(EwUnary op, float p, const float *x, float *y, size_t n)
 /* dy is loaded whatever v is (relu: a select, not a branch). */
 void kern_unary_grad(EwUnary op, float p, const float *v, const float *dy, float *dx, size_t n)
 {
+    size_t i0 = vmath()->unary_grad(op, v, dy, dx, n);
     switch (op) {
 #define BINARY(E, name)
 #define UNARY(E, name, reads, param, def)                                                     \
     case EW_##E:                                                                              \
-        for (size_t i = 0; i < n; i++)                                                        \
+        for (size_t i = i0; i < n; i++)                                                       \
             dx[i] = ew_##name##_grad(v[i], dy[i], p);                                         \
         break;
 #include "util/elemwise.def"
@@ -408,41 +414,16 @@ void kern_axpy_acc(float a, const float *x, float *y, size_t n)
 
 /* ---- softmax family --------------------------------------------------------------- */
 
-static float row_max(const float *x, size_t cols)
-{
-    float m = x[0];
-    for (size_t j = 1; j < cols; j++)
-        m = x[j] > m ? x[j] : m;
-    return m;
-}
-
 /* log(sum(exp(x - m))) for the row maximum m. */
 static double row_lse_shifted(const float *x, size_t cols, float m)
 {
-    double s = 0;
-    for (size_t j = 0; j < cols; j++)
-        s += kern_exp_shifted(x[j] - m);
-    return log(s);
+    return log((double)vmath()->exp_sum(x, m, NULL, cols));
 }
 
 void kern_softmax(const float *x, float *y, size_t rows, size_t cols)
 {
-    if (cols == 0)
-        return;
-    for (size_t r = 0; r < rows; r++) {
-        const float *xr = x + r * cols;
-        float *yr = y + r * cols;
-        float m = row_max(xr, cols);
-        float s = 0.0f;
-        for (size_t j = 0; j < cols; j++) {
-            float e = kern_exp_shifted(xr[j] - m);
-            yr[j] = e;
-            s += e;
-        }
-        float inv = 1.0f / s;
-        for (size_t j = 0; j < cols; j++)
-            yr[j] *= inv;
-    }
+    if (cols)
+        vmath()->softmax(x, y, rows, cols);
 }
 
 void kern_softmax_grad(const float *y, const float *dy, float *dx, size_t rows, size_t cols)
@@ -466,7 +447,7 @@ void kern_log_softmax(const float *x, float *y, size_t rows, size_t cols)
     for (size_t r = 0; r < rows; r++) {
         const float *xr = x + r * cols;
         float *yr = y + r * cols;
-        float m = row_max(xr, cols);
+        float m = vmath()->row_max(xr, cols);
         float shift = m + (float)row_lse_shifted(xr, cols, m);
         for (size_t j = 0; j < cols; j++)
             yr[j] = xr[j] - shift;
@@ -508,7 +489,7 @@ int kern_cross_entropy_ls(const float *logits, const int32_t *labels, size_t row
     double total = 0;
     for (size_t r = 0; r < rows; r++) {
         const float *xr = logits + r * cols;
-        float m = row_max(xr, cols);
+        float m = vmath()->row_max(xr, cols);
         double lse = (double)m + row_lse_shifted(xr, cols, m);
         if (s == 0.0f) {
             total += lse - xr[labels[r]];

@@ -36,5 +36,30 @@ ISA_INLINE V v_sub(V a, V b) { return _mm256_sub_ps(a, b); }
 ISA_INLINE V v_div(V a, V b) { return _mm256_div_ps(a, b); }
 ISA_INLINE V v_sqrt(V a) { return _mm256_sqrt_ps(a); }
 
+/* the vector math's (kernels/vmath.h) */
+typedef __m256 VF;
+typedef __m256i VI;
+typedef __m256 VB;
+ISA_INLINE VF vm_load(const float *p) { return _mm256_loadu_ps(p); }
+ISA_INLINE void vm_store(float *p, VF v) { _mm256_storeu_ps(p, v); }
+ISA_INLINE VF vm_set1(float x) { return _mm256_set1_ps(x); }
+ISA_INLINE VI vm_seti(int32_t x) { return _mm256_set1_epi32(x); }
+ISA_INLINE VF vm_add(VF a, VF b) { return _mm256_add_ps(a, b); }
+ISA_INLINE VF vm_sub(VF a, VF b) { return _mm256_sub_ps(a, b); }
+ISA_INLINE VF vm_mul(VF a, VF b) { return _mm256_mul_ps(a, b); }
+ISA_INLINE VF vm_div(VF a, VF b) { return _mm256_div_ps(a, b); }
+ISA_INLINE VB vm_lt(VF a, VF b) { return _mm256_cmp_ps(a, b, _CMP_LT_OQ); }
+ISA_INLINE VB vm_eq(VF a, VF b) { return _mm256_cmp_ps(a, b, _CMP_EQ_OQ); }
+ISA_INLINE VF vm_sel(VB m, VF a, VF b) { return _mm256_blendv_ps(b, a, m); }
+ISA_INLINE VI vm_bits(VF a) { return _mm256_castps_si256(a); }
+ISA_INLINE VF vm_float(VI a) { return _mm256_castsi256_ps(a); }
+ISA_INLINE VI vm_iadd(VI a, VI b) { return _mm256_add_epi32(a, b); }
+ISA_INLINE VI vm_isub(VI a, VI b) { return _mm256_sub_epi32(a, b); }
+ISA_INLINE VI vm_iand(VI a, VI b) { return _mm256_and_si256(a, b); }
+ISA_INLINE VI vm_ior(VI a, VI b) { return _mm256_or_si256(a, b); }
+#define vm_isra(a, n) _mm256_srai_epi32(a, n)
+#define vm_isll(a, n) _mm256_slli_epi32(a, n)
+
+#include "kernels/vmath.h"
 #include "kernels/micro.h"
 #endif

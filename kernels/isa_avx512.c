@@ -36,6 +36,31 @@ ISA_INLINE V v_sub(V a, V b) { return _mm512_sub_ps(a, b); }
 ISA_INLINE V v_div(V a, V b) { return _mm512_div_ps(a, b); }
 ISA_INLINE V v_sqrt(V a) { return _mm512_sqrt_ps(a); }
 
+/* the vector math's (kernels/vmath.h) */
+typedef __m512 VF;
+typedef __m512i VI;
+typedef __mmask16 VB;
+ISA_INLINE VF vm_load(const float *p) { return _mm512_loadu_ps(p); }
+ISA_INLINE void vm_store(float *p, VF v) { _mm512_storeu_ps(p, v); }
+ISA_INLINE VF vm_set1(float x) { return _mm512_set1_ps(x); }
+ISA_INLINE VI vm_seti(int32_t x) { return _mm512_set1_epi32(x); }
+ISA_INLINE VF vm_add(VF a, VF b) { return _mm512_add_ps(a, b); }
+ISA_INLINE VF vm_sub(VF a, VF b) { return _mm512_sub_ps(a, b); }
+ISA_INLINE VF vm_mul(VF a, VF b) { return _mm512_mul_ps(a, b); }
+ISA_INLINE VF vm_div(VF a, VF b) { return _mm512_div_ps(a, b); }
+ISA_INLINE VB vm_lt(VF a, VF b) { return _mm512_cmp_ps_mask(a, b, _CMP_LT_OQ); }
+ISA_INLINE VB vm_eq(VF a, VF b) { return _mm512_cmp_ps_mask(a, b, _CMP_EQ_OQ); }
+ISA_INLINE VF vm_sel(VB m, VF a, VF b) { return _mm512_mask_blend_ps(m, b, a); }
+ISA_INLINE VI vm_bits(VF a) { return _mm512_castps_si512(a); }
+ISA_INLINE VF vm_float(VI a) { return _mm512_castsi512_ps(a); }
+ISA_INLINE VI vm_iadd(VI a, VI b) { return _mm512_add_epi32(a, b); }
+ISA_INLINE VI vm_isub(VI a, VI b) { return _mm512_sub_epi32(a, b); }
+ISA_INLINE VI vm_iand(VI a, VI b) { return _mm512_and_si512(a, b); }
+ISA_INLINE VI vm_ior(VI a, VI b) { return _mm512_or_si512(a, b); }
+#define vm_isra(a, n) _mm512_srai_epi32(a, n)
+#define vm_isll(a, n) _mm512_slli_epi32(a, n)
+#include "kernels/vmath.h"
+
 #define ISA_NARROW_ROWS 1   /* below: the table is this file's */
 #include "kernels/micro.h"
 
@@ -45,5 +70,6 @@ ISA_INLINE V v_sqrt(V a) { return _mm512_sqrt_ps(a); }
  * Every lane is the same chain of FMAs in both, so the bits are the same. */
 static void fwd_row_narrow(const FwdRow *r) { (r->F <= 8 ? kern_variant_avx2.fwd_row : fwd_row_avx512)(r); }
 static void gradw_band_narrow(const GradwBand *b) { (b->F <= 8 ? kern_variant_avx2.gradw_band : gradw_band_avx512)(b); }
-const KernVariant kern_variant_avx512 = { KISA_AVX512, VL, fwd_row_narrow, gradw_band_narrow, adam_avx512, gemm_small_m_avx512 };
+const KernVariant kern_variant_avx512 = { KISA_AVX512, VL, fwd_row_narrow, gradw_band_narrow, adam_avx512, gemm_small_m_avx512,
+                                          VMATH_FNS };
 #endif

@@ -42,4 +42,36 @@ ISA_INLINE V v_load_m(const float *p, VM m)
 ISA_INLINE void v_store_m(float *p, V v, VM m) { memcpy(p, &v, (size_t)m * sizeof(float)); }
 #endif
 
+/* the vector math's (kernels/vmath.h), whatever GRAPHC_NO_DIRECT_CONV says */
+typedef float VF __attribute__((vector_size(16)));
+typedef int32_t VI __attribute__((vector_size(16)));
+typedef VI VB;   /* -1 where true */
+ISA_INLINE VF vm_load(const float *p)
+{
+    VF v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+ISA_INLINE void vm_store(float *p, VF v) { memcpy(p, &v, sizeof v); }
+ISA_INLINE VF vm_set1(float x) { return (VF){ x, x, x, x }; }
+ISA_INLINE VI vm_seti(int32_t x) { return (VI){ x, x, x, x }; }
+ISA_INLINE VF vm_add(VF a, VF b) { return a + b; }
+ISA_INLINE VF vm_sub(VF a, VF b) { return a - b; }
+ISA_INLINE VF vm_mul(VF a, VF b) { return a * b; }
+ISA_INLINE VF vm_div(VF a, VF b) { return a / b; }
+ISA_INLINE VB vm_lt(VF a, VF b) { return a < b; }
+ISA_INLINE VB vm_eq(VF a, VF b) { return a == b; }
+ISA_INLINE VF vm_sel(VB m, VF a, VF b) { return (VF)((m & (VI)a) | (~m & (VI)b)); }
+ISA_INLINE VI vm_bits(VF a) { return (VI)a; }
+ISA_INLINE VF vm_float(VI a) { return (VF)a; }
+/* in unsigned lanes: a wrap is defined there */
+typedef uint32_t VU __attribute__((vector_size(16)));
+ISA_INLINE VI vm_iadd(VI a, VI b) { return (VI)((VU)a + (VU)b); }
+ISA_INLINE VI vm_isub(VI a, VI b) { return (VI)((VU)a - (VU)b); }
+ISA_INLINE VI vm_iand(VI a, VI b) { return a & b; }
+ISA_INLINE VI vm_ior(VI a, VI b) { return a | b; }
+#define vm_isra(a, n) ((a) >> (n))
+#define vm_isll(a, n) ((VI)((VU)(a) << (n)))
+
+#include "kernels/vmath.h"
 #include "kernels/micro.h"

@@ -88,10 +88,10 @@ void kern_copy(const float *x, float *y, size_t n);
 void kern_axpy_acc(float a, const float *x, float *y, size_t n);       /* y += a*x */
 
 /* ---- rows: softmax family over the last axis of [rows, cols] -------------------- */
-/* expf(d) of a value less its row's maximum (d <= 0).  Below -104 expf rounds to +0,
- * which glibc reaches through a slow underflow path that also sets errno; a causal
- * mask's -1e9 sends half of attention's scores there.  The same bits, without the call. */
-static inline float kern_exp_shifted(float d) { return d < -104.0f ? 0.0f : expf(d); }
+/* e^d of a value less its row's maximum (d <= 0), as the vector math gives it
+ * (util/vmath.h: +0 below -104, without glibc's slow underflow path, which a causal
+ * mask's -1e9 sent half of attention's scores to). */
+static inline float kern_exp_shifted(float d) { return vm_exp_s(d); }
 void kern_softmax(const float *x, float *y, size_t rows, size_t cols);
 void kern_softmax_grad(const float *y, const float *dy, float *dx, size_t rows, size_t cols);
 void kern_log_softmax(const float *x, float *y, size_t rows, size_t cols);

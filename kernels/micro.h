@@ -359,5 +359,6 @@ ISA_FN static size_t NAME(adam)(float *w, float *m, float *v, const float *g, si
 #endif
 
 #ifndef ISA_NARROW_ROWS   /* else the including file makes the table */
-const KernVariant NAME(kern_variant) = { ISA_ENUM, VL, CONV_ROW_FNS, ADAM_FN, GEMM_FN };
+const KernVariant NAME(kern_variant) = { ISA_ENUM, VL, CONV_ROW_FNS, ADAM_FN, GEMM_FN,
+                                         VMATH_FNS };
 #endif

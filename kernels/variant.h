@@ -55,6 +55,16 @@ typedef struct KernVariant {
      * A [M, K] and B [K, N] as stored.  NULL: sgemm. */
     void (*gemm_small_m)(size_t M, size_t n0, size_t n1, size_t N, size_t K, float alpha, const float *A,
                          const float *B, float *C);
+    /* The vector math (kernels/vmath.h): util/elemwise.h's bits in every variant.  unary
+     * and unary_grad do whole vectors of the functions they have and return how many
+     * elements they did (the caller's scalar loop the rest); row_max and exp_sum are a
+     * softmax row's maximum and its sum of e^(x - m), each term stored in y unless NULL. */
+    size_t (*unary)(EwUnary op, const float *x, float *y, size_t n);
+    size_t (*unary_grad)(EwUnary op, const float *v, const float *dy, float *dx, size_t n);
+    float (*row_max)(const float *x, size_t n);
+    float (*exp_sum)(const float *x, float m, float *y, size_t n);
+    /* kern_softmax's rows (cols >= 1), from those two and a scaling */
+    void (*softmax)(const float *x, float *y, size_t rows, size_t cols);
 } KernVariant;
 
 /* The variant that runs for `isa` (kern_isa_resolve's). */

@@ -1,6 +1,7 @@
 /* The compute kernels (kernels/kern.h) against naive reference implementations, and
  * every gradient kernel against central finite differences. */
 #include "kernels/kern.h"
+#include "kernels/variant.h"
 #include "util/pool.h"
 #include "tests/testutil.h"
 
@@ -694,8 +695,9 @@ START_TEST(test_softmax_forward)
 }
 END_TEST
 
-/* kern_exp_shifted skips expf where it rounds to +0: the same bits as expf at every
- * d <= 0, denormal results just above the cut included. */
+/* kern_exp_shifted (the vector math's exp) across the cut where e^d rounds to +0 and
+ * far below it: +0, and glibc's bits for the denormal results just above the cut (their
+ * few digits round alike; test_vmath_accuracy holds it to 1 ulp everywhere). */
 START_TEST(test_exp_shifted)
 {
     for (int i = 0; i <= 2000; i++) {
@@ -1094,6 +1096,205 @@ END_TEST
         ck_assert_msg(i_ < 0, "%s kernels: %s[%td] = %.9g, expected %.9g (atol %g)", kern_isa_name(conv_isa), \
                       #got, i_, i_ < 0 ? 0.0 : (double)g_[i_], i_ < 0 ? 0.0 : (double)w_[i_], a_);          \
     } while (0)
+
+/* ================================================================================
+ * Vector math (util/vmath.h, kernels/vmath.h): each variant against double precision,
+ * against the scalar instance (constant folding's) bit for bit, at the edges of the
+ * range
+ * ================================================================================ */
+
+/* Error of f in units in the last place of the correctly rounded ref (denormals: 2^-149). */
+static double ulp_err(float f, double ref)
+{
+    double a = fabs(ref);
+    int e;
+    frexp(a, &e);
+    double ulp = a < 0x1p-126 ? 0x1p-149 : ldexp(1.0, e - 24);
+    return fabs((double)f - ref) / ulp;
+}
+
+static bool same_bits(float a, float b) { return memcmp(&a, &b, sizeof a) == 0 || (isnan(a) && isnan(b)); }
+
+/* The inputs of the sweep: every 4099th float bit pattern (about a million, every
+ * exponent, both signs, denormals, infinities and NaNs among them), then each float of
+ * [-104, 0] every 1031 bit patterns (softmax's and cross entropy's arguments
+ * after the maximum is taken off), and the edges by name. */
+static size_t vmath_sweep(float *x, size_t cap)
+{
+    size_t n = 0;
+    for (uint64_t b = 0; b <= 0xffffffffull && n < cap; b += 4099) {
+        uint32_t u = (uint32_t)b;
+        memcpy(&x[n++], &u, sizeof u);
+    }
+    uint32_t lo, hi;
+    float m104 = -104.0f;
+    memcpy(&hi, &m104, sizeof hi);
+    lo = 0x80000000u;
+    for (uint32_t u = lo; u <= hi && n < cap; u += 1031)
+        memcpy(&x[n++], &u, sizeof u);
+    const float edges[] = { 0.0f, -0.0f, 0x1p-149f, -0x1p-149f, 0x1p-127f, FLT_MIN, -FLT_MIN, INFINITY, -INFINITY, NAN,
+                            -NAN, FLT_MAX, -FLT_MAX, 88.72283f, 88.72284f, 89.0f, -87.33655f, -87.33656f, -103.97f,
+                            -103.98f, -104.0f, -1e9f, 0x1p-12f, -0x1p-12f, 0x1.fffffep-13f, 0.625f, -0.625f,
+                            0x1.fffffep-2f, 9.0f, -9.0f, 9.1f, 1e30f, -1e30f };
+    for (size_t i = 0; i < sizeof edges / sizeof edges[0] && n < cap; i++)
+        x[n++] = edges[i];
+    return n;
+}
+
+/* exp and tanh within their stated bounds (docs/kernels.md: 0.98 and 1.2 ulp measured
+ * over every float) and the bits of the scalar instance, in every variant; the edges:
+ * exp overflows to +inf above 88.7228 and rounds to +0 below -103.97, gives +0 at -inf
+ * and a NaN at a NaN; tanh keeps +-0 and the denormals, is exactly +-1 above 9.1 and at
+ * +-inf. */
+START_TEST(test_vmath_accuracy)
+{
+    enum { CAP = 1 << 22 };
+    const EwUnary ops[] = { EW_EXP, EW_TANH };
+    const double bound[] = { 1.0, 1.5 };
+    float *x = tu_alloc(CAP), *y = tu_alloc(CAP);
+    size_t n = vmath_sweep(x, CAP);
+    FOR_EACH_ISA {
+        const KernVariant *kv = kern_variant(conv_isa);
+        for (int k = 0; k < 2; k++) {
+            EwUnary op = ops[k];
+            size_t done = kv->unary(op, x, y, n);
+            ck_assert_uint_ge(done, n - n % (size_t)kv->lanes);
+            for (size_t i = done; i < n; i++)
+                y[i] = ew_unary(op, x[i], 0.0f);
+            /* one assertion per check after the loop: Check's cost per assertion is a write */
+            double worst = 0;
+            size_t at = 0, differ = n, not_nan = n, not_inf = n;
+            for (size_t i = 0; i < n; i++) {
+                float s = ew_unary(op, x[i], 0.0f);
+                if (!same_bits(y[i], s)) differ = i;
+                double r = op == EW_EXP ? exp((double)x[i]) : tanh((double)x[i]);
+                if (isnan(r)) {
+                    if (!isnan(y[i])) not_nan = i;
+                } else if (r > FLT_MAX && (float)r == INFINITY) {
+                    if (y[i] != INFINITY) not_inf = i;
+                } else {
+                    double e = ulp_err(y[i], r);
+                    if (e > worst) worst = e, at = i;
+                }
+            }
+            ck_assert_msg(differ == n, "%s %s(%a) = %a, the scalar instance %a", kern_isa_name(conv_isa),
+                          ew_unary_name(op), x[differ % n], y[differ % n], ew_unary(op, x[differ % n], 0.0f));
+            ck_assert_msg(not_nan == n, "%s(%a) = %a, not a NaN", ew_unary_name(op), x[not_nan % n], y[not_nan % n]);
+            ck_assert_msg(not_inf == n, "exp(%a) = %a, not +inf", x[not_inf % n], y[not_inf % n]);
+            ck_assert_msg(worst <= bound[k], "%s: %s(%a) is %.3f ulp off", kern_isa_name(conv_isa), ew_unary_name(op),
+                          x[at], worst);
+        }
+    }
+    /* the edges by value (the scalar instance: the variants gave its bits above) */
+    ck_assert(ew_exp(INFINITY, 0) == INFINITY && ew_exp(88.72284f, 0) == INFINITY && ew_exp(FLT_MAX, 0) == INFINITY);
+    ck_assert(ew_exp(88.72283f, 0) < INFINITY && ew_exp(88.72283f, 0) > 3.4e38f);
+    float z = ew_exp(-INFINITY, 0), z2 = ew_exp(-1e9f, 0), z3 = ew_exp(-103.98f, 0);
+    ck_assert(z == 0 && !signbit(z) && z2 == 0 && !signbit(z2) && z3 == 0);
+    ck_assert(ew_exp(-103.97f, 0) == 0x1p-149f && ew_exp(-100.0f, 0) > 0 && ew_exp(-100.0f, 0) < FLT_MIN);
+    ck_assert(isnan(ew_exp(NAN, 0)) && isnan(ew_tanh(NAN, 0)) && ew_exp(0.0f, 0) == 1.0f && ew_exp(-0.0f, 0) == 1.0f);
+    ck_assert(ew_tanh(9.1f, 0) == 1.0f && ew_tanh(-9.1f, 0) == -1.0f && ew_tanh(INFINITY, 0) == 1.0f &&
+              ew_tanh(-INFINITY, 0) == -1.0f && ew_tanh(1e30f, 0) == 1.0f);
+    float mz = ew_tanh(-0.0f, 0), d = ew_tanh(-0x1p-140f, 0);
+    ck_assert(mz == 0 && signbit(mz) && d == -0x1p-140f);
+    free(x);
+    free(y);
+}
+END_TEST
+
+/* The transcendental elementwise functions and gradients of each variant: the bits of
+ * the scalar instance on every element, the tail (n not a multiple of the vector) done
+ * by the caller, values across the range and at its edges. */
+START_TEST(test_vmath_functions)
+{
+    const size_t n = 1031;
+    float *x = tu_alloc_uniform(n, -30.0f, 30.0f, 900), *dy = tu_alloc_uniform(n, -2.0f, 2.0f, 901);
+    float *y = tu_alloc(n);
+    const float edges[] = { 0.0f, -0.0f, INFINITY, -INFINITY, NAN, 1e30f, -1e30f, 0x1p-149f, 90.0f, -110.0f };
+    memcpy(x, edges, sizeof edges);
+    FOR_EACH_ISA {
+        const KernVariant *kv = kern_variant(conv_isa);
+        for (int op = 0; op < EW_UNARY_COUNT; op++) {
+            size_t done = kv->unary((EwUnary)op, x, y, n), bad = n;
+            for (size_t i = 0; i < done; i++)
+                if (!same_bits(y[i], ew_unary((EwUnary)op, x[i], 0.0f))) bad = i;
+            ck_assert_msg(bad == n, "%s %s(%a): %a", kern_isa_name(conv_isa), ew_unary_name((EwUnary)op), x[bad % n],
+                          y[bad % n]);
+            done = kv->unary_grad((EwUnary)op, x, dy, y, n);
+            for (size_t i = 0; i < done; i++)
+                if (!same_bits(y[i], ew_unary_grad((EwUnary)op, x[i], dy[i], 0.0f))) bad = i;
+            ck_assert_msg(bad == n, "%s %s's gradient at %a: %a", kern_isa_name(conv_isa), ew_unary_name((EwUnary)op),
+                          x[bad % n], y[bad % n]);
+        }
+        ck_assert_uint_ge(kv->unary(EW_GELU_TANH, x, y, n), n - n % (size_t)kv->lanes);
+        ck_assert_uint_ge(kv->unary_grad(EW_GELU_TANH, x, dy, y, n), n - n % (size_t)kv->lanes);
+    }
+    free(x);
+    free(dy);
+    free(y);
+}
+END_TEST
+
+/* A softmax row's maximum and sum of exponentials, every length from 1 to 70 and a
+ * long row, and whole softmax rows, with -inf (a masked score), a NaN past the first element (passed over by
+ * the maximum, as the scalar loop did): the same bits in every variant, the sum within
+ * 1e-6 of double precision, each stored term the scalar instance's. */
+START_TEST(test_vmath_rows)
+{
+    const size_t cap = 300;
+    float *x = tu_alloc_uniform(cap, -20.0f, 20.0f, 910), *e = tu_alloc(cap);
+    x[5] = -INFINITY;
+    x[40] = -1e9f;
+    float ref_sum[300];
+    for (size_t n = 1; n <= cap; n = n < 70 ? n + 1 : cap) {
+        FOR_EACH_ISA {
+            const KernVariant *kv = kern_variant(conv_isa);
+            float m = kv->row_max(x, n), mw = x[0];
+            for (size_t j = 1; j < n; j++)
+                mw = x[j] > mw ? x[j] : mw;
+            ck_assert_msg(same_bits(m, mw), "%s, n %zu: max %a, not %a", kern_isa_name(conv_isa), n, m, mw);
+            float s = kv->exp_sum(x, m, e, n), s2 = kv->exp_sum(x, m, NULL, n);
+            double want = 0;
+            bool terms = true;
+            for (size_t j = 0; j < n; j++) {
+                want += exp((double)x[j] - m);
+                terms &= same_bits(e[j], ew_exp(x[j] - m, 0));
+            }
+            ck_assert(terms);
+            ck_assert(same_bits(s, s2));
+            ck_assert_float_near_rel(s, want, 1e-6, 0.0);
+            if (isa_i_ == 0) ref_sum[n - 1] = s;
+            ck_assert_msg(same_bits(s, ref_sum[n - 1]), "%s, n %zu: sum %a, %s's %a", kern_isa_name(conv_isa), n, s,
+                          kern_isa_name(isas[0]), ref_sum[n - 1]);
+        }
+        if (n == cap) break;
+    }
+    /* the rows of kern_softmax: 4 rows of 37, the same bits in every variant, each row the
+     * terms above scaled by the reciprocal of their sum */
+    float *y = tu_alloc(4 * 37), *first = tu_alloc(4 * 37);
+    FOR_EACH_ISA {
+        const KernVariant *kv = kern_variant(conv_isa);
+        kv->softmax(x, y, 4, 37);
+        if (isa_i_ == 0) memcpy(first, y, 4 * 37 * sizeof *y);
+        ck_assert_msg(memcmp(y, first, 4 * 37 * sizeof *y) == 0, "%s: softmax not %s's bits", kern_isa_name(conv_isa),
+                      kern_isa_name(isas[0]));
+        for (int r = 0; r < 4; r++) {
+            const float *xr = x + r * 37;
+            float m = kv->row_max(xr, 37), inv = 1.0f / kv->exp_sum(xr, m, e, 37);
+            bool ok = true;
+            for (int j = 0; j < 37; j++) ok &= same_bits(y[r * 37 + j], e[j] * inv);
+            ck_assert_msg(ok, "%s: softmax row %d", kern_isa_name(conv_isa), r);
+        }
+    }
+    free(y);
+    free(first);
+    x[3] = NAN;   /* after x[0]: passed over */
+    FOR_EACH_ISA ck_assert(kern_variant(conv_isa)->row_max(x, 64) == kern_variant(isas[0])->row_max(x, 64));
+    x[0] = NAN;   /* first: the answer */
+    FOR_EACH_ISA ck_assert(isnan(kern_variant(conv_isa)->row_max(x, 64)));
+    free(x);
+    free(e);
+}
+END_TEST
 
 /* kern_gemm's few-rows kernel in every variant this CPU runs (portable: sgemm) against
  * a double-precision reference: 2 to 4 rows, K a multiple of its 8-row blocks or not,
@@ -3115,6 +3316,13 @@ static Suite *make_kernels_suite(void)
     tcase_add_loop_test(tc, test_conv_tiles, 0, N_TILE_CASES);
     tcase_add_loop_test(tc, test_conv_variants_agree, 0, N_DIRECT_CASES + N_WIDE_CASES + N_CONV_CASES);
     tcase_add_test(tc, test_isa_names);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("vmath");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_vmath_accuracy);
+    tcase_add_test(tc, test_vmath_functions);
+    tcase_add_test(tc, test_vmath_rows);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("pool");

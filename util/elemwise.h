@@ -1,6 +1,7 @@
 /* The scalar math of the elementwise functions listed in util/elemwise.def, shared by
- * the kernels (a loop over each, vectorized by the compiler) and constant folding (one
- * value), so a folded constant has the bits the kernel would give.  Below both the
+ * the kernels (a loop over each, vectorized by the compiler; exp, tanh and the functions
+ * made of them are util/vmath.h's, whose vector loops give these bits) and constant
+ * folding (one value), so a folded constant has the bits the kernel would give.  Below both the
  * graph and the kernels: it knows neither.
  *
  * Each gradient returns dx for the incoming gradient dy, written as the kernels have
@@ -9,6 +10,7 @@
 #ifndef GRAPHC_ELEMWISE_H
 #define GRAPHC_ELEMWISE_H
 #include <math.h>
+#include "util/vmath_scalar.h"
 
 /* What a unary gradient reads besides dy (see elemwise.def). */
 enum { EW_READS_X, EW_READS_Y };
@@ -54,13 +56,13 @@ static inline float ew_neg_grad(float v, float dy, float p) { (void)v, (void)p; 
 static inline float ew_relu(float x, float p) { (void)p; return x > 0.0f ? x : 0.0f; }
 static inline float ew_relu_grad(float y, float dy, float p) { (void)p; return y > 0.0f ? dy : 0.0f; }
 
-static inline float ew_sigmoid(float x, float p) { (void)p; return 1.0f / (1.0f + expf(-x)); }
+static inline float ew_sigmoid(float x, float p) { (void)p; return vm_sigmoid_s(x); }
 static inline float ew_sigmoid_grad(float y, float dy, float p) { (void)p; return dy * y * (1.0f - y); }
 
-static inline float ew_tanh(float x, float p) { (void)p; return tanhf(x); }
+static inline float ew_tanh(float x, float p) { (void)p; return vm_tanh_s(x); }
 static inline float ew_tanh_grad(float y, float dy, float p) { (void)p; return dy * (1.0f - y * y); }
 
-static inline float ew_exp(float x, float p) { (void)p; return expf(x); }
+static inline float ew_exp(float x, float p) { (void)p; return vm_exp_s(x); }
 static inline float ew_exp_grad(float y, float dy, float p) { (void)p; return dy * y; }
 
 static inline float ew_log(float x, float p) { (void)p; return logf(x); }
@@ -80,13 +82,8 @@ static inline float ew_gelu_grad(float x, float dy, float p)
 }
 
 /* SiLU (swish): x sigmoid(x); its derivative s (1 + x (1 - s)), s = sigmoid(x). */
-static inline float ew_silu(float x, float p) { (void)p; return x / (1.0f + expf(-x)); }
-static inline float ew_silu_grad(float x, float dy, float p)
-{
-    (void)p;
-    float s = 1.0f / (1.0f + expf(-x));
-    return dy * s * (1.0f + x * (1.0f - s));
-}
+static inline float ew_silu(float x, float p) { (void)p; return vm_silu_s(x); }
+static inline float ew_silu_grad(float x, float dy, float p) { (void)p; return vm_silu_grad_s(x, dy); }
 
 /* Leaky ReLU: x, or alpha x for x <= 0 (alpha = p; 0.01 by default, as PyTorch's).  Its
  * gradient reads x: with a negative alpha, y > 0 does not say where x was. */
@@ -119,19 +116,8 @@ static inline float ew_softplus_grad(float x, float dy, float p)
 /* GELU, tanh form (PyTorch's approximate="tanh"): x (1 + tanh(u)) / 2 with u = k (x +
  * 0.044715 x^3), k = sqrt(2 / pi), computed as x sigmoid(2u), the same function without
  * 1 + tanh(u)'s cancellation for negative x; its derivative s + 2 x s (1 - s) u'. */
-static inline float ew_gelu_tanh(float x, float p)
-{
-    (void)p;
-    const float k = 0.7978845608f;
-    return x / (1.0f + expf(-2.0f * k * (x + 0.044715f * x * x * x)));
-}
-static inline float ew_gelu_tanh_grad(float x, float dy, float p)
-{
-    (void)p;
-    const float k = 0.7978845608f, kappa = 0.044715f;
-    float x2 = x * x, s = 1.0f / (1.0f + expf(-2.0f * k * (x + kappa * x2 * x)));
-    return dy * (s + 2.0f * x * s * (1.0f - s) * k * (1.0f + 3.0f * kappa * x2));
-}
+static inline float ew_gelu_tanh(float x, float p) { (void)p; return vm_gelu_tanh_s(x); }
+static inline float ew_gelu_tanh_grad(float x, float dy, float p) { (void)p; return vm_gelu_tanh_grad_s(x, dy); }
 
 /* ---- by enum: for constant folding and tests (the kernels loop over the inline
  * functions above directly) ---------------------------------------------------------- */
