@@ -13,3 +13,10 @@ check_PROGRAMS += %D%/peak
 %C%_peak_LDADD = $(OPENBLAS_LIBS) $(LIBS)
 TESTS += %D%/peak_check.sh
 EXTRA_DIST += %D%/peak_check.sh
+
+# bench/gemm: graphc's own GEMM against OpenBLAS's sgemm on chosen shapes (CPU time,
+# medians; docs/kernels.md "GEMM").  Built on demand only: make bench/gemm.
+EXTRA_PROGRAMS += %D%/gemm
+%C%_gemm_SOURCES = %D%/gemm.c
+%C%_gemm_CFLAGS = $(AM_CFLAGS)
+%C%_gemm_LDADD = $(GRAPHC_LIBS)

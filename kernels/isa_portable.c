@@ -42,4 +42,5 @@ ISA_INLINE V v_load_m(const float *p, VM m)
 ISA_INLINE void v_store_m(float *p, V v, VM m) { memcpy(p, &v, (size_t)m * sizeof(float)); }
 #endif
 
+#include "kernels/gemm_micro.h"   /* no FMA assumed: no GEMM of its own (sgemm) */
 #include "kernels/micro.h"
