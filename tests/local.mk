@@ -151,7 +151,7 @@ tests_torch_run_SOURCES = tests/torch_run.c tests/model_file.h
 tests_torch_run_CFLAGS = $(AM_CFLAGS)
 tests_torch_run_LDADD = $(GRAPHC_LIBS)
 TESTS += tests/torch_ops.sh
-EXTRA_DIST += tests/torch_ops.sh tests/torch_ops.py
+EXTRA_DIST += tests/torch_ops.sh tests/torch_ops.py tests/torch_env.sh
 # batch norm against PyTorch 1.13 (tests/bnorm_torch.py, Debian's python3-torch; skipped
 # with a message without it): the forms of batch_norm and models/fashion-resnet.net, the
 # loss, every parameter's gradient and the running statistics after a step, and the

@@ -3,19 +3,11 @@
 # outputs (tests/onnx_torch.py, with Debian's python3-torch; skipped with a message
 # when it, NumPy or ONNX support is missing).
 set -u
-top_srcdir=${top_srcdir:-.}
-top_builddir=${top_builddir:-.}
-PY=${PYTHON:-/usr/bin/python3}
-if ! "$top_builddir/graphc" --version | grep -q "with ONNX"; then
+if ! "${top_builddir:-.}/graphc" --version | grep -q "with ONNX"; then
     echo "SKIP: this graphc is built without ONNX"
     exit 77
 fi
-if ! "$PY" -c "import torch, numpy" >/dev/null 2>&1; then
-    echo "SKIP: $PY has no torch or numpy (apt-get install python3-torch python3-numpy)"
-    exit 77
-fi
-t=$(mktemp -d)
-trap 'rm -rf "$t"' EXIT
+. "${top_srcdir:-.}/tests/torch_env.sh"
 # torch's exporter warns about its own internals on stderr: kept out of the log
 "$PY" "$top_srcdir/tests/onnx_torch.py" "$top_builddir/graphc" "$top_builddir/tests/onnx_run" "$t" 2>"$t/stderr"
 rc=$?
