@@ -94,7 +94,6 @@ int main(int argc, char **argv)
         for (int r = 0; r < reps + 1; r++)
             for (int w = 0; w < 2; w++) {
                 kern_gemm_set_own(w == 0 ? 1 : -1);
-                kern_gemm_set_small_m(w == 0 ? 0 : -1);
                 double c0 = now(CLOCK_PROCESS_CPUTIME_ID), w0 = now(CLOCK_MONOTONIC);
                 kern_gemm(pool, isa, sh->ta, sh->tb, sh->M, sh->N, sh->K, 0.001f, A, B, sh->beta, C);
                 if (r > 0) {   /* the first: a warm-up */
