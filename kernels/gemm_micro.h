@@ -330,7 +330,23 @@ ISA_INLINE void NAME(gemv_block)(const KGemm *g, size_t n0, size_t nw, size_t k0
         a[i] = i < kb ? v_bcast(g->A + (k0 + (size_t)i) * as) : v_zero();
     const V va = v_set1(g->alpha), vb = v_set1(g->beta);
     const float *B = g->B + k0 * g->ldb + n0;
-    for (size_t x = 0; x < nw; x += VL) {
+    size_t x = 0;
+    if (kb == GEMV_KB && !last)   /* the common case: 4 vectors' chains side by side */
+        for (; x + 4 * VL <= nw; x += 4 * VL) {
+            V c[4];
+#pragma GCC unroll 4
+            for (int u = 0; u < 4; u++)
+                c[u] = first ? v_zero() : v_load(acc + x + (size_t)u * VL);
+#pragma GCC unroll 8
+            for (int i = 0; i < GEMV_KB; i++)
+#pragma GCC unroll 4
+                for (int u = 0; u < 4; u++)
+                    c[u] = v_fma(a[i], v_load(B + (size_t)i * g->ldb + x + (size_t)u * VL), c[u]);
+#pragma GCC unroll 4
+            for (int u = 0; u < 4; u++)
+                v_store(acc + x + (size_t)u * VL, c[u]);
+        }
+    for (; x < nw; x += VL) {
         const int lanes = nw - x < VL ? (int)(nw - x) : VL;
         const VM m = v_mask(lanes);
         V c = first ? v_zero() : NAME(gemm_ld)(acc + x, lanes, m);
