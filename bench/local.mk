@@ -16,7 +16,13 @@ EXTRA_DIST += %D%/peak_check.sh
 
 # bench/convbench: each convolution of the benchmark networks alone, in one variant (the
 # figures of docs/kernels.md "Measured").  Built on demand only: make bench/convbench.
-EXTRA_PROGRAMS = %D%/convbench
+EXTRA_PROGRAMS += %D%/convbench
 %C%_convbench_SOURCES = %D%/convbench.c
 %C%_convbench_CFLAGS = $(AM_CFLAGS)
 %C%_convbench_LDADD = $(GRAPHC_LIBS)
+# bench/gemm: graphc's own GEMM against OpenBLAS's sgemm on chosen shapes (CPU time,
+# medians; docs/kernels.md "GEMM").  Built on demand only: make bench/gemm.
+EXTRA_PROGRAMS += %D%/gemm
+%C%_gemm_SOURCES = %D%/gemm.c
+%C%_gemm_CFLAGS = $(AM_CFLAGS)
+%C%_gemm_LDADD = $(GRAPHC_LIBS)

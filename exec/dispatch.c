@@ -873,7 +873,7 @@ static int k_matmul_grad_update(const KCall *c)
     size_t B = (size_t)x->d[0].v, K = (size_t)x->d[1].v, N = (size_t)dy->d[1].v;
     float *w = e->w->data[n->a.update.var];
     if (n->a.update.kind == OP_SGD_UPDATE) {
-        kern_dense_backward_sgd(c->pool, fin(c, 0), fin(c, 1), w, fout(c), B, K, N, e->lr, e->weight_decay, c->scratch);
+        kern_dense_backward_sgd(c->pool, e->isa, fin(c, 0), fin(c, 1), w, fout(c), B, K, N, e->lr, e->weight_decay, c->scratch);
         return 0;
     }
     if (n->a.update.kind != OP_MOMENTUM_UPDATE || e->nesterov) return fused_with(c, (OpKind)n->a.update.kind);

@@ -1,6 +1,7 @@
 /* Matrix product and BLAS housekeeping.  Every BLAS call in graphc lives here. */
 #include "kernels/kern.h"
 #include "kernels/variant.h"
+#include "util/mem.h"
 #include "util/pool.h"
 
 #include <cblas.h>
@@ -63,26 +64,6 @@ static void scale_only(float *C, size_t n, float beta)
             C[i] *= beta;
 }
 
-void kern_gemm_rows(bool ta, bool tb, size_t M, size_t N, size_t K, size_t r0, size_t r1, float alpha,
-                    const float *A, const float *B, float beta, float *C)
-{
-    if (r1 <= r0 || N == 0)
-        return;
-    if (K == 0 || alpha == 0.0f) {
-        scale_only(C, (r1 - r0) * N, beta);
-        return;
-    }
-    /* rows r0.. of op(A): A's columns from r0 when it is stored [K, M] (lda M) */
-    const float *Ar = ta ? A + r0 : A + r0 * K;
-    sgemm_block(ta, tb, r1 - r0, N, K, alpha, Ar, ta ? M : K, B, tb ? K : N, beta, C, N);
-}
-
-void kern_gemm_block(bool ta, bool tb, size_t M, size_t N, size_t K, float alpha, const float *A, size_t lda,
-                     const float *B, size_t ldb, float beta, float *C, size_t ldc)
-{
-    sgemm_block(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-}
-
 typedef struct GemmJob {
     bool ta, tb, split_m;
     size_t M, N, K, parts;
@@ -103,7 +84,9 @@ static void gemm_part(void *arg, int part, int worker)
     if (hi <= lo)
         return;
     if (j->split_m) {
-        kern_gemm_rows(j->ta, j->tb, j->M, j->N, j->K, lo, hi, j->alpha, j->A, j->B, j->beta, j->C + lo * j->N);
+        const float *A = j->ta ? j->A + lo : j->A + lo * j->K;
+        sgemm_block(j->ta, j->tb, hi - lo, j->N, j->K, j->alpha, A, j->ta ? j->M : j->K, j->B, j->tb ? j->K : j->N,
+                    j->beta, j->C + lo * j->N, j->N);
     } else {
         size_t lda = j->ta ? j->M : j->K, ldb = j->tb ? j->K : j->N;
         const float *B = j->tb ? j->B + lo * j->K : j->B + lo;
@@ -168,56 +151,180 @@ static void gemv_split(Pool *pool, size_t parts, bool ta, bool tb, size_t N, siz
     }
 }
 
-/* ---- a few rows times a large matrix: a dense layer at a small batch -----------------
- * C[M, N] = alpha A[M, K] B[K, N], no transposes, beta 0, M from 2 to SMALLM_MAX and at
- * least SMALLM_MIN_B_BYTES of B.  sgemm would first pack all of B (the 12.8 MB of the
- * MNIST CNN's 3136 x 1024 layer, for a few rows of work): the variant's few-rows kernel
- * (kernels/micro.h, gemm_small_m) reads B as it is stored instead, each element of C
- * one chain of FMAs over k, so its bits depend neither on how the columns are cut over
- * the pool's threads nor on their number (nor on the variant); without one (portable),
- * sgemm. */
-/* Up to 4 rows: against sgemm on the MNIST CNN's 3136 x 1024 layer, one thread, both
- * measured in turn on the (loaded) Zen 5 machine, medians: 2 rows 0.35 ms against 0.90,
- * 4 rows 0.53 against 0.86, 8 rows 1.0 against 1.06, 16 rows 1.7 against 1.6; from 8
- * rows on, sgemm's packing is paid back. */
-enum { SMALLM_MAX = 4, SMALLM_MIN_B_BYTES = 1 << 20 };
+/* ---- graphc's own GEMM (kernels/gemm_micro.h, docs/kernels.md "GEMM") --------------
+ * The x86 variants run it for every product, OpenBLAS only in the portable one (no FMA
+ * to build the kernel on) and for one row of C times B stored transposed (sgemv reads
+ * it in place; the kernel would pack all of B).  Measured one thread at a time, side by
+ * side on the Zen 5 machine (bench/gemm, CPU time, medians): the avx512 variant against
+ * OpenBLAS's Haswell core (what OPENBLAS_CORETYPE=Haswell gives) 1.6-1.8x on the MNIST
+ * dense layer's three products at batch 256 and 1.3-1.5x at batch 2 to 16, and level
+ * with its Cooperlake (AVX-512) core (0.88-1.05x), so graphc's speed no longer depends
+ * on which core the environment picks; the avx2 variant is level with the Haswell core
+ * (0.97-1.04x at batch 256, 1.0-1.3x at batch 4 to 16) and takes the same path, so that
+ * the two variants give the same bits.  Nothing about the path depends on the variant.
+ * Without its packing buffer (gc_malloc failed), sgemm runs instead. */
+static int own_mode;   /* test hook: kern_gemm_set_own */
+void kern_gemm_set_own(int mode) { own_mode = mode; }
 
-/* Test hook: mode < 0 turns the path off (0: automatic). */
-static int smallm_mode;
+typedef enum OwnPath { OWN_NONE, OWN_GEMM, OWN_GEMV } OwnPath;
 
-void kern_gemm_set_small_m(int mode) { smallm_mode = mode; }
-
-typedef struct SmallMJob {
-    size_t M, N, K, parts, unit;
-    float alpha;
-    const float *A, *B;
-    float *C;
-    const KernVariant *kv;
-} SmallMJob;
-
-static void smallm_part(void *arg, int part, int worker)
+static OwnPath own_path(const KernVariant *kv, size_t M, bool tb)
 {
-    (void)worker;
-    const SmallMJob *j = arg;
-    size_t units = (j->N + j->unit - 1) / j->unit;
-    size_t n0 = units * (size_t)part / j->parts * j->unit, n1 = units * ((size_t)part + 1) / j->parts * j->unit;
-    j->kv->gemm_small_m(j->M, n0, n1 < j->N ? n1 : j->N, j->N, j->K, j->alpha, j->A, j->B, j->C);
+    if (!kv->gemm || own_mode < 0)
+        return OWN_NONE;
+    if (M == 1)
+        return !tb ? OWN_GEMV : own_mode > 0 ? OWN_GEMM : OWN_NONE;
+    return OWN_GEMM;
 }
 
-/* The small-M path where it applies (true: C is made), its columns cut over the pool
- * in blocks of whole vectors when the product is worth a wake-up (as kern_gemm's). */
-static bool small_m(Pool *pool, KIsa isa, bool ta, bool tb, size_t M, size_t N, size_t K, float alpha, const float *A,
-                    const float *B, float beta, float *C)
+static KGemm own_args(bool ta, bool tb, size_t M, size_t N, size_t K, float alpha, const float *A, size_t lda,
+                      const float *B, size_t ldb, float beta, float *C, size_t ldc)
 {
-    const KernVariant *kv = kern_variant(isa);
-    if (smallm_mode < 0 || !kv->gemm_small_m || ta || tb || beta != 0.0f || M < 2 || M > SMALLM_MAX ||
-        (double)K * (double)N * sizeof(float) < SMALLM_MIN_B_BYTES || N < (size_t)kv->lanes)
+    KGemm g = { ta, tb, M, N, K, alpha, beta, A, lda, B, ldb, C, ldc };
+    return g;
+}
+
+/* A packing buffer of `floats`, 64-byte aligned, from *raw (gc_free it); NULL when out
+ * of memory. */
+static float *own_buffer(size_t floats, void **raw)
+{
+    *raw = floats < SIZE_MAX / sizeof(float) - 16 ? gc_malloc((floats + 16) * sizeof(float)) : NULL;
+    if (!*raw)
+        return NULL;
+    return (float *)(((uintptr_t)*raw + 63) & ~(uintptr_t)63);
+}
+
+/* g on this thread through the variant's GEMM; false (C untouched) when its buffer
+ * cannot be had: the caller runs sgemm. */
+static bool own_serial(const KernVariant *kv, const KGemm *g)
+{
+    void *raw;
+    float *buf = own_buffer(kv->gemm_buf(g), &raw);
+    if (!buf)
         return false;
-    size_t T = (size_t)pool_threads(pool), W = (size_t)kv->lanes, units = (N + W - 1) / W;
-    size_t parts = 2.0 * (double)M * (double)N * (double)K >= 4e6 ? T : 1;
-    SmallMJob j = { M, N, K, parts < units ? parts : units, W, alpha, A, B, C, kv };
-    pool_run(pool, (int)j.parts, smallm_part, &j);
+    kv->gemm(g, buf);
+    gc_free(raw);
     return true;
+}
+
+/* The product on this thread: the variant's GEMM or GEMV where own_path says, else
+ * sgemm_block. */
+static void gemm_any(const KernVariant *kv, bool ta, bool tb, size_t M, size_t N, size_t K, float alpha,
+                     const float *A, size_t lda, const float *B, size_t ldb, float beta, float *C, size_t ldc)
+{
+    KGemm g = own_args(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    switch (own_path(kv, M, tb)) {
+    case OWN_GEMV: kv->gemv(&g, 0, N); return;
+    case OWN_GEMM: if (own_serial(kv, &g)) return; break;
+    default: break;
+    }
+    sgemm_block(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+/* The parts of a product cut over the pool: rows (split_m) or columns, in units. */
+typedef struct OwnJob {
+    KGemm g;
+    const KernVariant *kv;
+    bool split_m, gemv;
+    size_t parts, unit, stride;   /* stride: floats of buffer per part */
+    float *buf;
+} OwnJob;
+
+/* Part `part` of j's product: its rows or columns [lo, hi), as a product of its own. */
+static bool own_part_args(const OwnJob *j, int part, KGemm *g)
+{
+    size_t total = j->split_m ? j->g.M : j->g.N, units = (total + j->unit - 1) / j->unit;
+    size_t lo = units * (size_t)part / j->parts * j->unit, hi = units * ((size_t)part + 1) / j->parts * j->unit;
+    hi = hi < total ? hi : total;
+    if (hi <= lo)
+        return false;
+    *g = j->g;
+    if (j->split_m) {
+        g->M = hi - lo;
+        g->A += j->g.ta ? lo : lo * j->g.lda;
+        g->C += lo * j->g.ldc;
+    } else {
+        g->N = hi - lo;
+        g->B += j->g.tb ? lo * j->g.ldb : lo;
+        g->C += lo;
+    }
+    return true;
+}
+
+static void own_part(void *arg, int part, int worker)
+{
+    (void)worker;
+    const OwnJob *j = arg;
+    KGemm g;
+    if (!own_part_args(j, part, &g))
+        return;
+    if (j->gemv)
+        j->kv->gemv(&g, 0, g.N);
+    else
+        j->kv->gemm(&g, j->buf + (size_t)part * j->stride);
+}
+
+/* kern_gemm's product through the variant's GEMM, cut over the pool along the longer
+ * of M and N (each part packs the other operand whole: cutting the longer packs the
+ * least) when it is worth a wake-up; one row, along N (its GEMV reads each row of B
+ * once, in order, whatever the cut).  false: the buffer could not be had. */
+static bool own_split(Pool *pool, const KernVariant *kv, OwnPath path, bool ta, bool tb, size_t M, size_t N, size_t K,
+                      float alpha, const float *A, const float *B, float beta, float *C)
+{
+    bool gemv = path == OWN_GEMV;
+    OwnJob j = { own_args(ta, tb, M, N, K, alpha, A, ta ? M : K, B, tb ? K : N, beta, C, N), kv, M > N, gemv, 1, 1, 0,
+                 NULL };
+    size_t T = (size_t)pool_threads(pool), longer = j.split_m ? M : N;
+    double flops = 2.0 * (double)M * (double)N * (double)K;
+    if (gemv) {
+        j.split_m = false;
+        j.unit = 16;   /* a cache line of C */
+        if (T > 1 && (double)N * (double)K * sizeof(float) >= GEMV_SPLIT_BYTES)
+            j.parts = T;
+    } else {
+        j.unit = j.split_m ? 1 : (size_t)kv->gemm_nr;
+        if (T > 1 && flops >= 4e6 && longer >= 2 * j.unit * T)
+            j.parts = T;
+    }
+    if (j.parts > (longer + j.unit - 1) / j.unit)
+        j.parts = (longer + j.unit - 1) / j.unit;
+    void *raw = NULL;
+    if (!gemv) {
+        for (size_t p = 0; p < j.parts; p++) {
+            KGemm g;
+            if (own_part_args(&j, (int)p, &g)) {
+                size_t f = kv->gemm_buf(&g);
+                j.stride = f > j.stride ? f : j.stride;
+            }
+        }
+        j.stride = (j.stride + 15) / 16 * 16;
+        j.buf = own_buffer(j.stride * j.parts, &raw);
+        if (!j.buf)
+            return false;
+    }
+    pool_run(pool, (int)j.parts, own_part, &j);
+    gc_free(raw);
+    return true;
+}
+
+void kern_gemm_rows(KIsa isa, bool ta, bool tb, size_t M, size_t N, size_t K, size_t r0, size_t r1, float alpha,
+                    const float *A, const float *B, float beta, float *C)
+{
+    if (r1 <= r0 || N == 0)
+        return;
+    if (K == 0 || alpha == 0.0f) {
+        scale_only(C, (r1 - r0) * N, beta);
+        return;
+    }
+    /* rows r0.. of op(A): A's columns from r0 when it is stored [K, M] (lda M) */
+    const float *Ar = ta ? A + r0 : A + r0 * K;
+    gemm_any(kern_variant(isa), ta, tb, r1 - r0, N, K, alpha, Ar, ta ? M : K, B, tb ? K : N, beta, C, N);
+}
+
+void kern_gemm_block(KIsa isa, bool ta, bool tb, size_t M, size_t N, size_t K, float alpha, const float *A, size_t lda,
+                     const float *B, size_t ldb, float beta, float *C, size_t ldc)
+{
+    gemm_any(kern_variant(isa), ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 void kern_gemm(Pool *pool, KIsa isa, bool ta, bool tb, size_t M, size_t N, size_t K, float alpha,
@@ -234,7 +341,11 @@ void kern_gemm(Pool *pool, KIsa isa, bool ta, bool tb, size_t M, size_t N, size_
      * Large products are split across the pool along the larger of M and N, in blocks
      * of whole rows or columns (OpenBLAS's own threads are not used: they busy-wait,
      * and split small-M products badly); a single row of C (a dense layer at batch 1)
-     * along K (gemv_split). */
+     * along K (gemv_split).  graphc's own GEMM where own_path says, cut its own way. */
+    const KernVariant *kv = kern_variant(isa);
+    OwnPath path = own_path(kv, M, tb);
+    if (path != OWN_NONE && own_split(pool, kv, path, ta, tb, M, N, K, alpha, A, B, beta, C))
+        return;
     size_t T = (size_t)pool_threads(pool), longer = M >= N ? M : N;
     if (M == 1) {
         size_t parts = gemv_parts(N, K, (int)T);
@@ -243,8 +354,6 @@ void kern_gemm(Pool *pool, KIsa isa, bool ta, bool tb, size_t M, size_t N, size_
             return;
         }
     }
-    if (small_m(pool, isa, ta, tb, M, N, K, alpha, A, B, beta, C))
-        return;
     GemmJob j = { ta, tb, M >= N, M, N, K, 1, alpha, beta, A, B, C };
     if (T > 1 && M > 1 && 2.0 * (double)M * (double)N * (double)K >= 4e6 && longer >= 32 * T)
         j.parts = T;
@@ -261,18 +370,37 @@ typedef struct BatchJob {
     float alpha, beta;
     const float *A, *B;
     float *C;
+    const KernVariant *kv;
 } BatchJob;
 
-/* Part `part` of the batch: its run of whole matrices, one BLAS call each. */
+/* Part `part` of the batch: its run of whole matrices, one call of the variant's GEMM
+ * each (on one buffer) where own_path says, else of BLAS. */
 static void batch_part(void *arg, int part, int worker)
 {
     (void)worker;
     const BatchJob *j = arg;
     size_t lo = j->batch * (size_t)part / j->parts, hi = j->batch * (size_t)(part + 1) / j->parts;
     size_t sa = j->M * j->K, sb = j->K * j->N, sc = j->M * j->N;
-    for (size_t b = lo; b < hi; b++)
+    KGemm g = own_args(j->ta, j->tb, j->M, j->N, j->K, j->alpha, j->A, j->ta ? j->M : j->K, j->B, j->tb ? j->K : j->N,
+                       j->beta, j->C, j->N);
+    void *raw = NULL;
+    OwnPath path = own_path(j->kv, j->M, j->tb);
+    float *buf = path == OWN_GEMM && lo < hi ? own_buffer(j->kv->gemm_buf(&g), &raw) : NULL;
+    for (size_t b = lo; b < hi; b++) {
+        g.A = j->A + b * sa;
+        g.B = j->B + b * sb;
+        g.C = j->C + b * sc;
+        if (path == OWN_GEMV || buf) {
+            if (buf)
+                j->kv->gemm(&g, buf);
+            else
+                j->kv->gemv(&g, 0, j->N);
+            continue;
+        }
         sgemm_block(j->ta, j->tb, j->M, j->N, j->K, j->alpha, j->A + b * sa, j->ta ? j->M : j->K, j->B + b * sb,
                     j->tb ? j->K : j->N, j->beta, j->C + b * sc, j->N);
+    }
+    gc_free(raw);
 }
 
 void kern_gemm_batch(Pool *pool, KIsa isa, bool ta, bool tb, size_t batch, size_t M, size_t N, size_t K, float alpha,
@@ -293,7 +421,7 @@ void kern_gemm_batch(Pool *pool, KIsa isa, bool ta, bool tb, size_t batch, size_
             kern_gemm(pool, isa, ta, tb, M, N, K, alpha, A + b * M * K, B + b * K * N, beta, C + b * M * N);
         return;
     }
-    BatchJob j = { ta, tb, batch, M, N, K, T, alpha, beta, A, B, C };
+    BatchJob j = { ta, tb, batch, M, N, K, T, alpha, beta, A, B, C, kern_variant(isa) };
     if (T <= 1 || 2.0 * (double)batch * (double)M * (double)N * (double)K < 1e5)
         j.parts = 1;
     if (j.parts == 1)

@@ -17,6 +17,8 @@
 #define TILE_NV4 3   /* unused (NV_MAX 2) */
 #define ISA_ADAM 1
 #define ISA_GEMM 1
+#define GEMM_MR 6   /* 6 x 2 vectors: 12 accumulators, 2 of B, a broadcast */
+#define GEMM_NV 2
 typedef __m256 V;
 typedef __m256i VM;
 
@@ -61,5 +63,30 @@ ISA_INLINE VI vm_ior(VI a, VI b) { return _mm256_or_si256(a, b); }
 #define vm_isll(a, n) _mm256_slli_epi32(a, n)
 
 #include "kernels/vmath.h"
+/* An 8 x 8 block transposed: pairs of rows interleaved, quadruples within each 128-bit
+ * lane, then the lanes swapped across. */
+ISA_INLINE void v_transpose(V r[8])
+{
+    V t[8], s[8];
+#pragma GCC unroll 16
+    for (int i = 0; i < 4; i++) {
+        t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+#pragma GCC unroll 16
+    for (int i = 0; i < 2; i++) {   /* s[4i + j]: rows 4i .. 4i+3 at column 4L + j in lane L */
+        s[4 * i] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
+        s[4 * i + 1] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], 0xEE);
+        s[4 * i + 2] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
+        s[4 * i + 3] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xEE);
+    }
+#pragma GCC unroll 16
+    for (int j = 0; j < 4; j++) {
+        r[j] = _mm256_permute2f128_ps(s[j], s[4 + j], 0x20);
+        r[4 + j] = _mm256_permute2f128_ps(s[j], s[4 + j], 0x31);
+    }
+}
+
+#include "kernels/gemm_micro.h"
 #include "kernels/micro.h"
 #endif

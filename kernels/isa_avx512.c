@@ -17,6 +17,8 @@
 #define TILE_NV4 6
 #define ISA_ADAM 1
 #define ISA_GEMM 1
+#define GEMM_MR 14   /* 14 x 2 vectors: 28 accumulators, 2 of B, the broadcast from memory */
+#define GEMM_NV 2
 typedef __m512 V;
 typedef __mmask16 VM;
 
@@ -61,6 +63,41 @@ ISA_INLINE VI vm_ior(VI a, VI b) { return _mm512_or_si512(a, b); }
 #define vm_isll(a, n) _mm512_slli_epi32(a, n)
 #include "kernels/vmath.h"
 
+
+
+/* A 16 x 16 block transposed: pairs of rows interleaved, then quadruples within each
+ * 128-bit lane, then the lanes gathered across. */
+ISA_INLINE void v_transpose(V r[16])
+{
+    V t[16];
+#pragma GCC unroll 16
+    for (int i = 0; i < 8; i++) {
+        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    /* r[4i + j]: rows 4i .. 4i+3 at column 4L + j in each 128-bit lane L */
+#pragma GCC unroll 16
+    for (int i = 0; i < 4; i++) {
+        r[4 * i] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
+        r[4 * i + 1] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0xEE);
+        r[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
+        r[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xEE);
+    }
+#pragma GCC unroll 16
+    for (int j = 0; j < 4; j++) {
+        const V u0 = _mm512_shuffle_f32x4(r[j], r[4 + j], 0x88), u1 = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0x88);
+        const V u2 = _mm512_shuffle_f32x4(r[j], r[4 + j], 0xDD), u3 = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0xDD);
+        t[j] = _mm512_shuffle_f32x4(u0, u1, 0x88);
+        t[8 + j] = _mm512_shuffle_f32x4(u0, u1, 0xDD);
+        t[4 + j] = _mm512_shuffle_f32x4(u2, u3, 0x88);
+        t[12 + j] = _mm512_shuffle_f32x4(u2, u3, 0xDD);
+    }
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; i++)
+        r[i] = t[i];
+}
+
+#include "kernels/gemm_micro.h"
 #define ISA_NARROW_ROWS 1   /* below: the table is this file's */
 #include "kernels/micro.h"
 
@@ -70,6 +107,6 @@ ISA_INLINE VI vm_ior(VI a, VI b) { return _mm512_or_si512(a, b); }
  * Every lane is the same chain of FMAs in both, so the bits are the same. */
 static void fwd_row_narrow(const FwdRow *r) { (r->F <= 8 ? kern_variant_avx2.fwd_row : fwd_row_avx512)(r); }
 static void gradw_band_narrow(const GradwBand *b) { (b->F <= 8 ? kern_variant_avx2.gradw_band : gradw_band_avx512)(b); }
-const KernVariant kern_variant_avx512 = { KISA_AVX512, VL, fwd_row_narrow, gradw_band_narrow, adam_avx512, gemm_small_m_avx512,
+const KernVariant kern_variant_avx512 = { KISA_AVX512, VL, fwd_row_narrow, gradw_band_narrow, adam_avx512, GEMM_MICRO_FNS,
                                           VMATH_FNS };
 #endif

@@ -74,4 +74,5 @@ ISA_INLINE VI vm_ior(VI a, VI b) { return a | b; }
 #define vm_isll(a, n) ((VI)((VU)(a) << (n)))
 
 #include "kernels/vmath.h"
+#include "kernels/gemm_micro.h"   /* no FMA assumed: no GEMM of its own (sgemm) */
 #include "kernels/micro.h"

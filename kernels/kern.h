@@ -116,31 +116,34 @@ void kern_sum_all(const float *x, size_t n, float *y);
 /* ---- matrix product (blas.c) ---------------------------------------------- */
 /* C[M,N] = alpha * op(A) op(B) + beta * C, op = transpose if ta/tb; A, B row-major
  * as stored ([M,K] or [K,M]; [K,N] or [N,K]). beta = 0 overwrites C.  `isa`: the
- * variant of its own few-rows kernel (below). */
+ * variant of graphc's own GEMM (kernels/gemm_micro.h, docs/kernels.md), which runs in
+ * the x86 variants (portable: sgemm): each element of C one chain of FMAs over k, then
+ * alpha and beta, so the same bits whatever the thread count, the cut or the variant.
+ * It allocates its packing buffers (through gc_malloc: without them, sgemm). */
 void kern_gemm(Pool *pool, KIsa isa, bool ta, bool tb, size_t M, size_t N, size_t K, float alpha,
                const float *A, const float *B, float beta, float *C);
-/* Rows [r0, r1) of kern_gemm's C, in one BLAS call on the calling thread (for a caller
- * that splits the work itself): C points at row r0 of C, [r1 - r0, N] contiguous. */
-void kern_gemm_rows(bool ta, bool tb, size_t M, size_t N, size_t K, size_t r0, size_t r1, float alpha,
+/* Rows [r0, r1) of kern_gemm's C, on the calling thread (for a caller that splits the
+ * work itself): C points at row r0 of C, [r1 - r0, N] contiguous. */
+void kern_gemm_rows(KIsa isa, bool ta, bool tb, size_t M, size_t N, size_t K, size_t r0, size_t r1, float alpha,
                     const float *A, const float *B, float beta, float *C);
 /* Rows per panel for a caller that makes an [M, N] product a panel of rows at a time
  * into scratch and consumes each panel while it is in cache (>= 1, <= M). */
 size_t kern_gemm_panel_rows(size_t M, size_t N);
-/* The same product as one BLAS call on blocks with explicit leading dimensions (lda,
+/* The same product on the calling thread, on blocks with explicit leading dimensions (lda,
  * ldb, ldc: the row strides of A, B, C as stored), never split: for a kernel that
  * splits its own work over the pool (a pool job runs kern_gemm's split serially anyway)
  * or reads a block of columns in place.  M, N, K >= 1. */
-void kern_gemm_block(bool ta, bool tb, size_t M, size_t N, size_t K, float alpha, const float *A, size_t lda,
+void kern_gemm_block(KIsa isa, bool ta, bool tb, size_t M, size_t N, size_t K, float alpha, const float *A, size_t lda,
                      const float *B, size_t ldb, float beta, float *C, size_t ldc);
 const char *kern_blas_info(void);   /* e.g. "OpenBLAS 0.3.21, core Haswell" */
-/* kern_gemm's paths for a dense layer at a small batch (blas.c): one row (M = 1) is an
- * sgemv, cut along K over the pool from 1 MiB of B on (partials summed in block order:
- * the bits depend on the thread count); 2 to 4 rows, no transposes, beta 0 and 1 MiB
- * of B or more run graphc's own kernel in the variant `isa` names (kernels/micro.h;
- * portable: sgemm), which reads B as stored where sgemm would pack it, each element of
- * C one chain of FMAs over k: the same bits whatever the thread count or the variant.
- * Test hook: mode < 0 turns the latter off (sgemm), 0 automatic. */
-void kern_gemm_set_small_m(int mode);
+/* kern_gemm with one row (M = 1, a dense layer at batch 1): graphc's own GEMV where its
+ * GEMM runs (B not transposed: each row of B read once, in order, the columns cut over
+ * the pool from 1 MiB of B on; the same bits as any other cut); else an sgemv, cut
+ * along K over the pool from 1 MiB of B on (partials summed in block order: the bits
+ * depend on the thread count). */
+/* Test hook: graphc's own GEMM off (mode < 0: sgemm), forced on whatever the sizes
+ * (> 0, where the variant has one), or automatic (0). */
+void kern_gemm_set_own(int mode);
 
 /* ---- convolution, NHWC x HWIO -> NHWC ------------------------------------------- */
 typedef struct KConv {
@@ -278,7 +281,7 @@ void kern_gemm_optim(Pool *pool, bool ta, bool tb, size_t M, size_t N, size_t K,
  * gives the bits of the ops apart; SGD goes panel by panel of x's columns and rounds
  * otherwise.  Scratch: kern_dense_backward_scratch bytes. */
 size_t kern_dense_backward_scratch(size_t B, size_t K, bool sgd, int threads);
-void kern_dense_backward_sgd(Pool *pool, const float *x, const float *dy, float *w, float *out, size_t B, size_t K,
+void kern_dense_backward_sgd(Pool *pool, KIsa isa, const float *x, const float *dy, float *w, float *out, size_t B, size_t K,
                              size_t N, float lr, float l2, float *scratch);
 void kern_dense_backward_momentum(Pool *pool, KIsa isa, const float *x, const float *dy, float *w, float *v, float *out,
                                   size_t B, size_t K, size_t N, float lr, float mu, float l2, float *scratch);

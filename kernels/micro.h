@@ -13,7 +13,6 @@
  *   v_add(a, b) v_relu(a) = max(a, +0) (a NaN gives +0, as kern_unary's relu)
  *   v_mask(n) v_load_m(p, m) (zero past the mask) v_store_m(p, v, m)
  *   and, for Adam (ISA_ADAM): v_set1 v_mul v_sub v_div v_sqrt, correctly rounded;
- *   ISA_GEMM (the CPU has FMA): the few-rows GEMM, its scalar columns by fmaf;
  *   ISA_NARROW_ROWS: the file makes its KernVariant itself (from NAME(fwd_row) ...).
  * Every output is one chain of FMAs in a fixed order of taps (forward) or of pixels
  * (filter gradient), whatever the tile, so the way a row is cut into tiles never
@@ -238,100 +237,6 @@ ISA_FN static void NAME(gradw_band)(const GradwBand *b)
 #define CONV_ROW_FNS NULL, NULL
 #endif
 
-#ifdef ISA_GEMM
-/* The few-rows GEMM (kernels/blas.c): C[M, N] = alpha A[M, K] B[K, N] for columns
- * [n0, n1), B read as stored, a panel of columns at a time (about 16 KiB of C's rows,
- * which stay in L1 while the panel's rows of B go by), SMALLM_KB rows of B at a time
- * (a block that stays in L1 while every pair of A's rows uses it).  Each element of C
- * is one chain of FMAs over k in order, in the vector lanes and in the scalar columns
- * past the last whole vector alike: its bits do not depend on how the columns are cut,
- * nor on the vector width. */
-#define SMALLM_KB 8
-
-/* Rows r < mb of C (mb <= 2), columns [n0, n1) one at a time, over kb rows of B: when
- * first, C is not read (the chains start at 0); when last, alpha scales the result. */
-ISA_INLINE void NAME(smallm_scalar)(int mb, int kb, size_t n0, size_t n1, size_t N, size_t K, const float *A,
-                                   const float *B, float *C, bool first, bool last, float alpha)
-{
-    for (size_t n = n0; n < n1; n++)
-        for (int r = 0; r < mb; r++) {
-            float c = first ? 0.0f : C[(size_t)r * N + n];
-            for (int i = 0; i < kb; i++)
-                c = __builtin_fmaf(A[(size_t)r * K + (size_t)i], B[(size_t)i * N + n], c);
-            C[(size_t)r * N + n] = last && alpha != 1.0f ? c * alpha : c;
-        }
-}
-
-/* The common case: 2 rows of A and SMALLM_KB rows of B, whose 16 broadcasts stay in
- * registers. */
-ISA_INLINE void NAME(smallm_pair)(size_t n0, size_t n1, size_t N, size_t K, const float *A, const float *B, float *C,
-                                  bool first, bool last, float alpha)
-{
-    V a0[SMALLM_KB], a1[SMALLM_KB];
-#pragma GCC unroll 8
-    for (int i = 0; i < SMALLM_KB; i++) {
-        a0[i] = v_bcast(A + i);
-        a1[i] = v_bcast(A + K + i);
-    }
-    const V va = v_set1(alpha);
-    const bool scale = last && alpha != 1.0f;
-    size_t n = n0;
-    for (; n + VL <= n1; n += VL) {
-        V c0 = first ? v_zero() : v_load(C + n), c1 = first ? v_zero() : v_load(C + N + n);
-#pragma GCC unroll 8
-        for (int i = 0; i < SMALLM_KB; i++) {
-            const V b = v_load(B + (size_t)i * N + n);
-            c0 = v_fma(a0[i], b, c0);
-            c1 = v_fma(a1[i], b, c1);
-        }
-        v_store(C + n, scale ? v_mul(c0, va) : c0);
-        v_store(C + N + n, scale ? v_mul(c1, va) : c1);
-    }
-    NAME(smallm_scalar)(2, SMALLM_KB, n, n1, N, K, A, B, C, first, last, alpha);
-}
-
-/* Any other block: mb rows (an odd last one), kb rows of B (the last few). */
-ISA_INLINE void NAME(smallm_tile)(int mb, int kb, size_t n0, size_t n1, size_t N, size_t K, const float *A,
-                                  const float *B, float *C, bool first, bool last, float alpha)
-{
-    const V va = v_set1(alpha);
-    size_t n = n0;
-    for (; n + VL <= n1; n += VL)
-        for (int r = 0; r < mb; r++) {
-            V c = first ? v_zero() : v_load(C + (size_t)r * N + n);
-            for (int i = 0; i < kb; i++)
-                c = v_fma(v_bcast(A + (size_t)r * K + (size_t)i), v_load(B + (size_t)i * N + n), c);
-            v_store(C + (size_t)r * N + n, last && alpha != 1.0f ? v_mul(c, va) : c);
-        }
-    NAME(smallm_scalar)(mb, kb, n, n1, N, K, A, B, C, first, last, alpha);
-}
-
-ISA_FN static void NAME(gemm_small_m)(size_t M, size_t n0, size_t n1, size_t N, size_t K, float alpha, const float *A,
-                                      const float *B, float *C)
-{
-    size_t nb = (16 << 10) / (M * sizeof(float)) / VL * VL;   /* columns per panel: whole vectors, >= 2 */
-    if (nb < 2 * VL)
-        nb = 2 * VL;
-    for (size_t p0 = n0; p0 < n1; p0 += nb) {
-        const size_t p1 = n1 - p0 < nb ? n1 : p0 + nb;
-        for (size_t k0 = 0; k0 < K; k0 += SMALLM_KB) {
-            const int kb = K - k0 < SMALLM_KB ? (int)(K - k0) : SMALLM_KB;
-            const bool first = k0 == 0, last = k0 + (size_t)kb == K;
-            for (size_t m = 0; m < M; m += 2) {
-                if (m + 1 < M && kb == SMALLM_KB)
-                    NAME(smallm_pair)(p0, p1, N, K, A + m * K + k0, B + k0 * N, C + m * N, first, last, alpha);
-                else
-                    NAME(smallm_tile)(m + 1 < M ? 2 : 1, kb, p0, p1, N, K, A + m * K + k0, B + k0 * N, C + m * N,
-                                      first, last, alpha);
-            }
-        }
-    }
-}
-#define GEMM_FN NAME(gemm_small_m)
-#else
-#define GEMM_FN NULL
-#endif
-
 #ifdef ISA_ADAM
 /* Adam's loop VL lanes at a time, operation for operation kern_adam's scalar loop
  * (separate multiplies and adds: the scalar code is not contracted into FMAs under
@@ -359,6 +264,6 @@ ISA_FN static size_t NAME(adam)(float *w, float *m, float *v, const float *g, si
 #endif
 
 #ifndef ISA_NARROW_ROWS   /* else the including file makes the table */
-const KernVariant NAME(kern_variant) = { ISA_ENUM, VL, CONV_ROW_FNS, ADAM_FN, GEMM_FN,
+const KernVariant NAME(kern_variant) = { ISA_ENUM, VL, CONV_ROW_FNS, ADAM_FN, GEMM_MICRO_FNS,
                                          VMATH_FNS };
 #endif

@@ -87,7 +87,7 @@ static void optim_part(void *arg, int task, int worker)
     size_t end = j->p.panels * (size_t)(task + 1) / tasks;
     for (size_t q = first; q < end; q++) {
         size_t r0 = q * j->p.rows, r1 = r0 + j->p.rows < j->M ? r0 + j->p.rows : j->M, at = r0 * j->N;
-        kern_gemm_rows(j->ta, j->tb, j->M, j->N, j->K, r0, r1, 1.0f, j->A, j->B, 0.0f, panel);
+        kern_gemm_rows(j->o->isa, j->ta, j->tb, j->M, j->N, j->K, r0, r1, 1.0f, j->A, j->B, 0.0f, panel);
         float *st[KOPTIM_MAX_STATE];
         for (int k = 0; k < KOPTIM_MAX_STATE; k++) st[k] = j->st[k] ? j->st[k] + at : NULL;
         kern_optim(j->o, j->w + at, st, panel, (r1 - r0) * j->N);
@@ -130,6 +130,7 @@ typedef struct DenseBackJob {
     uint32_t *sign;   /* momentum: bit i % 32 of sign[i / 32] is x[i] > 0 */
     size_t B, K, N, P;
     float lr, l2;     /* l2: weight decay (SGD: w's rows scaled by 1 - lr l2 in their GEMM) */
+    KIsa isa;         /* SGD: the variant of its GEMMs */
     Range r;          /* momentum: over the elements of x, in multiples of 32 */
 } DenseBackJob;
 
@@ -162,8 +163,8 @@ static void dense_back_panel(void *arg, int panel, int worker)
     const DenseBackJob *j = arg;
     size_t j0 = (size_t)panel * j->P, p = j->K - j0 < j->P ? j->K - j0 : j->P;
     float *s = j->scratch + (size_t)worker * j->B * j->P, *w = j->w + j0 * j->N;
-    kern_gemm_block(false, true, j->B, p, j->N, 1.0f, j->dy, j->N, w, j->N, 0.0f, s, p);
-    kern_gemm_block(true, false, p, j->N, j->B, -j->lr, j->x + j0, j->K, j->dy, j->N, 1.0f - j->lr * j->l2, w, j->N);
+    kern_gemm_block(j->isa, false, true, j->B, p, j->N, 1.0f, j->dy, j->N, w, j->N, 0.0f, s, p);
+    kern_gemm_block(j->isa, true, false, p, j->N, j->B, -j->lr, j->x + j0, j->K, j->dy, j->N, 1.0f - j->lr * j->l2, w, j->N);
     for (size_t b = 0; b < j->B; b++) {
         const float *xb = j->x + b * j->K + j0;
         kern_unary_grad(EW_RELU, 0.0f, xb, s + b * p, j->out + b * j->K + j0, p);
@@ -189,17 +190,17 @@ static void dense_mask_part(void *arg, int part, int worker)
 }
 
 
-void kern_dense_backward_sgd(Pool *pool, const float *x, const float *dy, float *w, float *out, size_t B, size_t K,
-                             size_t N, float lr, float l2, float *scratch)
+void kern_dense_backward_sgd(Pool *pool, KIsa isa, const float *x, const float *dy, float *w, float *out, size_t B,
+                             size_t K, size_t N, float lr, float l2, float *scratch)
 {
-    DenseBackJob j = { x, dy, w, out, scratch, NULL, B, K, N, dense_panel(B, K), lr, l2, { 0, 1, 1 } };
+    DenseBackJob j = { x, dy, w, out, scratch, NULL, B, K, N, dense_panel(B, K), lr, l2, isa, { 0, 1, 1 } };
     pool_run(pool, (int)((K + j.P - 1) / j.P), dense_back_panel, &j);
 }
 
 void kern_dense_backward_momentum(Pool *pool, KIsa isa, const float *x, const float *dy, float *w, float *v, float *out,
                                   size_t B, size_t K, size_t N, float lr, float mu, float l2, float *scratch)
 {
-    DenseBackJob j = { x, dy, w, out, scratch, (uint32_t *)scratch, B, K, N, 0, lr, l2,
+    DenseBackJob j = { x, dy, w, out, scratch, (uint32_t *)scratch, B, K, N, 0, lr, l2, isa,
                        split_range(B * K, 32, pool_threads(pool)) };
     pool_run(pool, j.r.parts, dense_signs_part, &j);
     kern_gemm(pool, isa, true, false, K, N, B, 1.0f, x, dy, mu, v);

@@ -42,6 +42,21 @@ typedef struct GradwBand {
     float *acc;
 } GradwBand;
 
+/* One product for graphc's own GEMM (kernels/gemm_micro.h): C = alpha op(A) op(B) +
+ * beta C, op = transpose if ta / tb, A, B and C stored row-major with row strides lda,
+ * ldb, ldc (A [M, K] or, ta, [K, M]; B [K, N] or, tb, [N, K]). */
+typedef struct KGemm {
+    bool ta, tb;
+    size_t M, N, K;
+    float alpha, beta;
+    const float *A;
+    size_t lda;
+    const float *B;
+    size_t ldb;
+    float *C;
+    size_t ldc;
+} KGemm;
+
 typedef struct KernVariant {
     KIsa isa;
     int lanes;   /* floats per vector */
@@ -51,10 +66,15 @@ typedef struct KernVariant {
      * did.  NULL: the scalar loop does them all. */
     size_t (*adam)(float *w, float *m, float *v, const float *g, size_t n, float beta1, float beta2, float c1, float c2,
                    float step, float rsb2, float eps);
-    /* kern_gemm's few rows (kernels/blas.c): columns [n0, n1) of C[M, N] = alpha A B,
-     * A [M, K] and B [K, N] as stored.  NULL: sgemm. */
-    void (*gemm_small_m)(size_t M, size_t n0, size_t n1, size_t N, size_t K, float alpha, const float *A,
-                         const float *B, float *C);
+    /* graphc's GEMM (kernels/gemm_micro.h, kernels/blas.c): the floats of packing
+     * buffer gemm needs for g; g's whole product on the calling thread (M, N, K >= 1,
+     * buf 64-byte aligned); one row (M = 1, not tb), columns [n0, n1) only, no buffer.
+     * Each element one chain of FMAs over k: the same bits however a product is cut.
+     * NULL (portable): sgemm. */
+    size_t (*gemm_buf)(const KGemm *g);
+    void (*gemm)(const KGemm *g, float *buf);
+    void (*gemv)(const KGemm *g, size_t n0, size_t n1);
+    int gemm_nr;   /* columns per register tile, the unit a product's columns are cut in */
     /* The vector math (kernels/vmath.h): util/elemwise.h's bits in every variant.  unary
      * and unary_grad do whole vectors of the functions they have and return how many
      * elements they did (the caller's scalar loop the rest); row_max and exp_sum are a

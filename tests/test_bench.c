@@ -167,12 +167,12 @@ START_TEST(gemv_split)
 }
 END_TEST
 
-/* kern_gemm with 2 to 4 rows, no transposes, beta 0 and a large B (graphc's own kernel
- * where the CPU has AVX2 + FMA or AVX-512; sgemm elsewhere): odd sizes (K a multiple of
- * its 8-row blocks or not, N not of any vector width, M odd), within rounding of
- * a double-precision reference, alpha applied, and the same bits at 1, 2 and 3 threads
- * (each element one chain over k, however the columns are cut).  With the path turned
- * off, sgemm's values agree within rounding. */
+/* kern_gemm with 2 to 4 rows, no transposes, beta 0 and a large B (graphc's own GEMM
+ * where the CPU has AVX2 + FMA or AVX-512, B's whole panels read in place; sgemm
+ * elsewhere): odd sizes (K a multiple of 8 or not, N not of any vector width, M odd),
+ * within rounding of a double-precision reference, alpha applied, and the same bits at
+ * 1, 2 and 3 threads (each element one chain over k, however the columns are cut).
+ * With graphc's GEMM off, sgemm's values agree within rounding. */
 START_TEST(small_m_gemm)
 {
     const size_t M = 2 + (size_t)_i % 3, K = _i < 3 ? 331 : 336, N = 1001;   /* 1.3 MB of B */
@@ -194,9 +194,9 @@ START_TEST(small_m_gemm)
         ck_assert_floats_near_scaled(C[t], want, M * N, 1e-5);
         if (t > 0) ck_assert_msg(memcmp(C[t], C[0], M * N * sizeof *C[t]) == 0, "%d threads differ from 1", t + 1);
     }
-    kern_gemm_set_small_m(-1);
+    kern_gemm_set_own(-1);
     kern_gemm(tu_pool, KISA_AUTO, false, false, M, N, K, 0.75f, A, B, 0.0f, C[1]);
-    kern_gemm_set_small_m(0);
+    kern_gemm_set_own(0);
     ck_assert_floats_near_scaled(C[1], want, M * N, 1e-5);
     for (int t = 0; t < 3; t++) free(C[t]);
     free(A);

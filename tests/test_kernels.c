@@ -1296,43 +1296,120 @@ START_TEST(test_vmath_rows)
 }
 END_TEST
 
-/* kern_gemm's few-rows kernel in every variant this CPU runs (portable: sgemm) against
- * a double-precision reference: 2 to 4 rows, K a multiple of its 8-row blocks or not,
- * N not a multiple of any vector width; the x86 variants give the same bits as one
- * another (each element one chain of FMAs over k), at 1 to 3 threads. */
-START_TEST(test_gemm_small_m_variants)
+/* graphc's own GEMM's contract (kernels/gemm_micro.h): each element of C the chain
+ * acc = fma(a_k, b_k, acc) over k in order from +0, then alpha acc (beta 0) or
+ * fma(beta, c, alpha acc).  The scalar chain, for the bits. */
+static void chain_gemm(bool ta, bool tb, size_t M, size_t N, size_t K, float alpha, const float *A, const float *B,
+                       float beta, const float *C0, float *C)
 {
-    const size_t M = 2 + (size_t)_i % 3, K = _i < 3 ? 331 : 336, N = 1001;   /* 1.3 MB of B: the path's */
-    float *A = tu_alloc_uniform(M * K, -1, 1, 30 + (uint64_t)_i), *B = tu_alloc_uniform(K * N, -1, 1, 31);
-    float *want = tu_alloc(M * N), *first = tu_alloc(M * N), *C = tu_alloc(M * N);
-    for (size_t i = 0; i < M * N; i++) {
-        double acc = 0;
-        for (size_t k = 0; k < K; k++)
-            acc += (double)A[i / N * K + k] * B[k * N + i % N];
-        want[i] = (float)(0.75 * acc);
-    }
-    bool have_first = false;
-    for (int t = 1; t <= 3; t++) {
-        tu_threads(t);
-        FOR_EACH_ISA {
-            kern_fill(C, NAN, M * N);   /* beta 0 overwrites */
-            kern_gemm(tu_pool, conv_isa, false, false, M, N, K, 0.75f, A, B, 0.0f, C);
-            ck_assert_isa_near(C, want, M * N, 1e-5);
-            if (conv_isa == KISA_PORTABLE)
-                continue;
-            if (!have_first)
-                memcpy(first, C, M * N * sizeof *C);
-            have_first = true;
-            ck_assert_msg(memcmp(C, first, M * N * sizeof *C) == 0, "%s, %d threads: not the bits of %s at 1 thread",
-                          kern_isa_name(conv_isa), t, kern_isa_name(isas[0]));
+    for (size_t i = 0; i < M; i++)
+        for (size_t j = 0; j < N; j++) {
+            float acc = 0.0f;
+            for (size_t k = 0; k < K; k++)
+                acc = fmaf(ta ? A[k * M + i] : A[i * K + k], tb ? B[j * K + k] : B[k * N + j], acc);
+            C[i * N + j] = beta == 0.0f ? alpha * acc : fmaf(beta, C0[i * N + j], alpha * acc);
         }
+}
+
+/* kern_gemm in every variant this CPU runs, every transpose, alpha and beta (beta 0
+ * over NaN), sizes with an edge in every dimension (register tiles of 14 x 32 and 6 x
+ * 16, blocks of 256 values of k, 12 tiles of rows, 1024 columns), one row (the GEMV):
+ * within rounding of a double-precision reference; in the x86 variants the bits of
+ * the scalar chain above, so the same in both.  The last sizes are cut over the pool:
+ * the same bits at 1, 2 and 3 threads (_i + 1). */
+START_TEST(test_gemm_variants)
+{
+    static const size_t sizes[][3] = {
+        {1, 1, 1}, {2, 3, 1}, {3, 2, 13}, {13, 17, 31}, {17, 13, 33}, {31, 33, 17}, {33, 31, 100}, {100, 1, 3},
+        {1, 100, 33}, {1, 37, 2}, {14, 32, 256}, {15, 33, 257}, {29, 65, 300}, {4, 5, 0}, {6, 16, 8},
+        {181, 1030, 70}, {20, 1100, 530},   /* 13 tiles of rows; two blocks of columns; three of k */
+    };
+    const size_t nsizes = sizeof sizes / sizeof sizes[0];
+    tu_threads(_i + 1);
+    for (size_t s = _i == 0 ? 0 : nsizes - 2; s < nsizes; s++) {
+        size_t M = sizes[s][0], N = sizes[s][1], K = sizes[s][2];
+        float *A = tu_alloc_uniform(M * K + 1, -1.0f, 1.0f, 170 + s), *B = tu_alloc_uniform(K * N + 1, -1.0f, 1.0f, 180 + s);
+        float *C0 = tu_alloc_uniform(M * N, -1.0f, 1.0f, 190 + s), *C = tu_alloc(M * N), *want = tu_alloc(M * N);
+        float *bits = tu_alloc(M * N);
+        for (int t = 0; t < 4; t++) {
+            bool ta = t & 1, tb = t & 2;
+            for (int bi = 0; bi < 3; bi++) {
+                /* beta 0.3: beta c is rounded (0.5 would hide how beta is applied) */
+                float alpha = bi == 2 ? -0.7f : 1.5f, beta = bi == 0 ? 0.0f : (bi == 1 ? 0.3f : 1.0f);
+                ref_gemm(ta, tb, M, N, K, alpha, A, B, beta, C0, want);
+                chain_gemm(ta, tb, M, N, K, alpha, A, B, beta, C0, bits);
+                FOR_EACH_ISA {
+                    if (beta == 0.0f)
+                        kern_fill(C, NAN, M * N);   /* beta = 0 must overwrite, NaN included */
+                    else
+                        kern_copy(C0, C, M * N);
+                    kern_gemm(tu_pool, conv_isa, ta, tb, M, N, K, alpha, A, B, beta, C);
+                    ck_assert_isa_near(C, want, M * N, 1e-5);
+                    /* one row times B stored transposed is sgemv's (kern.h) */
+                    if (conv_isa == KISA_PORTABLE || (M == 1 && tb))
+                        continue;
+                    ptrdiff_t i = tu_first_mismatch(C, bits, M * N, 0.0, 0.0);
+                    ck_assert_msg(i < 0 && memcmp(C, bits, M * N * sizeof *C) == 0,
+                                  "%s, %zux%zux%zu ta %d tb %d beta %g, %d threads: C[%td] = %.9g, the chain %.9g",
+                                  kern_isa_name(conv_isa), M, N, K, ta, tb, (double)beta, _i + 1, i,
+                                  i < 0 ? 0.0 : (double)C[i], i < 0 ? 0.0 : (double)bits[i]);
+                }
+            }
+        }
+        free(A);
+        free(B);
+        free(C0);
+        free(C);
+        free(want);
+        free(bits);
     }
     tu_threads(1);
+}
+END_TEST
+
+/* kern_gemm_batch, kern_gemm_rows and kern_gemm_block (a block of a larger matrix,
+ * leading dimensions apart) against kern_gemm: its bits in the x86 variants (the same
+ * chains), its values to rounding in the portable one and with graphc's GEMM off. */
+static void gemm_same(const float *got, const float *want, size_t n, bool exact, const char *what)
+{
+    ck_assert_isa_near(got, want, n, 1e-5);
+    ck_assert_msg(!exact || memcmp(got, want, n * sizeof *got) == 0, "%s kernels: %s differs from kern_gemm",
+                  kern_isa_name(conv_isa), what);
+}
+
+START_TEST(test_gemm_entries)
+{
+    const size_t M = 37, N = 45, K = 300, batch = 3, r0 = 5, r1 = 21;
+    float *A = tu_alloc_uniform(batch * M * K, -1, 1, 201), *B = tu_alloc_uniform(batch * K * N, -1, 1, 202);
+    float *C = tu_alloc(batch * M * N), *D = tu_alloc(batch * M * N), *A2 = tu_alloc(M * 2 * K);
+    float *E = tu_alloc(M * 2 * N);
+    for (size_t i = 0; i < M; i++)   /* A's first matrix in the right half of [M, 2K] */
+        memcpy(A2 + i * 2 * K + K, A + i * K, K * sizeof *A);
+    FOR_EACH_ISA {
+        for (int off = 0; off < 2; off++) {
+            kern_gemm_set_own(off ? -1 : 0);
+            bool exact = !off && conv_isa != KISA_PORTABLE;
+            for (size_t b = 0; b < batch; b++)
+                kern_gemm(tu_pool, conv_isa, true, false, M, N, K, 0.5f, A + b * M * K, B + b * K * N, 0.0f,
+                          C + b * M * N);
+            kern_gemm_batch(tu_pool, conv_isa, true, false, batch, M, N, K, 0.5f, A, B, 0.0f, D);
+            gemm_same(D, C, batch * M * N, exact, "kern_gemm_batch");
+            kern_gemm_rows(conv_isa, true, false, M, N, K, r0, r1, 0.5f, A, B, 0.0f, D);
+            gemm_same(D, C + r0 * N, (r1 - r0) * N, exact, "kern_gemm_rows");
+            kern_gemm(tu_pool, conv_isa, false, false, M, N, K, 0.5f, A, B, 0.0f, C);
+            kern_gemm_block(conv_isa, false, false, M, N, K, 0.5f, A2 + K, 2 * K, B, N, 0.0f, E + N, 2 * N);
+            for (size_t i = 0; i < M; i++)
+                memcpy(D + i * N, E + i * 2 * N + N, N * sizeof *D);
+            gemm_same(D, C, M * N, exact, "kern_gemm_block");
+        }
+    }
+    kern_gemm_set_own(0);
     free(A);
     free(B);
-    free(want);
-    free(first);
     free(C);
+    free(D);
+    free(A2);
+    free(E);
 }
 END_TEST
 
@@ -3293,7 +3370,8 @@ static Suite *make_kernels_suite(void)
     tc = tcase_create("gemm");
     tcase_add_loop_test(tc, test_gemm, 0, 3);
     tcase_add_test(tc, test_blas_info);
-    tcase_add_loop_test(tc, test_gemm_small_m_variants, 0, 6);
+    tcase_add_loop_test(tc, test_gemm_variants, 0, 3);
+    tcase_add_test(tc, test_gemm_entries);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("conv");

@@ -1,0 +1,388 @@
+/* graphc's own GEMM, written once over a vector of VL floats (docs/kernels.md, "GEMM"):
+ * C = alpha op(A) op(B) + beta C, BLIS-style, and a matrix-vector product for one row.
+ * Not a header to include anywhere else: each kernels/isa_*.c with FMA includes it once,
+ * before kernels/micro.h, after it defines micro.h's primitives and
+ *   ISA_GEMM         the CPU has FMA (else only GEMM_MICRO_FNS, all NULL, is defined)
+ *   GEMM_MR          rows of C per register tile, at most VL (AVX-512 14, AVX2 6)
+ *   GEMM_NV          vectors of columns per register tile (NR = GEMM_NV * VL columns):
+ *                    GEMM_MR * GEMM_NV accumulators, GEMM_NV vectors of B and a
+ *                    broadcast of A fit the registers
+ *   v_transpose(r)   the VL x VL block r[0 .. VL) transposed in place
+ *
+ * Every element of C is one chain of FMAs over k = 0 .. K-1 in order, started at +0,
+ * whatever the tile, the blocking, the thread or the vector width; the chain is carried
+ * across blocks of K through memory (C itself when beta is 0), and then
+ * C = alpha acc (beta 0) or fma(beta, C, alpha acc), once.  So every path here (and the
+ * few-rows kernel of micro.h, which makes the same chains) gives the same bits, in the
+ * avx2 and avx512 variants alike.
+ *
+ * Blocking (Goto / BLIS): the columns in blocks of GEMM_NC, K in nearly equal blocks
+ * of at most GEMM_KC; B's block packed into panels [kc][NR] (one panel, kc NR floats,
+ * stays in L1 while every row tile of A's block goes by); A's rows in nearly equal
+ * register tiles of at most GEMM_MR rows, GEMM_MC_TILES of them packed at a time
+ * ([kc][rows] each, about 170 KiB: L2). */
+
+#ifdef ISA_GEMM
+
+#define GEMM_NR (GEMM_NV * VL)
+#define GEMM_KC 256
+#define GEMM_MC_TILES 12
+#define GEMM_NC 1024
+/* The partial sums of a product with beta != 0 and more than one block of K live apart
+ * from C (which the last block reads); columns per block shrink so that they stay
+ * under this many floats. */
+#define GEMM_PART_MAX (1u << 20)
+/* Up to this many tiles of rows, B [K, N] is read in place rather than packed. */
+#define GEMM_DIRECT_TILES 2
+
+/* switch cases R = 1 .. GEMM_MR, R a constant in each (a tile's accumulators are
+ * registers) */
+#define GEMM_CASES_6(C) case 1: C(1); break; case 2: C(2); break; case 3: C(3); break; \
+    case 4: C(4); break; case 5: C(5); break; case 6: C(6); break;
+#define GEMM_CASES_14(C) GEMM_CASES_6(C) case 7: C(7); break; case 8: C(8); break; case 9: C(9); break; \
+    case 10: C(10); break; case 11: C(11); break; case 12: C(12); break; case 13: C(13); break;      \
+    case 14: C(14); break;
+#define GEMM_CASES_(N, C) GEMM_CASES_##N(C)
+#define GEMM_CASES(N, C) GEMM_CASES_(N, C)
+
+/* The blocking of one product, from its sizes alone. */
+typedef struct NAME(GemmBlocks) {
+    size_t kb;            /* blocks of K (nearly equal, each at most GEMM_KC) */
+    size_t kc_max;        /* the largest */
+    size_t nc;            /* columns per block (a multiple of GEMM_NR) */
+    size_t tiles;         /* register tiles of rows (nearly equal, each at most GEMM_MR) */
+    bool part;            /* partial sums apart from C */
+    bool direct;          /* B's whole panels read in place (few rows, B not transposed) */
+    size_t ap, bp, pp;    /* floats of packed A, packed B, partial sums (with padding) */
+} NAME(GemmBlocks);
+
+ISA_INLINE size_t NAME(gemm_cut)(size_t n, size_t parts, size_t i) { return n * i / parts; }
+
+ISA_INLINE NAME(GemmBlocks) NAME(gemm_blocks)(const KGemm *g)
+{
+    NAME(GemmBlocks) b;
+    b.kb = (g->K + GEMM_KC - 1) / GEMM_KC;
+    b.kc_max = (g->K + b.kb - 1) / b.kb;
+    size_t ncb = (g->N + GEMM_NC - 1) / GEMM_NC;
+    b.nc = ((g->N + ncb - 1) / ncb + GEMM_NR - 1) / GEMM_NR * GEMM_NR;
+    b.part = g->beta != 0.0f && b.kb > 1;
+    if (b.part) {
+        size_t cols = GEMM_PART_MAX / g->M / GEMM_NR * GEMM_NR;
+        if (cols < b.nc)
+            b.nc = cols > GEMM_NR ? cols : GEMM_NR;
+    }
+    b.tiles = (g->M + GEMM_MR - 1) / GEMM_MR;
+    b.direct = !g->tb && b.tiles <= GEMM_DIRECT_TILES;
+    b.ap = GEMM_MC_TILES * GEMM_MR * b.kc_max + VL;
+    b.bp = b.nc * b.kc_max + VL;
+    b.pp = b.part ? g->M * b.nc : 0;
+    return b;
+}
+
+/* Lanes of vector v of a tile nr columns wide that are in C. */
+ISA_INLINE int NAME(gemm_lanes)(int nr, int v)
+{
+    int l = nr - v * VL;
+    return l < 0 ? 0 : l > VL ? VL : l;
+}
+
+ISA_INLINE V NAME(gemm_ld)(const float *p, int lanes, VM m)
+{
+    return lanes == VL ? v_load(p) : lanes > 0 ? v_load_m(p, m) : v_zero();
+}
+
+ISA_INLINE void NAME(gemm_st)(float *p, V v, int lanes, VM m)
+{
+    if (lanes == VL)
+        v_store(p, v);
+    else if (lanes > 0)
+        v_store_m(p, v, m);
+}
+
+/* Where a tile's results go: C (ldc) at the last block of K, the partial sums (ldp:
+ * C itself when beta is 0) before it. */
+typedef struct NAME(GemmOut) {
+    float *P, *C;
+    size_t ldp, ldc;
+    float alpha, beta;
+    bool first, last;
+} NAME(GemmOut);
+
+/* The register tile: R rows x GEMM_NV vectors (nr columns of them in C) over kc values
+ * of k, A's rows packed [kc][R] at ap, B's columns at bp, row k at bp + k bs (packed:
+ * bs = NR; read in place: B's row stride). */
+ISA_INLINE void NAME(gemm_tile)(const int R, size_t kc, const float *ap, const float *bp, size_t bs, int nr,
+                                const NAME(GemmOut) *o)
+{
+    V acc[GEMM_MR][GEMM_NV];
+    VM mk[GEMM_NV];
+    int ln[GEMM_NV];
+    /* the lines of C this tile ends on, on their way while it computes (C is read for
+     * beta, and written, in rows far apart: each row a miss otherwise) */
+    if (o->last)
+#pragma GCC unroll 16
+        for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+            for (int v = 0; v < GEMM_NV; v++)
+                __builtin_prefetch(o->C + (size_t)r * o->ldc + (size_t)v * VL, 1, 3);
+#pragma GCC unroll 4
+    for (int v = 0; v < GEMM_NV; v++) {
+        ln[v] = NAME(gemm_lanes)(nr, v);
+        mk[v] = v_mask(ln[v]);
+    }
+#pragma GCC unroll 16
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+        for (int v = 0; v < GEMM_NV; v++)
+            acc[r][v] = o->first ? v_zero() : NAME(gemm_ld)(o->P + (size_t)r * o->ldp + (size_t)v * VL, ln[v], mk[v]);
+    for (size_t k = 0; k < kc; k++) {
+        V b[GEMM_NV];
+#pragma GCC unroll 4
+        for (int v = 0; v < GEMM_NV; v++)
+            b[v] = v_load(bp + k * bs + (size_t)v * VL);
+#pragma GCC unroll 16
+        for (int r = 0; r < R; r++) {
+            const V a = v_bcast(ap + k * (size_t)R + (size_t)r);
+#pragma GCC unroll 4
+            for (int v = 0; v < GEMM_NV; v++)
+                acc[r][v] = v_fma(a, b[v], acc[r][v]);
+        }
+    }
+    const V va = v_set1(o->alpha), vb = v_set1(o->beta);
+#pragma GCC unroll 16
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+        for (int v = 0; v < GEMM_NV; v++) {
+            if (!o->last) {
+                NAME(gemm_st)(o->P + (size_t)r * o->ldp + (size_t)v * VL, acc[r][v], ln[v], mk[v]);
+                continue;
+            }
+            float *c = o->C + (size_t)r * o->ldc + (size_t)v * VL;
+            V out = v_mul(va, acc[r][v]);
+            if (o->beta != 0.0f)
+                out = v_fma(vb, NAME(gemm_ld)(c, ln[v], mk[v]), out);
+            NAME(gemm_st)(c, out, ln[v], mk[v]);
+        }
+}
+
+/* B's block [k0, k0 + kc) x [j0, j0 + nw) packed into panels of GEMM_NR columns,
+ * [kc][NR] each, zero past the last column.  (A block read in place, gemm_kblock's
+ * `direct`, packs only its last panel, with j0 and nw narrowed to it.) */
+__attribute__((noinline)) ISA_FN static void NAME(gemm_pack_b)(const KGemm *g, size_t k0, size_t kc, size_t j0,
+                                                               size_t nw, float *bp)
+{
+    const size_t whole = nw / GEMM_NR * GEMM_NR;   /* columns in whole panels */
+    if (!g->tb) {   /* B [K, N]: row by row, each read in order, into every panel */
+        const int nr = (int)(nw - whole);
+        VM m[GEMM_NV];
+        for (int v = 0; v < GEMM_NV; v++)
+            m[v] = v_mask(NAME(gemm_lanes)(nr, v));
+        for (size_t k = 0; k < kc; k++) {
+            const float *src = g->B + (k0 + k) * g->ldb + j0;
+            float *dst = bp + k * GEMM_NR;
+            size_t p0 = 0;
+            for (; p0 < whole; p0 += GEMM_NR, dst += kc * GEMM_NR)
+#pragma GCC unroll 4
+                for (int v = 0; v < GEMM_NV; v++)
+                    v_store(dst + v * VL, v_load(src + p0 + (size_t)v * VL));
+            if (nr > 0)
+#pragma GCC unroll 4
+                for (int v = 0; v < GEMM_NV; v++)
+                    v_store(dst + v * VL, NAME(gemm_ld)(src + p0 + (size_t)v * VL, NAME(gemm_lanes)(nr, v), m[v]));
+        }
+        return;
+    }
+    /* B stored [N, K]: VL x VL blocks transposed */
+    for (size_t p0 = 0; p0 < nw; p0 += GEMM_NR, bp += kc * GEMM_NR) {
+        const int nr = nw - p0 < GEMM_NR ? (int)(nw - p0) : GEMM_NR;
+        for (int v = 0; v < GEMM_NV; v++) {
+            const int lanes = NAME(gemm_lanes)(nr, v);
+            const size_t n = j0 + p0 + (size_t)v * VL;
+            float *dst = bp + (size_t)v * VL;
+            for (size_t kk = 0; kk < kc; kk += VL) {
+                const int kl = kc - kk < VL ? (int)(kc - kk) : VL;
+                const VM m = v_mask(kl);
+                V r[VL];
+#pragma GCC unroll 16
+                for (int i = 0; i < VL; i++)
+                    r[i] = i < lanes ? NAME(gemm_ld)(g->B + (n + (size_t)i) * g->ldb + k0 + kk, kl, m) : v_zero();
+                v_transpose(r);
+#pragma GCC unroll 16
+                for (int t = 0; t < kl; t++)
+                    v_store(dst + (kk + (size_t)t) * GEMM_NR, r[t]);
+            }
+        }
+    }
+}
+
+/* A's rows [m0, m0 + R) x [k0, k0 + kc) packed [kc][R].  Each k's R values are stored
+ * as a whole vector (the lanes past R zero), in order, so the next one overwrites the
+ * excess: VL - R floats past the end are written too (the buffers are padded). */
+__attribute__((noinline)) ISA_FN static void NAME(gemm_pack_a)(const KGemm *g, size_t m0, int R, size_t k0, size_t kc, float *ap)
+{
+    if (g->ta) {   /* A stored [K, M]: R contiguous values per k */
+        const VM m = v_mask(R);
+        const float *src = g->A + k0 * g->lda + m0;
+        for (size_t k = 0; k < kc; k++)
+            v_store(ap + k * (size_t)R, v_load_m(src + k * g->lda, m));
+        return;
+    }
+    for (size_t kk = 0; kk < kc; kk += VL) {   /* A [M, K]: VL x VL blocks transposed */
+        const int kl = kc - kk < VL ? (int)(kc - kk) : VL;
+        const VM m = v_mask(kl);
+        V r[VL];
+#pragma GCC unroll 16
+        for (int i = 0; i < VL; i++)
+            r[i] = i < R ? NAME(gemm_ld)(g->A + (m0 + (size_t)i) * g->lda + k0 + kk, kl, m) : v_zero();
+        v_transpose(r);
+#pragma GCC unroll 16
+        for (int t = 0; t < kl; t++)
+            v_store(ap + (kk + (size_t)t) * (size_t)R, r[t]);
+    }
+}
+
+ISA_FN static size_t NAME(gemm_buf)(const KGemm *g)
+{
+    const NAME(GemmBlocks) b = NAME(gemm_blocks)(g);
+    return b.ap + b.bp + b.pp;
+}
+
+/* Row tile t of b's nearly equal tiles: its first row and its rows. */
+ISA_INLINE size_t NAME(gemm_tile_row)(const NAME(GemmBlocks) *b, size_t M, size_t t)
+{
+    return NAME(gemm_cut)(M, b->tiles, t);
+}
+
+/* One block of K (k0, kc) of one block of columns (j0, nw), B's block packed at bp:
+ * A's tiles GEMM_MC_TILES at a time, packed at ap; then panel by panel of B, every
+ * tile of the group. */
+ISA_INLINE void NAME(gemm_kblock)(const KGemm *g, const NAME(GemmBlocks) *b, size_t k0, size_t kc, size_t j0,
+                                  size_t nw, const float *bp, float *ap, NAME(GemmOut) o, float *part)
+{
+    /* B [K, N] under few rows of A: its whole panels read in place (each panel of B is
+     * used by so few tiles that packing it would cost as much as the product), only a
+     * last, narrower panel packed (at bp: it must not be read past N) */
+    const size_t whole = b->direct ? nw / GEMM_NR * GEMM_NR : 0;
+    for (size_t t0 = 0; t0 < b->tiles; t0 += GEMM_MC_TILES) {
+        const size_t t1 = b->tiles - t0 < GEMM_MC_TILES ? b->tiles : t0 + GEMM_MC_TILES;
+        size_t off[GEMM_MC_TILES], at = 0;
+        for (size_t t = t0; t < t1; t++) {
+            const size_t m0 = NAME(gemm_tile_row)(b, g->M, t);
+            const int R = (int)(NAME(gemm_tile_row)(b, g->M, t + 1) - m0);
+            off[t - t0] = at;
+            NAME(gemm_pack_a)(g, m0, R, k0, kc, ap + at);
+            at += (size_t)R * kc;
+        }
+        for (size_t p0 = 0; p0 < nw; p0 += GEMM_NR) {
+            const int nr = nw - p0 < GEMM_NR ? (int)(nw - p0) : GEMM_NR;
+            const float *bpp = p0 < whole ? g->B + k0 * g->ldb + j0 + p0 : bp + (p0 - whole) * kc;
+            const size_t bs = p0 < whole ? g->ldb : GEMM_NR;
+            for (size_t t = t0; t < t1; t++) {
+                const size_t m0 = NAME(gemm_tile_row)(b, g->M, t);
+                const int R = (int)(NAME(gemm_tile_row)(b, g->M, t + 1) - m0);
+                NAME(GemmOut) ot = o;
+                ot.C = g->C + m0 * g->ldc + j0 + p0;
+                ot.P = part ? part + m0 * b->nc + p0 : ot.C;
+                const float *apt = ap + off[t - t0];
+#define GEMM_T(RR) NAME(gemm_tile)(RR, kc, apt, bpp, bs, nr, &ot)
+                switch (R) { GEMM_CASES(GEMM_MR, GEMM_T) default: break; }
+#undef GEMM_T
+            }
+        }
+    }
+}
+
+/* The whole product on the calling thread, buf: gemm_buf(g) floats, 64-byte aligned.
+ * M, N, K >= 1. */
+ISA_FN static void NAME(gemm)(const KGemm *g, float *buf)
+{
+    const NAME(GemmBlocks) b = NAME(gemm_blocks)(g);
+    float *bp = buf, *ap = buf + b.bp, *part = b.part ? ap + b.ap : NULL;
+    NAME(GemmOut) o = { NULL, NULL, part ? b.nc : g->ldc, g->ldc, g->alpha, g->beta, true, true };
+    for (size_t j0 = 0; j0 < g->N; j0 += b.nc) {
+        const size_t nw = g->N - j0 < b.nc ? g->N - j0 : b.nc;
+        for (size_t kbi = 0; kbi < b.kb; kbi++) {
+            const size_t k0 = NAME(gemm_cut)(g->K, b.kb, kbi), kc = NAME(gemm_cut)(g->K, b.kb, kbi + 1) - k0;
+            const size_t whole = b.direct ? nw / GEMM_NR * GEMM_NR : 0;
+            if (whole < nw)
+                NAME(gemm_pack_b)(g, k0, kc, j0 + whole, nw - whole, bp);
+            o.first = kbi == 0;
+            o.last = kbi + 1 == b.kb;
+            NAME(gemm_kblock)(g, &b, k0, kc, j0, nw, bp, ap, o, part);
+        }
+    }
+}
+
+/* ---- one row: C[1, N] = alpha a op(B) + beta C, B [K, N] as stored (not tb) ----------
+ * Columns [n0, n1), GEMV_KB rows of B at a time (as many streams read in order; their
+ * broadcasts of a stay in registers), the chains carried in GEMV_COLS floats of a
+ * panel of columns on the stack (L1) from block to block. */
+#define GEMV_KB 8
+#define GEMV_COLS 1024
+
+ISA_INLINE void NAME(gemv_block)(const KGemm *g, size_t n0, size_t nw, size_t k0, int kb, float *acc, bool first,
+                                 bool last)
+{
+    const size_t as = g->ta ? g->lda : 1;
+    V a[GEMV_KB];
+#pragma GCC unroll 8
+    for (int i = 0; i < GEMV_KB; i++)
+        a[i] = i < kb ? v_bcast(g->A + (k0 + (size_t)i) * as) : v_zero();
+    const V va = v_set1(g->alpha), vb = v_set1(g->beta);
+    const float *B = g->B + k0 * g->ldb + n0;
+    size_t x = 0;
+    if (kb == GEMV_KB && !last)   /* the common case: 4 vectors' chains side by side */
+        for (; x + 4 * VL <= nw; x += 4 * VL) {
+            V c[4];
+#pragma GCC unroll 4
+            for (int u = 0; u < 4; u++)
+                c[u] = first ? v_zero() : v_load(acc + x + (size_t)u * VL);
+#pragma GCC unroll 8
+            for (int i = 0; i < GEMV_KB; i++)
+#pragma GCC unroll 4
+                for (int u = 0; u < 4; u++)
+                    c[u] = v_fma(a[i], v_load(B + (size_t)i * g->ldb + x + (size_t)u * VL), c[u]);
+#pragma GCC unroll 4
+            for (int u = 0; u < 4; u++)
+                v_store(acc + x + (size_t)u * VL, c[u]);
+        }
+    for (; x < nw; x += VL) {
+        const int lanes = nw - x < VL ? (int)(nw - x) : VL;
+        const VM m = v_mask(lanes);
+        V c = first ? v_zero() : NAME(gemm_ld)(acc + x, lanes, m);
+        if (kb == GEMV_KB) {
+#pragma GCC unroll 8
+            for (int i = 0; i < GEMV_KB; i++)
+                c = v_fma(a[i], NAME(gemm_ld)(B + (size_t)i * g->ldb + x, lanes, m), c);
+        } else {
+            for (int i = 0; i < kb; i++)
+                c = v_fma(a[i], NAME(gemm_ld)(B + (size_t)i * g->ldb + x, lanes, m), c);
+        }
+        if (!last) {
+            NAME(gemm_st)(acc + x, c, lanes, m);
+            continue;
+        }
+        float *cc = g->C + n0 + x;
+        V out = v_mul(va, c);
+        if (g->beta != 0.0f)
+            out = v_fma(vb, NAME(gemm_ld)(cc, lanes, m), out);
+        NAME(gemm_st)(cc, out, lanes, m);
+    }
+}
+
+ISA_FN static void NAME(gemv)(const KGemm *g, size_t n0, size_t n1)
+{
+    float acc[GEMV_COLS];
+    for (size_t p0 = n0; p0 < n1; p0 += GEMV_COLS) {
+        const size_t nw = n1 - p0 < GEMV_COLS ? n1 - p0 : GEMV_COLS;
+        for (size_t k0 = 0; k0 < g->K; k0 += GEMV_KB) {
+            const int kb = g->K - k0 < GEMV_KB ? (int)(g->K - k0) : GEMV_KB;
+            NAME(gemv_block)(g, p0, nw, k0, kb, acc, k0 == 0, k0 + (size_t)kb == g->K);
+        }
+    }
+}
+
+#define GEMM_MICRO_FNS NAME(gemm_buf), NAME(gemm), NAME(gemv), GEMM_NR
+#else
+#define GEMM_MICRO_FNS NULL, NULL, NULL, 0
+#endif
