@@ -288,6 +288,31 @@ done:
     return out;
 }
 
+/* Pool node p (a maxpool, or a training step's maxpool_argmax) becomes `op`, the
+ * convolution conv with p's window after it: conv's inputs (copied into c's arena), both
+ * windows, and conv's line (the work is the convolution's: its line in a profile).
+ * False (with d) when out of memory. */
+static bool take_conv(Graph *c, Node *p, const Node *conv, OpKind op, DiagSink *d)
+{
+    int32_t *in = arena_alloc(&c->arena, (size_t)conv->nin * sizeof *in);
+    if (!in) {
+        diag_plain(d, "out of memory");
+        return false;
+    }
+    memcpy(in, conv->in, (size_t)conv->nin * sizeof *in);
+    NodeAttr a;
+    memset(&a, 0, sizeof a);
+    a.convpool.conv = conv->a.win;
+    if (conv->op == OP_CONV2D) a.convpool.conv.act = -1;
+    a.convpool.pool = p->a.win;
+    p->op = op;
+    p->a = a;
+    p->in = in;
+    p->nin = conv->nin;
+    p->loc = conv->loc;
+    return true;
+}
+
 /* Max pooling into the convolution before it, in a graph without a training step
  * (inference and evaluation): a conv2d or conv2d_bias_act read only by a maxpool
  * becomes one conv2d_maxpool in the maxpool's place, which the executor runs band by
@@ -319,24 +344,12 @@ Graph *pass_fuse_conv_maxpool(const Graph *g, DiagSink *d)
         int32_t x = pool->in[0];
         const Node *conv = &c->nodes[x];
         if ((conv->op != OP_CONV2D && conv->op != OP_CONV2D_BIAS_ACT) || uses[x] != 1 || x == c->logits) continue;
-        int32_t *in = arena_alloc(&c->arena, (size_t)conv->nin * sizeof *in);
-        if (!in) {
-            diag_plain(d, "out of memory");
+        const char *name = pool->name ? pool->name : conv->name;
+        if (!take_conv(c, pool, conv, OP_CONV2D_MAXPOOL, d)) {
             ok = false;
             break;
         }
-        memcpy(in, conv->in, (size_t)conv->nin * sizeof *in);
-        NodeAttr a;
-        memset(&a, 0, sizeof a);
-        a.convpool.conv = conv->a.win;
-        if (conv->op == OP_CONV2D) a.convpool.conv.act = -1;
-        a.convpool.pool = pool->a.win;
-        pool->op = OP_CONV2D_MAXPOOL;
-        pool->a = a;
-        pool->in = in;
-        pool->nin = conv->nin;
-        pool->name = pool->name ? pool->name : conv->name;
-        pool->loc = conv->loc;   /* the work is the convolution's: its line in a profile */
+        pool->name = name;
         keep[x] = false;
     }
     return rewrite_end(&r, ok, g->stage, d);
@@ -685,23 +698,10 @@ Graph *pass_conv_pool_argmax(const Graph *g, DiagSink *d)
         for (int32_t j = a + 1; j < c->nnodes && gather < 0; j++)
             if (c->nodes[j].op == OP_MAXPOOL_GATHER && c->nodes[j].in[0] == x && c->nodes[j].in[1] == a) gather = j;
         if (gather < 0) continue;
-        int32_t *in = arena_alloc(&c->arena, (size_t)conv->nin * sizeof *in);
-        if (!in) {
-            diag_plain(d, "out of memory");
+        if (!take_conv(c, am, conv, OP_CONV2D_MAXPOOL_ARGMAX, d)) {
             ok = false;
             break;
         }
-        memcpy(in, conv->in, (size_t)conv->nin * sizeof *in);
-        NodeAttr at;
-        memset(&at, 0, sizeof at);
-        at.convpool.conv = conv->a.win;
-        if (conv->op == OP_CONV2D) at.convpool.conv.act = -1;
-        at.convpool.pool = am->a.win;
-        am->op = OP_CONV2D_MAXPOOL_ARGMAX;
-        am->a = at;
-        am->in = in;
-        am->nin = conv->nin;
-        am->loc = conv->loc;   /* the work is the convolution's: its line in a profile */
         Node *gn = &c->nodes[gather];
         gn->op = OP_MAXPOOL_VALUES;
         gn->nin = 1;   /* in[0] = a: the gather's own array, shortened */
