@@ -165,6 +165,22 @@ ISA_INLINE void NAME(gemm_tile)(const int R, size_t kc, const float *ap, const f
         }
 }
 
+/* A block of `rows` rows (the rest of VL taken as zero) of kl <= VL floats at src, row
+ * stride ld, transposed: its kl columns stored as vectors at dst, stride ds (the
+ * packing of B stored transposed and of A stored as is). */
+ISA_INLINE void NAME(gemm_tr_block)(const float *src, size_t ld, int rows, int kl, float *dst, size_t ds)
+{
+    const VM m = v_mask(kl);
+    V r[VL];
+#pragma GCC unroll 16
+    for (int i = 0; i < VL; i++)
+        r[i] = i < rows ? NAME(gemm_ld)(src + (size_t)i * ld, kl, m) : v_zero();
+    v_transpose(r);
+#pragma GCC unroll 16
+    for (int t = 0; t < kl; t++)
+        v_store(dst + (size_t)t * ds, r[t]);
+}
+
 /* B's block [k0, k0 + kc) x [j0, j0 + nw) packed into panels of GEMM_NR columns,
  * [kc][NR] each, zero past the last column.  (A block read in place, gemm_kblock's
  * `direct`, packs only its last panel, with j0 and nw narrowed to it.) */
@@ -199,18 +215,9 @@ __attribute__((noinline)) ISA_FN static void NAME(gemm_pack_b)(const KGemm *g, s
             const int lanes = NAME(gemm_lanes)(nr, v);
             const size_t n = j0 + p0 + (size_t)v * VL;
             float *dst = bp + (size_t)v * VL;
-            for (size_t kk = 0; kk < kc; kk += VL) {
-                const int kl = kc - kk < VL ? (int)(kc - kk) : VL;
-                const VM m = v_mask(kl);
-                V r[VL];
-#pragma GCC unroll 16
-                for (int i = 0; i < VL; i++)
-                    r[i] = i < lanes ? NAME(gemm_ld)(g->B + (n + (size_t)i) * g->ldb + k0 + kk, kl, m) : v_zero();
-                v_transpose(r);
-#pragma GCC unroll 16
-                for (int t = 0; t < kl; t++)
-                    v_store(dst + (kk + (size_t)t) * GEMM_NR, r[t]);
-            }
+            for (size_t kk = 0; kk < kc; kk += VL)
+                NAME(gemm_tr_block)(g->B + n * g->ldb + k0 + kk, g->ldb, lanes, kc - kk < VL ? (int)(kc - kk) : VL,
+                                    dst + kk * GEMM_NR, GEMM_NR);
         }
     }
 }
@@ -227,18 +234,9 @@ __attribute__((noinline)) ISA_FN static void NAME(gemm_pack_a)(const KGemm *g, s
             v_store(ap + k * (size_t)R, v_load_m(src + k * g->lda, m));
         return;
     }
-    for (size_t kk = 0; kk < kc; kk += VL) {   /* A [M, K]: VL x VL blocks transposed */
-        const int kl = kc - kk < VL ? (int)(kc - kk) : VL;
-        const VM m = v_mask(kl);
-        V r[VL];
-#pragma GCC unroll 16
-        for (int i = 0; i < VL; i++)
-            r[i] = i < R ? NAME(gemm_ld)(g->A + (m0 + (size_t)i) * g->lda + k0 + kk, kl, m) : v_zero();
-        v_transpose(r);
-#pragma GCC unroll 16
-        for (int t = 0; t < kl; t++)
-            v_store(ap + (kk + (size_t)t) * (size_t)R, r[t]);
-    }
+    for (size_t kk = 0; kk < kc; kk += VL)   /* A [M, K]: VL x VL blocks transposed */
+        NAME(gemm_tr_block)(g->A + m0 * g->lda + k0 + kk, g->lda, R, kc - kk < VL ? (int)(kc - kk) : VL,
+                            ap + kk * (size_t)R, (size_t)R);
 }
 
 ISA_FN static size_t NAME(gemm_buf)(const KGemm *g)
