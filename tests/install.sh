@@ -25,6 +25,13 @@ for f in bin/graphc lib/libgraphc.a lib/libgraphc.so lib/libgraphc.so.0 share/gr
         share/doc/graphc/language.md share/doc/graphc/README.md share/doc/graphc/LICENSE; do
     [ -f "$t/usr/$f" ] && ok "installed $f" || bad "missing $f"
 done
+# every doc in docs/ (a new one left out of docs/local.mk's list would be missing
+# from the tarball and the installation alike)
+missing=
+for d in "$top_srcdir/docs/"*.md; do
+    [ -f "$t/usr/share/doc/graphc/$(basename "$d")" ] || missing="$missing $(basename "$d")"
+done
+[ -z "$missing" ] && ok "every docs/*.md installed" || bad "docs not installed:$missing"
 n=$(ls "$t/usr/share/graphc/models/"*.net 2>/dev/null | wc -l)
 want=$(ls "$top_srcdir/models/"*.net | wc -l)
 [ "$n" -eq "$want" ] && ok "all $n models installed" || bad "$n of $want models installed"
