@@ -5,6 +5,7 @@
 #include "util/pool.h"
 
 #include <cblas.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -264,6 +265,57 @@ static void own_part(void *arg, int part, int worker)
         j->kv->gemm(&g, j->buf + (size_t)part * j->stride);
 }
 
+/* One row over the pool (a dense layer at batch 1): B's rows cut into one contiguous
+ * block per thread, each thread's GEMV streaming its block into a partial row of its
+ * own, then C = alpha (the partials summed in block order) + beta C.  Cutting the
+ * columns instead had each thread read half of every 4 KB row of the MNIST CNN's
+ * 3136 x 1024 layer, no faster than one thread: 0.160-0.174 ms on two threads against
+ * 0.105-0.110 ms for blocks of rows (bench/gemm, Zen 5, quiet, 2026-12-02).  The bits
+ * are each block's chain of FMAs, summed: they depend on K and the thread count, not
+ * on the variant. */
+typedef struct OwnGemvJob {
+    KGemm g;
+    const KernVariant *kv;
+    size_t parts, stride;
+    float *part;
+} OwnGemvJob;
+
+static void gemv_rows_part(void *arg, int part, int worker)
+{
+    (void)worker;
+    const OwnGemvJob *j = arg;
+    size_t k0 = j->g.K * (size_t)part / j->parts, k1 = j->g.K * ((size_t)part + 1) / j->parts;
+    KGemm g = j->g;
+    g.A += k0 * (g.ta ? g.lda : 1);
+    g.B += k0 * g.ldb;
+    g.K = k1 - k0;
+    g.alpha = 1.0f;
+    g.beta = 0.0f;
+    g.C = j->part + (size_t)part * j->stride;
+    if (g.K == 0)
+        memset(g.C, 0, g.N * sizeof *g.C);
+    else
+        j->kv->gemv(&g, 0, g.N);
+}
+
+static bool gemv_rows_split(Pool *pool, const KernVariant *kv, const KGemm *g, size_t parts)
+{
+    void *raw;
+    OwnGemvJob j = { *g, kv, parts, (g->N + 15) / 16 * 16, NULL };
+    j.part = own_buffer(j.stride * parts, &raw);
+    if (!j.part)
+        return false;
+    pool_run(pool, (int)parts, gemv_rows_part, &j);
+    for (size_t n = 0; n < g->N; n++) {
+        float s = j.part[n];
+        for (size_t p = 1; p < parts; p++)
+            s += j.part[p * j.stride + n];
+        g->C[n] = g->beta == 0.0f ? g->alpha * s : fmaf(g->beta, g->C[n], g->alpha * s);
+    }
+    gc_free(raw);
+    return true;
+}
+
 /* kern_gemm's product through the variant's GEMM, cut over the pool along the longer
  * of M and N (each part packs the other operand whole: cutting the longer packs the
  * least) when it is worth a wake-up; one row, along N (its GEMV reads each row of B
@@ -279,8 +331,8 @@ static bool own_split(Pool *pool, const KernVariant *kv, OwnPath path, bool ta, 
     if (gemv) {
         j.split_m = false;
         j.unit = 16;   /* a cache line of C */
-        if (T > 1 && (double)N * (double)K * sizeof(float) >= GEMV_SPLIT_BYTES)
-            j.parts = T;
+        if (T > 1 && K >= T && (double)N * (double)K * sizeof(float) >= GEMV_SPLIT_BYTES)
+            return gemv_rows_split(pool, kv, &j.g, T);
     } else {
         j.unit = j.split_m ? 1 : (size_t)kv->gemm_nr;
         if (T > 1 && flops >= 4e6 && longer >= 2 * j.unit * T)

@@ -1367,6 +1367,61 @@ START_TEST(test_gemm_variants)
 }
 END_TEST
 
+/* One row large enough to be cut over the pool (a dense layer at batch 1, B of 2 MB
+ * and more): B's rows in one block per thread, the partial rows summed in block order.
+ * Within rounding of the double reference at 1, 2 and 3 threads; the x86 variants give
+ * the same bits as one another (each block one chain of FMAs); at 2 threads, the bits
+ * of the two blocks' chains summed (so a block left out, or summed twice, fails). */
+START_TEST(test_gemv_rows_split)
+{
+    const size_t N = 1030, K = 517;   /* 2.1 MB of B; N not a whole number of vectors */
+    float *A = tu_alloc_uniform(K, -1.0f, 1.0f, 211), *B = tu_alloc_uniform(K * N, -1.0f, 1.0f, 212);
+    float *C0 = tu_alloc_uniform(N, -1.0f, 1.0f, 213), *C = tu_alloc(N), *want = tu_alloc(N), *first = tu_alloc(N);
+    float *lo = tu_alloc(N), *hi = tu_alloc(N);
+    tu_threads(_i + 1);
+    for (int bi = 0; bi < 2; bi++) {
+        float alpha = 1.5f, beta = bi ? 0.3f : 0.0f;
+        ref_gemm(false, false, 1, N, K, alpha, A, B, beta, C0, want);
+        bool have = false;
+        FOR_EACH_ISA {
+            if (bi)
+                kern_copy(C0, C, N);
+            else
+                kern_fill(C, NAN, N);
+            kern_gemm(tu_pool, conv_isa, false, false, 1, N, K, alpha, A, B, beta, C);
+            ck_assert_isa_near(C, want, N, 1e-5);
+            if (conv_isa == KISA_PORTABLE)
+                continue;
+            if (have)
+                ck_assert_msg(memcmp(C, first, N * sizeof *C) == 0, "%s: not the bits of the other x86 variant",
+                              kern_isa_name(conv_isa));
+            kern_copy(C, first, N);
+            have = true;
+            if (_i != 1)
+                continue;
+            /* two threads: the chain over each half of k, summed */
+            size_t h = K / 2;
+            chain_gemm(false, false, 1, N, h, 1.0f, A, B, 0.0f, NULL, lo);
+            chain_gemm(false, false, 1, N, K - h, 1.0f, A + h, B + h * N, 0.0f, NULL, hi);
+            for (size_t n = 0; n < N; n++) {
+                float sum = lo[n] + hi[n], w = beta == 0.0f ? alpha * sum : fmaf(beta, C0[n], alpha * sum);
+                ck_assert_msg(memcmp(&w, &C[n], sizeof w) == 0, "%s: C[%zu] = %.9g, the two chains summed %.9g",
+                              kern_isa_name(conv_isa), n, (double)C[n], (double)w);
+            }
+        }
+    }
+    tu_threads(1);
+    free(A);
+    free(B);
+    free(C0);
+    free(C);
+    free(want);
+    free(first);
+    free(lo);
+    free(hi);
+}
+END_TEST
+
 /* kern_gemm_batch, kern_gemm_rows and kern_gemm_block (a block of a larger matrix,
  * leading dimensions apart) against kern_gemm: its bits in the x86 variants (the same
  * chains), its values to rounding in the portable one and with graphc's GEMM off. */
@@ -3372,6 +3427,7 @@ static Suite *make_kernels_suite(void)
     tcase_add_test(tc, test_blas_info);
     tcase_add_loop_test(tc, test_gemm_variants, 0, 3);
     tcase_add_test(tc, test_gemm_entries);
+    tcase_add_loop_test(tc, test_gemv_rows_split, 0, 3);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("conv");
