@@ -226,7 +226,7 @@ static void gemm_any(const KernVariant *kv, bool ta, bool tb, size_t M, size_t N
 typedef struct OwnJob {
     KGemm g;
     const KernVariant *kv;
-    bool split_m, gemv;
+    bool split_m;
     size_t parts, unit, stride;   /* stride: floats of buffer per part */
     float *buf;
 } OwnJob;
@@ -259,10 +259,7 @@ static void own_part(void *arg, int part, int worker)
     KGemm g;
     if (!own_part_args(j, part, &g))
         return;
-    if (j->gemv)
-        j->kv->gemv(&g, 0, g.N);
-    else
-        j->kv->gemm(&g, j->buf + (size_t)part * j->stride);
+    j->kv->gemm(&g, j->buf + (size_t)part * j->stride);
 }
 
 /* One row over the pool (a dense layer at batch 1): B's rows cut into one contiguous
@@ -318,42 +315,38 @@ static bool gemv_rows_split(Pool *pool, const KernVariant *kv, const KGemm *g, s
 
 /* kern_gemm's product through the variant's GEMM, cut over the pool along the longer
  * of M and N (each part packs the other operand whole: cutting the longer packs the
- * least) when it is worth a wake-up; one row, along N (its GEMV reads each row of B
- * once, in order, whatever the cut).  false: the buffer could not be had. */
+ * least) when it is worth a wake-up; one row through its GEMV, by blocks of B's rows
+ * from GEMV_SPLIT_BYTES on (gemv_rows_split).  false: a buffer could not be had. */
 static bool own_split(Pool *pool, const KernVariant *kv, OwnPath path, bool ta, bool tb, size_t M, size_t N, size_t K,
                       float alpha, const float *A, const float *B, float beta, float *C)
 {
-    bool gemv = path == OWN_GEMV;
-    OwnJob j = { own_args(ta, tb, M, N, K, alpha, A, ta ? M : K, B, tb ? K : N, beta, C, N), kv, M > N, gemv, 1, 1, 0,
-                 NULL };
-    size_t T = (size_t)pool_threads(pool), longer = j.split_m ? M : N;
-    double flops = 2.0 * (double)M * (double)N * (double)K;
-    if (gemv) {
-        j.split_m = false;
-        j.unit = 16;   /* a cache line of C */
+    const KGemm g = own_args(ta, tb, M, N, K, alpha, A, ta ? M : K, B, tb ? K : N, beta, C, N);
+    size_t T = (size_t)pool_threads(pool);
+    if (path == OWN_GEMV) {
         if (T > 1 && K >= T && (double)N * (double)K * sizeof(float) >= GEMV_SPLIT_BYTES)
-            return gemv_rows_split(pool, kv, &j.g, T);
-    } else {
-        j.unit = j.split_m ? 1 : (size_t)kv->gemm_nr;
-        if (T > 1 && flops >= 4e6 && longer >= 2 * j.unit * T)
-            j.parts = T;
+            return gemv_rows_split(pool, kv, &g, T);
+        kv->gemv(&g, 0, N);
+        return true;
     }
+    OwnJob j = { g, kv, M > N, 1, 1, 0, NULL };
+    size_t longer = j.split_m ? M : N;
+    j.unit = j.split_m ? 1 : (size_t)kv->gemm_nr;
+    if (T > 1 && 2.0 * (double)M * (double)N * (double)K >= 4e6 && longer >= 2 * j.unit * T)
+        j.parts = T;
     if (j.parts > (longer + j.unit - 1) / j.unit)
         j.parts = (longer + j.unit - 1) / j.unit;
-    void *raw = NULL;
-    if (!gemv) {
-        for (size_t p = 0; p < j.parts; p++) {
-            KGemm g;
-            if (own_part_args(&j, (int)p, &g)) {
-                size_t f = kv->gemm_buf(&g);
-                j.stride = f > j.stride ? f : j.stride;
-            }
+    for (size_t p = 0; p < j.parts; p++) {
+        KGemm pg;
+        if (own_part_args(&j, (int)p, &pg)) {
+            size_t f = kv->gemm_buf(&pg);
+            j.stride = f > j.stride ? f : j.stride;
         }
-        j.stride = (j.stride + 15) / 16 * 16;
-        j.buf = own_buffer(j.stride * j.parts, &raw);
-        if (!j.buf)
-            return false;
     }
+    j.stride = (j.stride + 15) / 16 * 16;
+    void *raw;
+    j.buf = own_buffer(j.stride * j.parts, &raw);
+    if (!j.buf)
+        return false;
     pool_run(pool, (int)j.parts, own_part, &j);
     gc_free(raw);
     return true;
