@@ -95,6 +95,11 @@ three=$($MPIRUN -np 3 "$G" eval "$MLP" --weights "$t/one64.ckpt" --data "$DATA" 
 # past their start).  Its ranks are mpirun's children (Open MPI starts them itself on
 # one node), found by pid: other jobs on the machine may run graphc too.
 long() {
+    # emptied here, not by the background job's redirection: the loop below must not
+    # read the last run's "Epoch 1/" before the new job has truncated the file (it then
+    # signalled mpirun during its start, before graphc's handler, and no checkpoint)
+    : >"$t/long.out"
+    : >"$t/long.err"
     $MPIRUN -np 2 "$G" run "$MLP" --data "$DATA" --epochs 10000 --steps 20 --batch 32 --threads 1 --test-limit 100 \
         "$@" >"$t/long.out" 2>"$t/long.err" &
     mp=$!
