@@ -428,16 +428,8 @@ void kern_softmax(const float *x, float *y, size_t rows, size_t cols)
 
 void kern_softmax_grad(const float *y, const float *dy, float *dx, size_t rows, size_t cols)
 {
-    for (size_t r = 0; r < rows; r++) {
-        const float *yr = y + r * cols, *dyr = dy + r * cols;
-        float *dxr = dx + r * cols;
-        double dot = 0;
-        for (size_t j = 0; j < cols; j++)
-            dot += (double)yr[j] * dyr[j];
-        float d = (float)dot;
-        for (size_t j = 0; j < cols; j++)
-            dxr[j] = yr[j] * (dyr[j] - d);
-    }
+    if (cols)
+        vmath()->softmax_grad(y, dy, dx, rows, cols);
 }
 
 void kern_log_softmax(const float *x, float *y, size_t rows, size_t cols)

@@ -5,6 +5,7 @@
 #pragma GCC optimize("tree-vectorize", "vect-cost-model=dynamic")
 #endif
 #include "kernels/kern.h"
+#include "kernels/variant.h"
 
 #include <math.h>
 #include <string.h>
@@ -267,61 +268,31 @@ int kern_embedding_grad(const int32_t *ids, size_t n, const float *dy, size_t vo
 
 /* ---- layer normalization -------------------------------------------------------------- */
 
-/* The mean and 1 / sqrt(var + eps) of one row, in double. */
-static void row_stats(const float *x, size_t cols, float eps, float *mean, float *rstd)
-{
-    double s = 0, v = 0;
-    for (size_t j = 0; j < cols; j++)
-        s += x[j];
-    double m = s / (double)cols;
-    for (size_t j = 0; j < cols; j++) {
-        double d = (double)x[j] - m;
-        v += d * d;
-    }
-    *mean = (float)m;
-    *rstd = (float)(1.0 / sqrt(v / (double)cols + (double)eps));
-}
+/* The rows' vector loops are the variant's (kernels/vmath.h): their sums in fixed lanes,
+ * so every variant gives the same bits. */
+static const KernVariant *vmath(void) { return kern_variant(KISA_AUTO); }
 
 void kern_layer_norm(const float *x, const float *gamma, const float *beta, size_t rows, size_t cols, float eps, float *y)
 {
-    for (size_t r = 0; r < rows; r++) {
-        const float *xr = x + r * cols;
-        float *yr = y + r * cols;
-        float mean, rstd;
-        row_stats(xr, cols, eps, &mean, &rstd);
-        for (size_t j = 0; j < cols; j++)
-            yr[j] = (xr[j] - mean) * rstd * gamma[j] + beta[j];
-    }
+    if (cols)
+        vmath()->layer_norm(x, gamma, beta, rows, cols, eps, y);
 }
 
-/* dx = rstd (g - mean(g) - xhat mean(g xhat)), g = dy gamma, xhat = (x - mean) rstd */
 void kern_layer_norm_grad(const float *x, const float *gamma, const float *dy, size_t rows, size_t cols, float eps, float *dx)
 {
-    for (size_t r = 0; r < rows; r++) {
-        const float *xr = x + r * cols, *dyr = dy + r * cols;
-        float *dxr = dx + r * cols;
-        float mean, rstd;
-        row_stats(xr, cols, eps, &mean, &rstd);
-        double sg = 0, sgx = 0;
-        for (size_t j = 0; j < cols; j++) {
-            float g = dyr[j] * gamma[j], xh = (xr[j] - mean) * rstd;
-            sg += g;
-            sgx += (double)g * xh;
-        }
-        float mg = (float)(sg / (double)cols), mgx = (float)(sgx / (double)cols);
-        for (size_t j = 0; j < cols; j++) {
-            float g = dyr[j] * gamma[j], xh = (xr[j] - mean) * rstd;
-            dxr[j] = rstd * (g - mg - xh * mgx);
-        }
-    }
+    if (cols)
+        vmath()->layer_norm_grad(x, gamma, dy, rows, cols, eps, dx);
 }
 
 void kern_layer_norm_grad_scale(const float *x, const float *dy, size_t rows, size_t cols, float eps, double *acc)
 {
+    if (cols == 0)
+        return;
+    void (*stats)(const float *, size_t, float, float *, float *) = vmath()->row_stats;
     for (size_t r = 0; r < rows; r++) {
         const float *xr = x + r * cols, *dyr = dy + r * cols;
         float mean, rstd;
-        row_stats(xr, cols, eps, &mean, &rstd);
+        stats(xr, cols, eps, &mean, &rstd);
         for (size_t j = 0; j < cols; j++)
             acc[j] += (double)dyr[j] * ((xr[j] - mean) * rstd);
     }
