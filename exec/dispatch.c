@@ -1148,7 +1148,7 @@ static int k_layer_norm_grad_scale(const KCall *c)
 {
     size_t cols = numel(&c->n->shape);
     LnScaleJob j = { c, cols ? numel(ishape(c, 0)) / cols : 0, cols };
-    pool_run(c->pool, LN_PARTS, layer_norm_scale_part, &j);
+    pool_run(numel(ishape(c, 0)) >= SPLIT_MIN ? c->pool : NULL, LN_PARTS, layer_norm_scale_part, &j);
     const double *acc = (const double *)(const void *)c->scratch;
     for (size_t k = 0; k < cols; k++) {
         double s = acc[k];
