@@ -20,6 +20,21 @@
  * variant. */
 enum { VM_ACC = 16, VM_NACC = VM_ACC / VL };
 
+/* The fixed tree over the VM_ACC lanes of s[0 .. VM_NACC): lane j += lane j + w for
+ * w = 8, 4, 2, 1; the answer is lane 0.  An instruction set that defines VM_REG_TREE
+ * has NAME(vm_tree) do the same additions in registers (a store and fifteen scalar
+ * adds were much of a 64-float row's time). */
+#ifndef VM_REG_TREE
+ISA_INLINE float NAME(vm_tree)(const VF *s)
+{
+    float lane[VM_ACC];
+    for (int k = 0; k < VM_NACC; k++) vm_store(lane + k * VL, s[k]);
+    for (int w = VM_ACC / 2; w >= 1; w /= 2)
+        for (int j = 0; j < w; j++) lane[j] += lane[j + w];
+    return lane[0];
+}
+#endif
+
 #define VM_LOOP(EXPR)                                                                          \
     for (; i + VL <= n; i += VL) {                                                             \
         EXPR;                                                                                  \
@@ -99,11 +114,7 @@ ISA_FN static float NAME(vm_exp_sum)(const float *x, float m, float *y, size_t n
         }
         if (y) memcpy(y + i, buf, (n - i) * sizeof *y);
     }
-    float lane[VM_ACC];
-    for (int k = 0; k < VM_NACC; k++) vm_store(lane + k * VL, s[k]);
-    for (int w = VM_ACC / 2; w >= 1; w /= 2)
-        for (int j = 0; j < w; j++) lane[j] += lane[j + w];
-    return lane[0];
+    return NAME(vm_tree)(s);
 }
 
 /* Softmax over the rows of x [rows, n]: each row's maximum, its exponentials and their
@@ -121,8 +132,7 @@ ISA_FN static void NAME(vm_softmax)(const float *x, float *y, size_t rows, size_
 
 /* ---- row sums for layer norm and softmax's gradient ----
  * A sum of one of these terms over a row, in VM_ACC lanes as vm_exp_sum's: whole groups
- * in vectors, the last partial group's terms added to their lanes one by one (the same
- * additions, in the same order, as a vector would make), then the fixed tree.  The
+ * in vectors, the last partial group's terms padded with +0, then the fixed tree.  The
  * terms (a, b, c rows; m, r scalars):
  *   VM_SUM a[j]   VM_DEV2 (a[j] - m)^2   VM_PROD a[j] b[j]   VM_PRODXH a[j] b[j] ((c[j] - m) r) */
 enum { VM_SUM, VM_DEV2, VM_PROD, VM_PRODXH };
@@ -157,12 +167,12 @@ ISA_INLINE float NAME(vm_row_sum)(int kind, const float *a, const float *b, cons
     size_t i = 0;
     for (; i + VM_ACC <= n; i += VM_ACC)
         for (int k = 0; k < VM_NACC; k++) s[k] = vm_add(s[k], NAME(vm_term)(kind, a, b, c, i + (size_t)k * VL, mv, rv));
-    float lane[VM_ACC];
-    for (int k = 0; k < VM_NACC; k++) vm_store(lane + k * VL, s[k]);
-    for (size_t j = i; j < n; j++) lane[j - i] += vm_term1(kind, a, b, c, j, m, r);
-    for (int w = VM_ACC / 2; w >= 1; w /= 2)
-        for (int j = 0; j < w; j++) lane[j] += lane[j + w];
-    return lane[0];
+    if (i < n) {   /* the last, partial group: its terms, padded with +0 */
+        float buf[VM_ACC];
+        for (size_t j = 0; j < VM_ACC; j++) buf[j] = i + j < n ? vm_term1(kind, a, b, c, i + j, m, r) : 0.0f;
+        for (int k = 0; k < VM_NACC; k++) s[k] = vm_add(s[k], vm_load(buf + k * VL));
+    }
+    return NAME(vm_tree)(s);
 }
 
 /* A row's mean and 1 / sqrt(variance + eps) (n >= 1), the variance from the deviations
