@@ -223,18 +223,46 @@ void kern_where(const float *cond, const int64_t *cshape, int crank, const float
     }
 }
 
+/* A row of keys with those from `keep` on replaced by value (yr may be xr). */
+static void mask_row(const float *xr, float *yr, size_t keep, size_t S, float value)
+{
+    if (yr != xr)
+        memcpy(yr, xr, keep * sizeof *yr);
+    for (size_t j = keep; j < S; j++)
+        yr[j] = value;
+}
+
 void kern_causal_mask(const float *x, float *y, size_t mats, size_t T, size_t S, float value)
 {
     for (size_t m = 0; m < mats; m++)
-        for (size_t i = 0; i < T; i++) {
-            const float *xr = x + (m * T + i) * S;
-            float *yr = y + (m * T + i) * S;
-            size_t keep = i + 1 + (S - T);   /* keys 0 .. i + S - T */
-            if (yr != xr)
-                memcpy(yr, xr, keep * sizeof *yr);
-            for (size_t j = keep; j < S; j++)
-                yr[j] = value;
-        }
+        for (size_t i = 0; i < T; i++)   /* keys 0 .. i + S - T stay */
+            mask_row(x + (m * T + i) * S, y + (m * T + i) * S, i + 1 + (S - T), S, value);
+}
+
+/* Causal attention's softmax and its gradient with the mask, over rows [r0, r1) of the
+ * [mats * T, S] scores, a matrix (or the part of one in the range) at a time: its rows
+ * masked, then normalized (or differentiated, then masked) while they are in L1 (a
+ * 64 x 64 matrix is 16 KiB), with the bits of the two ops apart.  One call of the
+ * variant's rows per matrix: one per row cost as much as the pass saved. */
+void kern_softmax_causal(const float *x, float *y, size_t r0, size_t r1, size_t T, size_t S, float value)
+{
+    for (size_t lo = r0, hi; lo < r1; lo = hi) {
+        hi = (lo / T + 1) * T < r1 ? (lo / T + 1) * T : r1;
+        for (size_t r = lo; r < hi; r++)
+            mask_row(x + r * S, y + r * S, r % T + 1 + (S - T), S, value);
+        kern_softmax(y + lo * S, y + lo * S, hi - lo, S);
+    }
+}
+
+void kern_softmax_grad_causal(const float *y, const float *dy, float *dx, size_t r0, size_t r1, size_t T, size_t S,
+                              float value)
+{
+    for (size_t lo = r0, hi; lo < r1; lo = hi) {
+        hi = (lo / T + 1) * T < r1 ? (lo / T + 1) * T : r1;
+        kern_softmax_grad(y + lo * S, dy + lo * S, dx + lo * S, hi - lo, S);
+        for (size_t r = lo; r < hi; r++)
+            mask_row(dx + r * S, dx + r * S, r % T + 1 + (S - T), S, value);
+    }
 }
 
 /* ---- embedding ------------------------------------------------------------------------ */
