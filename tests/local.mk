@@ -28,7 +28,8 @@
 # --isa), isa_kernels.sh (the kernel suite under each lower variant), ablate_cli.sh
 # (graphc bench --ablate's refusals and plot), sample.sh (a text() model, graphc eval's
 # baselines, graphc sample), tabular.sh (the csv() and npy() models, NumPy's files),
-# python.sh (the Python module).
+# python.sh (the Python module).  Most scripts source tests/harness.sh: the paths, a
+# temporary folder, ok/bad and the last line "N passed, M failed".
 # Run the tests that expose known bugs with: GRAPHC_KNOWN_BUGS=1 tests/test_frontend
 TEST_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 TEST_LIBS = $(GRAPHC_LIBS) $(CHECK_LIBS)
@@ -90,7 +91,7 @@ TESTS += tests/golden.sh tests/deep.sh tests/regress.sh tests/resume.sh tests/cl
 	tests/ablate_cli.sh tests/sample.sh tests/tabular.sh
 EXTRA_DIST += tests/golden.sh tests/deep.sh tests/regress.sh tests/regress tests/golden tests/errors tests/resume.sh \
 	tests/cli_run.sh tests/valgrind.sh tests/valgrind.net tests/install.sh tests/mpi.sh tests/layers.sh tests/predict.sh \
-	tests/isa.sh tests/isa_kernels.sh tests/ablate_cli.sh tests/sample.sh tests/tabular.sh
+	tests/isa.sh tests/isa_kernels.sh tests/ablate_cli.sh tests/sample.sh tests/tabular.sh tests/harness.sh
 # cli.sh: what a newcomer meets on the command line (issue 17), a check per behaviour;
 # readme.sh: the README's synopsis is --help, its sample run what run prints
 TESTS += tests/cli.sh tests/readme.sh
