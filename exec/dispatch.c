@@ -1062,6 +1062,41 @@ static int k_causal_mask(const KCall *c)
     return 0;
 }
 
+/* The fused causal softmax (forward or gradient) over the pool, in blocks of rows. */
+typedef struct MaskedSoftmaxJob {
+    const KCall *c;
+    size_t T, S;
+    Range r;   /* over the rows of the [mats * T, S] scores */
+} MaskedSoftmaxJob;
+
+static void masked_softmax_part(void *arg, int part, int worker)
+{
+    (void)worker;
+    const MaskedSoftmaxJob *j = arg;
+    const KCall *c = j->c;
+    size_t lo, hi;
+    range_of(&j->r, part, &lo, &hi);
+    if (c->n->op == OP_SOFTMAX_CAUSAL)
+        kern_softmax_causal(fin(c, 0), fout(c), lo, hi, j->T, j->S, c->n->a.mask.value);
+    else
+        kern_softmax_grad_causal(fin(c, 0), fin(c, 1), fout(c), lo, hi, j->T, j->S, c->n->a.mask.value);
+}
+
+static int k_masked_softmax(const KCall *c)
+{
+    const Shape *y = &c->n->shape;
+    MaskedSoftmaxJob j = { c, (size_t)y->d[y->rank - 2].v, (size_t)y->d[y->rank - 1].v, { 0 } };
+    if (j.S == 0) return 0;
+    j.r = ranges(c, numel(y), j.S);
+    j.r.n = numel(y) / j.S;
+    j.r.unit = 1;
+    pool_run(c->pool, j.r.parts, masked_softmax_part, &j);
+    return 0;
+}
+
+static int k_softmax_causal(const KCall *c) { return k_masked_softmax(c); }
+static int k_softmax_grad_causal(const KCall *c) { return k_masked_softmax(c); }
+
 static int bad_id(const KCall *c, int rc, size_t vocab)
 {
     const int32_t *ids = (const int32_t *)c->in[0];
@@ -1148,7 +1183,7 @@ static int k_layer_norm_grad_scale(const KCall *c)
 {
     size_t cols = numel(&c->n->shape);
     LnScaleJob j = { c, cols ? numel(ishape(c, 0)) / cols : 0, cols };
-    pool_run(c->pool, LN_PARTS, layer_norm_scale_part, &j);
+    pool_run(numel(ishape(c, 0)) >= SPLIT_MIN ? c->pool : NULL, LN_PARTS, layer_norm_scale_part, &j);
     const double *acc = (const double *)(const void *)c->scratch;
     for (size_t k = 0; k < cols; k++) {
         double s = acc[k];

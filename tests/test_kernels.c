@@ -1296,6 +1296,62 @@ START_TEST(test_vmath_rows)
 }
 END_TEST
 
+/* Layer norm's rows, its gradient's and softmax's gradient's: the same bits in every
+ * variant at every row length (whole groups of 16 lanes and a partial one), and within
+ * float rounding of the formulas in double. */
+START_TEST(test_vmath_norm_rows)
+{
+    const size_t cap = 70, rows = 3;
+    float *x = tu_alloc_uniform(rows * cap, -3.0f, 5.0f, 930), *g = tu_alloc_uniform(cap, 0.5f, 1.5f, 931);
+    float *b = tu_alloc_uniform(cap, -1.0f, 1.0f, 932), *dy = tu_alloc_uniform(rows * cap, -1.0f, 1.0f, 933);
+    float *out[3], *first[3];
+    for (int k = 0; k < 3; k++) {
+        out[k] = tu_alloc(rows * cap);
+        first[k] = tu_alloc(rows * cap);
+    }
+    for (size_t n = 1; n <= cap; n++) {
+        FOR_EACH_ISA {
+            const KernVariant *kv = kern_variant(conv_isa);
+            kv->layer_norm(x, g, b, rows, n, 1e-5f, out[0]);
+            kv->layer_norm_grad(x, g, dy, rows, n, 1e-5f, out[1]);
+            kv->softmax_grad(x, dy, out[2], rows, n);
+            for (int k = 0; k < 3; k++) {
+                if (isa_i_ == 0) memcpy(first[k], out[k], rows * n * sizeof(float));
+                ck_assert_msg(memcmp(out[k], first[k], rows * n * sizeof(float)) == 0, "%s, n %zu: row kind %d not %s's bits",
+                              kern_isa_name(conv_isa), n, k, kern_isa_name(isas[0]));
+            }
+        }
+        for (size_t r = 0; r < rows; r++) {
+            const float *xr = x + r * n, *dyr = dy + r * n;
+            double m = 0, v = 0, sg = 0, sgx = 0, d = 0;
+            for (size_t j = 0; j < n; j++) m += xr[j];
+            m /= (double)n;
+            for (size_t j = 0; j < n; j++) v += (xr[j] - m) * (xr[j] - m);
+            double rs = 1.0 / sqrt(v / (double)n + 1e-5);
+            for (size_t j = 0; j < n; j++) {
+                sg += (double)dyr[j] * g[j];
+                sgx += (double)dyr[j] * g[j] * (xr[j] - m) * rs;
+                d += (double)xr[j] * dyr[j];
+            }
+            for (size_t j = 0; j < n; j++) {
+                double xh = (xr[j] - m) * rs, gj = (double)dyr[j] * g[j];
+                ck_assert_float_near_rel(out[0][r * n + j], xh * g[j] + b[j], 1e-5, 1e-5);
+                ck_assert_float_near_rel(out[1][r * n + j], rs * (gj - sg / (double)n - xh * sgx / (double)n), 1e-5, 1e-4);
+                ck_assert_float_near_rel(out[2][r * n + j], xr[j] * (dyr[j] - d), 1e-5, 1e-5);
+            }
+        }
+    }
+    for (int k = 0; k < 3; k++) {
+        free(out[k]);
+        free(first[k]);
+    }
+    free(x);
+    free(g);
+    free(b);
+    free(dy);
+}
+END_TEST
+
 /* graphc's own GEMM's contract (kernels/gemm_micro.h): each element of C the chain
  * acc = fma(a_k, b_k, acc) over k in order from +0, then alpha acc (beta 0) or
  * fma(beta, c, alpha acc).  The scalar chain, for the bits. */
@@ -3036,6 +3092,28 @@ START_TEST(test_where_causal_mask)
         size_t i = e / S % T, j = e % S;
         ck_assert(m[e] == (j > i + S - T ? -7.0f : x[e]));
     }
+    /* the fused softmax and softmax gradient: the bits of the ops apart, split in two
+     * row ranges and in place */
+    float *p = tu_alloc(2 * T * S), *q = tu_alloc(2 * T * S), *dy = tu_alloc_uniform(2 * T * S, -1.0f, 1.0f, 1803);
+    kern_causal_mask(x, m, 2, T, S, -1e9f);
+    kern_softmax(m, p, 2 * T, S);
+    kern_softmax_causal(x, q, 0, 4, T, S, -1e9f);
+    kern_softmax_causal(x, q, 4, 2 * T, T, S, -1e9f);
+    ck_assert_mem_eq(p, q, 2 * T * S * sizeof *p);
+    memcpy(q, x, 2 * T * S * sizeof *q);
+    kern_softmax_causal(q, q, 0, 2 * T, T, S, -1e9f);
+    ck_assert_mem_eq(p, q, 2 * T * S * sizeof *p);
+    kern_softmax_grad(p, dy, m, 2 * T, S);
+    kern_causal_mask(m, m, 2, T, S, 0.0f);
+    kern_softmax_grad_causal(p, dy, q, 0, 1, T, S, 0.0f);
+    kern_softmax_grad_causal(p, dy, q, 1, 2 * T, T, S, 0.0f);
+    ck_assert_mem_eq(m, q, 2 * T * S * sizeof *m);
+    kern_softmax_grad_causal(p, dy, dy, 0, 2 * T, T, S, 0.0f);   /* in place over dy */
+    ck_assert_mem_eq(m, dy, 2 * T * S * sizeof *m);
+    free(p);
+    free(q);
+    free(dy);
+    kern_causal_mask(x, m, 2, T, S, -7.0f);
     kern_causal_mask(x, x, 2, T, S, -7.0f);   /* in place */
     ck_assert_mem_eq(x, m, 2 * T * S * sizeof *x);
     free(a);
@@ -3457,6 +3535,7 @@ static Suite *make_kernels_suite(void)
     tcase_add_test(tc, test_vmath_accuracy);
     tcase_add_test(tc, test_vmath_functions);
     tcase_add_test(tc, test_vmath_rows);
+    tcase_add_test(tc, test_vmath_norm_rows);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("pool");
