@@ -1549,6 +1549,7 @@ static const ConvCase wide_cases[] = {
     {3, 4, 9, 16, 3, 3, 48, 2, 1, 1, 1, 1, 1},    /* mixed strides, 3 blocks of 16 */
     {2, 13, 1, 10, 3, 1, 9, 1, 1, 1, 0, 1, 0},    /* one pixel wide */
     {1, 12, 60, 40, 3, 3, 16, 1, 1, 1, 1, 1, 1},  /* wide rows: grad filter bands of one row */
+    {1, 14, 14, 32, 5, 5, 64, 1, 1, 2, 2, 2, 2},  /* the second layer at batch 1: its 7 pooled rows' 14 conv rows shared evenly */
     {1, 4, 120, 24, 3, 3, 16, 1, 1, 1, 1, 1, 1},  /* a row too wide for the strip: 2 tiles of columns */
     {2, 7, 7, 24, 3, 3, 80, 1, 1, 1, 1, 1, 1},    /* past 64 filters (64 + 16), grad filter bands of whole images */
     {1, 5, 6, 40, 3, 3, 130, 1, 1, 1, 1, 1, 1},   /* 64 + 64 + 2 filters */
