@@ -10,7 +10,9 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdatomic.h>
 #include <string.h>
+#include <unistd.h>
 
 /* Test hook in conv.c: force the rows per im2col chunk (0 = automatic). */
 
@@ -1603,6 +1605,7 @@ static const ConvCase wide_cases[] = {
     {3, 4, 9, 16, 3, 3, 48, 2, 1, 1, 1, 1, 1},    /* mixed strides, 3 blocks of 16 */
     {2, 13, 1, 10, 3, 1, 9, 1, 1, 1, 0, 1, 0},    /* one pixel wide */
     {1, 12, 60, 40, 3, 3, 16, 1, 1, 1, 1, 1, 1},  /* wide rows: grad filter bands of one row */
+    {1, 14, 14, 32, 5, 5, 64, 1, 1, 2, 2, 2, 2},  /* the second layer at batch 1: its 7 pooled rows' 14 conv rows shared evenly */
     {1, 4, 120, 24, 3, 3, 16, 1, 1, 1, 1, 1, 1},  /* a row too wide for the strip: 2 tiles of columns */
     {2, 7, 7, 24, 3, 3, 80, 1, 1, 1, 1, 1, 1},    /* past 64 filters (64 + 16), grad filter bands of whole images */
     {1, 5, 6, 40, 3, 3, 130, 1, 1, 1, 1, 1, 1},   /* 64 + 64 + 2 filters */
@@ -1823,6 +1826,64 @@ static const ConvCase *any_conv_case(int i)
     if (i < N_DIRECT_CASES + N_WIDE_CASES) return &wide_cases[i - N_DIRECT_CASES];
     return &conv_cases[i - N_DIRECT_CASES - N_WIDE_CASES];
 }
+
+/* ---- the thread pool (util/pool.c) ----------------------------------------------------
+ * Every task of every job runs once, on worker task % T, and pool_run returns only when
+ * all have: whether the workers were spinning for the job, asleep (spinning off, or a
+ * pause longer than their spin), or spinning for ever; and a pool freed while its
+ * workers spin stops. */
+typedef struct PoolCount {
+    Pool *p;
+    int T;
+    _Atomic int ran[16];
+    int worker[16];
+    int nested[4];   /* task 0's own pool_run: which worker ran each of its tasks, + 1 */
+} PoolCount;
+
+static void nested_count(void *arg, int task, int worker)
+{
+    PoolCount *c = arg;
+    c->nested[task] = worker + 1;
+}
+
+static void pool_count(void *arg, int task, int worker)
+{
+    PoolCount *c = arg;
+    if (worker != 0) {   /* the caller's share ends first: its wait must hold */
+        volatile double s = 0;
+        for (int i = 0; i < 20000; i++) s = s + 1.0;
+    }
+    if (task == 0) pool_run(c->p, 4, nested_count, c);
+    c->worker[task] = worker;
+    atomic_fetch_add(&c->ran[task], 1);
+}
+
+START_TEST(test_pool_jobs)
+{
+    const int64_t spins[] = { 0, POOL_SPIN_NS, 1000000000 };
+    for (int si = 0; si < 3; si++)
+        for (int T = 2; T <= 3; T++) {
+            Pool *p = pool_new(T);
+            ck_assert_ptr_nonnull(p);
+            pool_set_spin(p, spins[si]);
+            for (int job = 0; job < 200; job++) {
+                PoolCount c = { .p = p, .T = pool_threads(p) };
+                int ntasks = job % 9 + 1;
+                if (job % 40 == 39) usleep(2000);   /* past the default spin: asleep */
+                pool_run(p, ntasks, pool_count, &c);
+                for (int t = 0; t < ntasks; t++) {
+                    ck_assert_msg(atomic_load(&c.ran[t]) == 1, "spin %lld, %d threads, job %d: task %d ran %d times",
+                                  (long long)spins[si], T, job, t, atomic_load(&c.ran[t]));
+                    ck_assert_int_eq(c.worker[t], t % c.T);
+                }
+                /* inside a job: serial, reported as worker 0; a job of one task ran on
+                 * this thread outside any job, so its own pool_run had the pool */
+                for (int t = 0; t < 4; t++) ck_assert_int_eq(c.nested[t], ntasks > 1 ? 1 : t % c.T + 1);
+            }
+            pool_free(p);
+        }
+}
+END_TEST
 
 /* Inside a parallel stage of the compiled plan (exec/stages.c) a kernel runs as one
  * task of a pool job: its own pool_run then runs every part serially on that thread.
@@ -3546,6 +3607,10 @@ static Suite *make_kernels_suite(void)
     tcase_add_loop_test(tc, test_maxpool_grad_relu, 0, N_POOL_CASES);
     tcase_add_loop_test(tc, test_pool_grad_fd, 0, N_POOL_CASES);
     tcase_add_test(tc, test_global_avgpool);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("threads");
+    tcase_add_test(tc, test_pool_jobs);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("dropout");
