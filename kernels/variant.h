@@ -82,8 +82,9 @@ typedef struct KernVariant {
     int lanes;   /* floats per vector */
     void (*fwd_row)(const FwdRow *r);
     void (*gradw_band)(const GradwBand *b);
+    /* the planar path (NULL: the strip path) and its planes of 3 channels at stride 2 */
     void (*planar_row)(const PlanarRow *r);
-    void (*planes6)(const float *src, int64_t n, float *d, int64_t pw);   /* micro.h */
+    void (*planes6)(const float *src, int64_t n, float *d, int64_t pw);
     /* Adam's loop over whole vectors (the scalar loop's bits); returns the elements it
      * did.  NULL: the scalar loop does them all. */
     size_t (*adam)(float *w, float *m, float *v, const float *g, size_t n, float beta1, float beta2, float c1, float c2,
