@@ -10,18 +10,11 @@
 # In a build without MPI: mpirun of graphc is refused with a message.  Skipped (77)
 # without mpirun.
 set -u
-top_srcdir=${top_srcdir:-.}
-top_builddir=${top_builddir:-.}
+. "${top_srcdir:-.}/tests/harness.sh"
 G="$top_builddir/graphc"
 C="$top_builddir/tests/ckpt_compare"
 DATA="$top_srcdir/data/mnist"
-pass=0 fail=0
-ok() { pass=$((pass + 1)); echo "PASS: $1"; }
-bad() { fail=$((fail + 1)); echo "FAIL: $1"; }
-finish() { echo "$pass passed, $fail failed"; [ $fail -eq 0 ]; exit $?; }
 if ! command -v mpirun >/dev/null 2>&1; then echo "SKIP: mpirun not found (openmpi-bin)"; exit 77; fi
-t=$(mktemp -d)
-trap 'rm -rf "$t"' EXIT
 # CI runs as root; two cores host up to four ranks
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 MPIRUN="mpirun --oversubscribe"
