@@ -10,7 +10,8 @@
  *
  * NAME: a convolution of the table below (a prefix picks several; none: all).  LETTERS:
  * f forward, b forward with bias and relu, i input gradient, g filter gradient, m the
- * convolution and its 2x2 max pool as one (kern_conv2d_maxpool; MNIST's only). */
+ * convolution and the max pool after it as one (kern_conv2d_maxpool; the pooled
+ * layers only), a the same with the pool's index (kern_conv2d_maxpool_argmax). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,17 +22,19 @@
 
 typedef struct Shape {
     const char *name;
-    int64_t n, hw, c, k, f, pad;
-    bool pooled;   /* followed by a 2x2 max pool in its network */
+    int64_t n, h, w, c, k, f, stride, pad;   /* pad: top and left ("same": the rest after) */
+    int64_t pool;   /* the max pool that follows it in its network (size = stride), or 0 */
 } Shape;
 
-/* models/mnist.net at batch 256, models/fashion-resnet.net at 128 (its .net lines) */
+/* models/mnist.net at batch 256, models/fashion-resnet.net at 128 (its .net lines),
+ * models/large.net at 4 */
 static const Shape shapes[] = {
-    { "mnist-conv1", 256, 28, 1, 5, 32, 2, true },  { "mnist-conv2", 256, 14, 32, 5, 64, 2, true },
-    { "fr-10", 128, 28, 1, 3, 32, 1, false },       { "fr-13", 128, 28, 32, 3, 32, 1, false },
-    { "fr-19", 128, 14, 32, 3, 64, 1, false },      { "fr-20", 128, 14, 64, 3, 64, 1, false },
-    { "fr-21", 128, 14, 32, 1, 64, 0, false },      { "fr-25", 128, 7, 64, 3, 128, 1, false },
-    { "fr-26", 128, 7, 128, 3, 128, 1, false },     { "fr-27", 128, 7, 64, 1, 128, 0, false },
+    { "mnist-conv1", 256, 28, 28, 1, 5, 32, 1, 2, 2 },  { "mnist-conv2", 256, 14, 14, 32, 5, 64, 1, 2, 2 },
+    { "fr-10", 128, 28, 28, 1, 3, 32, 1, 1, 0 },        { "fr-13", 128, 28, 28, 32, 3, 32, 1, 1, 0 },
+    { "fr-19", 128, 14, 14, 32, 3, 64, 1, 1, 0 },       { "fr-20", 128, 14, 14, 64, 3, 64, 1, 1, 0 },
+    { "fr-21", 128, 14, 14, 32, 1, 64, 1, 0, 0 },       { "fr-25", 128, 7, 7, 64, 3, 128, 1, 1, 0 },
+    { "fr-26", 128, 7, 7, 128, 3, 128, 1, 1, 0 },       { "fr-27", 128, 7, 7, 64, 1, 128, 1, 0, 0 },
+    { "large-conv1", 4, 1080, 1920, 3, 3, 8, 2, 0, 4 }, { "large-conv2", 4, 135, 240, 8, 3, 16, 1, 1, 4 },
 };
 
 static double now_ns(bool wall)
@@ -67,6 +70,7 @@ static const char *op_name(char op)
     case 'b': return "bias_relu";
     case 'i': return "grad_input";
     case 'g': return "grad_filter";
+    case 'a': return "conv_pool_argmax";
     default: return "conv_maxpool";
     }
 }
@@ -92,22 +96,25 @@ static bool wanted(const Options *o, const char *name)
 /* One convolution, each op of o->ops: median of o->reps calls after one unmeasured. */
 static void bench_shape(const Options *o, Pool *pool, const Shape *s)
 {
-    const int64_t o_hw = s->hw + 2 * s->pad - s->k + 1, n = o->batch ? o->batch : s->n;
-    const KConv p = { n, s->hw, s->hw, s->c, s->k, s->k, s->f, 1, 1, s->pad, s->pad, o_hw, o_hw };
-    const KPool q = { n, o_hw, o_hw, s->f, 2, 2, 2, 2, 0, 0, o_hw / 2, o_hw / 2 };
-    const size_t nx = (size_t)(n * s->hw * s->hw * s->c), nw = (size_t)(s->k * s->k * s->c * s->f);
-    const size_t ny = (size_t)(n * o_hw * o_hw * s->f);
+    /* "same" output sizes; 1x1 shortcuts unpadded */
+    const int64_t oh = (s->h + s->stride - 1) / s->stride, ow = (s->w + s->stride - 1) / s->stride;
+    const int64_t n = o->batch ? o->batch : s->n, z = s->pool ? s->pool : 1;
+    const KConv p = { n, s->h, s->w, s->c, s->k, s->k, s->f, s->stride, s->stride, s->pad, s->pad, oh, ow };
+    const KPool q = { n, oh, ow, s->f, z, z, z, z, 0, 0, oh / z, ow / z };
+    const size_t nx = (size_t)(n * s->h * s->w * s->c), nw = (size_t)(s->k * s->k * s->c * s->f);
+    const size_t ny = (size_t)(n * oh * ow * s->f);
     unsigned seed = 1;
     float *x = random_floats(nx, &seed), *w = random_floats(nw, &seed), *dy = random_floats(ny, &seed);
     float *b = random_floats((size_t)s->f, &seed), *y = random_floats(ny, &seed), *dx = random_floats(nx, &seed);
     float *dw = random_floats(nw, &seed);
+    int32_t *idx = malloc(ny * sizeof *idx);
     size_t sb = kern_conv2d_scratch(&p, pool_threads(pool)), sp = kern_conv2d_maxpool_scratch(&p, &q, pool_threads(pool));
     float *scratch = random_floats((sb > sp ? sb : sp) / sizeof(float) + 1, &seed);
     const double flop = 2.0 * (double)ny * (double)(s->k * s->k * s->c);
     const EwAct relu = { EW_RELU, 0.0f };
     double *t = malloc((size_t)(o->reps + 1) * sizeof *t);
     for (const char *op = o->ops; t && *op; op++) {
-        if (*op == 'm' && !s->pooled) continue;
+        if ((*op == 'm' || *op == 'a') && !s->pool) continue;
         for (int r = 0; r <= o->reps; r++) {
             double t0 = now_ns(o->wall);
             switch (*op) {
@@ -115,6 +122,7 @@ static void bench_shape(const Options *o, Pool *pool, const Shape *s)
             case 'b': kern_conv2d_bias_act(pool, o->isa, &p, x, w, b, relu, y, scratch); break;
             case 'i': kern_conv2d_grad_input(pool, o->isa, &p, dy, w, dx, scratch); break;
             case 'g': kern_conv2d_grad_filter(pool, o->isa, &p, x, dy, dw, scratch); break;
+            case 'a': kern_conv2d_maxpool_argmax(pool, o->isa, &p, &q, x, w, b, relu, y, idx, scratch); break;
             default: kern_conv2d_maxpool(pool, o->isa, &p, &q, x, w, b, relu, y, scratch); break;
             }
             t[r] = now_ns(o->wall) - t0;
@@ -126,7 +134,7 @@ static void bench_shape(const Options *o, Pool *pool, const Shape *s)
         fflush(stdout);
     }
     free(t);
-    free(x), free(w), free(dy), free(b), free(y), free(dx), free(dw), free(scratch);
+    free(x), free(w), free(dy), free(b), free(y), free(dx), free(dw), free(scratch), free(idx);
 }
 
 int main(int argc, char **argv)

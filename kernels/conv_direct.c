@@ -37,7 +37,11 @@ enum {
      * Zen 3, 1 MiB on a Zen 5); larger filters (deep layers) stay on sgemm, which
      * blocks K and F. */
     DIRECT_MAX_PACK = 256 << 10,
-    PACK_MIN_PIXELS = 1024  /* output pixels past which packing more than 64 filters pays */
+    PACK_MIN_PIXELS = 1024, /* output pixels past which packing more than 64 filters pays */
+    PLANAR_MAX_F = 8,       /* the planar path's filters: one tile holds them all */
+    PLANAR_MAX_K = 256,     /* its taps: the filter copied on the stack, [K][8] */
+    PLANAR_ROWS = 4,        /* output rows per band (a 4x4 pool's) */
+    PLANAR_FLOATS = 32768   /* the planes under a band (128 KiB) */
 };
 
 /* 0: automatic; < 0: never (test hook, kern.h) */
@@ -218,9 +222,136 @@ static int64_t fwd_band_rows(const KConv *p)
     return rows > p->kh ? (rows - p->kh) / p->sh + 1 : 1;
 }
 
+/* The band of output rows from row r (of image row oy) on: at most gmax, inside the
+ * image and before `end`. */
+static int64_t band_of(const KConv *p, int64_t gmax, int64_t r, int64_t oy, int64_t end)
+{
+    int64_t G = gmax < p->oh - oy ? gmax : p->oh - oy;
+    return G < end - r ? G : end - r;
+}
+
+/* The kernel rows [*ky0, *ky1) of output row oy that fall inside the image (the others
+ * add nothing). */
+static void kernel_rows(const KConv *p, int64_t oy, int *ky0, int *ky1)
+{
+    const int64_t iy0 = oy * p->sh - p->pt;
+    *ky0 = iy0 < 0 ? (int)(-iy0 < p->kh ? -iy0 : p->kh) : 0;
+    *ky1 = p->h - iy0 < p->kh ? (int)(p->h - iy0) : (int)p->kh;
+    if (*ky1 < *ky0)
+        *ky1 = *ky0;
+}
+
+/* ---- the planar path: few channels and at most 8 filters ------------------------------
+ * A vector of filters is wasted on large.net's first layer (8 filters, 3 channels,
+ * stride 2): half of a 16-lane vector, and one broadcast per FMA.  Vectorised over
+ * pixels instead, each tap is one load of VL pixels from a plane of one channel and
+ * one column phase, and 8 FMAs with the filters broadcast: full vectors, no strip
+ * copy (the planes are made as the input is read).  Each output is the same chain of
+ * FMAs (taps in the same order), so the bits are the strip path's. */
+
+/* Output columns per tile, a multiple of 16 (the planes' width past it: pw), when a
+ * band of PLANAR_ROWS rows' planes fit PLANAR_FLOATS; 0 where the planar path does not
+ * apply. */
+static int64_t planar_pw(const KConv *p, int64_t cols) { return (cols + (p->kw - 1) / p->sw + 15) / 16 * 16 + 16; }
+
+static int64_t planar_cols(const KConv *p)
+{
+    if (p->c > DIRECT_MAX_C || p->f > PLANAR_MAX_F || p->kh * p->kw * p->c > PLANAR_MAX_K || p->sw > 16)
+        return 0;
+    const int64_t rows = (PLANAR_ROWS - 1) * p->sh + p->kh, per = rows * p->c * p->sw;
+    int64_t cols = (PLANAR_FLOATS / per - 32 - (p->kw - 1) / p->sw) / 16 * 16;
+    if (cols < 16)
+        return 0;
+    return cols < p->ow ? cols : p->ow;
+}
+
+/* The planes of `rows` input rows from the first under output row oy of image n, for
+ * output columns [c0, c0 + cw) (PlanarRow's layout), zero outside the image. */
+static void fill_planes(const KernVariant *kv, const KConv *p, const float *x, int64_t n, int64_t oy, int64_t rows,
+                        int64_t c0, int64_t pw, float *pl)
+{
+    const int64_t C = p->c, S = p->sw, W = p->w;
+    const float *xn = x + n * p->h * W * C;
+    /* plane column j reads input columns (c0 + j) * S - pl + ph: j in [ja, jb) read
+     * all S phases inside the image */
+    const int64_t x0 = c0 * S - p->pl;
+    int64_t ja = x0 >= 0 ? 0 : (-x0 + S - 1) / S, jb = (W - S - x0) / S + 1;
+    if (W - S - x0 < 0)
+        jb = 0;
+    jb = jb < pw ? jb : pw;
+    ja = ja < jb ? ja : jb;
+    for (int64_t r = 0; r < rows; r++) {
+        const int64_t iy = oy * p->sh - p->pt + r;
+        float *d = pl + r * C * S * pw;
+        if (iy < 0 || iy >= p->h) {
+            memset(d, 0, (size_t)(C * S * pw) * sizeof *d);
+            continue;
+        }
+        const float *xr = xn + iy * W * C;
+        for (int64_t j = 0; j < pw; j++) {
+            if (j == ja && jb > ja) {   /* the inside: S * C floats in a run for each j */
+                const float *src = xr + (x0 + ja * S) * C;
+                if (S == 2 && C == 3)   /* large.net's first layer */
+                    kv->planes6(src, jb - ja, d + ja, pw);
+                else
+                    for (int64_t k = ja; k < jb; k++, src += S * C)
+                        for (int64_t ph = 0; ph < S; ph++)
+                            for (int64_t c = 0; c < C; c++)
+                                d[(c * S + ph) * pw + k] = src[ph * C + c];
+                j = jb - 1;
+                continue;
+            }
+            for (int64_t ph = 0; ph < S; ph++) {
+                const int64_t ix = x0 + j * S + ph;
+                for (int64_t c = 0; c < C; c++)
+                    d[(c * S + ph) * pw + j] = ix >= 0 && ix < W ? xr[ix * C + c] : 0.0f;
+            }
+        }
+    }
+}
+
+static void planar_forward(const KernVariant *kv, const KConv *p, const float *x, const float *wp, const float *bias,
+                           bool relu, float *y, int64_t r0, int64_t rc)
+{
+    float planes[PLANAR_FLOATS], w8[PLANAR_MAX_K * 8], b8[8] = { 0 };
+    const int64_t K = p->kh * p->kw * p->c, F = p->f, cols = planar_cols(p), tiles = (p->ow + cols - 1) / cols;
+    int64_t wtap, wblock;
+    filter_layout(p, &wtap, &wblock);
+    for (int64_t t = 0; t < K; t++)
+        for (int64_t f = 0; f < 8; f++)
+            w8[t * 8 + f] = f < F ? wp[f / PACK_BLOCK * wblock + t * wtap + f % PACK_BLOCK] : 0.0f;
+    if (bias)
+        memcpy(b8, bias, (size_t)F * sizeof *b8);
+    PlanarRow pr = { .kw = (int)p->kw, .c = (int)p->c, .sw = (int)p->sw, .w = w8, .bias = bias ? b8 : NULL,
+                     .relu = relu, .F = F };
+    for (int64_t r = r0; r < r0 + rc;) {
+        const int64_t n = r / p->oh, oy = r % p->oh, G = band_of(p, PLANAR_ROWS, r, oy, r0 + rc);
+        for (int64_t i = 0; i < tiles; i++) {
+            int64_t c0, cw;
+            tile_of(p->ow, tiles, i, &c0, &cw);
+            pr.pw = planar_pw(p, cw);
+            pr.npix = cw;
+            fill_planes(kv, p, x, n, oy, (G - 1) * p->sh + p->kh, c0, pr.pw, planes);
+            for (int64_t g = 0; g < G; g++) {
+                kernel_rows(p, oy + g, &pr.ky0, &pr.ky1);
+                pr.xs = planes + g * p->sh * p->c * p->sw * pr.pw;
+                pr.y = y + ((r + g - r0) * p->ow + c0) * F;
+                kv->planar_row(&pr);
+            }
+        }
+        r += G;
+    }
+}
+
 void conv_direct_forward(const KernVariant *kv, const KConv *p, const float *x, const float *wp, const float *bias,
                          EwAct act, float *y, int64_t r0, int64_t rc)
 {
+    if (kv->planar_row && planar_cols(p) > 0) {
+        planar_forward(kv, p, x, wp, bias, bias && act.fn == EW_RELU, y, r0, rc);
+        if (bias && act.fn >= 0 && act.fn != EW_RELU)
+            kern_unary((EwUnary)act.fn, act.p, y, y, (size_t)(rc * p->ow * p->f));
+        return;
+    }
     float strip[FWD_BAND_FLOATS];
     const int64_t F = p->f, cols = fit_cols(p, p->kh, STRIP_FLOATS), tiles = (p->ow + cols - 1) / cols;
     const int64_t gmax = tiles > 1 ? 1 : fwd_band_rows(p);
@@ -228,10 +359,7 @@ void conv_direct_forward(const KernVariant *kv, const KConv *p, const float *x, 
                   .relu = bias && act.fn == EW_RELU };
     filter_layout(p, &fr.wtap, &fr.wblock);
     for (int64_t r = r0; r < r0 + rc;) {
-        const int64_t n = r / p->oh, oy = r % p->oh;
-        int64_t G = gmax < p->oh - oy ? gmax : p->oh - oy;
-        if (G > r0 + rc - r)
-            G = r0 + rc - r;
+        const int64_t n = r / p->oh, oy = r % p->oh, G = band_of(p, gmax, r, oy, r0 + rc);
         for (int64_t i = 0; i < tiles; i++) {
             int64_t c0, cw;
             tile_of(p->ow, tiles, i, &c0, &cw);
@@ -240,12 +368,7 @@ void conv_direct_forward(const KernVariant *kv, const KConv *p, const float *x, 
             fr.rowlen = strip_w(&q) * p->c;
             fr.npix = cw;
             for (int64_t g = 0; g < G; g++) {
-                const int64_t iy0 = (oy + g) * p->sh - p->pt;
-                /* the kernel rows on the image: the others add nothing */
-                fr.ky0 = iy0 < 0 ? (int)(-iy0 < p->kh ? -iy0 : p->kh) : 0;
-                fr.ky1 = p->h - iy0 < p->kh ? (int)(p->h - iy0) : (int)p->kh;
-                if (fr.ky1 < fr.ky0)
-                    fr.ky1 = fr.ky0;
+                kernel_rows(p, oy + g, &fr.ky0, &fr.ky1);
                 fr.xs = strip + g * p->sh * fr.rowlen;
                 fr.y = y + ((r + g - r0) * p->ow + c0) * F;
                 kv->fwd_row(&fr);
@@ -290,10 +413,7 @@ void conv_direct_grad_filter(const KernVariant *kv, const KConv *p, const float 
     const int64_t gmax = tiles > 1 ? 1 : band_rows(p);
     GradwBand gb = { .pstep = p->sw * p->c, .dyrow = p->ow * F, .F = F, .kwc = (int)kwc };
     for (int64_t r = r0; r < r0 + rc;) {
-        const int64_t n = r / p->oh, oy = r % p->oh;
-        int64_t G = gmax < p->oh - oy ? gmax : p->oh - oy;
-        if (G > r0 + rc - r)
-            G = r0 + rc - r;
+        const int64_t n = r / p->oh, oy = r % p->oh, G = band_of(p, gmax, r, oy, r0 + rc);
         for (int64_t i = 0; i < tiles; i++) {
             int64_t c0, cw;
             tile_of(p->ow, tiles, i, &c0, &cw);
@@ -322,3 +442,4 @@ void conv_direct_grad_filter(const KernVariant *kv, const KConv *p, const float 
         r += G;
     }
 }
+

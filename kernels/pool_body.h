@@ -98,8 +98,8 @@ ISA_FN static void NAME(scatter_pixel)(const int32_t *io, const float *yo, const
 /* A run of output pixels whose windows lie inside the image (pool.c's PoolRun): the
  * argmax (io) and the maximum (yo; either may be NULL) of each, by the same rule, the
  * window's cells at the same offsets from every pixel's first.  n is the window's
- * cells, a constant where the function is inlined for the 2x2 window, which the
- * compiler then unrolls. */
+ * cells, a constant where the function is inlined for the 2x2 and 4x4 windows, which
+ * the compiler then unrolls. */
 ISA_INLINE void NAME(run_n)(const PoolRun *r, int n, int32_t *io, float *yo)
 {
     const int64_t C = r->C;
@@ -134,6 +134,8 @@ ISA_FN static void NAME(run)(const PoolRun *r, int32_t *io, float *yo)
 {
     if (r->ncell == 4)
         NAME(run_n)(r, 4, io, yo);
+    else if (r->ncell == 16)
+        NAME(run_n)(r, 16, io, yo);
     else
         NAME(run_n)(r, r->ncell, io, yo);
 }

@@ -1586,6 +1586,8 @@ static const ConvCase direct_cases[] = {
     {2, 5, 5, 1, 5, 5, 16, 1, 1, 4, 4, 4, 4},     /* rows and columns of padding only */
     {1, 6, 1921, 3, 3, 3, 8, 2, 2, 0, 0, 1, 1},   /* large.net's first layer, 6 rows: a row of 960 pixels in 3 tiles of columns */
     {1, 4, 3300, 1, 5, 5, 16, 1, 1, 2, 2, 2, 2},  /* 3300 wide, "same": 3 tiles of 1100 columns, padding at both ends */
+    {2, 7, 1301, 3, 3, 3, 7, 2, 2, 1, 1, 1, 1},   /* planar, 3 channels at stride 2 with left padding, 7 filters, 2 tiles */
+    {1, 9, 40, 2, 3, 2, 8, 1, 2, 1, 0, 1, 1},     /* planar, 2 channels, 8 filters, the planes' edges one by one */
 };
 #define N_DIRECT_CASES ((int)(sizeof direct_cases / sizeof direct_cases[0]))
 
