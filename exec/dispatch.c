@@ -269,6 +269,7 @@ static int k_conv2d_grad_filter(const KCall *c)
 static size_t update_scratch(const Graph *g, const Node *n, int threads);
 static size_t layer_norm_scale_scratch(const Node *n);
 static size_t clip_tasks(const Graph *g, const Node *n);
+static size_t attention_scratch(const Graph *g, const Node *n, int threads);
 
 /* A convolution's scratch, sized by the path its kernel takes at these sizes (a direct
  * kernel needs no im2col chunks); the fused updates' (Adam's panels, a dense backward's
@@ -279,6 +280,7 @@ size_t dispatch_scratch_bytes(const Graph *g, const Node *n, int threads)
     if (n->op == OP_CLIP_SCALE) return clip_tasks(g, n) * sizeof(double);
     if (n->op == OP_CONV2D_MAXPOOL || n->op == OP_CONV2D_MAXPOOL_ARGMAX) return convpool_scratch(g, n, threads);
     if (n->op == OP_LAYER_NORM_GRAD_SCALE) return layer_norm_scale_scratch(n);
+    if (n->op == OP_ATTENTION || n->op == OP_ATTENTION_GRAD) return attention_scratch(g, n, threads);
     if (dispatch_bn_scratch(g, n)) return dispatch_bn_scratch(g, n);
     KConvOp op;
     switch (n->op) {
@@ -1091,6 +1093,58 @@ static int k_masked_softmax(const KCall *c)
     if (j.S == 0) return 0;
     j.r = row_ranges(c, numel(y) / j.S, j.S);
     pool_run(c->pool, j.r.parts, masked_softmax_part, &j);
+    return 0;
+}
+
+/* Fused attention: the (example, head) blocks in one run per thread, each thread's
+ * scratch its own (a block's products are compute-bound: split from 2 blocks on). */
+typedef struct AttnJob {
+    const KCall *c;
+    KAttn p;
+    size_t blocks, per;   /* per: scratch floats per part */
+    int parts;
+} AttnJob;
+
+static size_t attention_parts(size_t blocks, int threads) { return blocks < (size_t)threads ? blocks : (size_t)threads; }
+
+static size_t attention_scratch(const Graph *g, const Node *n, int threads)
+{
+    const Shape *q = &g->nodes[n->in[0]].shape;
+    size_t blocks = (size_t)q->d[0].v * (size_t)q->d[2].v, parts = attention_parts(blocks, threads);
+    return (parts ? parts : 1) * kern_attention_scratch((size_t)q->d[1].v, (size_t)q->d[3].v, n->op == OP_ATTENTION_GRAD) *
+           sizeof(float);
+}
+
+static void attention_part(void *arg, int part, int worker)
+{
+    (void)worker;
+    const AttnJob *j = arg;
+    const KCall *c = j->c;
+    size_t lo = j->blocks * (size_t)part / (size_t)j->parts, hi = j->blocks * (size_t)(part + 1) / (size_t)j->parts;
+    float *scratch = c->scratch + (size_t)part * j->per;
+    if (c->n->op == OP_ATTENTION) {
+        kern_attention(&j->p, fin(c, 0), fin(c, 1), fin(c, 2), fout(c), lo, hi, scratch);
+        return;
+    }
+    size_t n = j->p.B * j->p.T * j->p.H * j->p.d;
+    kern_attention_grad(&j->p, fin(c, 0), fin(c, 1), fin(c, 2), fin(c, 3), fout(c), fout(c) + n, fout(c) + 2 * n, lo, hi,
+                        scratch);
+}
+
+static int k_attention(const KCall *c)
+{
+    const Shape *q = ishape(c, 0);
+    const Node *n = c->n;
+    AttnJob j = { c, { (size_t)q->d[0].v, (size_t)q->d[1].v, (size_t)q->d[2].v, (size_t)q->d[3].v, n->a.attn.scale,
+                       n->a.attn.causal, n->a.attn.value, c->env->isa }, 0, 0, 0 };
+    j.blocks = j.p.B * j.p.H;
+    if (j.blocks == 0 || j.p.T == 0 || j.p.d == 0) return 0;
+    j.parts = (int)attention_parts(j.blocks, pool_threads(c->pool));
+    j.per = kern_attention_scratch(j.p.T, j.p.d, n->op == OP_ATTENTION_GRAD);
+    if (j.parts > 1)
+        pool_run(c->pool, j.parts, attention_part, &j);
+    else
+        attention_part(&j, 0, 0);
     return 0;
 }
 

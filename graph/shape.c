@@ -825,6 +825,29 @@ static bool r_slice_grad(Ctx *c, Node *n)
     return true;
 }
 
+/* Fused attention: q, k, v (and attention_grad's dy) the same [B, T, H, d]; the output
+ * that shape, or [3, B, T, H, d] (the gradients of q, k, v, one after the other). */
+static bool r_attention(Ctx *c, Node *n)
+{
+    const Shape *q = in_shape(c, n, 0);
+    char b1[128], b2[128];
+    if (!need_rank(c, n, 0, 4, "q [batch, positions, heads, dim]")) return false;
+    for (int i = 0; i < n->nin; i++) {
+        if (!need_f32(c, n, i, "every input")) return false;
+        if (!shape_eq(in_shape(c, n, i), q))
+            return fail(c, n, "%s: input %d is %s, not q's %s", op_name(n->op), i + 1, sname(c, in_shape(c, n, i), b1, sizeof b1),
+                        sname(c, q, b2, sizeof b2));
+    }
+    n->dtype = DT_F32;
+    n->shape = *q;
+    if (n->op == OP_ATTENTION_GRAD) {
+        n->shape.rank = 5;
+        for (int i = 4; i > 0; i--) n->shape.d[i] = q->d[i - 1];
+        n->shape.d[0] = (Dim){ 3, -1 };
+    }
+    return true;
+}
+
 /* One rule per op, named by its row of the op table. */
 static const ShapeRule rules[OP_COUNT] = {
 #define OP(e, name, arity, traits, shape, grad, kernel) [OP_##e] = r_##shape,
