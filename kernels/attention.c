@@ -98,6 +98,33 @@ typedef void (*TileFn)(const Prod *, size_t, size_t, __mmask16, size_t, size_t);
 static const TileFn tiles6[4][6] = { ATTN_ROW(1), ATTN_ROW(2), ATTN_ROW(3), ATTN_ROW(4) };
 static const TileFn tiles8[2][2] = { { tile_7_1, tile_8_1 }, { tile_7_2, tile_8_2 } };
 
+/* The strided steps of a block, vectorized: rows [0, T) of x (ld apart, d floats) times
+ * s into y (d apart, or ldy); and x [T, d] (ld apart) transposed into xt [d, T], by
+ * gathers of 16 rows. */
+__attribute__((target("avx512f"))) static void scale_rows_avx512(const float *x, size_t ld, size_t T, size_t d, float s,
+                                                                  float *y, size_t ldy)
+{
+    const __m512 sv = _mm512_set1_ps(s);
+    for (size_t t = 0; t < T; t++)
+        for (size_t c = 0; c < d; c += 16) {
+            __mmask16 m = (__mmask16)(d - c >= 16 ? 0xffffu : (1u << (d - c)) - 1);
+            _mm512_mask_storeu_ps(y + t * ldy + c, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + t * ld + c), sv));
+        }
+}
+
+__attribute__((target("avx512f"))) static void transpose_avx512(const float *x, size_t ld, size_t T, size_t d, float *xt)
+{
+    const __m512i lane = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+    const __m512i step = _mm512_mullo_epi32(lane, _mm512_set1_epi32((int)ld));
+    for (size_t t = 0; t < T; t += 16) {
+        __mmask16 m = (__mmask16)(T - t >= 16 ? 0xffffu : (1u << (T - t)) - 1);
+        for (size_t c = 0; c < d; c++) {
+            __m512 v = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, step, x + t * ld + c, 4);
+            _mm512_mask_storeu_ps(xt + c * T + t, m, v);
+        }
+    }
+}
+
 /* The product through the tiles: up to 64 columns (4 vectors) at a time, 8 rows at a
  * time for one or two vectors (enough chains in flight), else 6. */
 static void prod_avx512(const Prod *g)
@@ -143,13 +170,6 @@ static void prod_any(KIsa isa, bool fast, const Prod *g)
     (void)fast;
     bool ta = g->acs != 1;
     kern_gemm_block(isa, ta, false, g->M, g->N, g->K, 1.0f, g->A, ta ? g->acs : g->ars, g->B, g->ldb, 0.0f, g->C, g->ldc);
-}
-
-/* x [rows, cols] (ld apart) into xt [cols, rows]. */
-static void transpose_block(const float *x, size_t ld, size_t rows, size_t cols, float *xt)
-{
-    for (size_t r = 0; r < rows; r++)
-        for (size_t c = 0; c < cols; c++) xt[c * rows + r] = x[r * ld + c];
 }
 
 /* ---- the rows ------------------------------------------------------------------------ */
@@ -207,6 +227,34 @@ typedef struct Block {
     float *qs, *kt, *vt, *P, *dS;   /* scratch: [T, d], [d, T], [d, T], [T, T], [T, T] */
 } Block;
 
+/* A block's rows x (ld apart) times the scale into y (ldy apart), as `mul` rounds. */
+static void scale_block(const Block *b, const float *x, float *y, size_t ldy)
+{
+    size_t T = b->p->T, d = b->p->d;
+#ifdef ATTN_AVX512
+    if (b->fast) {
+        scale_rows_avx512(x, b->ld, T, d, b->p->scale, y, ldy);
+        return;
+    }
+#endif
+    for (size_t t = 0; t < T; t++)
+        for (size_t c = 0; c < d; c++) y[t * ldy + c] = x[t * b->ld + c] * b->p->scale;
+}
+
+/* A block's rows x (ld apart) transposed into xt [d, T]. */
+static void transpose_block(const Block *b, const float *x, float *xt)
+{
+    size_t T = b->p->T, d = b->p->d;
+#ifdef ATTN_AVX512
+    if (b->fast) {
+        transpose_avx512(x, b->ld, T, d, xt);
+        return;
+    }
+#endif
+    for (size_t t = 0; t < T; t++)
+        for (size_t c = 0; c < d; c++) xt[c * T + t] = x[t * b->ld + c];
+}
+
 static Block block_of(const KAttn *p, float *scratch)
 {
     size_t T = p->T, d = p->d;
@@ -223,13 +271,13 @@ static void probs(Block *b, const float *q, const float *k)
 {
     const KAttn *p = b->p;
     size_t T = p->T, d = p->d, ld = b->ld;
-    for (size_t t = 0; t < T; t++)
-        for (size_t c = 0; c < d; c++) b->qs[t * d + c] = q[b->at + t * ld + c] * p->scale;
     if (b->fast) {
-        transpose_block(k + b->at, ld, T, d, b->kt);
+        scale_block(b, q + b->at, b->qs, d);
+        transpose_block(b, k + b->at, b->kt);
         Prod s = { T, T, d, b->qs, d, 1, b->kt, T, b->P, T, K_ALL, p->causal };
         prod_any(p->isa, true, &s);
     } else {
+        scale_block(b, q + b->at, b->qs, d);
         kern_gemm_block(p->isa, false, true, T, T, d, 1.0f, b->qs, d, k + b->at, ld, 0.0f, b->P, T);
     }
     softmax_rows(p, b->P);
@@ -261,7 +309,7 @@ void kern_attention_grad(const KAttn *p, const float *q, const float *k, const f
         b.at = block_at(p, blk);
         probs(&b, q, k);
         if (b.fast) {
-            transpose_block(v + b.at, ld, T, d, b.vt);
+            transpose_block(&b, v + b.at, b.vt);
             Prod dp = { T, T, d, dy + b.at, ld, 1, b.vt, T, b.dS, T, K_ALL, p->causal };
             prod_any(p->isa, true, &dp);
         } else {
@@ -273,8 +321,7 @@ void kern_attention_grad(const KAttn *p, const float *q, const float *k, const f
         Prod pdk = { T, d, T, b.dS, 1, T, b.qs, d, dk + b.at, ld, from, false };
         prod_any(p->isa, b.fast, &pdv);
         prod_any(p->isa, b.fast, &pdq);
-        for (size_t t = 0; t < T; t++)   /* the scale's `mul`, after the product as apart */
-            for (size_t c = 0; c < d; c++) dq[b.at + t * ld + c] *= p->scale;
+        scale_block(&b, dq + b.at, dq + b.at, ld);   /* the scale's `mul`, after the product as apart */
         prod_any(p->isa, b.fast, &pdk);
     }
 }
