@@ -11,10 +11,13 @@
  *   ds = softmax_grad_causal(p, dp) (or causal_mask(softmax_grad(p, dp), 0), or
  *   softmax_grad);  dqt = mul(batch_matmul(ds, kt), scale);  dkt = batch_matmul(ds, qs, ta)
  *   gq, gk, gv = transpose(dqt), transpose(dkt), transpose(dvt)
- * which becomes g = attention_grad(xq, xk, xv, dy) [3, B, T, H, d] in dot's place, and
- * gq, gk, gv reshapes of slices of it (a copy each: a value has one buffer).  Both or
- * neither: the pattern's inner nodes must be read by nothing outside it (nor be
- * outputs).  Each step is the kernel of the op it replaces, so the bits do not change. */
+ * and then the forward keeps its probabilities for it: p = attention_probs(xq, xk)
+ * [B, H, T, T] in p's place, ot = attention_out(p, xv), and the chain becomes g =
+ * attention_grad(xq, xk, xv, p, dy) [3, B, T, H, d] in dot's place, gq, gk, gv reshapes
+ * of slices of it (a copy each: a value has one buffer).  (Making P again in the
+ * backward instead cost more than keeping it: kernels/attention.c.)  Both or neither:
+ * the pattern's inner nodes must be read by nothing outside it (nor be outputs).  Each
+ * step is the kernel of the op it replaces, so the bits do not change. */
 #include <string.h>
 #include "graph/passes.h"
 
@@ -203,15 +206,16 @@ static bool rewrite(Graph *c, const Attn *m, bool *keep, DiagSink *d)
     a.attn.scale = m->scale;
     a.attn.causal = m->causal;
     a.attn.value = m->value;
-    int32_t x[4] = { m->xq, m->xk, m->xv, m->dy };
+    int32_t x[5] = { m->xq, m->xk, m->xv, m->p, m->dy }, pv[2] = { m->p, m->xv };
     for (int k = 0; k < ATTN_NODES; k++)
         if (is_inner(m, k)) keep[attn_nodes(m)[k]] = false;
-    if (!remake(c, m->ot, OP_ATTENTION, x, 3, &a, NULL, d)) return false;
-    if (m->dot < 0) return true;
-    /* g in dot's place (after dy and the forward); each slice in the place of the node
-     * its exit read, which comes after dot */
-    keep[m->dot] = true;
-    if (!remake(c, m->dot, OP_ATTENTION_GRAD, x, 4, &a, NULL, d)) return false;
+    if (m->dot < 0) return remake(c, m->ot, OP_ATTENTION, x, 3, &a, NULL, d);
+    /* training: P in p's place, kept for g in dot's place (after dy and the forward);
+     * each slice in the place of the node its exit read, which comes after dot */
+    keep[m->p] = keep[m->dot] = true;
+    if (!remake(c, m->p, OP_ATTENTION_PROBS, x, 2, &a, NULL, d) || !remake(c, m->ot, OP_ATTENTION_OUT, pv, 2, &a, NULL, d) ||
+        !remake(c, m->dot, OP_ATTENTION_GRAD, x, 5, &a, NULL, d))
+        return false;
     int32_t slot[3] = { m->dqt, m->dkt, m->dvt }, exit[3] = { m->gq, m->gk, m->gv };
     for (int k = 0; k < 3; k++) {
         NodeAttr sa;

@@ -2,8 +2,9 @@
  * scores q k^T of the scaled queries, the causal mask and softmax, and the weighted sum
  * of the values, with the [T, T] probabilities in the calling thread's scratch (16 KiB
  * for charlm's 64 positions: in L1) instead of a [B, H, T, T] tensor written and read
- * back; and the backward from the output's gradient, which makes the probabilities
- * again rather than keep them (docs/kernels.md, "Attention").
+ * back; and in a training step the probabilities apart (kept for the backward), the
+ * weighted sum and the backward from the output's gradient (docs/kernels.md,
+ * "Attention").
  *
  * q, k, v and the output are [B, T, H, d] as the projections make them: block (b, h)
  * is T rows of d floats, H * d apart, read and written in place, so the heads need no
@@ -20,9 +21,10 @@
 #include "kernels/kern.h"
 #include "kernels/variant.h"
 
-size_t kern_attention_scratch(size_t T, size_t d, bool grad)
+/* qs, kt or vt [T, d] each, then P (fused, probs) or dS (grad) [T, T] */
+size_t kern_attention_scratch(KAttnStep step, size_t T, size_t d)
 {
-    return 3 * T * d + (grad ? 2 : 1) * T * T;
+    return step == KATTN_OUT ? 0 : 2 * T * d + T * T;
 }
 
 /* Block blk's first float in q, k, v or the output. */
@@ -224,7 +226,7 @@ typedef struct Block {
     const KAttn *p;
     bool fast;
     size_t at, ld;
-    float *qs, *kt, *vt, *P, *dS;   /* scratch: [T, d], [d, T], [d, T], [T, T], [T, T] */
+    float *qs, *t, *S;   /* scratch: qs [T, d], k or v transposed [d, T], P or dS [T, T] */
 } Block;
 
 /* A block's rows x (ld apart) times the scale into y (ldy apart), as `mul` rounds. */
@@ -258,8 +260,7 @@ static void transpose_block(const Block *b, const float *x, float *xt)
 static Block block_of(const KAttn *p, float *scratch)
 {
     size_t T = p->T, d = p->d;
-    Block b = { p, false, 0, p->H * d, scratch, scratch + T * d, scratch + 2 * T * d, scratch + 3 * T * d,
-                scratch + 3 * T * d + T * T };
+    Block b = { p, false, 0, p->H * d, scratch, scratch + T * d, scratch + 2 * T * d };
 #ifdef ATTN_AVX512
     b.fast = kern_variant(p->isa)->isa == KISA_AVX512;
 #endif
@@ -267,58 +268,85 @@ static Block block_of(const KAttn *p, float *scratch)
 }
 
 /* qs = q * scale (as `mul` rounds it), then P = softmax(mask(qs k^T)). */
-static void probs(Block *b, const float *q, const float *k)
+static void probs(Block *b, const float *q, const float *k, float *P)
 {
     const KAttn *p = b->p;
-    size_t T = p->T, d = p->d, ld = b->ld;
+    size_t T = p->T, d = p->d;
+    scale_block(b, q + b->at, b->qs, d);
     if (b->fast) {
-        scale_block(b, q + b->at, b->qs, d);
-        transpose_block(b, k + b->at, b->kt);
-        Prod s = { T, T, d, b->qs, d, 1, b->kt, T, b->P, T, K_ALL, p->causal };
+        transpose_block(b, k + b->at, b->t);
+        Prod s = { T, T, d, b->qs, d, 1, b->t, T, P, T, K_ALL, p->causal };
         prod_any(p->isa, true, &s);
     } else {
-        scale_block(b, q + b->at, b->qs, d);
-        kern_gemm_block(p->isa, false, true, T, T, d, 1.0f, b->qs, d, k + b->at, ld, 0.0f, b->P, T);
+        kern_gemm_block(p->isa, false, true, T, T, d, 1.0f, b->qs, d, k + b->at, b->ld, 0.0f, P, T);
     }
-    softmax_rows(p, b->P);
+    softmax_rows(p, P);
+}
+
+/* o = P v for the block (P [T, T]). */
+static void weighted(const KAttn *p, bool fast, size_t at, const float *P, const float *v, float *o)
+{
+    size_t T = p->T, ld = p->H * p->d;
+    Prod pv = { T, p->d, T, P, T, 1, v + at, ld, o + at, ld, p->causal ? K_UPTO : K_ALL, false };
+    prod_any(p->isa, fast, &pv);
 }
 
 void kern_attention(const KAttn *p, const float *q, const float *k, const float *v, float *o, size_t blk0, size_t blk1,
                     float *scratch)
 {
     Block b = block_of(p, scratch);
-    size_t T = p->T, d = p->d;
     for (size_t blk = blk0; blk < blk1; blk++) {
         b.at = block_at(p, blk);
-        probs(&b, q, k);
-        Prod pv = { T, d, T, b.P, T, 1, v + b.at, b.ld, o + b.at, b.ld, p->causal ? K_UPTO : K_ALL, false };
-        prod_any(p->isa, b.fast, &pv);
+        probs(&b, q, k, b.S);
+        weighted(p, b.fast, b.at, b.S, v, o);
     }
 }
 
-/* With P again: dP = dy v^T, dS = P (dP - rowsum(P dP)) (masked), dv = P^T dy,
+void kern_attention_probs(const KAttn *p, const float *q, const float *k, float *P, size_t blk0, size_t blk1,
+                          float *scratch)
+{
+    Block b = block_of(p, scratch);
+    for (size_t blk = blk0; blk < blk1; blk++) {
+        b.at = block_at(p, blk);
+        probs(&b, q, k, P + blk * p->T * p->T);
+    }
+}
+
+void kern_attention_out(const KAttn *p, const float *P, const float *v, float *o, size_t blk0, size_t blk1)
+{
+    bool fast = false;
+#ifdef ATTN_AVX512
+    fast = kern_variant(p->isa)->isa == KISA_AVX512;
+#endif
+    for (size_t blk = blk0; blk < blk1; blk++) weighted(p, fast, block_at(p, blk), P + blk * p->T * p->T, v, o);
+}
+
+/* From the forward's P: dP = dy v^T, dS = P (dP - rowsum(P dP)) (masked), dv = P^T dy,
  * dq = scale dS k, dk = dS^T qs: the four products and the softmax gradient of the ops
- * apart. */
-void kern_attention_grad(const KAttn *p, const float *q, const float *k, const float *v, const float *dy, float *dq,
-                         float *dk, float *dv, size_t blk0, size_t blk1, float *scratch)
+ * apart.  (Making P again from q and k instead of keeping it cost more than half of
+ * this: 0.58 against 0.25 ms for charlm's 64 blocks of a layer on one thread.) */
+void kern_attention_grad(const KAttn *p, const float *q, const float *k, const float *v, const float *P, const float *dy,
+                         float *dq, float *dk, float *dv, size_t blk0, size_t blk1, float *scratch)
 {
     Block b = block_of(p, scratch);
     size_t T = p->T, d = p->d, ld = b.ld;
     KRange upto = p->causal ? K_UPTO : K_ALL, from = p->causal ? K_FROM : K_ALL;
     for (size_t blk = blk0; blk < blk1; blk++) {
         b.at = block_at(p, blk);
-        probs(&b, q, k);
+        const float *Pb = P + blk * T * T;
+        float *dS = b.S;
+        scale_block(&b, q + b.at, b.qs, d);
         if (b.fast) {
-            transpose_block(&b, v + b.at, b.vt);
-            Prod dp = { T, T, d, dy + b.at, ld, 1, b.vt, T, b.dS, T, K_ALL, p->causal };
+            transpose_block(&b, v + b.at, b.t);
+            Prod dp = { T, T, d, dy + b.at, ld, 1, b.t, T, dS, T, K_ALL, p->causal };
             prod_any(p->isa, true, &dp);
         } else {
-            kern_gemm_block(p->isa, false, true, T, T, d, 1.0f, dy + b.at, ld, v + b.at, ld, 0.0f, b.dS, T);
+            kern_gemm_block(p->isa, false, true, T, T, d, 1.0f, dy + b.at, ld, v + b.at, ld, 0.0f, dS, T);
         }
-        softmax_grad_rows(p, b.P, b.dS);
-        Prod pdv = { T, d, T, b.P, 1, T, dy + b.at, ld, dv + b.at, ld, from, false };
-        Prod pdq = { T, d, T, b.dS, T, 1, k + b.at, ld, dq + b.at, ld, upto, false };
-        Prod pdk = { T, d, T, b.dS, 1, T, b.qs, d, dk + b.at, ld, from, false };
+        softmax_grad_rows(p, Pb, dS);
+        Prod pdv = { T, d, T, Pb, 1, T, dy + b.at, ld, dv + b.at, ld, from, false };
+        Prod pdq = { T, d, T, dS, T, 1, k + b.at, ld, dq + b.at, ld, upto, false };
+        Prod pdk = { T, d, T, dS, 1, T, b.qs, d, dk + b.at, ld, from, false };
         prod_any(p->isa, b.fast, &pdv);
         prod_any(p->isa, b.fast, &pdq);
         scale_block(&b, dq + b.at, dq + b.at, ld);   /* the scale's `mul`, after the product as apart */

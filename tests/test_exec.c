@@ -1630,10 +1630,11 @@ static int count_op(const Graph *g, OpKind op)
     return k;
 }
 
-/* The fused op and its gradient against the ops apart: the compiled step with the pass
- * and without, three SGD steps, the losses and every weight after them bit for bit
- * (each of the op's steps is the kernel of an op it replaces); the fused graph holds
- * one attention and one attention_grad, and none without the pass. */
+/* The fused ops against the ops apart: the compiled step with the pass and without,
+ * three SGD steps, the losses and every weight after them bit for bit (each of the
+ * ops' steps is the kernel of an op it replaces); the fused step holds one
+ * attention_probs, attention_out and attention_grad, and none without the pass; the
+ * inference graph's output (one attention) the same bits as without the pass. */
 START_TEST(attention_fused_matches)
 {
     const AttnCase *ac = &attn_cases[_i];
@@ -1649,7 +1650,8 @@ START_TEST(attention_fused_matches)
         Step st;
         step_of(&c, tg, ac->batch, MODE_COMPILED, base | (run ? pass_bit("attention") : 0), STAGES_COST, &w[run], 3, &st);
         const Graph *fg = executor_graph(st.ex);
-        ck_assert_int_eq(count_op(fg, OP_ATTENTION), run ? 0 : 1);
+        ck_assert_int_eq(count_op(fg, OP_ATTENTION_PROBS), run ? 0 : 1);
+        ck_assert_int_eq(count_op(fg, OP_ATTENTION_OUT), run ? 0 : 1);
         ck_assert_int_eq(count_op(fg, OP_ATTENTION_GRAD), run ? 0 : 1);
         ck_assert_int_eq(count_op(fg, OP_BATCH_MATMUL), run ? 6 : 0);
         three_steps(st.ex, tg, &w[run], 5, 11, 0.05f, &c.d, loss[run]);
@@ -1661,6 +1663,30 @@ START_TEST(attention_fused_matches)
     for (int v = 0; v < w[0].n; v++)
         ck_assert_msg(memcmp(w[0].data[v], w[1].data[v], (size_t)shape_numel(&w[0].shapes[v]) * 4) == 0,
                       "case %d: %s differs after 3 steps", _i, w[0].names[v]);
+    /* inference: the loss through one attention, with the pass and without */
+    float il[2];
+    for (int run = 0; run < 2; run++) {
+        Step st;
+        CompileOptions co = { .mode = MODE_COMPILED, .pool = tu_pool, .passes_off = base | (run ? pass_bit("attention") : 0),
+                              .verify = true };
+        ck_assert_msg(prepare(c.g, FOR_EVALUATION, ac->batch, &co, &w[0], &st, &c.d) == 0, "%s", c.d.buf ? c.d.buf : "");
+        const Graph *fg = executor_graph(st.ex);
+        ck_assert_int_eq(count_op(fg, OP_ATTENTION), run ? 0 : 1);
+        int li = -1;
+        for (int i = 0; i < fg->noutputs; i++)
+            if (strcmp(fg->outputs[i].name, "loss") == 0) li = i;
+        ck_assert_int_ge(li, 0);
+        float outv[8];
+        float *outs[8] = { 0 };
+        outs[li] = &il[run];
+        (void)outv;
+        void **feeds = make_feeds(st.graph, 5, 21);
+        StepEnv env = { .w = &w[0], .training = false, .d = &c.d };
+        ck_assert_int_eq(executor_run(st.ex, (const void *const *)feeds, outs, &env), 0);
+        free_feeds(st.graph, feeds);
+        step_free(&st);
+    }
+    ck_assert_msg(memcmp(&il[0], &il[1], sizeof il[0]) == 0, "case %d inference: fused %.9g, apart %.9g", _i, il[0], il[1]);
     weights_free(&w[0]);
     weights_free(&w[1]);
     graph_free(tg);

@@ -3574,22 +3574,30 @@ START_TEST(test_attention)
             float *q = tu_alloc_uniform(n, -2.0f, 2.0f, 3301 + ci), *k = tu_alloc_uniform(n, -2.0f, 2.0f, 3401 + ci);
             float *v = tu_alloc_uniform(n, -1.0f, 1.0f, 3501 + ci), *dy = tu_alloc_uniform(n, -1.0f, 1.0f, 3601 + ci);
             float *want = tu_alloc(4 * n), *got = tu_alloc(4 * n);
-            size_t ns = kern_attention_scratch(T, d, true);
-            float *scratch = tu_alloc(ns + 16);
+            size_t ns = kern_attention_scratch(KATTN_GRAD, T, d), np = B * H * T * T, half = B * H / 2;
+            ck_assert_int_ge(ns, kern_attention_scratch(KATTN_FUSED, T, d));
+            ck_assert_int_ge(ns, kern_attention_scratch(KATTN_PROBS, T, d));
+            float *scratch = tu_alloc(ns + 16), *P = tu_alloc(np), *o2 = tu_alloc(n);
             for (size_t blk = 0; blk < B * H; blk++) attn_block_ref(&p, q, k, v, dy, blk, want, want + n, want + 2 * n, want + 3 * n);
             kern_fill(got, NAN, 4 * n);
+            kern_fill(o2, NAN, n);
+            kern_fill(P, NAN, np);
             kern_fill(scratch, NAN, ns + 16);
-            size_t half = B * H / 2;
             kern_attention(&p, q, k, v, got, 0, half, scratch);
             kern_attention(&p, q, k, v, got, half, B * H, scratch);
-            kern_attention_grad(&p, q, k, v, dy, got + n, got + 2 * n, got + 3 * n, 0, half, scratch);
-            kern_attention_grad(&p, q, k, v, dy, got + n, got + 2 * n, got + 3 * n, half, B * H, scratch);
+            kern_attention_probs(&p, q, k, P, 0, half, scratch);
+            kern_attention_probs(&p, q, k, P, half, B * H, scratch);
+            kern_attention_out(&p, P, v, o2, 0, half);
+            kern_attention_out(&p, P, v, o2, half, B * H);
+            ck_assert_mem_eq(o2, got, n * sizeof *got);   /* the training form's output: the fused one's */
+            kern_attention_grad(&p, q, k, v, P, dy, got + n, got + 2 * n, got + 3 * n, 0, half, scratch);
+            kern_attention_grad(&p, q, k, v, P, dy, got + n, got + 2 * n, got + 3 * n, half, B * H, scratch);
             for (size_t e = 0; e < 4 * n; e++)
                 ck_assert_msg(memcmp(&got[e], &want[e], sizeof *got) == 0, "%s, case %zu%s: %s[%zu] = %.9g, apart %.9g",
                               kern_isa_name(conv_isa), ci, causal ? " causal" : "", (const char *[]){ "o", "dq", "dk", "dv" }[e / n],
                               e % n, got[e], want[e]);
             for (size_t e = ns; e < ns + 16; e++) ck_assert(isnan(scratch[e]));   /* stayed inside its scratch */
-            free(q), free(k), free(v), free(dy), free(want), free(got), free(scratch);
+            free(q), free(k), free(v), free(dy), free(want), free(got), free(scratch), free(P), free(o2);
         }
 }
 END_TEST
