@@ -21,6 +21,7 @@
  * columns.  Strip, band and tiles are chosen from the sizes alone: the variants take
  * the same path and the same scratch. */
 #include "kernels/conv_direct.h"
+#include "kernels/pool.h"
 
 #include <stdint.h>
 #include <string.h>
@@ -37,7 +38,13 @@ enum {
      * Zen 3, 1 MiB on a Zen 5); larger filters (deep layers) stay on sgemm, which
      * blocks K and F. */
     DIRECT_MAX_PACK = 256 << 10,
-    PACK_MIN_PIXELS = 1024  /* output pixels past which packing more than 64 filters pays */
+    PACK_MIN_PIXELS = 1024, /* output pixels past which packing more than 64 filters pays */
+    PLANAR_MAX_F = 8,       /* the planar path's filters: one tile holds them all */
+    PLANAR_MAX_K = 256,     /* its taps: the filter copied on the stack, [K][8] */
+    PLANAR_ROWS = 4,        /* output rows per band (a 4x4 pool's) */
+    PLANAR_FLOATS = 32768,  /* the planes under a band (128 KiB) */
+    POOLED_MAX_KF = 4096,   /* the pooled filter gradient's sums, [F][K] on the stack */
+    POOLED_CHUNK = 512      /* its terms per call of the micro-kernel */
 };
 
 /* 0: automatic; < 0: never (test hook, kern.h) */
@@ -218,9 +225,124 @@ static int64_t fwd_band_rows(const KConv *p)
     return rows > p->kh ? (rows - p->kh) / p->sh + 1 : 1;
 }
 
+/* ---- the planar path: few channels and at most 8 filters ------------------------------
+ * A vector of filters is wasted on large.net's first layer (8 filters, 3 channels,
+ * stride 2): half of a 16-lane vector, and one broadcast per FMA.  Vectorised over
+ * pixels instead, each tap is one load of VL pixels from a plane of one channel and
+ * one column phase, and 8 FMAs with the filters broadcast: full vectors, no strip
+ * copy (the planes are made as the input is read).  Each output is the same chain of
+ * FMAs (taps in the same order), so the bits are the strip path's. */
+
+/* Output columns per tile, a multiple of 16 (the planes' width past it: pw), when a
+ * band of PLANAR_ROWS rows' planes fit PLANAR_FLOATS; 0 where the planar path does not
+ * apply. */
+static int64_t planar_pw(const KConv *p, int64_t cols) { return (cols + (p->kw - 1) / p->sw + 15) / 16 * 16 + 16; }
+
+static int64_t planar_cols(const KConv *p)
+{
+    if (p->c > DIRECT_MAX_C || p->f > PLANAR_MAX_F || p->kh * p->kw * p->c > PLANAR_MAX_K || p->sw > 16)
+        return 0;
+    const int64_t rows = (PLANAR_ROWS - 1) * p->sh + p->kh, per = rows * p->c * p->sw;
+    int64_t cols = (PLANAR_FLOATS / per - 32 - (p->kw - 1) / p->sw) / 16 * 16;
+    if (cols < 16)
+        return 0;
+    return cols < p->ow ? cols : p->ow;
+}
+
+/* The planes of `rows` input rows from the first under output row oy of image n, for
+ * output columns [c0, c0 + cw) (PlanarRow's layout), zero outside the image. */
+static void fill_planes(const KernVariant *kv, const KConv *p, const float *x, int64_t n, int64_t oy, int64_t rows,
+                        int64_t c0, int64_t pw, float *pl)
+{
+    const int64_t C = p->c, S = p->sw, W = p->w;
+    const float *xn = x + n * p->h * W * C;
+    /* plane column j reads input columns (c0 + j) * S - pl + ph: j in [ja, jb) read
+     * all S phases inside the image */
+    const int64_t x0 = c0 * S - p->pl;
+    int64_t ja = x0 >= 0 ? 0 : (-x0 + S - 1) / S, jb = (W - S - x0) / S + 1;
+    if (W - S - x0 < 0)
+        jb = 0;
+    jb = jb < pw ? jb : pw;
+    ja = ja < jb ? ja : jb;
+    for (int64_t r = 0; r < rows; r++) {
+        const int64_t iy = oy * p->sh - p->pt + r;
+        float *d = pl + r * C * S * pw;
+        if (iy < 0 || iy >= p->h) {
+            memset(d, 0, (size_t)(C * S * pw) * sizeof *d);
+            continue;
+        }
+        const float *xr = xn + iy * W * C;
+        for (int64_t j = 0; j < pw; j++) {
+            if (j == ja && jb > ja) {   /* the inside: S * C floats in a run for each j */
+                const float *src = xr + (x0 + ja * S) * C;
+                if (S == 2 && C == 3)   /* large.net's first layer */
+                    kv->planes6(src, jb - ja, d + ja, pw);
+                else
+                    for (int64_t k = ja; k < jb; k++, src += S * C)
+                        for (int64_t ph = 0; ph < S; ph++)
+                            for (int64_t c = 0; c < C; c++)
+                                d[(c * S + ph) * pw + k] = src[ph * C + c];
+                j = jb - 1;
+                continue;
+            }
+            for (int64_t ph = 0; ph < S; ph++) {
+                const int64_t ix = x0 + j * S + ph;
+                for (int64_t c = 0; c < C; c++)
+                    d[(c * S + ph) * pw + j] = ix >= 0 && ix < W ? xr[ix * C + c] : 0.0f;
+            }
+        }
+    }
+}
+
+static void planar_forward(const KernVariant *kv, const KConv *p, const float *x, const float *wp, const float *bias,
+                           bool relu, float *y, int64_t r0, int64_t rc)
+{
+    float planes[PLANAR_FLOATS], w8[PLANAR_MAX_K * 8], b8[8] = { 0 };
+    const int64_t K = p->kh * p->kw * p->c, F = p->f, cols = planar_cols(p), tiles = (p->ow + cols - 1) / cols;
+    int64_t wtap, wblock;
+    filter_layout(p, &wtap, &wblock);
+    for (int64_t t = 0; t < K; t++)
+        for (int64_t f = 0; f < 8; f++)
+            w8[t * 8 + f] = f < F ? wp[f / PACK_BLOCK * wblock + t * wtap + f % PACK_BLOCK] : 0.0f;
+    if (bias)
+        memcpy(b8, bias, (size_t)F * sizeof *b8);
+    PlanarRow pr = { .kw = (int)p->kw, .c = (int)p->c, .sw = (int)p->sw, .w = w8, .bias = bias ? b8 : NULL,
+                     .relu = relu, .F = F };
+    for (int64_t r = r0; r < r0 + rc;) {
+        const int64_t n = r / p->oh, oy = r % p->oh;
+        int64_t G = PLANAR_ROWS < p->oh - oy ? PLANAR_ROWS : p->oh - oy;
+        if (G > r0 + rc - r)
+            G = r0 + rc - r;
+        for (int64_t i = 0; i < tiles; i++) {
+            int64_t c0, cw;
+            tile_of(p->ow, tiles, i, &c0, &cw);
+            pr.pw = planar_pw(p, cw);
+            pr.npix = cw;
+            fill_planes(kv, p, x, n, oy, (G - 1) * p->sh + p->kh, c0, pr.pw, planes);
+            for (int64_t g = 0; g < G; g++) {
+                const int64_t iy0 = (oy + g) * p->sh - p->pt;
+                pr.ky0 = iy0 < 0 ? (int)(-iy0 < p->kh ? -iy0 : p->kh) : 0;
+                pr.ky1 = p->h - iy0 < p->kh ? (int)(p->h - iy0) : (int)p->kh;
+                if (pr.ky1 < pr.ky0)
+                    pr.ky1 = pr.ky0;
+                pr.xs = planes + g * p->sh * p->c * p->sw * pr.pw;
+                pr.y = y + ((r + g - r0) * p->ow + c0) * F;
+                kv->planar_row(&pr);
+            }
+        }
+        r += G;
+    }
+}
+
 void conv_direct_forward(const KernVariant *kv, const KConv *p, const float *x, const float *wp, const float *bias,
                          EwAct act, float *y, int64_t r0, int64_t rc)
 {
+    if (kv->planar_row && planar_cols(p) > 0) {
+        planar_forward(kv, p, x, wp, bias, bias && act.fn == EW_RELU, y, r0, rc);
+        if (bias && act.fn >= 0 && act.fn != EW_RELU)
+            kern_unary((EwUnary)act.fn, act.p, y, y, (size_t)(rc * p->ow * p->f));
+        return;
+    }
     float strip[FWD_BAND_FLOATS];
     const int64_t F = p->f, cols = fit_cols(p, p->kh, STRIP_FLOATS), tiles = (p->ow + cols - 1) / cols;
     const int64_t gmax = tiles > 1 ? 1 : fwd_band_rows(p);
@@ -318,6 +440,112 @@ void conv_direct_grad_filter(const KernVariant *kv, const KConv *p, const float 
                 gb.acc = acc + ky * kwc * F;
                 kv->gradw_band(&gb);
             }
+        }
+        r += G;
+    }
+}
+
+/* ---- the filter gradient through a max pool ------------------------------------------
+ * Through a 4x4 pool, fifteen of every sixteen elements of dy are zeros, and dy itself
+ * (large.net's first layer: 66 MB at batch 4) is written by the scatter only to be read
+ * here and by the bias gradient.  Instead the terms are found from the pool's index
+ * (maxpool_row_hits) and each adds its patch times g, as the dense chain would with
+ * the zeros left out: fma(x, 0, a) is a for a finite x (a is never -0: chains start at
+ * +0), so the sums, band by band and tile by tile as conv_direct_grad_filter makes
+ * them, have the same bits. */
+bool conv_pooled_ok(const KConv *p, const KPool *q)
+{
+    return conv_direct_ok(p) && p->kh * p->kw * p->c * p->f <= POOLED_MAX_KF && q->h == p->oh && q->w == p->ow &&
+           q->c == p->f && q->kh == q->sh && q->kw == q->sw && q->pt == 0 && q->pl == 0 && q->oh * q->sh <= q->h &&
+           q->ow * q->sw <= q->w;
+}
+
+typedef struct Pooled {
+    const KernVariant *kv;
+    const KConv *p;
+    SparseEntry e[POOLED_CHUNK];
+    float pad[POOLED_MAX_KF];   /* zero-padded copies of the patches over the edges */
+    int64_t ne, npad;
+    SparseRows s;
+} Pooled;
+
+static void pooled_flush(Pooled *b)
+{
+    b->s.e = b->e;
+    b->s.n = b->ne;
+    if (b->ne)
+        b->kv->sparse_rows(&b->s);
+    b->ne = b->npad = 0;
+}
+
+/* The term of pixel (oy, ox) of image n, filter f: its patch read in place, or a copy
+ * with zeros where it hangs over the padding. */
+static void pooled_term(Pooled *b, const float *x, int64_t n, int64_t oy, int64_t ox, int32_t f, float g)
+{
+    const KConv *p = b->p;
+    const int64_t C = p->c, iy0 = oy * p->sh - p->pt, ix0 = ox * p->sw - p->pl, kwc = p->kw * C;
+    if (b->ne == POOLED_CHUNK || (b->npad + p->kh * kwc > POOLED_MAX_KF))
+        pooled_flush(b);
+    SparseEntry *e = b->e + b->ne++;
+    e->g = g;
+    e->f = f;
+    const float *xn = x + n * p->h * p->w * C;
+    if (iy0 >= 0 && iy0 + p->kh <= p->h && ix0 >= 0 && ix0 + p->kw <= p->w) {
+        e->px = xn + (iy0 * p->w + ix0) * C;
+        e->xrow = p->w * C;
+        return;
+    }
+    float *d = b->pad + b->npad;
+    b->npad += p->kh * kwc;
+    for (int64_t ky = 0; ky < p->kh; ky++)
+        for (int64_t kx = 0; kx < p->kw; kx++) {
+            const int64_t iy = iy0 + ky, ix = ix0 + kx;
+            const bool in = iy >= 0 && iy < p->h && ix >= 0 && ix < p->w;
+            for (int64_t c = 0; c < C; c++)
+                d[ky * kwc + kx * C + c] = in ? xn[(iy * p->w + ix) * C + c] : 0.0f;
+        }
+    e->px = d;
+    e->xrow = kwc;
+}
+
+void conv_direct_grad_filter_pooled(const KernVariant *kv, const KConv *p, const KPool *q, const float *x,
+                                    const int32_t *idx, const float *yv, const float *dpool, float *acc, int64_t r0,
+                                    int64_t rc)
+{
+    enum { WCHUNK = 256 };
+    float rs[POOLED_MAX_KF];
+    int32_t hx[WCHUNK], hf[WCHUNK];
+    float hg[WCHUNK];
+    Pooled b;
+    b.ne = b.npad = 0;
+    const int64_t F = p->f, K = p->kh * p->kw * p->c, wchunk = WCHUNK / F > 0 ? WCHUNK / F : 1;
+    b.kv = kv;
+    b.p = p;
+    b.s = (SparseRows){ .rsf = K, .kh = (int)p->kh, .kwc = (int)(p->kw * p->c), .rs = rs };
+    /* conv_direct_grad_filter's bands and tiles */
+    const int64_t cols = fit_cols(p, p->kh, BAND_FLOATS), tiles = (p->ow + cols - 1) / cols;
+    const int64_t gmax = tiles > 1 ? 1 : band_rows(p);
+    for (int64_t r = r0; r < r0 + rc;) {
+        const int64_t n = r / p->oh, oy = r % p->oh;
+        int64_t G = gmax < p->oh - oy ? gmax : p->oh - oy;
+        if (G > r0 + rc - r)
+            G = r0 + rc - r;
+        for (int64_t i = 0; i < tiles; i++) {
+            int64_t c0, cw;
+            tile_of(p->ow, tiles, i, &c0, &cw);
+            memset(rs, 0, (size_t)(K * F) * sizeof *rs);
+            for (int64_t g = 0; g < G; g++)
+                for (int64_t px0 = c0 / q->sw; px0 < q->ow && px0 * q->sw < c0 + cw; px0 += wchunk) {
+                    const int64_t px1 = px0 + wchunk < q->ow ? px0 + wchunk : q->ow;
+                    const int64_t k = maxpool_row_hits(q, idx, yv, dpool, n, oy + g, px0, px1, hx, hf, hg);
+                    for (int64_t j = 0; j < k; j++)
+                        if (hx[j] >= c0 && hx[j] < c0 + cw)
+                            pooled_term(&b, x, n, oy + g, hx[j], hf[j], hg[j]);
+                }
+            pooled_flush(&b);
+            for (int64_t t = 0; t < K; t++)   /* as gradw_tile adds a tile's sums */
+                for (int64_t f = 0; f < F; f++)
+                    acc[t * F + f] += rs[f * K + t];
         }
         r += G;
     }

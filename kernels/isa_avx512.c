@@ -97,6 +97,73 @@ ISA_INLINE void v_transpose(V r[16])
         r[i] = t[i];
 }
 
+/* 8 filters x 16 pixels -> 16 pixels x 8 filters: pairs of filters interleaved, then
+ * quadruples within each 128-bit lane (pixel 4L + j's filters 0-3 in u[j], 4-7 in
+ * u[4 + j]), then the lanes gathered two pixels a vector. */
+ISA_INLINE void v_tr8(V a[8])
+{
+    V t[8], u[8];
+#pragma GCC unroll 8
+    for (int i = 0; i < 4; i++) {
+        t[2 * i] = _mm512_unpacklo_ps(a[2 * i], a[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_ps(a[2 * i], a[2 * i + 1]);
+    }
+#pragma GCC unroll 8
+    for (int i = 0; i < 2; i++) {
+        u[4 * i] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
+        u[4 * i + 1] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0xEE);
+        u[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
+        u[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xEE);
+    }
+#pragma GCC unroll 8
+    for (int j = 0; j < 2; j++) {   /* pixels 4L + 2j, 4L + 2j + 1 into a[2L + j] */
+        const V lo0 = _mm512_shuffle_f32x4(u[2 * j], u[4 + 2 * j], 0x44);
+        const V lo1 = _mm512_shuffle_f32x4(u[2 * j + 1], u[5 + 2 * j], 0x44);
+        const V hi0 = _mm512_shuffle_f32x4(u[2 * j], u[4 + 2 * j], 0xEE);
+        const V hi1 = _mm512_shuffle_f32x4(u[2 * j + 1], u[5 + 2 * j], 0xEE);
+        a[j] = _mm512_shuffle_f32x4(lo0, lo1, 0x88);
+        a[2 + j] = _mm512_shuffle_f32x4(lo0, lo1, 0xDD);
+        a[4 + j] = _mm512_shuffle_f32x4(hi0, hi1, 0x88);
+        a[6 + j] = _mm512_shuffle_f32x4(hi0, hi1, 0xDD);
+    }
+}
+#define PLANAR_P 3   /* 24 accumulators, 3 pixel vectors, a broadcast */
+
+/* micro.h's planes6 on 16 pixels (6 vectors in) at a time: plane q = (c, ph) takes
+ * source float 6l + i (i = ph * 3 + c) into lane l, from one of three pairs of input
+ * vectors (two-table permutes, then blends).  Returns the pixels done. */
+#define V_DEINT6 1
+ISA_INLINE int64_t v_deint6(const float *src, int64_t n, float *d, int64_t pw)
+{
+    int32_t ix[6][16];
+    __mmask16 mb[6] = { 0 }, mc[6] = { 0 };
+    for (int q = 0; q < 6; q++)
+        for (int l = 0; l < 16; l++) {
+            const int pos = 6 * l + q % 2 * 3 + q / 2;
+            ix[q][l] = pos & 31;
+            mb[q] |= (__mmask16)((pos >= 32 && pos < 64) << l);
+            mc[q] |= (__mmask16)((pos >= 64) << l);
+        }
+    __m512i idx[6];
+    for (int q = 0; q < 6; q++)
+        idx[q] = _mm512_loadu_si512(ix[q]);
+    int64_t k = 0;
+    for (; k + 16 <= n; k += 16, src += 96) {
+        for (int l = 0; l < 6; l++)
+            _mm_prefetch((const char *)(src + 768 + 16 * l), _MM_HINT_T0);
+        const V i0 = v_load(src), i1 = v_load(src + 16), i2 = v_load(src + 32), i3 = v_load(src + 48),
+                i4 = v_load(src + 64), i5 = v_load(src + 80);
+#pragma GCC unroll 6
+        for (int q = 0; q < 6; q++) {
+            V o = _mm512_permutex2var_ps(i0, idx[q], i1);
+            o = _mm512_mask_blend_ps(mb[q], o, _mm512_permutex2var_ps(i2, idx[q], i3));
+            o = _mm512_mask_blend_ps(mc[q], o, _mm512_permutex2var_ps(i4, idx[q], i5));
+            v_store(d + q * pw + k, o);
+        }
+    }
+    return k;
+}
+
 #include "kernels/gemm_micro.h"
 #define ISA_NARROW_ROWS 1   /* below: the table is this file's */
 #include "kernels/micro.h"
@@ -107,6 +174,7 @@ ISA_INLINE void v_transpose(V r[16])
  * Every lane is the same chain of FMAs in both, so the bits are the same. */
 static void fwd_row_narrow(const FwdRow *r) { (r->F <= 8 ? kern_variant_avx2.fwd_row : fwd_row_avx512)(r); }
 static void gradw_band_narrow(const GradwBand *b) { (b->F <= 8 ? kern_variant_avx2.gradw_band : gradw_band_avx512)(b); }
-const KernVariant kern_variant_avx512 = { KISA_AVX512, VL, fwd_row_narrow, gradw_band_narrow, adam_avx512, GEMM_MICRO_FNS,
+const KernVariant kern_variant_avx512 = { KISA_AVX512, VL, fwd_row_narrow, gradw_band_narrow,
+                                          planar_row_avx512, planes6_avx512, sparse_rows_avx512, adam_avx512, GEMM_MICRO_FNS,
                                           VMATH_FNS };
 #endif

@@ -12,6 +12,9 @@
  *   v_zero() v_load(p) v_store(p, v) v_bcast(p) v_fma(a, b, c) = a*b + c, rounded once
  *   v_add(a, b) v_relu(a) = max(a, +0) (a NaN gives +0, as kern_unary's relu)
  *   v_mask(n) v_load_m(p, m) (zero past the mask) v_store_m(p, v, m)
+ *   PLANAR_P       vectors of pixels per planar tile (x 8 filters: accumulators)
+ *   v_tr8(a)       a[f] (f < 8): filter f at VL pixels -> the [VL][8] block they make,
+ *                  row-major, as 8 vectors
  *   and, for Adam (ISA_ADAM): v_set1 v_mul v_sub v_div v_sqrt, correctly rounded;
  *   ISA_NARROW_ROWS: the file makes its KernVariant itself (from NAME(fwd_row) ...).
  * Every output is one chain of FMAs in a fixed order of taps (forward) or of pixels
@@ -232,9 +235,124 @@ ISA_FN static void NAME(gradw_band)(const GradwBand *b)
     }
 }
 
-#define CONV_ROW_FNS NAME(fwd_row), NAME(gradw_band)
+/* Planar tile (PlanarRow): P vectors of VL pixels x 8 filters, one FMA per tap, pixel
+ * vector and filter, the taps in fwd_tile's order (ky, kx, c): each output the same
+ * chain of FMAs as there, so the same bits.  Then bias and relu, and the tile
+ * transposed (v_tr8) into pixels x filters, as y is laid out. */
+ISA_INLINE void NAME(planar_tile)(const int P, const PlanarRow *r, int64_t ox)
+{
+    V a[PLANAR_P][8];
+#pragma GCC unroll 4
+    for (int p = 0; p < P; p++)
+#pragma GCC unroll 8
+        for (int f = 0; f < 8; f++)
+            a[p][f] = v_zero();
+    const int C = r->c, sw = r->sw;
+    const int64_t pw = r->pw;
+    for (int ky = r->ky0; ky < r->ky1; ky++)
+        for (int kx = 0; kx < r->kw; kx++) {
+            const float *xk = r->xs + (int64_t)(ky * C * sw + kx % sw) * pw + kx / sw + ox;
+            const float *wk = r->w + (ky * r->kw + kx) * C * 8;
+            for (int c = 0; c < C; c++) {
+                V x[PLANAR_P];
+#pragma GCC unroll 4
+                for (int p = 0; p < P; p++)
+                    x[p] = v_load(xk + c * sw * pw + p * VL);
+#pragma GCC unroll 8
+                for (int f = 0; f < 8; f++) {
+                    const V w = v_bcast(wk + c * 8 + f);
+#pragma GCC unroll 4
+                    for (int p = 0; p < P; p++)
+                        a[p][f] = v_fma(x[p], w, a[p][f]);
+                }
+            }
+        }
+    const int64_t F = r->F;
+#pragma GCC unroll 4
+    for (int p = 0; p < P; p++) {
+#pragma GCC unroll 8
+        for (int f = 0; f < 8; f++) {
+            if (r->bias)   /* y + b, as kern_bias_act */
+                a[p][f] = v_add(a[p][f], v_bcast(r->bias + f));
+            if (r->relu)
+                a[p][f] = v_relu(a[p][f]);
+        }
+        v_tr8(a[p]);
+        const int64_t left = r->npix - ox - p * VL;
+        float *y = r->y + (ox + p * VL) * F;
+        if (F == 8 && left >= VL) {
+#pragma GCC unroll 8
+            for (int k = 0; k < 8; k++)
+                v_store(y + k * VL, a[p][k]);
+        } else {
+            float t[8 * VL];
+#pragma GCC unroll 8
+            for (int k = 0; k < 8; k++)
+                v_store(t + k * VL, a[p][k]);
+            for (int64_t i = 0; i < left && i < VL; i++)
+                memcpy(y + i * F, t + 8 * i, (size_t)F * sizeof *y);
+        }
+    }
+}
+
+ISA_FN static void NAME(planar_row)(const PlanarRow *r)
+{
+    for (int64_t ox = 0; ox < r->npix; ox += PLANAR_P * VL) {
+        const int64_t left = (r->npix - ox + VL - 1) / VL;
+        switch (left < PLANAR_P ? (int)left : PLANAR_P) {
+#if PLANAR_P >= 3
+        case 3: NAME(planar_tile)(3, r, ox); break;
+#endif
+#if PLANAR_P >= 2
+        case 2: NAME(planar_tile)(2, r, ox); break;
+#endif
+        default: NAME(planar_tile)(1, r, ox); break;
+        }
+    }
+}
+
+/* The planes of a run of n pixels of 3 channels at stride 2 (large.net's first layer):
+ * plane (c, ph) = d + (c * 2 + ph) * pw gets src[6k + ph * 3 + c] at k.  GCC 12 does
+ * not vectorise this gather of stride 6; v_deint6, where the variant has it, does
+ * whole vectors. */
+ISA_FN static void NAME(planes6)(const float *src, int64_t n, float *d, int64_t pw)
+{
+    int64_t k = 0;
+#ifdef V_DEINT6
+    k = v_deint6(src, n, d, pw);
+    src += 6 * k;
+#endif
+    float *d0 = d, *d1 = d + pw, *d2 = d + 2 * pw, *d3 = d + 3 * pw, *d4 = d + 4 * pw, *d5 = d + 5 * pw;
+    for (; k < n; k++, src += 6) {
+        d0[k] = src[0], d2[k] = src[1], d4[k] = src[2];
+        d1[k] = src[3], d3[k] = src[4], d5[k] = src[5];
+    }
+}
+
+/* SparseRows: each term x * g + rs as gradw_tile's x * dy + a, so a chain of them is
+ * that tile's chain with its zero terms left out. */
+ISA_FN static void NAME(sparse_rows)(const SparseRows *s)
+{
+    const int kwc = s->kwc, full = kwc / VL * VL;
+    const VM m = v_mask(kwc - full > 0 ? kwc - full : 1);
+    for (int64_t i = 0; i < s->n; i++) {
+        const SparseEntry *e = s->e + i;
+        const V g = v_bcast(&e->g);
+        float *rf = s->rs + e->f * s->rsf;
+        for (int ky = 0; ky < s->kh; ky++) {
+            const float *xr = e->px + ky * e->xrow;
+            float *r = rf + ky * kwc;
+            for (int t = 0; t < full; t += VL)
+                v_store(r + t, v_fma(v_load(xr + t), g, v_load(r + t)));
+            if (full < kwc)
+                v_store_m(r + full, v_fma(v_load_m(xr + full, m), g, v_load_m(r + full, m)), m);
+        }
+    }
+}
+
+#define CONV_ROW_FNS NAME(fwd_row), NAME(gradw_band), NAME(planar_row), NAME(planes6), NAME(sparse_rows)
 #else
-#define CONV_ROW_FNS NULL, NULL
+#define CONV_ROW_FNS NULL, NULL, NULL, NULL, NULL
 #endif
 
 #ifdef ISA_ADAM

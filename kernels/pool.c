@@ -354,6 +354,56 @@ static void scatter_add_image(const KPool *p, const int32_t *in, const float *yn
         }
 }
 
+/* pool.h */
+int64_t maxpool_row_hits(const KPool *q, const int32_t *idx, const float *yv, const float *dy, int64_t n, int64_t oy,
+                         int64_t px0, int64_t px1, int32_t *ox, int32_t *f, float *g)
+{
+    const int64_t C = q->c, py = oy / q->sh, lo = oy * q->w;
+    if (py >= q->oh || oy - py * q->sh >= q->kh)
+        return 0;
+    int64_t k = 0;
+    const int64_t at = ((n * q->oh + py) * q->ow) * C;
+    for (int64_t px = px0; px < px1; px++)
+        for (int64_t c = 0; c < C; c++) {
+            const int64_t o = at + px * C + c;
+            const int32_t cell = idx[o];
+            if (cell < lo || cell >= lo + q->w || (yv && !(yv[o] > 0.0f)))
+                continue;
+            const float v = dy[o] + 0.0f;   /* the scatter's 0 + dy */
+            if (v == 0.0f)
+                continue;
+            ox[k] = (int32_t)(cell - lo), f[k] = (int32_t)c, g[k] = v;
+            k++;
+        }
+    return k;
+}
+
+/* kern.h: kern_colsum_d of the scatter's output, without it */
+void kern_maxpool_scatter_colsum_d(const KPool *q, const int32_t *idx, const float *yv, const float *dy, int64_t m0,
+                                   int64_t m1, double *acc)
+{
+    enum { CHUNK = 1024 };
+    int32_t ox[CHUNK], f[CHUNK];
+    float g[CHUNK];
+    const int64_t C = q->c, wchunk = CHUNK / C > 0 ? CHUNK / C : 1;
+    for (int64_t c = 0; c < C; c++)
+        acc[c] = 0;
+    if (C > CHUNK)   /* kern.h: C <= 1024 */
+        return;
+    for (int64_t m = m0; m < m1;) {
+        const int64_t row = m / q->w, n = row / q->h, oy = row % q->h, a = m % q->w;
+        const int64_t b = m1 - (m - a) < q->w ? m1 - (m - a) : q->w;   /* columns [a, b) of the row */
+        for (int64_t px0 = a / q->sw; px0 < q->ow && px0 * q->sw < b; px0 += wchunk) {
+            const int64_t px1 = px0 + wchunk < q->ow ? px0 + wchunk : q->ow;
+            const int64_t k = maxpool_row_hits(q, idx, yv, dy, n, oy, px0, px1, ox, f, g);
+            for (int64_t i = 0; i < k; i++)
+                if (ox[i] >= a && ox[i] < b)
+                    acc[f[i]] += g[i];
+        }
+        m += b - a;
+    }
+}
+
 void kern_maxpool_scatter(KIsa isa, const KPool *p, const int32_t *idx, const float *y, const float *dy, float *dx)
 {
     const PoolVariant *v = pool_variant(isa, p->c);

@@ -42,6 +42,43 @@ typedef struct GradwBand {
     float *acc;
 } GradwBand;
 
+/* One output row of a few-channel convolution, or a piece of one, vectorised over its
+ * pixels (conv_direct.c's planar path): npix pixels, all (at most 8) filters.  The
+ * input rows under it are split into planes of one channel and one column phase
+ * (column ix = j * sw + ph - pl at plane[j]): plane (r, c, ph) at xs + ((r * c_ + c)
+ * * sw + ph) * pw, so that tap (ky, kx, c) of pixels ox .. ox + VL - 1 is one vector
+ * at plane (ky, c, kx % sw) + ox + kx / sw.  Planes hold at least pw >= npix rounded
+ * up to 16, plus (kw - 1) / sw, floats. */
+typedef struct PlanarRow {
+    const float *xs;
+    int64_t pw;
+    int kw, c, sw;
+    int ky0, ky1;          /* the kernel rows that fall inside the image */
+    const float *w;        /* [K][8], taps (ky, kx, c), zero past F */
+    const float *bias;     /* NULL, or 8 floats: y = y + bias, then relu when `relu` */
+    bool relu;
+    int64_t F;             /* filters (<= 8), y's pixel stride */
+    int64_t npix;
+    float *y;              /* pixel 0's F outputs */
+} PlanarRow;
+
+/* Sparse filter-gradient terms (conv_direct.c's pooled path): for each entry, the kh
+ * rows of its patch (px + ky * xrow, kwc taps each) times g added into rs + f * rsf +
+ * ky * kwc, one FMA per tap, entry after entry. */
+typedef struct SparseEntry {
+    const float *px;
+    int64_t xrow;
+    float g;
+    int32_t f;
+} SparseEntry;
+
+typedef struct SparseRows {
+    const SparseEntry *e;
+    int64_t n, rsf;
+    int kh, kwc;
+    float *rs;
+} SparseRows;
+
 /* One product for graphc's own GEMM (kernels/gemm_micro.h): C = alpha op(A) op(B) +
  * beta C, op = transpose if ta / tb, A, B and C stored row-major with row strides lda,
  * ldb, ldc (A [M, K] or, ta, [K, M]; B [K, N] or, tb, [N, K]). */
@@ -62,6 +99,9 @@ typedef struct KernVariant {
     int lanes;   /* floats per vector */
     void (*fwd_row)(const FwdRow *r);
     void (*gradw_band)(const GradwBand *b);
+    void (*planar_row)(const PlanarRow *r);
+    void (*planes6)(const float *src, int64_t n, float *d, int64_t pw);   /* micro.h */
+    void (*sparse_rows)(const SparseRows *s);
     /* Adam's loop over whole vectors (the scalar loop's bits); returns the elements it
      * did.  NULL: the scalar loop does them all. */
     size_t (*adam)(float *w, float *m, float *v, const float *g, size_t n, float beta1, float beta2, float c1, float c2,
