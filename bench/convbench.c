@@ -11,7 +11,9 @@
  * NAME: a convolution of the table below (a prefix picks several; none: all).  LETTERS:
  * f forward, b forward with bias and relu, i input gradient, g filter gradient, m the
  * convolution and the max pool after it as one (kern_conv2d_maxpool; the pooled
- * layers only), a the same with the pool's index (kern_conv2d_maxpool_argmax). */
+ * layers only), a the same with the pool's index (kern_conv2d_maxpool_argmax), p the
+ * filter gradient through that pool (kern_conv2d_grad_filter_pooled: its flops are
+ * the dense gradient's). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,6 +73,7 @@ static const char *op_name(char op)
     case 'i': return "grad_input";
     case 'g': return "grad_filter";
     case 'a': return "conv_pool_argmax";
+    case 'p': return "grad_filter_pooled";
     default: return "conv_maxpool";
     }
 }
@@ -114,7 +117,11 @@ static void bench_shape(const Options *o, Pool *pool, const Shape *s)
     const EwAct relu = { EW_RELU, 0.0f };
     double *t = malloc((size_t)(o->reps + 1) * sizeof *t);
     for (const char *op = o->ops; t && *op; op++) {
-        if ((*op == 'm' || *op == 'a') && !s->pool) continue;
+        if ((*op == 'm' || *op == 'a' || *op == 'p') && !s->pool) continue;
+        if (*op == 'p') {   /* the index and the values of a relu'd convolution, a random gradient */
+            kern_conv2d_maxpool_argmax(pool, o->isa, &p, &q, x, w, b, relu, y, idx, scratch);
+            if (!kern_conv2d_grad_filter_pooled_exact(&p, &q)) continue;
+        }
         for (int r = 0; r <= o->reps; r++) {
             double t0 = now_ns(o->wall);
             switch (*op) {
@@ -123,6 +130,7 @@ static void bench_shape(const Options *o, Pool *pool, const Shape *s)
             case 'i': kern_conv2d_grad_input(pool, o->isa, &p, dy, w, dx, scratch); break;
             case 'g': kern_conv2d_grad_filter(pool, o->isa, &p, x, dy, dw, scratch); break;
             case 'a': kern_conv2d_maxpool_argmax(pool, o->isa, &p, &q, x, w, b, relu, y, idx, scratch); break;
+            case 'p': kern_conv2d_grad_filter_pooled(pool, o->isa, &p, &q, x, idx, y, dy, dw, scratch); break;
             default: kern_conv2d_maxpool(pool, o->isa, &p, &q, x, w, b, relu, y, scratch); break;
             }
             t[r] = now_ns(o->wall) - t0;

@@ -43,8 +43,10 @@ enum {
     PLANAR_MAX_K = 256,     /* its taps: the filter copied on the stack, [K][8] */
     PLANAR_ROWS = 4,        /* output rows per band (a 4x4 pool's) */
     PLANAR_FLOATS = 32768,  /* the planes under a band (128 KiB) */
-    POOLED_MAX_KF = 4096,   /* the pooled filter gradient's sums, [F][K] on the stack */
-    POOLED_CHUNK = 512      /* its terms per call of the micro-kernel */
+    POOLED_MAX_RS = 8192,   /* the pooled filter gradient's sums, [F][KH][KW * C rounded up
+                             * to 16] on the stack, and its copies of patches at the edges */
+    POOLED_CHUNK = 512,     /* its terms per call of the micro-kernel */
+    POOLED_AHEAD = 4        /* output rows ahead that it prefetches the input for */
 };
 
 /* 0: automatic; < 0: never (test hook, kern.h) */
@@ -453,18 +455,21 @@ void conv_direct_grad_filter(const KernVariant *kv, const KConv *p, const float 
  * the zeros left out: fma(x, 0, a) is a for a finite x (a is never -0: chains start at
  * +0), so the sums, band by band and tile by tile as conv_direct_grad_filter makes
  * them, have the same bits. */
+/* A kernel row's sums, padded to whole vectors of any variant */
+static int64_t pooled_rsk(const KConv *p) { return (p->kw * p->c + 15) / 16 * 16; }
+
 bool conv_pooled_ok(const KConv *p, const KPool *q)
 {
-    return conv_direct_ok(p) && p->kh * p->kw * p->c * p->f <= POOLED_MAX_KF && q->h == p->oh && q->w == p->ow &&
-           q->c == p->f && q->kh == q->sh && q->kw == q->sw && q->pt == 0 && q->pl == 0 && q->oh * q->sh <= q->h &&
-           q->ow * q->sw <= q->w;
+    return conv_direct_ok(p) && p->f * p->kh * pooled_rsk(p) <= POOLED_MAX_RS && q->h == p->oh && q->w == p->ow && q->c == p->f &&
+           maxpool_hits_ok(q);
 }
 
 typedef struct Pooled {
     const KernVariant *kv;
     const KConv *p;
     SparseEntry e[POOLED_CHUNK];
-    float pad[POOLED_MAX_KF];   /* zero-padded copies of the patches over the edges */
+    float pad[POOLED_MAX_RS];   /* zero-padded copies of the patches over the edges */
+    const float *xend;          /* the end of x: a patch read in place stops before it */
     int64_t ne, npad;
     SparseRows s;
 } Pooled;
@@ -483,45 +488,65 @@ static void pooled_flush(Pooled *b)
 static void pooled_term(Pooled *b, const float *x, int64_t n, int64_t oy, int64_t ox, int32_t f, float g)
 {
     const KConv *p = b->p;
-    const int64_t C = p->c, iy0 = oy * p->sh - p->pt, ix0 = ox * p->sw - p->pl, kwc = p->kw * C;
-    if (b->ne == POOLED_CHUNK || (b->npad + p->kh * kwc > POOLED_MAX_KF))
+    const int64_t C = p->c, iy0 = oy * p->sh - p->pt, ix0 = ox * p->sw - p->pl, kwc = p->kw * C, rsk = b->s.rsk;
+    if (b->ne == POOLED_CHUNK || (b->npad + p->kh * rsk > POOLED_MAX_RS))
         pooled_flush(b);
     SparseEntry *e = b->e + b->ne++;
     e->g = g;
     e->f = f;
     const float *xn = x + n * p->h * p->w * C;
-    if (iy0 >= 0 && iy0 + p->kh <= p->h && ix0 >= 0 && ix0 + p->kw <= p->w) {
+    if (iy0 >= 0 && iy0 + p->kh <= p->h && ix0 >= 0 && ix0 + p->kw <= p->w &&
+        xn + ((iy0 + p->kh - 1) * p->w + ix0) * C + rsk <= b->xend) {
         e->px = xn + (iy0 * p->w + ix0) * C;
         e->xrow = p->w * C;
         return;
     }
     float *d = b->pad + b->npad;
-    b->npad += p->kh * kwc;
+    b->npad += p->kh * rsk;
     for (int64_t ky = 0; ky < p->kh; ky++)
-        for (int64_t kx = 0; kx < p->kw; kx++) {
-            const int64_t iy = iy0 + ky, ix = ix0 + kx;
-            const bool in = iy >= 0 && iy < p->h && ix >= 0 && ix < p->w;
-            for (int64_t c = 0; c < C; c++)
-                d[ky * kwc + kx * C + c] = in ? xn[(iy * p->w + ix) * C + c] : 0.0f;
+        for (int64_t t = 0; t < rsk; t++) {
+            const int64_t iy = iy0 + ky, ix = ix0 + t / C;
+            const bool in = t < kwc && iy >= 0 && iy < p->h && ix >= 0 && ix < p->w;
+            d[ky * rsk + t] = in ? xn[(iy * p->w + ix) * C + t % C] : 0.0f;
         }
     e->px = d;
-    e->xrow = kwc;
+    e->xrow = rsk;
+}
+
+/* The terms jump from patch to patch along three input rows: past the prefetchers,
+ * which left every read a miss (93 ms a step at batch 4 against the dense kernel's 56,
+ * which copies the rows).  So the input rows that output row oy reads and oy - 1 did
+ * not are fetched POOLED_AHEAD rows before (one row ahead was too late: 34 -> 21 ms,
+ * large's conv1 at batch 4, one thread). */
+static void pooled_prefetch(const KConv *p, const float *x, int64_t n, int64_t oy)
+{
+    if (oy >= p->oh)
+        return;
+    const int64_t row = p->w * p->c, y1 = oy * p->sh - p->pt + p->kh;
+    for (int64_t iy = y1 - (p->sh < p->kh ? p->sh : p->kh); iy < y1; iy++) {
+        if (iy < 0 || iy >= p->h)
+            continue;
+        const char *r = (const char *)(x + (n * p->h + iy) * row);
+        for (int64_t b = 0; b < row * (int64_t)sizeof *x; b += 64)
+            __builtin_prefetch(r + b);
+    }
 }
 
 void conv_direct_grad_filter_pooled(const KernVariant *kv, const KConv *p, const KPool *q, const float *x,
                                     const int32_t *idx, const float *yv, const float *dpool, float *acc, int64_t r0,
                                     int64_t rc)
 {
-    enum { WCHUNK = 256 };
-    float rs[POOLED_MAX_KF];
-    int32_t hx[WCHUNK], hf[WCHUNK];
-    float hg[WCHUNK];
+    float rs[POOLED_MAX_RS] __attribute__((aligned(64)));   /* whole lines: a store across two did not forward */
+    PoolHits h;
+    h.n = -1;
     Pooled b;
     b.ne = b.npad = 0;
-    const int64_t F = p->f, K = p->kh * p->kw * p->c, wchunk = WCHUNK / F > 0 ? WCHUNK / F : 1;
+    const int64_t F = p->f, K = p->kh * p->kw * p->c;
     b.kv = kv;
     b.p = p;
-    b.s = (SparseRows){ .rsf = K, .kh = (int)p->kh, .kwc = (int)(p->kw * p->c), .rs = rs };
+    b.xend = x + p->n * p->h * p->w * p->c;
+    const int64_t kwc = p->kw * p->c, rsk = pooled_rsk(p), rsf = p->kh * rsk;
+    b.s = (SparseRows){ .rsf = rsf, .kh = (int)p->kh, .kwc = (int)kwc, .rsk = (int)rsk, .rs = rs };
     /* conv_direct_grad_filter's bands and tiles */
     const int64_t cols = fit_cols(p, p->kh, BAND_FLOATS), tiles = (p->ow + cols - 1) / cols;
     const int64_t gmax = tiles > 1 ? 1 : band_rows(p);
@@ -533,19 +558,19 @@ void conv_direct_grad_filter_pooled(const KernVariant *kv, const KConv *p, const
         for (int64_t i = 0; i < tiles; i++) {
             int64_t c0, cw;
             tile_of(p->ow, tiles, i, &c0, &cw);
-            memset(rs, 0, (size_t)(K * F) * sizeof *rs);
-            for (int64_t g = 0; g < G; g++)
-                for (int64_t px0 = c0 / q->sw; px0 < q->ow && px0 * q->sw < c0 + cw; px0 += wchunk) {
-                    const int64_t px1 = px0 + wchunk < q->ow ? px0 + wchunk : q->ow;
-                    const int64_t k = maxpool_row_hits(q, idx, yv, dpool, n, oy + g, px0, px1, hx, hf, hg);
-                    for (int64_t j = 0; j < k; j++)
-                        if (hx[j] >= c0 && hx[j] < c0 + cw)
-                            pooled_term(&b, x, n, oy + g, hx[j], hf[j], hg[j]);
-                }
+            memset(rs, 0, (size_t)(rsf * F) * sizeof *rs);
+            for (int64_t g = 0; g < G; g++) {
+                pooled_prefetch(p, x, n, oy + g + POOLED_AHEAD);
+                int64_t k0;
+                const int64_t k = maxpool_row_hits(q, idx, yv, dpool, n, oy + g, &h, &k0);
+                for (int64_t j = k0; j < k0 + k; j++)
+                    if (h.ox[j] >= c0 && h.ox[j] < c0 + cw)
+                        pooled_term(&b, x, n, oy + g, h.ox[j], h.f[j], h.g[j]);
+            }
             pooled_flush(&b);
             for (int64_t t = 0; t < K; t++)   /* as gradw_tile adds a tile's sums */
                 for (int64_t f = 0; f < F; f++)
-                    acc[t * F + f] += rs[f * K + t];
+                    acc[t * F + f] += rs[f * rsf + t / kwc * rsk + t % kwc];
         }
         r += G;
     }

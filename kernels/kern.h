@@ -209,8 +209,10 @@ void kern_maxpool_gather(KIsa isa, const KPool *p, const float *x, const int32_t
 void kern_maxpool_scatter(KIsa isa, const KPool *p, const int32_t *idx, const float *y, const float *dy, float *dx);
 /* A bias gradient through a max pool (graph/fuse.c's pooled_grads): kern_colsum_d of
  * pixels [m0, m1) of kern_maxpool_scatter(p, idx, y, dy)'s output, viewed as [pixels,
- * C], without making it: the same sums in the same order (a zero adds nothing), for
- * windows that neither overlap nor pad (stride = size) and C <= 1024. */
+ * C], without making it: the same sums in the same order (a zero adds nothing), where
+ * kern_maxpool_scatter_sum_ok (windows that neither overlap nor pad, stride = size, a
+ * row of windows 2048 channels at most). */
+bool kern_maxpool_scatter_sum_ok(const KPool *p);
 void kern_maxpool_scatter_colsum_d(const KPool *p, const int32_t *idx, const float *y, const float *dy, int64_t m0,
                                    int64_t m1, double *acc);
 /* kern_conv2d_grad_filter(p, x, dy) where dy = kern_maxpool_scatter(q, idx, y, dpool)

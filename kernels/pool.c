@@ -355,51 +355,78 @@ static void scatter_add_image(const KPool *p, const int32_t *in, const float *yn
 }
 
 /* pool.h */
-int64_t maxpool_row_hits(const KPool *q, const int32_t *idx, const float *yv, const float *dy, int64_t n, int64_t oy,
-                         int64_t px0, int64_t px1, int32_t *ox, int32_t *f, float *g)
+bool maxpool_hits_ok(const KPool *q)
 {
-    const int64_t C = q->c, py = oy / q->sh, lo = oy * q->w;
-    if (py >= q->oh || oy - py * q->sh >= q->kh)
+    return q->kh == q->sh && q->kw == q->sw && q->pt == 0 && q->pl == 0 && q->kh <= POOL_HITS_MAX_KH &&
+           q->ow * q->c <= POOL_HITS_MAX && q->oh * q->sh <= q->h && q->ow * q->sw <= q->w;
+}
+
+/* Pooled row py of image n into h: each window's cell sorted by its row in the window
+ * (a counting sort, stable, with no branch on the data: a quarter of a 4x4 pool's cells
+ * fall on each row, which a branch per row mispredicted). */
+static void pool_hits_fill(const KPool *q, const int32_t *idx, const float *yv, const float *dy, int64_t n, int64_t py,
+                           PoolHits *h)
+{
+    const int64_t C = q->c, m = q->ow * C, base = py * q->sh * q->w, at = (n * q->oh + py) * m;
+    uint8_t row[POOL_HITS_MAX];
+    int32_t count[POOL_HITS_MAX_KH + 2] = { 0 };
+    const int32_t none = (int32_t)q->kh;   /* the bucket of cells that route nothing */
+    for (int64_t e = 0; e < m; e++) {
+        const int64_t o = at + e, rel = (int64_t)idx[o] - base;
+        const float v = dy[o] + 0.0f;   /* the scatter's 0 + dy */
+        const bool hit = rel >= 0 && rel < q->kh * q->w && v != 0.0f && (!yv || yv[o] > 0.0f);
+        int32_t r = 0;   /* rel / w, without a division per cell */
+        for (int64_t k = 1; k < q->kh; k++)
+            r += rel >= k * q->w;
+        row[e] = (uint8_t)(hit ? r : none);
+        count[row[e] + 1]++;
+    }
+    for (int r = 0; r <= q->kh; r++)
+        count[r + 1] += count[r];
+    for (int r = 0; r <= q->kh; r++)
+        h->at[r] = count[r];
+    for (int64_t e = 0, c = 0; e < m; e++, c = c + 1 == C ? 0 : c + 1) {
+        const int32_t k = count[row[e]]++;
+        if (row[e] == none)
+            continue;
+        const int64_t o = at + e;
+        h->ox[k] = (int32_t)((int64_t)idx[o] - base - (int64_t)row[e] * q->w);
+        h->f[k] = (int32_t)c;
+        h->g[k] = dy[o] + 0.0f;
+    }
+    h->n = n;
+    h->py = py;
+}
+
+int64_t maxpool_row_hits(const KPool *q, const int32_t *idx, const float *yv, const float *dy, int64_t n, int64_t oy,
+                         PoolHits *h, int64_t *first)
+{
+    const int64_t py = oy / q->sh;
+    if (py >= q->oh)
         return 0;
-    int64_t k = 0;
-    const int64_t at = ((n * q->oh + py) * q->ow) * C;
-    for (int64_t px = px0; px < px1; px++)
-        for (int64_t c = 0; c < C; c++) {
-            const int64_t o = at + px * C + c;
-            const int32_t cell = idx[o];
-            if (cell < lo || cell >= lo + q->w || (yv && !(yv[o] > 0.0f)))
-                continue;
-            const float v = dy[o] + 0.0f;   /* the scatter's 0 + dy */
-            if (v == 0.0f)
-                continue;
-            ox[k] = (int32_t)(cell - lo), f[k] = (int32_t)c, g[k] = v;
-            k++;
-        }
-    return k;
+    if (h->n != n || h->py != py)
+        pool_hits_fill(q, idx, yv, dy, n, py, h);
+    const int64_t r = oy - py * q->sh;
+    *first = h->at[r];
+    return h->at[r + 1] - h->at[r];
 }
 
 /* kern.h: kern_colsum_d of the scatter's output, without it */
 void kern_maxpool_scatter_colsum_d(const KPool *q, const int32_t *idx, const float *yv, const float *dy, int64_t m0,
                                    int64_t m1, double *acc)
 {
-    enum { CHUNK = 1024 };
-    int32_t ox[CHUNK], f[CHUNK];
-    float g[CHUNK];
-    const int64_t C = q->c, wchunk = CHUNK / C > 0 ? CHUNK / C : 1;
-    for (int64_t c = 0; c < C; c++)
+    PoolHits h;
+    h.n = -1;
+    for (int64_t c = 0; c < q->c; c++)
         acc[c] = 0;
-    if (C > CHUNK)   /* kern.h: C <= 1024 */
-        return;
     for (int64_t m = m0; m < m1;) {
         const int64_t row = m / q->w, n = row / q->h, oy = row % q->h, a = m % q->w;
         const int64_t b = m1 - (m - a) < q->w ? m1 - (m - a) : q->w;   /* columns [a, b) of the row */
-        for (int64_t px0 = a / q->sw; px0 < q->ow && px0 * q->sw < b; px0 += wchunk) {
-            const int64_t px1 = px0 + wchunk < q->ow ? px0 + wchunk : q->ow;
-            const int64_t k = maxpool_row_hits(q, idx, yv, dy, n, oy, px0, px1, ox, f, g);
-            for (int64_t i = 0; i < k; i++)
-                if (ox[i] >= a && ox[i] < b)
-                    acc[f[i]] += g[i];
-        }
+        int64_t k0;
+        const int64_t k = maxpool_row_hits(q, idx, yv, dy, n, oy, &h, &k0);
+        for (int64_t i = k0; i < k0 + k; i++)
+            if (h.ox[i] >= a && h.ox[i] < b)
+                acc[h.f[i]] += h.g[i];
         m += b - a;
     }
 }
@@ -506,3 +533,5 @@ void kern_global_avgpool_grad(const float *dy, float *dx, size_t n, size_t hw, s
                 dxb[i * c + j] = dyb[j] * inv;
     }
 }
+
+bool kern_maxpool_scatter_sum_ok(const KPool *p) { return maxpool_hits_ok(p); }

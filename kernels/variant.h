@@ -64,7 +64,9 @@ typedef struct PlanarRow {
 
 /* Sparse filter-gradient terms (conv_direct.c's pooled path): for each entry, the kh
  * rows of its patch (px + ky * xrow, kwc taps each) times g added into rs + f * rsf +
- * ky * kwc, one FMA per tap, entry after entry. */
+ * ky * rsk, one FMA per tap, entry after entry.  rsk is kwc rounded up to 16, and the
+ * rows are read that far (whatever lies past kwc goes into the sums' padding, never
+ * read): whole vectors, no masks. */
 typedef struct SparseEntry {
     const float *px;
     int64_t xrow;
@@ -75,7 +77,7 @@ typedef struct SparseEntry {
 typedef struct SparseRows {
     const SparseEntry *e;
     int64_t n, rsf;
-    int kh, kwc;
+    int kh, kwc, rsk;
     float *rs;
 } SparseRows;
 
