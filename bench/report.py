@@ -793,7 +793,10 @@ def render_run(recs, raw_name, kept=False):
              "step), so load that comes and goes during the run lands on some columns more than others.")
     L.append("- With OpenMP (PyTorch) a busy machine hurts more than with graphc's thread pool: a parallel "
              "region waits for its slowest thread, and spinning workers take CPU from OpenBLAS's own threads. "
-             "The passive-environment column shows how much of that the environment changes.")
+             "The passive-environment column shows how much of that the environment changes. graphc's workers "
+             "spin too, for at most 50 us between jobs, and stop spinning for 20 ms when they find themselves "
+             "descheduled (util/pool.c); that spin counts in graphc's CPU ms, so on a quiet machine its CPU "
+             "time per step can exceed its wall time's share of one core.")
     L.append("- Steps per row are fewer where a step is long (large images, batch 256), to bound the run; "
              "the `steps` column says how many each median is over.")
     L.append("")

@@ -1,4 +1,5 @@
 /* graphc run and graphc eval. */
+#include <fcntl.h>
 #include <getopt.h>
 #include <stdlib.h>
 #include <signal.h>
@@ -174,12 +175,27 @@ static int parse_opts(const char *cmd, int argc, char **argv, RunOptions *o, Log
 }
 
 static volatile int interrupted;
+static volatile sig_atomic_t under_mpirun, stopped_by_mpirun;
 
-static void on_sigint(int sig)
+/* Ctrl-C or SIGTERM: the run stops after the step in progress and saves.  When mpirun
+ * (our parent) sends it, it is ending the job: Open MPI passes a Ctrl-C on as SIGCONT,
+ * then SIGTERM a second later and SIGKILL a second after that, and it has stopped
+ * reading the ranks' stdout and stderr (a pty and a pipe).  A rank 0 blocked writing its
+ * progress bar there would never reach the save, so from then on such writes fail
+ * instead of blocking (a write blocked now returns too: no SA_RESTART). */
+static void on_sigint(int sig, siginfo_t *info, void *uctx)
 {
     (void)sig;
+    (void)uctx;
     if (interrupted) _exit(130);   /* a second Ctrl-C does not wait */
     interrupted = 1;
+    if (under_mpirun && info && info->si_pid == getppid()) {
+        stopped_by_mpirun = 1;
+        for (int fd = 1; fd <= 2; fd++) {
+            int fl = fcntl(fd, F_GETFL);
+            if (fl >= 0) fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+        }
+    }
 }
 
 /* The last word of a job that MPI stops (a collective that failed or never completed). */
@@ -246,7 +262,8 @@ int cmd_run(int argc, char **argv)
     if (rc >= 0) return rc;
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_sigint;
+    sa.sa_sigaction = on_sigint;
+    sa.sa_flags = SA_SIGINFO;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
@@ -254,6 +271,7 @@ int cmd_run(int argc, char **argv)
     Model m;
     rc = start("run", argv[optind], &o.comm, &m);
     if (rc != 0) return rc;
+    under_mpirun = comm_size(o.comm) > 1;
     Progress p;
     progress_init(&p, stdout, log);
     o.report = progress_reporter(&p);
@@ -271,6 +289,13 @@ int cmd_run(int argc, char **argv)
     diag_free(&d);
     run_result_free(&r);
     cli_free_model(&m);
+    if (rc == 130 && stopped_by_mpirun) {
+        /* MPI_Finalize would wait for mpirun's PMIx server, which no longer answers,
+         * until the SIGKILL */
+        fflush(stdout);
+        fflush(stderr);
+        _exit(rc);
+    }
     comm_close(o.comm);
     return rc;
 }

@@ -53,6 +53,16 @@ static void dims64(const Shape *s, int64_t *out)
 
 static Range ranges(const KCall *c, size_t n, size_t unit) { return split_range(n, unit, pool_threads(c->pool)); }
 
+/* Over `rows` rows of `len` elements each: split as their elements would be (SPLIT_MIN
+ * counts elements), the ranges counted in whole rows. */
+static Range row_ranges(const KCall *c, size_t rows, size_t len)
+{
+    Range r = ranges(c, rows * len, len);
+    r.n = rows;
+    r.unit = 1;
+    return r;
+}
+
 /* A unary function of the op table as the kernels call it, and a GEMM's epilogue. */
 static EwUnary ew_of(int op) { return (EwUnary)op_info[op].ew; }
 static EwAct act_of(int op, float p) { return op >= 0 ? (EwAct){ op_info[op].ew, p } : EW_NO_ACT; }
@@ -125,9 +135,7 @@ static int k_matmul_bias_act(const KCall *c)
 {
     k_matmul(c);
     size_t rows = (size_t)c->n->shape.d[0].v, cols = (size_t)c->n->shape.d[1].v;
-    RowsJob j = { fout(c), fin(c, 2), act_of(c->n->a.matmul.act, c->n->a.matmul.act_p), cols, ranges(c, rows * cols, cols) };
-    j.r.n = rows;
-    j.r.unit = 1;
+    RowsJob j = { fout(c), fin(c, 2), act_of(c->n->a.matmul.act, c->n->a.matmul.act_p), cols, row_ranges(c, rows, cols) };
     pool_run(c->pool, j.r.parts, bias_act_part, &j);
     return 0;
 }
@@ -434,9 +442,7 @@ static int run_axis(const KCall *c, const Shape *s, void (*part)(void *, int, in
 {
     AxisJob j = { .c = c };
     axis_dims(c->n, s, &j.outer, &j.len, &j.inner);
-    j.r = ranges(c, j.outer * j.len * j.inner, j.len * j.inner);
-    j.r.n = j.outer;
-    j.r.unit = 1;
+    j.r = row_ranges(c, j.outer, j.len * j.inner);
     pool_run(c->pool, j.r.parts, part, &j);
     return 0;
 }
@@ -504,9 +510,7 @@ static void pool_part(void *arg, int part, int worker)
 /* Pooling kernel `op` over blocks of images, input 0 at x. */
 static int run_images_at(const KCall *c, KPool p, OpKind op, const float *x, size_t idx_at)
 {
-    PoolJob j = { c, op, x, p, ranges(c, (size_t)p.n * (size_t)(p.h * p.w * p.c), (size_t)(p.h * p.w * p.c)), idx_at };
-    j.r.n = (size_t)p.n;   /* ranges count images */
-    j.r.unit = 1;
+    PoolJob j = { c, op, x, p, row_ranges(c, (size_t)p.n, (size_t)(p.h * p.w * p.c)), idx_at };   /* in images */
     pool_run(c->pool, j.r.parts, pool_part, &j);
     return 0;
 }
@@ -1103,9 +1107,7 @@ static int k_transpose(const KCall *c)
     TransposeJob j = { .c = c };
     dims64(x, j.dims);
     size_t rows = y->rank ? (size_t)y->d[0].v : 1, n = numel(y);
-    j.r = ranges(c, n, rows ? n / rows : 1);
-    j.r.n = rows;
-    j.r.unit = 1;
+    j.r = row_ranges(c, rows, rows ? n / rows : 1);
     pool_run(c->pool, j.r.parts, transpose_part, &j);
     return 0;
 }
@@ -1163,6 +1165,39 @@ static int k_causal_mask(const KCall *c)
     kern_causal_mask(fin(c, 0), fout(c), T && S ? numel(y) / (T * S) : 0, T, S, c->n->a.mask.value);
     return 0;
 }
+
+/* The fused causal softmax (forward or gradient) over the pool, in blocks of rows. */
+typedef struct MaskedSoftmaxJob {
+    const KCall *c;
+    size_t T, S;
+    Range r;   /* over the rows of the [mats * T, S] scores */
+} MaskedSoftmaxJob;
+
+static void masked_softmax_part(void *arg, int part, int worker)
+{
+    (void)worker;
+    const MaskedSoftmaxJob *j = arg;
+    const KCall *c = j->c;
+    size_t lo, hi;
+    range_of(&j->r, part, &lo, &hi);
+    if (c->n->op == OP_SOFTMAX_CAUSAL)
+        kern_softmax_causal(fin(c, 0), fout(c), lo, hi, j->T, j->S, c->n->a.mask.value);
+    else
+        kern_softmax_grad_causal(fin(c, 0), fin(c, 1), fout(c), lo, hi, j->T, j->S, c->n->a.mask.value);
+}
+
+static int k_masked_softmax(const KCall *c)
+{
+    const Shape *y = &c->n->shape;
+    MaskedSoftmaxJob j = { c, (size_t)y->d[y->rank - 2].v, (size_t)y->d[y->rank - 1].v, { 0 } };
+    if (j.S == 0) return 0;
+    j.r = row_ranges(c, numel(y) / j.S, j.S);
+    pool_run(c->pool, j.r.parts, masked_softmax_part, &j);
+    return 0;
+}
+
+static int k_softmax_causal(const KCall *c) { return k_masked_softmax(c); }
+static int k_softmax_grad_causal(const KCall *c) { return k_masked_softmax(c); }
 
 static int bad_id(const KCall *c, int rc, size_t vocab)
 {
@@ -1250,7 +1285,7 @@ static int k_layer_norm_grad_scale(const KCall *c)
 {
     size_t cols = numel(&c->n->shape);
     LnScaleJob j = { c, cols ? numel(ishape(c, 0)) / cols : 0, cols };
-    pool_run(c->pool, LN_PARTS, layer_norm_scale_part, &j);
+    pool_run(numel(ishape(c, 0)) >= SPLIT_MIN ? c->pool : NULL, LN_PARTS, layer_norm_scale_part, &j);
     const double *acc = (const double *)(const void *)c->scratch;
     for (size_t k = 0; k < cols; k++) {
         double s = acc[k];

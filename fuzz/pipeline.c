@@ -240,7 +240,7 @@ static bool gradient_wrong(const Step *es, Weights *we, void **feeds, float *p, 
 }
 
 /* Every parameter's gradient, at a few elements, against finite differences of the
- * loss through the evaluation graph (tests/test_train.c's check, on any model): a step
+ * loss through the evaluation graph (tests/test_autodiff.c's check, on any model): a step
  * of plain SGD with lr 1 (no weight decay, no clipping) moves a parameter by minus its
  * gradient.  For a model whose step is the same in training and evaluation
  * (trains_otherwise) and whose loss is finite and moderate. */

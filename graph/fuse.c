@@ -830,6 +830,46 @@ Graph *pass_fuse_maxpool_grad_relu(const Graph *g, DiagSink *d)
     return rewrite_end(&r, ok, g->stage, d);
 }
 
+/* Causal attention's scores: a causal_mask read only by a softmax over the last axis
+ * becomes one softmax_causal, and a softmax_grad over the last axis read only by a
+ * causal_mask (the mask's gradient) one softmax_grad_causal.  Each row is masked and
+ * normalized (or differentiated and masked) in one pass while in cache, with the bits
+ * of the two ops. */
+Graph *pass_fuse_masked_softmax(const Graph *g, DiagSink *d)
+{
+    Rewrite r;
+    if (!rewrite_begin(&r, g, d)) return NULL;
+    Graph *c = r.c;
+    for (int i = 0; i < c->nnodes; i++) {
+        Node *n = &c->nodes[i];
+        bool last_axis = n->a.axes.after == 0 && n->a.axes.n <= 1;
+        if (n->op == OP_SOFTMAX && last_axis) {
+            int32_t m = n->in[0];
+            const Node *mask = &c->nodes[m];
+            if (mask->op != OP_CAUSAL_MASK || r.uses[m] != 1) continue;
+            n->op = OP_SOFTMAX_CAUSAL;
+            n->in[0] = mask->in[0];
+            n->a = (NodeAttr){ .mask = mask->a.mask };
+            r.keep[m] = false;
+        } else if (n->op == OP_CAUSAL_MASK) {
+            int32_t s = n->in[0];
+            const Node *sg = &c->nodes[s];
+            if (sg->op != OP_SOFTMAX_GRAD || r.uses[s] != 1 || sg->a.axes.after != 0 || sg->a.axes.n > 1) continue;
+            int32_t *in = arena_alloc(&c->arena, 2 * sizeof *in);
+            if (!in) {
+                diag_plain(d, "out of memory");
+                return rewrite_end(&r, false, g->stage, d);
+            }
+            memcpy(in, sg->in, 2 * sizeof *in);
+            n->op = OP_SOFTMAX_GRAD_CAUSAL;
+            n->in = in;
+            n->nin = 2;
+            r.keep[s] = false;
+        }
+    }
+    return rewrite_end(&r, true, g->stage, d);
+}
+
 /* All optimizer updates of the step that stay at the end (one kind per step; a large
  * gradient's runs early, see pass_early_updates) become one update_all in place of the last
  * of them: they run last anyway, and one op updates every parameter in one pass over

@@ -384,6 +384,7 @@ double node_flops(const Graph *g, const Node *n)
     case OP_MAXPOOL: case OP_AVGPOOL:
         return numel_d(g, y) * n->a.win.kh * n->a.win.kw;
     case OP_SOFTMAX: case OP_LOG_SOFTMAX: case OP_SOFTMAX_GRAD: case OP_LOG_SOFTMAX_GRAD:
+    case OP_SOFTMAX_CAUSAL: case OP_SOFTMAX_GRAD_CAUSAL:   /* the mask's are none */
         return 4.0 * numel_d(g, y);
     case OP_CROSS_ENTROPY: case OP_CROSS_ENTROPY_GRAD: case OP_ACCURACY: case OP_MSE: case OP_MSE_GRAD:
         return 4.0 * numel_d(g, &g->nodes[n->in[0]].shape);

@@ -549,6 +549,7 @@ typedef struct ConvPoolJob {
     int32_t *idx;               /* NULL, or the pool's argmax (kern_conv2d_maxpool_argmax) */
     int64_t rows;               /* pooled rows (n, py) per task */
     int64_t band;               /* pooled rows per band */
+    int shares;                 /* tasks of convpool_rows_task */
 } ConvPoolJob;
 
 /* Conv rows [a, b) of image n into dst (row a at dst[0]). */
@@ -599,6 +600,30 @@ static void convpool_task(void *arg, int task, int worker)
     }
 }
 
+/* One image whose pooled rows do not share evenly over the threads (the MNIST CNN's
+ * second convolution at batch 1: 7 pooled rows, 4 + 3 on two threads) but whose
+ * convolution rows fit one worker's band (14 of them, 7 + 7): the threads make the
+ * convolution rows in equal shares into that band, then the caller pools them all.
+ * The same values as the bands (a pixel's value does not depend on how rows are cut),
+ * pooled by the same maxpool_rows. */
+static bool convpool_whole(const ConvPoolJob *j, int t)
+{
+    const KConv *p = j->p;
+    return j->direct && t > 1 && p->n == 1 && j->q->oh % t != 0 && p->oh >= t &&
+           convpool_band_rows(p, j->q) >= p->oh;
+}
+
+static void convpool_rows_task(void *arg, int task, int worker)
+{
+    (void)worker;
+    const ConvPoolJob *j = arg;
+    const KConv *p = j->p;
+    const int64_t a = p->oh * task / j->shares, b = p->oh * (task + 1) / j->shares;
+    if (b > a)
+        conv_direct_forward(kern_variant(j->isa), p, j->x, j->w, j->bias, j->act, j->scratch + a * p->ow * p->f, a,
+                            b - a);
+}
+
 static void convpool_run(Pool *pool, KIsa isa, const KConv *p, const KPool *q, const float *x, const float *w,
                          const float *bias, EwAct act, float *y, int32_t *idx, float *scratch)
 {
@@ -613,6 +638,12 @@ static void convpool_run(Pool *pool, KIsa isa, const KConv *p, const KPool *q, c
         float *wp = scratch + (size_t)T * convpool_worker_floats(p, q);
         conv_pack(p, w, wp);
         j.w = wp;
+    }
+    if (convpool_whole(&j, t)) {
+        j.shares = t;
+        pool_run(pool, t, convpool_rows_task, &j);
+        maxpool_rows(isa, q, scratch, 0, 0, q->oh, y, idx);
+        return;
     }
     pool_run(pool, (int)nchunks(R, j.rows), convpool_task, &j);
 }

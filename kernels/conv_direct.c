@@ -227,6 +227,25 @@ static int64_t fwd_band_rows(const KConv *p)
     return rows > p->kh ? (rows - p->kh) / p->sh + 1 : 1;
 }
 
+/* The band of output rows from row r (of image row oy) on: at most gmax, inside the
+ * image and before `end`. */
+static int64_t band_of(const KConv *p, int64_t gmax, int64_t r, int64_t oy, int64_t end)
+{
+    int64_t G = gmax < p->oh - oy ? gmax : p->oh - oy;
+    return G < end - r ? G : end - r;
+}
+
+/* The kernel rows [*ky0, *ky1) of output row oy that fall inside the image (the others
+ * add nothing). */
+static void kernel_rows(const KConv *p, int64_t oy, int *ky0, int *ky1)
+{
+    const int64_t iy0 = oy * p->sh - p->pt;
+    *ky0 = iy0 < 0 ? (int)(-iy0 < p->kh ? -iy0 : p->kh) : 0;
+    *ky1 = p->h - iy0 < p->kh ? (int)(p->h - iy0) : (int)p->kh;
+    if (*ky1 < *ky0)
+        *ky1 = *ky0;
+}
+
 /* ---- the planar path: few channels and at most 8 filters ------------------------------
  * A vector of filters is wasted on large.net's first layer (8 filters, 3 channels,
  * stride 2): half of a 16-lane vector, and one broadcast per FMA.  Vectorised over
@@ -311,10 +330,7 @@ static void planar_forward(const KernVariant *kv, const KConv *p, const float *x
     PlanarRow pr = { .kw = (int)p->kw, .c = (int)p->c, .sw = (int)p->sw, .w = w8, .bias = bias ? b8 : NULL,
                      .relu = relu, .F = F };
     for (int64_t r = r0; r < r0 + rc;) {
-        const int64_t n = r / p->oh, oy = r % p->oh;
-        int64_t G = PLANAR_ROWS < p->oh - oy ? PLANAR_ROWS : p->oh - oy;
-        if (G > r0 + rc - r)
-            G = r0 + rc - r;
+        const int64_t n = r / p->oh, oy = r % p->oh, G = band_of(p, PLANAR_ROWS, r, oy, r0 + rc);
         for (int64_t i = 0; i < tiles; i++) {
             int64_t c0, cw;
             tile_of(p->ow, tiles, i, &c0, &cw);
@@ -322,11 +338,7 @@ static void planar_forward(const KernVariant *kv, const KConv *p, const float *x
             pr.npix = cw;
             fill_planes(kv, p, x, n, oy, (G - 1) * p->sh + p->kh, c0, pr.pw, planes);
             for (int64_t g = 0; g < G; g++) {
-                const int64_t iy0 = (oy + g) * p->sh - p->pt;
-                pr.ky0 = iy0 < 0 ? (int)(-iy0 < p->kh ? -iy0 : p->kh) : 0;
-                pr.ky1 = p->h - iy0 < p->kh ? (int)(p->h - iy0) : (int)p->kh;
-                if (pr.ky1 < pr.ky0)
-                    pr.ky1 = pr.ky0;
+                kernel_rows(p, oy + g, &pr.ky0, &pr.ky1);
                 pr.xs = planes + g * p->sh * p->c * p->sw * pr.pw;
                 pr.y = y + ((r + g - r0) * p->ow + c0) * F;
                 kv->planar_row(&pr);
@@ -352,10 +364,7 @@ void conv_direct_forward(const KernVariant *kv, const KConv *p, const float *x, 
                   .relu = bias && act.fn == EW_RELU };
     filter_layout(p, &fr.wtap, &fr.wblock);
     for (int64_t r = r0; r < r0 + rc;) {
-        const int64_t n = r / p->oh, oy = r % p->oh;
-        int64_t G = gmax < p->oh - oy ? gmax : p->oh - oy;
-        if (G > r0 + rc - r)
-            G = r0 + rc - r;
+        const int64_t n = r / p->oh, oy = r % p->oh, G = band_of(p, gmax, r, oy, r0 + rc);
         for (int64_t i = 0; i < tiles; i++) {
             int64_t c0, cw;
             tile_of(p->ow, tiles, i, &c0, &cw);
@@ -364,12 +373,7 @@ void conv_direct_forward(const KernVariant *kv, const KConv *p, const float *x, 
             fr.rowlen = strip_w(&q) * p->c;
             fr.npix = cw;
             for (int64_t g = 0; g < G; g++) {
-                const int64_t iy0 = (oy + g) * p->sh - p->pt;
-                /* the kernel rows on the image: the others add nothing */
-                fr.ky0 = iy0 < 0 ? (int)(-iy0 < p->kh ? -iy0 : p->kh) : 0;
-                fr.ky1 = p->h - iy0 < p->kh ? (int)(p->h - iy0) : (int)p->kh;
-                if (fr.ky1 < fr.ky0)
-                    fr.ky1 = fr.ky0;
+                kernel_rows(p, oy + g, &fr.ky0, &fr.ky1);
                 fr.xs = strip + g * p->sh * fr.rowlen;
                 fr.y = y + ((r + g - r0) * p->ow + c0) * F;
                 kv->fwd_row(&fr);
@@ -414,10 +418,7 @@ void conv_direct_grad_filter(const KernVariant *kv, const KConv *p, const float 
     const int64_t gmax = tiles > 1 ? 1 : band_rows(p);
     GradwBand gb = { .pstep = p->sw * p->c, .dyrow = p->ow * F, .F = F, .kwc = (int)kwc };
     for (int64_t r = r0; r < r0 + rc;) {
-        const int64_t n = r / p->oh, oy = r % p->oh;
-        int64_t G = gmax < p->oh - oy ? gmax : p->oh - oy;
-        if (G > r0 + rc - r)
-            G = r0 + rc - r;
+        const int64_t n = r / p->oh, oy = r % p->oh, G = band_of(p, gmax, r, oy, r0 + rc);
         for (int64_t i = 0; i < tiles; i++) {
             int64_t c0, cw;
             tile_of(p->ow, tiles, i, &c0, &cw);
@@ -551,10 +552,7 @@ void conv_direct_grad_filter_pooled(const KernVariant *kv, const KConv *p, const
     const int64_t cols = fit_cols(p, p->kh, BAND_FLOATS), tiles = (p->ow + cols - 1) / cols;
     const int64_t gmax = tiles > 1 ? 1 : band_rows(p);
     for (int64_t r = r0; r < r0 + rc;) {
-        const int64_t n = r / p->oh, oy = r % p->oh;
-        int64_t G = gmax < p->oh - oy ? gmax : p->oh - oy;
-        if (G > r0 + rc - r)
-            G = r0 + rc - r;
+        const int64_t n = r / p->oh, oy = r % p->oh, G = band_of(p, gmax, r, oy, r0 + rc);
         for (int64_t i = 0; i < tiles; i++) {
             int64_t c0, cw;
             tile_of(p->ow, tiles, i, &c0, &cw);

@@ -428,16 +428,8 @@ void kern_softmax(const float *x, float *y, size_t rows, size_t cols)
 
 void kern_softmax_grad(const float *y, const float *dy, float *dx, size_t rows, size_t cols)
 {
-    for (size_t r = 0; r < rows; r++) {
-        const float *yr = y + r * cols, *dyr = dy + r * cols;
-        float *dxr = dx + r * cols;
-        double dot = 0;
-        for (size_t j = 0; j < cols; j++)
-            dot += (double)yr[j] * dyr[j];
-        float d = (float)dot;
-        for (size_t j = 0; j < cols; j++)
-            dxr[j] = yr[j] * (dyr[j] - d);
-    }
+    if (cols)
+        vmath()->softmax_grad(y, dy, dx, rows, cols);
 }
 
 void kern_log_softmax(const float *x, float *y, size_t rows, size_t cols)
@@ -535,12 +527,16 @@ size_t kern_count_correct(const float *logits, const int32_t *labels, size_t row
     size_t correct = 0;
     if (cols == 0)
         return 0;
+    float (*row_max)(const float *, size_t) = vmath()->row_max;
     for (size_t r = 0; r < rows; r++) {
         const float *xr = logits + r * cols;
+        /* the first maximum, as `xr[j] > xr[best]` from best = 0 finds it: row_max
+         * passes over NaNs after x[0] as that test does (a NaN x[0]: index 0) */
+        float m = row_max(xr, cols);
         size_t best = 0;
-        for (size_t j = 1; j < cols; j++)
-            if (xr[j] > xr[best])
-                best = j;
+        if (m == m)
+            while (xr[best] != m)
+                best++;
         if (labels[r] >= 0 && (size_t)labels[r] == best)
             correct++;
     }

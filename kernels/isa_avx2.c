@@ -62,6 +62,15 @@ ISA_INLINE VI vm_ior(VI a, VI b) { return _mm256_or_si256(a, b); }
 #define vm_isra(a, n) _mm256_srai_epi32(a, n)
 #define vm_isll(a, n) _mm256_slli_epi32(a, n)
 
+/* vmath.h's tree over 16 lanes in registers (as isa_avx512.c's, from two vectors) */
+#define VM_REG_TREE 1
+ISA_INLINE float vm_tree_avx2(const VF *s)
+{
+    __m256 a = _mm256_add_ps(s[0], s[1]);
+    __m128 b = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+    __m128 c = _mm_add_ps(b, _mm_movehl_ps(b, b));
+    return _mm_cvtss_f32(_mm_add_ss(c, _mm_shuffle_ps(c, c, 1)));
+}
 #include "kernels/vmath.h"
 /* An 8 x 8 block transposed: pairs of rows interleaved, quadruples within each 128-bit
  * lane, then the lanes swapped across. */

@@ -61,6 +61,17 @@ ISA_INLINE VI vm_iand(VI a, VI b) { return _mm512_and_si512(a, b); }
 ISA_INLINE VI vm_ior(VI a, VI b) { return _mm512_or_si512(a, b); }
 #define vm_isra(a, n) _mm512_srai_epi32(a, n)
 #define vm_isll(a, n) _mm512_slli_epi32(a, n)
+/* vmath.h's tree over 16 lanes in registers: the halves added (lane j + lane j+8), then
+ * the quarters, pairs and the last two, each sum with the lower lane first as the
+ * scalar tree has it */
+#define VM_REG_TREE 1
+ISA_INLINE float vm_tree_avx512(const VF *s)
+{
+    __m256 a = _mm256_add_ps(_mm512_castps512_ps256(s[0]), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(s[0]), 1)));
+    __m128 b = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+    __m128 c = _mm_add_ps(b, _mm_movehl_ps(b, b));
+    return _mm_cvtss_f32(_mm_add_ss(c, _mm_shuffle_ps(c, c, 1)));
+}
 #include "kernels/vmath.h"
 
 

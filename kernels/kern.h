@@ -339,6 +339,12 @@ void kern_where(const float *cond, const int64_t *cshape, int crank, const float
 /* mats matrices [T, S]: y = x with element (i, j) replaced by value where j > i + S - T
  * (a later position than the query's); y may be x. */
 void kern_causal_mask(const float *x, float *y, size_t mats, size_t T, size_t S, float value);
+/* The softmax over the last axis of causal_mask(x), and causal_mask(softmax_grad(y,
+ * dy), value), over rows [r0, r1) of [mats * T, S] scores, with the bits of the ops
+ * apart; y may be x, dx may be y or dy. */
+void kern_softmax_causal(const float *x, float *y, size_t r0, size_t r1, size_t T, size_t S, float value);
+void kern_softmax_grad_causal(const float *y, const float *dy, float *dx, size_t r0, size_t r1, size_t T, size_t S,
+                              float value);
 
 /* y[r] = table[ids[r]] for r < n (rows of dim); returns 0, or -1 - r for the first id
  * outside [0, vocab) (y is then not complete). */

@@ -12,7 +12,8 @@
  *   v_zero() v_load(p) v_store(p, v) v_bcast(p) v_fma(a, b, c) = a*b + c, rounded once
  *   v_add(a, b) v_relu(a) = max(a, +0) (a NaN gives +0, as kern_unary's relu)
  *   v_mask(n) v_load_m(p, m) (zero past the mask) v_store_m(p, v, m)
- *   PLANAR_P       vectors of pixels per planar tile (x 8 filters: accumulators)
+ *   PLANAR_P       vectors of pixels per planar tile (x 8 filters: accumulators); undefined:
+ *                  no planar path (conv_direct.c takes the strip path)
  *   v_tr8(a)       a[f] (f < 8): filter f at VL pixels -> the [VL][8] block they make,
  *                  row-major, as 8 vectors
  *   and, for Adam (ISA_ADAM): v_set1 v_mul v_sub v_div v_sqrt, correctly rounded;
@@ -235,6 +236,7 @@ ISA_FN static void NAME(gradw_band)(const GradwBand *b)
     }
 }
 
+#ifdef PLANAR_P   /* the variants with a planar path (docs/kernels.md) */
 /* Planar tile (PlanarRow): P vectors of VL pixels x 8 filters, one FMA per tap, pixel
  * vector and filter, the taps in fwd_tile's order (ky, kx, c): each output the same
  * chain of FMAs as there, so the same bits.  Then bias and relu, and the tile
@@ -329,6 +331,11 @@ ISA_FN static void NAME(planes6)(const float *src, int64_t n, float *d, int64_t 
     }
 }
 
+#define PLANAR_FNS NAME(planar_row), NAME(planes6)
+#else
+#define PLANAR_FNS NULL, NULL
+#endif
+
 /* SparseRows: each term x * g + rs as gradw_tile's x * dy + a, so a chain of them is
  * that tile's chain with its zero terms left out.  Whole vectors: a masked load of the
  * patch's last taps was 40% of the time (Zen 5). */
@@ -347,7 +354,7 @@ ISA_FN static void NAME(sparse_rows)(const SparseRows *s)
     }
 }
 
-#define CONV_ROW_FNS NAME(fwd_row), NAME(gradw_band), NAME(planar_row), NAME(planes6), NAME(sparse_rows)
+#define CONV_ROW_FNS NAME(fwd_row), NAME(gradw_band), PLANAR_FNS, NAME(sparse_rows)
 #else
 #define CONV_ROW_FNS NULL, NULL, NULL, NULL, NULL
 #endif

@@ -5,11 +5,24 @@
 #pragma GCC optimize("tree-vectorize", "vect-cost-model=dynamic")
 #endif
 #include "kernels/kern.h"
+#include "kernels/variant.h"
 
 #include <math.h>
 #include <string.h>
 
 /* ---- layout ------------------------------------------------------------------------ */
+
+/* A run of n floats copied: 16 at a time with copies of a constant size, which the
+ * compiler inlines (the heads' split and merge copy runs of 16: a call of memcpy per
+ * run cost more than the copy). */
+static inline void copy_run(uint32_t *d, const uint32_t *s, size_t n)
+{
+    size_t j = 0;
+    for (; j + 16 <= n; j += 16)
+        memcpy(d + j, s + j, 16 * sizeof *d);
+    if (j < n)
+        memcpy(d + j, s + j, (n - j) * sizeof *d);
+}
 
 void kern_transpose(const void *xv, const int64_t *xshape, int rank, const int8_t *perm, void *yv, size_t r0, size_t r1)
 {
@@ -41,7 +54,7 @@ void kern_transpose(const void *xv, const int64_t *xshape, int rank, const int8_
         for (size_t k = 0; k < inner; k += last) {
             const uint32_t *xr = x + off;
             if (ls == 1)
-                memcpy(yr + k, xr, last * sizeof *yr);
+                copy_run(yr + k, xr, last);
             else
                 for (size_t j = 0; j < last; j++)
                     yr[k + j] = xr[(size_t)ls * j];
@@ -222,18 +235,46 @@ void kern_where(const float *cond, const int64_t *cshape, int crank, const float
     }
 }
 
+/* A row of keys with those from `keep` on replaced by value (yr may be xr). */
+static void mask_row(const float *xr, float *yr, size_t keep, size_t S, float value)
+{
+    if (yr != xr)
+        memcpy(yr, xr, keep * sizeof *yr);
+    for (size_t j = keep; j < S; j++)
+        yr[j] = value;
+}
+
 void kern_causal_mask(const float *x, float *y, size_t mats, size_t T, size_t S, float value)
 {
     for (size_t m = 0; m < mats; m++)
-        for (size_t i = 0; i < T; i++) {
-            const float *xr = x + (m * T + i) * S;
-            float *yr = y + (m * T + i) * S;
-            size_t keep = i + 1 + (S - T);   /* keys 0 .. i + S - T */
-            if (yr != xr)
-                memcpy(yr, xr, keep * sizeof *yr);
-            for (size_t j = keep; j < S; j++)
-                yr[j] = value;
-        }
+        for (size_t i = 0; i < T; i++)   /* keys 0 .. i + S - T stay */
+            mask_row(x + (m * T + i) * S, y + (m * T + i) * S, i + 1 + (S - T), S, value);
+}
+
+/* Causal attention's softmax and its gradient with the mask, over rows [r0, r1) of the
+ * [mats * T, S] scores, a matrix (or the part of one in the range) at a time: its rows
+ * masked, then normalized (or differentiated, then masked) while they are in L1 (a
+ * 64 x 64 matrix is 16 KiB), with the bits of the two ops apart.  One call of the
+ * variant's rows per matrix: one per row cost as much as the pass saved. */
+void kern_softmax_causal(const float *x, float *y, size_t r0, size_t r1, size_t T, size_t S, float value)
+{
+    for (size_t lo = r0, hi; lo < r1; lo = hi) {
+        hi = (lo / T + 1) * T < r1 ? (lo / T + 1) * T : r1;
+        for (size_t r = lo; r < hi; r++)
+            mask_row(x + r * S, y + r * S, r % T + 1 + (S - T), S, value);
+        kern_softmax(y + lo * S, y + lo * S, hi - lo, S);
+    }
+}
+
+void kern_softmax_grad_causal(const float *y, const float *dy, float *dx, size_t r0, size_t r1, size_t T, size_t S,
+                              float value)
+{
+    for (size_t lo = r0, hi; lo < r1; lo = hi) {
+        hi = (lo / T + 1) * T < r1 ? (lo / T + 1) * T : r1;
+        kern_softmax_grad(y + lo * S, dy + lo * S, dx + lo * S, hi - lo, S);
+        for (size_t r = lo; r < hi; r++)
+            mask_row(dx + r * S, dx + r * S, r % T + 1 + (S - T), S, value);
+    }
 }
 
 /* ---- embedding ------------------------------------------------------------------------ */
@@ -267,61 +308,31 @@ int kern_embedding_grad(const int32_t *ids, size_t n, const float *dy, size_t vo
 
 /* ---- layer normalization -------------------------------------------------------------- */
 
-/* The mean and 1 / sqrt(var + eps) of one row, in double. */
-static void row_stats(const float *x, size_t cols, float eps, float *mean, float *rstd)
-{
-    double s = 0, v = 0;
-    for (size_t j = 0; j < cols; j++)
-        s += x[j];
-    double m = s / (double)cols;
-    for (size_t j = 0; j < cols; j++) {
-        double d = (double)x[j] - m;
-        v += d * d;
-    }
-    *mean = (float)m;
-    *rstd = (float)(1.0 / sqrt(v / (double)cols + (double)eps));
-}
+/* The rows' vector loops are the variant's (kernels/vmath.h): their sums in fixed lanes,
+ * so every variant gives the same bits. */
+static const KernVariant *vmath(void) { return kern_variant(KISA_AUTO); }
 
 void kern_layer_norm(const float *x, const float *gamma, const float *beta, size_t rows, size_t cols, float eps, float *y)
 {
-    for (size_t r = 0; r < rows; r++) {
-        const float *xr = x + r * cols;
-        float *yr = y + r * cols;
-        float mean, rstd;
-        row_stats(xr, cols, eps, &mean, &rstd);
-        for (size_t j = 0; j < cols; j++)
-            yr[j] = (xr[j] - mean) * rstd * gamma[j] + beta[j];
-    }
+    if (cols)
+        vmath()->layer_norm(x, gamma, beta, rows, cols, eps, y);
 }
 
-/* dx = rstd (g - mean(g) - xhat mean(g xhat)), g = dy gamma, xhat = (x - mean) rstd */
 void kern_layer_norm_grad(const float *x, const float *gamma, const float *dy, size_t rows, size_t cols, float eps, float *dx)
 {
-    for (size_t r = 0; r < rows; r++) {
-        const float *xr = x + r * cols, *dyr = dy + r * cols;
-        float *dxr = dx + r * cols;
-        float mean, rstd;
-        row_stats(xr, cols, eps, &mean, &rstd);
-        double sg = 0, sgx = 0;
-        for (size_t j = 0; j < cols; j++) {
-            float g = dyr[j] * gamma[j], xh = (xr[j] - mean) * rstd;
-            sg += g;
-            sgx += (double)g * xh;
-        }
-        float mg = (float)(sg / (double)cols), mgx = (float)(sgx / (double)cols);
-        for (size_t j = 0; j < cols; j++) {
-            float g = dyr[j] * gamma[j], xh = (xr[j] - mean) * rstd;
-            dxr[j] = rstd * (g - mg - xh * mgx);
-        }
-    }
+    if (cols)
+        vmath()->layer_norm_grad(x, gamma, dy, rows, cols, eps, dx);
 }
 
 void kern_layer_norm_grad_scale(const float *x, const float *dy, size_t rows, size_t cols, float eps, double *acc)
 {
+    if (cols == 0)
+        return;
+    void (*stats)(const float *, size_t, float, float *, float *) = vmath()->row_stats;
     for (size_t r = 0; r < rows; r++) {
         const float *xr = x + r * cols, *dyr = dy + r * cols;
         float mean, rstd;
-        row_stats(xr, cols, eps, &mean, &rstd);
+        stats(xr, cols, eps, &mean, &rstd);
         for (size_t j = 0; j < cols; j++)
             acc[j] += (double)dyr[j] * ((xr[j] - mean) * rstd);
     }

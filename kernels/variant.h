@@ -101,8 +101,9 @@ typedef struct KernVariant {
     int lanes;   /* floats per vector */
     void (*fwd_row)(const FwdRow *r);
     void (*gradw_band)(const GradwBand *b);
+    /* the planar path (NULL: the strip path) and its planes of 3 channels at stride 2 */
     void (*planar_row)(const PlanarRow *r);
-    void (*planes6)(const float *src, int64_t n, float *d, int64_t pw);   /* micro.h */
+    void (*planes6)(const float *src, int64_t n, float *d, int64_t pw);
     void (*sparse_rows)(const SparseRows *s);
     /* Adam's loop over whole vectors (the scalar loop's bits); returns the elements it
      * did.  NULL: the scalar loop does them all. */
@@ -127,6 +128,14 @@ typedef struct KernVariant {
     float (*exp_sum)(const float *x, float m, float *y, size_t n);
     /* kern_softmax's rows (cols >= 1), from those two and a scaling */
     void (*softmax)(const float *x, float *y, size_t rows, size_t cols);
+    /* Layer norm's (kern.h) and softmax's gradient's rows, their sums in VM_ACC lanes;
+     * row_stats is one row's mean and 1 / sqrt(var + eps) */
+    void (*row_stats)(const float *x, size_t n, float eps, float *mean, float *rstd);
+    void (*layer_norm)(const float *x, const float *gamma, const float *beta, size_t rows, size_t cols, float eps,
+                       float *y);
+    void (*layer_norm_grad)(const float *x, const float *gamma, const float *dy, size_t rows, size_t cols, float eps,
+                            float *dx);
+    void (*softmax_grad)(const float *y, const float *dy, float *dx, size_t rows, size_t cols);
 } KernVariant;
 
 /* The variant that runs for `isa` (kern_isa_resolve's). */

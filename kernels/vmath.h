@@ -9,6 +9,8 @@
  * Every function gives the bits of util/elemwise.h's scalar one on every element
  * (docs/kernels.md, "Vector math"). */
 
+#include <math.h>
+
 #define VM_FN ISA_INLINE
 #define VM_NAME(x) NAME(x)
 #include "util/vmath.h"
@@ -17,6 +19,21 @@
  * j into lane j mod VM_ACC), added in one fixed tree at the end: the same bits in every
  * variant. */
 enum { VM_ACC = 16, VM_NACC = VM_ACC / VL };
+
+/* The fixed tree over the VM_ACC lanes of s[0 .. VM_NACC): lane j += lane j + w for
+ * w = 8, 4, 2, 1; the answer is lane 0.  An instruction set that defines VM_REG_TREE
+ * has NAME(vm_tree) do the same additions in registers (a store and fifteen scalar
+ * adds were much of a 64-float row's time). */
+#ifndef VM_REG_TREE
+ISA_INLINE float NAME(vm_tree)(const VF *s)
+{
+    float lane[VM_ACC];
+    for (int k = 0; k < VM_NACC; k++) vm_store(lane + k * VL, s[k]);
+    for (int w = VM_ACC / 2; w >= 1; w /= 2)
+        for (int j = 0; j < w; j++) lane[j] += lane[j + w];
+    return lane[0];
+}
+#endif
 
 #define VM_LOOP(EXPR)                                                                          \
     for (; i + VL <= n; i += VL) {                                                             \
@@ -97,11 +114,7 @@ ISA_FN static float NAME(vm_exp_sum)(const float *x, float m, float *y, size_t n
         }
         if (y) memcpy(y + i, buf, (n - i) * sizeof *y);
     }
-    float lane[VM_ACC];
-    for (int k = 0; k < VM_NACC; k++) vm_store(lane + k * VL, s[k]);
-    for (int w = VM_ACC / 2; w >= 1; w /= 2)
-        for (int j = 0; j < w; j++) lane[j] += lane[j + w];
-    return lane[0];
+    return NAME(vm_tree)(s);
 }
 
 /* Softmax over the rows of x [rows, n]: each row's maximum, its exponentials and their
@@ -117,6 +130,110 @@ ISA_FN static void NAME(vm_softmax)(const float *x, float *y, size_t rows, size_
     }
 }
 
+/* ---- row sums for layer norm and softmax's gradient ----
+ * A sum of one of these terms over a row, in VM_ACC lanes as vm_exp_sum's: whole groups
+ * in vectors, the last partial group's terms padded with +0, then the fixed tree.  The
+ * terms (a, b, c rows; m, r scalars):
+ *   VM_SUM a[j]   VM_DEV2 (a[j] - m)^2   VM_PROD a[j] b[j]   VM_PRODXH a[j] b[j] ((c[j] - m) r) */
+enum { VM_SUM, VM_DEV2, VM_PROD, VM_PRODXH };
+
+ISA_INLINE VF NAME(vm_term)(int kind, const float *a, const float *b, const float *c, size_t at, VF m, VF r)
+{
+    VF x = vm_load(a + at), d;
+    switch (kind) {
+    case VM_SUM: return x;
+    case VM_DEV2: d = vm_sub(x, m); return vm_mul(d, d);
+    case VM_PROD: return vm_mul(x, vm_load(b + at));
+    default: return vm_mul(vm_mul(x, vm_load(b + at)), vm_mul(vm_sub(vm_load(c + at), m), r));
+    }
+}
+
+ISA_INLINE float vm_term1(int kind, const float *a, const float *b, const float *c, size_t j, float m, float r)
+{
+    float d;
+    switch (kind) {
+    case VM_SUM: return a[j];
+    case VM_DEV2: d = a[j] - m; return d * d;
+    case VM_PROD: return a[j] * b[j];
+    default: return (a[j] * b[j]) * ((c[j] - m) * r);
+    }
+}
+
+ISA_INLINE float NAME(vm_row_sum)(int kind, const float *a, const float *b, const float *c, size_t n, float m, float r)
+{
+    const VF mv = vm_set1(m), rv = vm_set1(r);
+    VF s[VM_NACC];
+    for (int k = 0; k < VM_NACC; k++) s[k] = vm_set1(0.0f);
+    size_t i = 0;
+    for (; i + VM_ACC <= n; i += VM_ACC)
+        for (int k = 0; k < VM_NACC; k++) s[k] = vm_add(s[k], NAME(vm_term)(kind, a, b, c, i + (size_t)k * VL, mv, rv));
+    if (i < n) {   /* the last, partial group: its terms, padded with +0 */
+        float buf[VM_ACC];
+        for (size_t j = 0; j < VM_ACC; j++) buf[j] = i + j < n ? vm_term1(kind, a, b, c, i + j, m, r) : 0.0f;
+        for (int k = 0; k < VM_NACC; k++) s[k] = vm_add(s[k], vm_load(buf + k * VL));
+    }
+    return NAME(vm_tree)(s);
+}
+
+/* A row's mean and 1 / sqrt(variance + eps) (n >= 1), the variance from the deviations
+ * from the mean (two passes, the row in cache). */
+ISA_FN static void NAME(vm_row_stats)(const float *x, size_t n, float eps, float *mean, float *rstd)
+{
+    float m = NAME(vm_row_sum)(VM_SUM, x, NULL, NULL, n, 0.0f, 0.0f) / (float)n;
+    float v = NAME(vm_row_sum)(VM_DEV2, x, NULL, NULL, n, m, 0.0f) / (float)n;
+    *mean = m;
+    *rstd = 1.0f / sqrtf(v + eps);
+}
+
+/* Layer norm's rows: y = (x - mean) rstd gamma + beta. */
+ISA_FN static void NAME(vm_layer_norm)(const float *x, const float *gamma, const float *beta, size_t rows, size_t n,
+                                       float eps, float *y)
+{
+    for (size_t r = 0; r < rows; r++, x += n, y += n) {
+        float m, rs;
+        NAME(vm_row_stats)(x, n, eps, &m, &rs);
+        const VF mv = vm_set1(m), rv = vm_set1(rs);
+        size_t i = 0;
+        VM_LOOP(vm_store(y + i, vm_add(vm_mul(vm_mul(vm_sub(vm_load(x + i), mv), rv), vm_load(gamma + i)), vm_load(beta + i))))
+        for (; i < n; i++) y[i] = (x[i] - m) * rs * gamma[i] + beta[i];
+    }
+}
+
+/* Its gradient to x: dx = rstd (g - mean(g) - xhat mean(g xhat)), g = dy gamma,
+ * xhat = (x - mean) rstd. */
+ISA_FN static void NAME(vm_layer_norm_grad)(const float *x, const float *gamma, const float *dy, size_t rows, size_t n,
+                                            float eps, float *dx)
+{
+    for (size_t r = 0; r < rows; r++, x += n, dy += n, dx += n) {
+        float m, rs;
+        NAME(vm_row_stats)(x, n, eps, &m, &rs);
+        const float mg = NAME(vm_row_sum)(VM_PROD, dy, gamma, NULL, n, 0.0f, 0.0f) / (float)n;
+        const float mgx = NAME(vm_row_sum)(VM_PRODXH, dy, gamma, x, n, m, rs) / (float)n;
+        const VF mv = vm_set1(m), rv = vm_set1(rs), mgv = vm_set1(mg), mgxv = vm_set1(mgx);
+        size_t i = 0;
+        VM_LOOP(VF g = vm_mul(vm_load(dy + i), vm_load(gamma + i)); VF xh = vm_mul(vm_sub(vm_load(x + i), mv), rv);
+                vm_store(dx + i, vm_mul(rv, vm_sub(vm_sub(g, mgv), vm_mul(xh, mgxv)))))
+        for (; i < n; i++) {
+            float g = dy[i] * gamma[i], xh = (x[i] - m) * rs;
+            dx[i] = rs * ((g - mg) - xh * mgx);
+        }
+    }
+}
+
+/* Softmax's gradient over rows: dx = y (dy - sum(y dy)). */
+ISA_FN static void NAME(vm_softmax_grad)(const float *y, const float *dy, float *dx, size_t rows, size_t n)
+{
+    for (size_t r = 0; r < rows; r++, y += n, dy += n, dx += n) {
+        const float d = NAME(vm_row_sum)(VM_PROD, y, dy, NULL, n, 0.0f, 0.0f);
+        const VF dv = vm_set1(d);
+        size_t i = 0;
+        VM_LOOP(vm_store(dx + i, vm_mul(vm_load(y + i), vm_sub(vm_load(dy + i), dv))))
+        for (; i < n; i++) dx[i] = y[i] * (dy[i] - d);
+    }
+}
+
 #define VMATH_FNS                                                                              \
     .unary = NAME(vm_unary), .unary_grad = NAME(vm_unary_grad), .row_max = NAME(vm_row_max),  \
-    .exp_sum = NAME(vm_exp_sum), .softmax = NAME(vm_softmax)
+    .exp_sum = NAME(vm_exp_sum), .softmax = NAME(vm_softmax), .row_stats = NAME(vm_row_stats), \
+    .layer_norm = NAME(vm_layer_norm), .layer_norm_grad = NAME(vm_layer_norm_grad),            \
+    .softmax_grad = NAME(vm_softmax_grad)

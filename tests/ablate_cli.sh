@@ -7,16 +7,10 @@
 set -u
 LC_ALL=C
 export LC_ALL
-top_srcdir=${top_srcdir:-.}
-top_builddir=${top_builddir:-.}
+. "${top_srcdir:-.}/tests/harness.sh"
 G="$top_builddir/graphc"
 M="$top_srcdir/models/mlp.net"
-[ -x "$G" ] || { echo "ablate_cli.sh: $G is not built" >&2; exit 99; }
-t=$(mktemp -d "${TMPDIR:-/tmp}/graphc-ablate.XXXXXX") || exit 99
-trap 'rm -rf "$t"' EXIT
-npass=0 nfail=0
-ok() { npass=$((npass + 1)); echo "PASS: $1"; }
-bad() { nfail=$((nfail + 1)); echo "FAIL: $1"; }
+built "$G"
 
 # refused: status 2 and the reason on stderr
 refused() {   # WHAT REASON ARGS...
@@ -49,5 +43,4 @@ if [ $rc -eq 0 ] && [ ! -s "$t/err" ] && head -c 5 "$t/w.svg" | grep -q "<?xml" 
 then ok "--ablate --json --plot: one JSON line and an SVG"
 else bad "--ablate --json --plot (status $rc, stderr: $(cat "$t/err"))"; fi
 
-echo "$npass passed, $nfail failed"
-[ "$nfail" -eq 0 ]
+finish

@@ -13,16 +13,10 @@
 set -u
 LC_ALL=C
 export LC_ALL
-top_srcdir=${top_srcdir:-.}
-top_builddir=${top_builddir:-.}
-src=$(cd "$top_srcdir" && pwd) || exit 99
-g=$(cd "$top_builddir" && pwd)/graphc
-[ -x "$g" ] || { echo "cli.sh: $g is not built" >&2; exit 99; }
-t=$(mktemp -d "${TMPDIR:-/tmp}/graphc-cli.XXXXXX") || exit 99
-trap 'rm -rf "$t"' EXIT
-pass=0 fail=0
-ok() { pass=$((pass + 1)); echo "PASS: $1"; }
-bad() { fail=$((fail + 1)); echo "FAIL: $1"; }
+. "${top_srcdir:-.}/tests/harness.sh"
+src=$abs_top_srcdir
+g=$abs_top_builddir/graphc
+built "$g"
 # expect RC TEXT WHAT ARGS...: graphc ARGS (in $t) exits with RC and prints TEXT (on
 # stdout or stderr, fixed string)
 expect() {
@@ -135,5 +129,4 @@ expect 0 "" "--plot FILE.SVG: the extension in capitals" \
     run "$src/models/mlp.net" --epochs 1 --steps 1 --batch 8 --test-limit 8 --plot "$t/Q.SVG"
 [ -s "$t/Q.SVG" ] && ok "FILE.SVG written" || bad "no $t/Q.SVG"
 
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish

@@ -16,16 +16,10 @@
 #  - graphc eval says how many examples it evaluated.
 # The pty and JSON checks need python3 (they are skipped, saying so, without it).
 set -u
-top_srcdir=${top_srcdir:-.}
-top_builddir=${top_builddir:-.}
+. "${top_srcdir:-.}/tests/harness.sh"
 G="$top_builddir/graphc"
 DATA="$top_srcdir/data/mnist"
 MLP="$top_srcdir/models/mlp.net"
-pass=0 fail=0
-ok() { pass=$((pass + 1)); echo "PASS: $1"; }
-bad() { fail=$((fail + 1)); echo "FAIL: $1"; }
-t=$(mktemp -d)
-trap 'rm -rf "$t"' EXIT
 PY=""
 if command -v python3 >/dev/null 2>&1; then PY=python3; fi
 
@@ -249,5 +243,4 @@ grep -q "^test_loss nan test_acc [0-9.]*$" "$t/good.out" && ok "--log quiet with
 grep -q "^Test loss: [0-9.]* - test acc: [0-9.]* (300 examples)$" "$t/out" && ok "eval: $(cat "$t/out")" ||
     { bad "eval's line"; cat "$t/out"; }
 
-echo "$pass passed, $fail failed"
-[ $fail -eq 0 ]
+finish

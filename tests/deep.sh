@@ -27,23 +27,12 @@ set -u
 LC_ALL=C
 export LC_ALL
 
-top_builddir=${top_builddir:-.}
-builddir_abs=$(cd "$top_builddir" && pwd) || exit 99
-GRAPHC=$builddir_abs/graphc
-if [ ! -x "$GRAPHC" ]; then
-    echo "deep.sh: $GRAPHC is not built" >&2
-    exit 99
-fi
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/graphc-deep.XXXXXX") || exit 99
-trap 'rm -rf "$tmp"' EXIT
-trap 'exit 130' INT TERM
-cd "$tmp" || exit 99
+. "${top_srcdir:-.}/tests/harness.sh"
+GRAPHC=$abs_top_builddir/graphc
+built "$GRAPHC"
+cd "$t" || exit 99
 
 LIMIT=1000
-npass=0
-nfail=0
-pass() { npass=$((npass + 1)); echo "PASS: $1"; }
-fail() { nfail=$((nfail + 1)); echo "FAIL: $1"; }
 
 # model SHAPE LEVELS FILE: `y = EXPR` with EXPR exactly LEVELS levels deep
 model() {
@@ -101,7 +90,7 @@ sane() {   # no crash and no sanitizer report in the last run
 for stack in 8192 1024; do
     for shape in call add chain neg paren mixed index slice list; do
         model "$shape" "$LIMIT" at.net
-        ok=1
+        good=1
         case $shape in
         slice | list)   # parsed and dumped; lowering refuses a tensor as an index or a list item
             for cmd in "dump --stage ast" "dump --stage ast --format json" "check"; do
@@ -110,7 +99,7 @@ for stack in 8192 1024; do
                 want=0; [ "$cmd" = check ] && want=1
                 if [ "$rc" -ne $want ] || ! sane || grep -q "nested too deeply" err.txt ||
                     { [ $want = 1 ] && ! grep -q "^at.net:2:[0-9]*: error: " err.txt; }; then
-                    ok=0
+                    good=0
                     echo "  $cmd: exit $rc"; head -c 400 err.txt
                 fi
             done ;;
@@ -119,21 +108,21 @@ for stack in 8192 1024; do
                 # shellcheck disable=SC2086
                 run "$GRAPHC" $cmd at.net
                 if [ "$rc" -ne 0 ] || ! sane || [ -z "$out" ]; then
-                    ok=0
+                    good=0
                     echo "  $cmd: exit $rc"; head -c 400 err.txt
                 fi
             done ;;
         esac
-        [ $ok = 1 ] && pass "$shape, $LIMIT levels, ${stack} KB stack: check and dumps" || fail "$shape, $LIMIT levels, ${stack} KB stack"
+        [ $good = 1 ] && ok "$shape, $LIMIT levels, ${stack} KB stack: check and dumps" || bad "$shape, $LIMIT levels, ${stack} KB stack"
 
         model "$shape" $((LIMIT + 1)) past.net
         run "$GRAPHC" check past.net
         want="past.net:2:5: error: expression nested too deeply (more than $LIMIT levels)"
         first=$(head -n 1 err.txt)
         if [ "$rc" -eq 1 ] && sane && [ "$first" = "$want" ] && [ -z "$out" ]; then
-            pass "$shape, $((LIMIT + 1)) levels, ${stack} KB stack: refused"
+            ok "$shape, $((LIMIT + 1)) levels, ${stack} KB stack: refused"
         else
-            fail "$shape, $((LIMIT + 1)) levels, ${stack} KB stack: exit $rc, '$first'"
+            bad "$shape, $((LIMIT + 1)) levels, ${stack} KB stack: exit $rc, '$first'"
         fi
     done
 
@@ -142,25 +131,24 @@ for stack in 8192 1024; do
     run "$GRAPHC" check far.net
     if [ "$rc" -eq 1 ] && sane && grep -q "^far.net:2:[0-9]*: error: expression nested too deeply (more than $LIMIT levels)$" err.txt &&
         [ "$(grep -c ': error: ' err.txt)" -eq 1 ]; then
-        pass "20000 brackets, ${stack} KB stack: one error"
+        ok "20000 brackets, ${stack} KB stack: one error"
     else
-        fail "20000 brackets, ${stack} KB stack: exit $rc"; head -c 400 err.txt
+        bad "20000 brackets, ${stack} KB stack: exit $rc"; head -c 400 err.txt
     fi
 
     train_model train.net
-    ok=1
+    good=1
     for cmd in "check" "dump --stage train" "dump --stage fused --format json" "dump --stage planned" \
                "run --log quiet" "run --log quiet --mode interp"; do
         # shellcheck disable=SC2086
         run "$GRAPHC" $cmd train.net
         if [ "$rc" -ne 0 ] || ! sane; then
-            ok=0
+            good=0
             echo "  $cmd: exit $rc"; head -c 400 err.txt
         fi
     done
-    [ $ok = 1 ] && pass "a loss $LIMIT levels deep, ${stack} KB stack: every stage and a run" ||
-        fail "a loss $LIMIT levels deep, ${stack} KB stack"
+    [ $good = 1 ] && ok "a loss $LIMIT levels deep, ${stack} KB stack: every stage and a run" ||
+        bad "a loss $LIMIT levels deep, ${stack} KB stack"
 done
 
-echo "$npass passed, $nfail failed"
-[ "$nfail" -eq 0 ]
+finish

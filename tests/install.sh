@@ -9,13 +9,7 @@
 # prefix, and with DESTDIR), a local mnist.net first, and the man page names where
 # they are.
 set -u
-top_srcdir=${top_srcdir:-.}
-top_builddir=${top_builddir:-.}
-t=$(mktemp -d)
-trap 'rm -rf "$t"' EXIT
-pass=0 fail=0
-ok() { pass=$((pass + 1)); echo "PASS: $1"; }
-bad() { fail=$((fail + 1)); echo "FAIL: $1"; }
+. "${top_srcdir:-.}/tests/harness.sh"
 
 if ${MAKE:-make} -C "$top_builddir" install prefix="$t/usr" >"$t/install.log" 2>&1; then ok "make install"
 else bad "make install"; tail -20 "$t/install.log"; fi
@@ -189,5 +183,4 @@ else
     echo "SKIP: the installed Python module (a sanitizer build, or no $py with numpy)"
 fi
 
-echo "$pass passed, $fail failed"
-[ $fail -eq 0 ]
+finish

@@ -6,14 +6,8 @@
 #  - the avx2 and avx512 variants train to the same weights, bit for bit (every output
 #    is the same chain of FMAs in both), and the portable one to nearly the same loss.
 set -u
-top_srcdir=${top_srcdir:-.}
-top_builddir=${top_builddir:-.}
+. "${top_srcdir:-.}/tests/harness.sh"
 G="$top_builddir/graphc"
-pass=0 fail=0
-ok() { pass=$((pass + 1)); echo "PASS: $1"; }
-bad() { fail=$((fail + 1)); echo "FAIL: $1"; }
-t=$(mktemp -d)
-trap 'rm -rf "$t"' EXIT
 unset GRAPHC_ISA
 
 # Few channels (the first convolution), many (the second: C 8, 16 filters, so its input
@@ -93,5 +87,4 @@ case "$have" in
     ;;
 esac
 
-echo "$pass passed, $fail failed"
-[ $fail -eq 0 ]
+finish

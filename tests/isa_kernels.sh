@@ -4,14 +4,11 @@
 # run, including the tests of kernels without variants on top of it (docs/kernels.md).
 # Each run must say which variants it tested and which it skipped, and pass.
 set -u
-top_builddir=${top_builddir:-.}
+. "${top_srcdir:-.}/tests/harness.sh"
 T="$top_builddir/tests/test_kernels"
-out=$(mktemp)
-trap 'rm -f "$out"' EXIT
+out="$t/out"
 unset GRAPHC_ISA
-pass=0 fail=0 ran=0
-ok() { pass=$((pass + 1)); echo "PASS: $1"; }
-bad() { fail=$((fail + 1)); echo "FAIL: $1"; }
+ran=0
 
 # The variants this CPU runs, best first: those graphc lets GRAPHC_ISA name.  The best
 # is tests/test_kernels' own run.
@@ -49,5 +46,4 @@ rc=$?
 [ $rc -eq 77 ] && grep -q "GRAPHC_ISA=avx1024: no such variant" "$out" && ok "GRAPHC_ISA=avx1024 refused" ||
     bad "GRAPHC_ISA=avx1024: exit $rc, $(head -1 "$out")"
 
-echo "$pass passed, $fail failed ($ran lower variants run)"
-[ $fail -eq 0 ]
+finish "$ran lower variants run"

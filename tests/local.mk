@@ -3,7 +3,9 @@
 #   test_frontend  lexer/parser, lowering, shape inference, every diagnostic, robustness
 #                  (with fuzz/'s model generator and pipeline)
 #   test_kernels   the compute kernels against reference loops
-#   test_train     executors, passes, fusions, memory plans, training runs
+#   test_autodiff  every parameter's gradient against finite differences
+#   test_exec      the executors against each other, passes, fusions, memory plans
+#   test_training  training runs: tiny models to low loss, same seed same curve
 #   test_runloop   the training loop's events (run/train.h): order, figures, NaN, saves
 #   test_progress  graphc run's progress bar and JSON lines (cli/progress.c, built in)
 #   test_bench     what the benchmark report stands on: bytes per step, small-batch paths
@@ -28,13 +30,15 @@
 # --isa), isa_kernels.sh (the kernel suite under each lower variant), ablate_cli.sh
 # (graphc bench --ablate's refusals and plot), sample.sh (a text() model, graphc eval's
 # baselines, graphc sample), tabular.sh (the csv() and npy() models, NumPy's files),
-# python.sh (the Python module).
+# python.sh (the Python module).  Most scripts source tests/harness.sh: the paths, a
+# temporary folder, ok/bad and the last line "N passed, M failed".
 # Run the tests that expose known bugs with: GRAPHC_KNOWN_BUGS=1 tests/test_frontend
 TEST_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 TEST_LIBS = $(GRAPHC_LIBS) $(CHECK_LIBS)
 AM_TESTS_ENVIRONMENT = top_srcdir='$(top_srcdir)'; top_builddir='$(top_builddir)'; SAN_CFLAGS='$(SAN_CFLAGS)'; export top_srcdir top_builddir SAN_CFLAGS; CK_DEFAULT_TIMEOUT=600; export CK_DEFAULT_TIMEOUT;
 
-CHECK_SUITES = tests/test_frontend tests/test_kernels tests/test_train tests/test_runloop tests/test_progress tests/test_bench \
+CHECK_SUITES = tests/test_frontend tests/test_kernels tests/test_autodiff tests/test_exec tests/test_training \
+	tests/test_runloop tests/test_progress tests/test_bench \
 	tests/test_data tests/test_sources tests/test_image tests/test_plot tests/test_api tests/test_ablate tests/test_optim
 check_PROGRAMS += $(CHECK_SUITES)
 TESTS += $(CHECK_SUITES)
@@ -44,9 +48,15 @@ tests_test_frontend_LDADD = $(TEST_LIBS)
 tests_test_kernels_SOURCES = tests/test_kernels.c tests/testutil.h
 tests_test_kernels_CFLAGS = $(TEST_CFLAGS)
 tests_test_kernels_LDADD = $(TEST_LIBS)
-tests_test_train_SOURCES = tests/test_train.c tests/testutil.h tests/testgraph.h
-tests_test_train_CFLAGS = $(TEST_CFLAGS)
-tests_test_train_LDADD = $(TEST_LIBS)
+tests_test_autodiff_SOURCES = tests/test_autodiff.c tests/testtrain.h tests/testutil.h tests/testgraph.h
+tests_test_autodiff_CFLAGS = $(TEST_CFLAGS)
+tests_test_autodiff_LDADD = $(TEST_LIBS)
+tests_test_exec_SOURCES = tests/test_exec.c tests/testtrain.h tests/testutil.h tests/testgraph.h
+tests_test_exec_CFLAGS = $(TEST_CFLAGS)
+tests_test_exec_LDADD = $(TEST_LIBS)
+tests_test_training_SOURCES = tests/test_training.c tests/testtrain.h tests/testutil.h tests/testgraph.h
+tests_test_training_CFLAGS = $(TEST_CFLAGS)
+tests_test_training_LDADD = $(TEST_LIBS)
 tests_test_runloop_SOURCES = tests/test_runloop.c tests/testutil.h tests/testgraph.h
 tests_test_runloop_CFLAGS = $(TEST_CFLAGS)
 tests_test_runloop_LDADD = $(TEST_LIBS)
@@ -90,7 +100,7 @@ TESTS += tests/golden.sh tests/deep.sh tests/regress.sh tests/resume.sh tests/cl
 	tests/ablate_cli.sh tests/sample.sh tests/tabular.sh
 EXTRA_DIST += tests/golden.sh tests/deep.sh tests/regress.sh tests/regress tests/golden tests/errors tests/resume.sh \
 	tests/cli_run.sh tests/valgrind.sh tests/valgrind.net tests/install.sh tests/mpi.sh tests/layers.sh tests/predict.sh \
-	tests/isa.sh tests/isa_kernels.sh tests/ablate_cli.sh tests/sample.sh tests/tabular.sh
+	tests/isa.sh tests/isa_kernels.sh tests/ablate_cli.sh tests/sample.sh tests/tabular.sh tests/harness.sh
 # cli.sh: what a newcomer meets on the command line (issue 17), a check per behaviour;
 # readme.sh: the README's synopsis is --help, its sample run what run prints
 TESTS += tests/cli.sh tests/readme.sh

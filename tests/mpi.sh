@@ -10,18 +10,11 @@
 # In a build without MPI: mpirun of graphc is refused with a message.  Skipped (77)
 # without mpirun.
 set -u
-top_srcdir=${top_srcdir:-.}
-top_builddir=${top_builddir:-.}
+. "${top_srcdir:-.}/tests/harness.sh"
 G="$top_builddir/graphc"
 C="$top_builddir/tests/ckpt_compare"
 DATA="$top_srcdir/data/mnist"
-pass=0 fail=0
-ok() { pass=$((pass + 1)); echo "PASS: $1"; }
-bad() { fail=$((fail + 1)); echo "FAIL: $1"; }
-finish() { echo "$pass passed, $fail failed"; [ $fail -eq 0 ]; exit $?; }
 if ! command -v mpirun >/dev/null 2>&1; then echo "SKIP: mpirun not found (openmpi-bin)"; exit 77; fi
-t=$(mktemp -d)
-trap 'rm -rf "$t"' EXIT
 # CI runs as root; two cores host up to four ranks
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 MPIRUN="mpirun --oversubscribe"
@@ -90,9 +83,10 @@ three=$($MPIRUN -np 3 "$G" eval "$MLP" --weights "$t/one64.ckpt" --data "$DATA" 
 [ "$one" = "$two" ] && [ "$one" = "$three" ] && ok "eval on 2 and 3 ranks = one process: $one" \
     || bad "eval: '$one' / '$two' / '$three'"
 
-# a long run to disturb, in the training loop: 20 steps an epoch, each epoch's line
-# printed once it ends (rank 0 prints it after a step's allreduce, so both ranks are
-# past their start).  Its ranks are mpirun's children (Open MPI starts them itself on
+# a long run to disturb, in the training loop: 20 steps an epoch, and the first
+# epoch's bar drawn after its first step (rank 0 draws it after the step's allreduce, so
+# both ranks are past their start; the ranks' stdout is mpirun's pty, so the bar's lines
+# start with a carriage return).  Its ranks are mpirun's children (Open MPI starts them itself on
 # one node), found by pid: other jobs on the machine may run graphc too.
 long() {
     # emptied here, not by the background job's redirection: the loop below must not
@@ -105,7 +99,7 @@ long() {
     mp=$!
     r1="" ranks=""
     i=0
-    while { [ -z "$r1" ] || ! grep -q "^Epoch 1/" "$t/long.out"; } && [ $i -lt 300 ]; do
+    while { [ -z "$r1" ] || ! grep -q "Epoch 1/" "$t/long.out"; } && [ $i -lt 300 ]; do
         sleep 0.1
         i=$((i + 1))
         ranks=$(pgrep -P $mp 2>/dev/null)
@@ -142,15 +136,27 @@ if [ "$rc" != hung ] && [ "$rc" -ne 0 ] && grep -q "at step [0-9]* did not compl
 else bad "rank 1 stalled: status $rc"; cat "$t/long.err"; fi
 kill -9 "$r1" 2>/dev/null
 
-# Ctrl-C (mpirun passes it on): the ranks agree on the step to stop after, rank 0
-# saves, and the job resumes from that checkpoint
-long --save "$t/int.ckpt"
+# Ctrl-C (mpirun passes it on as SIGTERM a second later, and SIGKILL a second after
+# that, and stops reading the ranks' output): the ranks agree on the step to stop after,
+# rank 0 saves, and the job resumes from that checkpoint.  With 2-step epochs the bar
+# is drawn a thousand times a second, so rank 0 would block on the unread pty before
+# the SIGTERM if graphc let it (it did: no checkpoint, killed).
+long --save "$t/int.ckpt" --steps 2 --epochs 1000000
 kill -INT $mp
 bounded_wait 30
 step=$(od -An -t u8 -j 16 -N 8 "$t/int.ckpt" 2>/dev/null | tr -d ' ')
 if [ "$rc" != hung ] && [ -n "$step" ] && [ "$step" -gt 0 ]; then
-    ok "Ctrl-C: the job stops (status $rc), rank 0 saved the step-$step checkpoint"
+    ok "Ctrl-C: the job stops (status $rc, ${secs}s), rank 0 saved the step-$step checkpoint"
 else bad "Ctrl-C under mpirun: status $rc, checkpoint step '$step'"; cat "$t/long.err"; fi
+# SIGTERM to one rank alone (a batch system's, or a user's kill): every rank stops
+# after the same step, rank 0 saves it and says so, and graphc's status 130 is the job's
+long --save "$t/term.ckpt"
+kill -TERM "$r1"
+bounded_wait 30
+tstep=$(od -An -t u8 -j 16 -N 8 "$t/term.ckpt" 2>/dev/null | tr -d ' ')
+if [ "$rc" = 130 ] && [ -n "$tstep" ] && [ "$tstep" -gt 0 ] && grep -q "Interrupted at step $tstep; saved $t/term.ckpt" "$t/long.out"; then
+    ok "SIGTERM to rank 1: all stop (status $rc, ${secs}s), rank 0 saved the step-$tstep checkpoint"
+else bad "SIGTERM to rank 1: status $rc, checkpoint step '$tstep'"; tail -c 300 "$t/long.out"; cat "$t/long.err"; fi
 if $MPIRUN -np 2 "$G" run "$MLP" --data "$DATA" --epochs 1 --steps $((${step:-0} + 50)) --batch 32 --threads 1 --test-limit 500 --log quiet \
         --resume "$t/int.ckpt" >"$t/out" 2>"$t/err" && grep -q "^test_loss" "$t/out"; then ok "2 ranks resume from it: $(cat "$t/out")"
 else bad "resume under mpirun"; cat "$t/err"; fi

@@ -8,16 +8,10 @@
 #  - bad ONNX files are refused with a message naming the problem, exit 1;
 #  - a build without ONNX says so.
 set -u
-top_srcdir=${top_srcdir:-.}
-top_builddir=${top_builddir:-.}
+. "${top_srcdir:-.}/tests/harness.sh"
 G="$top_builddir/graphc"
 R="$top_builddir/tests/onnx_run"
 NODE=${NODE:-node}
-pass=0 fail=0
-ok() { pass=$((pass + 1)); echo "PASS: $1"; }
-bad() { fail=$((fail + 1)); echo "FAIL: $1"; }
-t=$(mktemp -d)
-trap 'rm -rf "$t"' EXIT
 
 if ! "$G" --version | grep -q "with ONNX"; then
     "$G" export "$top_srcdir/models/mlp.net" --weights x -o "$t/m.onnx" 2>"$t/err"
@@ -26,9 +20,7 @@ if ! "$G" --version | grep -q "with ONNX"; then
     "$G" import "$t/m.onnx" -o "$t/m.net" 2>"$t/err"
     rc=$?
     if [ $rc -eq 1 ] && grep -q "built without ONNX support" "$t/err"; then ok "without ONNX: import says so"; else bad "without ONNX: import (exit $rc)"; fi
-    echo "$pass passed, $fail failed"
-    [ $fail -eq 0 ]
-    exit
+    finish
 fi
 
 have_ort=yes
@@ -133,5 +125,4 @@ else
     cat "$t/err"
 fi
 
-echo "$pass passed, $fail failed"
-[ $fail -eq 0 ]
+finish

@@ -7,14 +7,8 @@
 #   - examples/classify reads examples/digit.pgm (a header with a comment line) and
 #     agrees with graphc predict on it, class and probability.
 set -u
-top_srcdir=${top_srcdir:-.}
-top_builddir=${top_builddir:-.}
+. "${top_srcdir:-.}/tests/harness.sh"
 g="$top_builddir/graphc"
-t=$(mktemp -d)
-trap 'rm -rf "$t"' EXIT
-pass=0 fail=0
-ok() { pass=$((pass + 1)); echo "PASS: $1"; }
-bad() { fail=$((fail + 1)); echo "FAIL: $1"; }
 # no sanitizer report in a file of stderr
 clean() { ! grep -Eq "Sanitizer|runtime error" "$1"; }
 
@@ -99,5 +93,4 @@ rc=$?
 [ $rc -eq 1 ] && grep -q "c.ppm: not a 28x28 binary PGM" "$t/err" && ok "classify refuses a PPM" \
     || { bad "classify on a PPM: exit $rc"; cat "$t/err"; }
 
-echo "$pass passed, $fail failed"
-[ $fail -eq 0 ]
+finish

@@ -9,16 +9,10 @@
 set -u
 LC_ALL=C
 export LC_ALL
-top_srcdir=${top_srcdir:-.}
-top_builddir=${top_builddir:-.}
+. "${top_srcdir:-.}/tests/harness.sh"
 readme="$top_srcdir/README.md"
 g="$top_builddir/graphc"
-[ -x "$g" ] || { echo "readme.sh: $g is not built" >&2; exit 99; }
-t=$(mktemp -d "${TMPDIR:-/tmp}/graphc-readme.XXXXXX") || exit 99
-trap 'rm -rf "$t"' EXIT
-pass=0 fail=0
-ok() { pass=$((pass + 1)); echo "PASS: $1"; }
-bad() { fail=$((fail + 1)); echo "FAIL: $1"; }
+built "$g"
 
 # block AFTER: the first indented block (4 spaces) after the line starting with AFTER,
 # unindented, its blank lines kept, up to the first line that is neither
@@ -56,5 +50,4 @@ while IFS= read -r line; do
     else bad "no line of graphc run as: $line"; echo "  pattern: ^$re\$"; sed 's/^/  printed: /' "$t/lines" | head -5; fi
 done <"$t/sample"
 
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish

@@ -12,26 +12,18 @@ set -u
 LC_ALL=C
 export LC_ALL
 
-top_srcdir=${top_srcdir:-.}
-top_builddir=${top_builddir:-.}
-srcdir_abs=$(cd "$top_srcdir" && pwd) || exit 99
-builddir_abs=$(cd "$top_builddir" && pwd) || exit 99
-GRAPHC=$builddir_abs/graphc
-[ -x "$GRAPHC" ] || { echo "regress.sh: $GRAPHC is not built" >&2; exit 99; }
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/graphc-regress.XXXXXX") || exit 99
-trap 'rm -rf "$tmp"' EXIT
-trap 'exit 130' INT TERM
-ln -s "$srcdir_abs/data" "$tmp/data"
+. "${top_srcdir:-.}/tests/harness.sh"
+GRAPHC=$abs_top_builddir/graphc
+built "$GRAPHC"
+ln -s "$abs_top_srcdir/data" "$t/data"
 
-npass=0
-nfail=0
-for model in "$srcdir_abs"/tests/regress/*.net; do
+for model in "$abs_top_srcdir"/tests/regress/*.net; do
     name=$(basename "$model")
-    cp "$model" "$tmp/$name"
+    cp "$model" "$t/$name"
     expect=$(sed -n 's/^# expect: //p' "$model" | head -n 1)
-    ok=1
+    good=1
     why=""
-    cd "$tmp" || exit 99
+    cd "$t" || exit 99
     for cmd in "check" "dump --stage ast --format json" "dump --stage graph" "dump --stage train" \
                "dump --stage fused --format json" "dump --stage planned" \
                "run --log quiet --threads 1" "run --log quiet --threads 1 --mode interp"; do
@@ -39,15 +31,14 @@ for model in "$srcdir_abs"/tests/regress/*.net; do
         "$GRAPHC" $cmd "$name" > out.txt 2> err.txt
         rc=$?
         if [ $rc -gt 1 ] || grep -q -e Sanitizer -e 'runtime error' err.txt; then
-            ok=0; why="$why; $cmd: exit $rc"
+            good=0; why="$why; $cmd: exit $rc"
         elif [ "$expect" = ok ] && [ $rc -ne 0 ]; then
-            ok=0; why="$why; $cmd: exit $rc: $(head -n 1 err.txt)"
+            good=0; why="$why; $cmd: exit $rc: $(head -n 1 err.txt)"
         elif [ "$expect" != ok ] && [ "${cmd#run}" != "$cmd" ] && { [ $rc -ne 1 ] || ! grep -q -F "${expect#error }" err.txt; }; then
-            ok=0; why="$why; $cmd: exit $rc, not '${expect#error }'"
+            good=0; why="$why; $cmd: exit $rc, not '${expect#error }'"
         fi
     done
     cd - > /dev/null || exit 99
-    if [ $ok = 1 ]; then npass=$((npass + 1)); echo "PASS: $name"; else nfail=$((nfail + 1)); echo "FAIL: $name$why"; fi
+    if [ $good = 1 ]; then ok "$name"; else bad "$name$why"; fi
 done
-echo "$npass passed, $nfail failed"
-[ "$nfail" -eq 0 ]
+finish

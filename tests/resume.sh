@@ -8,14 +8,8 @@
 #    damage), streams that are no checkpoint, a resume without the optimizer's state,
 #    outputs through symlinks or onto FIFOs and devices, outputs checked before training.
 set -u
-top_srcdir=${top_srcdir:-.}
-top_builddir=${top_builddir:-.}
+. "${top_srcdir:-.}/tests/harness.sh"
 G="$top_builddir/graphc"
-pass=0 fail=0
-ok() { pass=$((pass + 1)); echo "PASS: $1"; }
-bad() { fail=$((fail + 1)); echo "FAIL: $1"; }
-t=$(mktemp -d)
-trap 'rm -rf "$t"' EXIT
 
 # Adam (optimizer state), dropout (per-step masks), shuffling: everything resume must carry.
 cat > "$t/m.net" <<'NET'
@@ -192,5 +186,4 @@ fi
 # (part.ckpt.tmp.PID: left by the kill -9 above, as docs/checkpoint.md says)
 ls "$t" | grep "\.tmp\." | grep -qv "^part\.ckpt\.tmp\." && { bad "a temporary was left behind"; ls "$t"; }
 
-echo "$pass passed, $fail failed"
-[ $fail -eq 0 ]
+finish

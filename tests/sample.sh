@@ -6,13 +6,8 @@
 #     every byte drawn is one the model saw, and --length counts them;
 #   - refusals: a model without byte ids, usage errors, a missing checkpoint.
 set -u
-top_builddir=${top_builddir:-.}
+. "${top_srcdir:-.}/tests/harness.sh"
 g="$top_builddir/graphc"
-t=$(mktemp -d)
-trap 'rm -rf "$t"' EXIT
-pass=0 fail=0
-ok() { pass=$((pass + 1)); echo "PASS: $1"; }
-bad() { fail=$((fail + 1)); echo "FAIL: $1"; }
 
 i=0
 while [ $i -lt 60 ]; do printf 'hello world. '; i=$((i + 1)); done > "$t/text.txt"
@@ -69,5 +64,4 @@ rc=$?
 rc=$?
 [ $rc -eq 1 ] && grep -q "none.ckpt" "$t/err" && ok "a missing checkpoint: exit 1, named" || bad "missing checkpoint: exit $rc"
 
-echo "sample.sh: $pass passed, $fail failed"
-[ $fail -eq 0 ]
+finish

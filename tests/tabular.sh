@@ -8,14 +8,8 @@
 #     savez_compressed train a model, and Fortran order, an object array and a
 #     big-endian array are refused or read as docs/language.md says.
 set -u
-top_srcdir=${top_srcdir:-.}
-top_builddir=${top_builddir:-.}
-g="$(cd "$top_builddir" && pwd)/graphc"
-t=$(mktemp -d)
-trap 'rm -rf "$t"' EXIT
-pass=0 fail=0
-ok() { pass=$((pass + 1)); echo "PASS: $1"; }
-bad() { fail=$((fail + 1)); echo "FAIL: $1"; }
+. "${top_srcdir:-.}/tests/harness.sh"
+g=$abs_top_builddir/graphc
 # test accuracy from `graphc run --log quiet`: "test_loss L test_acc A"
 acc() { awk '/^test_loss/ { print $4 }' "$1"; }
 above() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a > b) }'; }
@@ -81,5 +75,4 @@ NET
         && ok "an object array refused, the field named" || { bad "object array"; cat "$t/err"; }
 fi
 
-echo "tabular.sh: $pass passed, $fail failed"
-[ $fail -eq 0 ]
+finish

@@ -208,7 +208,7 @@ END_TEST
 /* The compiled plan and the interpreter at batch 1 and 3, a dense layer large enough for
  * the cut matrix-vector product and the few-rows kernel, inference and a training step,
  * 1 to 3 threads: the same bits (both run the same kernels, cut the same way for a
- * thread count), without the passes that round otherwise (as tests/test_train.c's
+ * thread count), without the passes that round otherwise (as tests/test_exec.c's
  * compiled_matches_interp). */
 START_TEST(small_batch_compiled_matches_interp)
 {

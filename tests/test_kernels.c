@@ -10,7 +10,9 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdatomic.h>
 #include <string.h>
+#include <unistd.h>
 
 /* Test hook in conv.c: force the rows per im2col chunk (0 = automatic). */
 
@@ -1296,6 +1298,62 @@ START_TEST(test_vmath_rows)
 }
 END_TEST
 
+/* Layer norm's rows, its gradient's and softmax's gradient's: the same bits in every
+ * variant at every row length (whole groups of 16 lanes and a partial one), and within
+ * float rounding of the formulas in double. */
+START_TEST(test_vmath_norm_rows)
+{
+    const size_t cap = 70, rows = 3;
+    float *x = tu_alloc_uniform(rows * cap, -3.0f, 5.0f, 930), *g = tu_alloc_uniform(cap, 0.5f, 1.5f, 931);
+    float *b = tu_alloc_uniform(cap, -1.0f, 1.0f, 932), *dy = tu_alloc_uniform(rows * cap, -1.0f, 1.0f, 933);
+    float *out[3], *first[3];
+    for (int k = 0; k < 3; k++) {
+        out[k] = tu_alloc(rows * cap);
+        first[k] = tu_alloc(rows * cap);
+    }
+    for (size_t n = 1; n <= cap; n++) {
+        FOR_EACH_ISA {
+            const KernVariant *kv = kern_variant(conv_isa);
+            kv->layer_norm(x, g, b, rows, n, 1e-5f, out[0]);
+            kv->layer_norm_grad(x, g, dy, rows, n, 1e-5f, out[1]);
+            kv->softmax_grad(x, dy, out[2], rows, n);
+            for (int k = 0; k < 3; k++) {
+                if (isa_i_ == 0) memcpy(first[k], out[k], rows * n * sizeof(float));
+                ck_assert_msg(memcmp(out[k], first[k], rows * n * sizeof(float)) == 0, "%s, n %zu: row kind %d not %s's bits",
+                              kern_isa_name(conv_isa), n, k, kern_isa_name(isas[0]));
+            }
+        }
+        for (size_t r = 0; r < rows; r++) {
+            const float *xr = x + r * n, *dyr = dy + r * n;
+            double m = 0, v = 0, sg = 0, sgx = 0, d = 0;
+            for (size_t j = 0; j < n; j++) m += xr[j];
+            m /= (double)n;
+            for (size_t j = 0; j < n; j++) v += (xr[j] - m) * (xr[j] - m);
+            double rs = 1.0 / sqrt(v / (double)n + 1e-5);
+            for (size_t j = 0; j < n; j++) {
+                sg += (double)dyr[j] * g[j];
+                sgx += (double)dyr[j] * g[j] * (xr[j] - m) * rs;
+                d += (double)xr[j] * dyr[j];
+            }
+            for (size_t j = 0; j < n; j++) {
+                double xh = (xr[j] - m) * rs, gj = (double)dyr[j] * g[j];
+                ck_assert_float_near_rel(out[0][r * n + j], xh * g[j] + b[j], 1e-5, 1e-5);
+                ck_assert_float_near_rel(out[1][r * n + j], rs * (gj - sg / (double)n - xh * sgx / (double)n), 1e-5, 1e-4);
+                ck_assert_float_near_rel(out[2][r * n + j], xr[j] * (dyr[j] - d), 1e-5, 1e-5);
+            }
+        }
+    }
+    for (int k = 0; k < 3; k++) {
+        free(out[k]);
+        free(first[k]);
+    }
+    free(x);
+    free(g);
+    free(b);
+    free(dy);
+}
+END_TEST
+
 /* graphc's own GEMM's contract (kernels/gemm_micro.h): each element of C the chain
  * acc = fma(a_k, b_k, acc) over k in order from +0, then alpha acc (beta 0) or
  * fma(beta, c, alpha acc).  The scalar chain, for the bits. */
@@ -1549,6 +1607,7 @@ static const ConvCase wide_cases[] = {
     {3, 4, 9, 16, 3, 3, 48, 2, 1, 1, 1, 1, 1},    /* mixed strides, 3 blocks of 16 */
     {2, 13, 1, 10, 3, 1, 9, 1, 1, 1, 0, 1, 0},    /* one pixel wide */
     {1, 12, 60, 40, 3, 3, 16, 1, 1, 1, 1, 1, 1},  /* wide rows: grad filter bands of one row */
+    {1, 14, 14, 32, 5, 5, 64, 1, 1, 2, 2, 2, 2},  /* the second layer at batch 1: its 7 pooled rows' 14 conv rows shared evenly */
     {1, 4, 120, 24, 3, 3, 16, 1, 1, 1, 1, 1, 1},  /* a row too wide for the strip: 2 tiles of columns */
     {2, 7, 7, 24, 3, 3, 80, 1, 1, 1, 1, 1, 1},    /* past 64 filters (64 + 16), grad filter bands of whole images */
     {1, 5, 6, 40, 3, 3, 130, 1, 1, 1, 1, 1, 1},   /* 64 + 64 + 2 filters */
@@ -1769,6 +1828,64 @@ static const ConvCase *any_conv_case(int i)
     if (i < N_DIRECT_CASES + N_WIDE_CASES) return &wide_cases[i - N_DIRECT_CASES];
     return &conv_cases[i - N_DIRECT_CASES - N_WIDE_CASES];
 }
+
+/* ---- the thread pool (util/pool.c) ----------------------------------------------------
+ * Every task of every job runs once, on worker task % T, and pool_run returns only when
+ * all have: whether the workers were spinning for the job, asleep (spinning off, or a
+ * pause longer than their spin), or spinning for ever; and a pool freed while its
+ * workers spin stops. */
+typedef struct PoolCount {
+    Pool *p;
+    int T;
+    _Atomic int ran[16];
+    int worker[16];
+    int nested[4];   /* task 0's own pool_run: which worker ran each of its tasks, + 1 */
+} PoolCount;
+
+static void nested_count(void *arg, int task, int worker)
+{
+    PoolCount *c = arg;
+    c->nested[task] = worker + 1;
+}
+
+static void pool_count(void *arg, int task, int worker)
+{
+    PoolCount *c = arg;
+    if (worker != 0) {   /* the caller's share ends first: its wait must hold */
+        volatile double s = 0;
+        for (int i = 0; i < 20000; i++) s = s + 1.0;
+    }
+    if (task == 0) pool_run(c->p, 4, nested_count, c);
+    c->worker[task] = worker;
+    atomic_fetch_add(&c->ran[task], 1);
+}
+
+START_TEST(test_pool_jobs)
+{
+    const int64_t spins[] = { 0, POOL_SPIN_NS, 1000000000 };
+    for (int si = 0; si < 3; si++)
+        for (int T = 2; T <= 3; T++) {
+            Pool *p = pool_new(T);
+            ck_assert_ptr_nonnull(p);
+            pool_set_spin(p, spins[si]);
+            for (int job = 0; job < 200; job++) {
+                PoolCount c = { .p = p, .T = pool_threads(p) };
+                int ntasks = job % 9 + 1;
+                if (job % 40 == 39) usleep(2000);   /* past the default spin: asleep */
+                pool_run(p, ntasks, pool_count, &c);
+                for (int t = 0; t < ntasks; t++) {
+                    ck_assert_msg(atomic_load(&c.ran[t]) == 1, "spin %lld, %d threads, job %d: task %d ran %d times",
+                                  (long long)spins[si], T, job, t, atomic_load(&c.ran[t]));
+                    ck_assert_int_eq(c.worker[t], t % c.T);
+                }
+                /* inside a job: serial, reported as worker 0; a job of one task ran on
+                 * this thread outside any job, so its own pool_run had the pool */
+                for (int t = 0; t < 4; t++) ck_assert_int_eq(c.nested[t], ntasks > 1 ? 1 : t % c.T + 1);
+            }
+            pool_free(p);
+        }
+}
+END_TEST
 
 /* Inside a parallel stage of the compiled plan (exec/stages.c) a kernel runs as one
  * task of a pool job: its own pool_run then runs every part serially on that thread.
@@ -3113,6 +3230,28 @@ START_TEST(test_where_causal_mask)
         size_t i = e / S % T, j = e % S;
         ck_assert(m[e] == (j > i + S - T ? -7.0f : x[e]));
     }
+    /* the fused softmax and softmax gradient: the bits of the ops apart, split in two
+     * row ranges and in place */
+    float *p = tu_alloc(2 * T * S), *q = tu_alloc(2 * T * S), *dy = tu_alloc_uniform(2 * T * S, -1.0f, 1.0f, 1803);
+    kern_causal_mask(x, m, 2, T, S, -1e9f);
+    kern_softmax(m, p, 2 * T, S);
+    kern_softmax_causal(x, q, 0, 4, T, S, -1e9f);
+    kern_softmax_causal(x, q, 4, 2 * T, T, S, -1e9f);
+    ck_assert_mem_eq(p, q, 2 * T * S * sizeof *p);
+    memcpy(q, x, 2 * T * S * sizeof *q);
+    kern_softmax_causal(q, q, 0, 2 * T, T, S, -1e9f);
+    ck_assert_mem_eq(p, q, 2 * T * S * sizeof *p);
+    kern_softmax_grad(p, dy, m, 2 * T, S);
+    kern_causal_mask(m, m, 2, T, S, 0.0f);
+    kern_softmax_grad_causal(p, dy, q, 0, 1, T, S, 0.0f);
+    kern_softmax_grad_causal(p, dy, q, 1, 2 * T, T, S, 0.0f);
+    ck_assert_mem_eq(m, q, 2 * T * S * sizeof *m);
+    kern_softmax_grad_causal(p, dy, dy, 0, 2 * T, T, S, 0.0f);   /* in place over dy */
+    ck_assert_mem_eq(m, dy, 2 * T * S * sizeof *m);
+    free(p);
+    free(q);
+    free(dy);
+    kern_causal_mask(x, m, 2, T, S, -7.0f);
     kern_causal_mask(x, x, 2, T, S, -7.0f);   /* in place */
     ck_assert_mem_eq(x, m, 2 * T * S * sizeof *x);
     free(a);
@@ -3535,6 +3674,7 @@ static Suite *make_kernels_suite(void)
     tcase_add_test(tc, test_vmath_accuracy);
     tcase_add_test(tc, test_vmath_functions);
     tcase_add_test(tc, test_vmath_rows);
+    tcase_add_test(tc, test_vmath_norm_rows);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("pool");
@@ -3545,6 +3685,10 @@ static Suite *make_kernels_suite(void)
     tcase_add_loop_test(tc, test_maxpool_grad_relu, 0, N_POOL_CASES);
     tcase_add_loop_test(tc, test_pool_grad_fd, 0, N_POOL_CASES);
     tcase_add_test(tc, test_global_avgpool);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("threads");
+    tcase_add_test(tc, test_pool_jobs);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("dropout");

@@ -1,4 +1,4 @@
-/* Helpers shared by the Check suites that compile .net text and run it (test_train,
+/* Helpers shared by the Check suites that compile .net text and run it (test_exec,
  * test_bench): a model compiled from a string, freed at once, and the passes to turn
  * off for the compiled plan to give the interpreter's bits.  Static inline, so a suite
  * uses only what it needs. */

@@ -3,7 +3,8 @@
  * threads at once without sharing anything.  A pool is the only source of threads: BLAS
  * runs single-threaded and large products are split across the pool by kern_gemm, so
  * no two thread pools of one model compete for the cores.  Workers sleep on a
- * condition variable between jobs (no spinning).  A pool_run from inside a job (of any
+ * condition variable between jobs, after watching for the next one for a while
+ * (POOL_SPIN_NS; pool.c says why, and when they stop spinning).  A pool_run from inside a job (of any
  * pool) runs its tasks serially on the calling thread (no nesting).
  * Scheduling is static: with T threads, task i always runs on worker i % T, so a
  * reduction over tasks sums in the same order every time (bit-for-bit results for a
@@ -13,6 +14,10 @@
 
 /* The most threads a pool has. */
 #define POOL_MAX_THREADS 64
+/* How long, by default, a thread that waits on the pool spins before it sleeps (ns). */
+#define POOL_SPIN_NS 50000
+
+#include <stdint.h>
 
 typedef struct Pool Pool;
 
@@ -27,6 +32,8 @@ Pool *pool_new(int n);
 void pool_free(Pool *p);
 /* Threads of p; a NULL pool is one thread (the caller's). */
 int pool_threads(const Pool *p);
+/* How long p's threads spin before they sleep: ns <= 0 never (the tests' switch). */
+void pool_set_spin(Pool *p, int64_t ns);
 /* Runs every task and returns when all are done.  Worker w runs tasks w, w+T, ...
  * A NULL pool, or a call from inside a job, runs them in order on this thread.  One
  * job at a time per pool: a pool serves the one thread that runs its model. */
