@@ -43,10 +43,8 @@ enum {
     PLANAR_MAX_K = 256,     /* its taps: the filter copied on the stack, [K][8] */
     PLANAR_ROWS = 4,        /* output rows per band (a 4x4 pool's) */
     PLANAR_FLOATS = 32768,  /* the planes under a band (128 KiB) */
-    POOLED_MAX_RS = 8192,   /* the pooled filter gradient's sums, [F][KH][KW * C rounded up
-                             * to 16] on the stack, and its copies of patches at the edges */
-    POOLED_CHUNK = 512,     /* its terms per call of the micro-kernel */
-    POOLED_AHEAD = 4        /* output rows ahead that it prefetches the input for */
+    POOLED_MAX_RS = 8192    /* the pooled filter gradient's sums, [F][KH][KW * C rounded up
+                             * to 16] on the stack */
 };
 
 /* 0: automatic; < 0: never (test hook, kern.h) */
@@ -465,70 +463,19 @@ bool conv_pooled_ok(const KConv *p, const KPool *q)
            maxpool_hits_ok(q);
 }
 
-typedef struct Pooled {
-    const KernVariant *kv;
-    const KConv *p;
-    SparseEntry e[POOLED_CHUNK];
-    float pad[POOLED_MAX_RS];   /* zero-padded copies of the patches over the edges */
-    const float *xend;          /* the end of x: a patch read in place stops before it */
-    int64_t ne, npad;
-    SparseRows s;
-} Pooled;
-
-static void pooled_flush(Pooled *b)
-{
-    b->s.e = b->e;
-    b->s.n = b->ne;
-    if (b->ne)
-        b->kv->sparse_rows(&b->s);
-    b->ne = b->npad = 0;
-}
-
-/* The term of pixel (oy, ox) of image n, filter f: its patch read in place, or a copy
- * with zeros where it hangs over the padding. */
-static void pooled_term(Pooled *b, const float *x, int64_t n, int64_t oy, int64_t ox, int32_t f, float g)
-{
-    const KConv *p = b->p;
-    const int64_t C = p->c, iy0 = oy * p->sh - p->pt, ix0 = ox * p->sw - p->pl, kwc = p->kw * C, rsk = b->s.rsk;
-    if (b->ne == POOLED_CHUNK || (b->npad + p->kh * rsk > POOLED_MAX_RS))
-        pooled_flush(b);
-    SparseEntry *e = b->e + b->ne++;
-    e->g = g;
-    e->f = f;
-    const float *xn = x + n * p->h * p->w * C;
-    if (iy0 >= 0 && iy0 + p->kh <= p->h && ix0 >= 0 && ix0 + p->kw <= p->w &&
-        xn + ((iy0 + p->kh - 1) * p->w + ix0) * C + rsk <= b->xend) {
-        e->px = xn + (iy0 * p->w + ix0) * C;
-        e->xrow = p->w * C;
-        return;
-    }
-    float *d = b->pad + b->npad;
-    b->npad += p->kh * rsk;
-    for (int64_t ky = 0; ky < p->kh; ky++)
-        for (int64_t t = 0; t < rsk; t++) {
-            const int64_t iy = iy0 + ky, ix = ix0 + t / C;
-            const bool in = t < kwc && iy >= 0 && iy < p->h && ix >= 0 && ix < p->w;
-            d[ky * rsk + t] = in ? xn[(iy * p->w + ix) * C + t % C] : 0.0f;
-        }
-    e->px = d;
-    e->xrow = rsk;
-}
-
-/* The terms jump from patch to patch along three input rows: past the prefetchers,
- * which left every read a miss (93 ms a step at batch 4 against the dense kernel's 56,
- * which copies the rows).  So the input rows that output row oy reads and oy - 1 did
- * not are fetched POOLED_AHEAD rows before (one row ahead was too late: 34 -> 21 ms,
- * large's conv1 at batch 4, one thread). */
-static void pooled_prefetch(const KConv *p, const float *x, int64_t n, int64_t oy)
+/* The input rows that the band from output row oy on (`rows` rows) reads past the
+ * ones the last band read, asked for while this band's terms are summed: 2-5% (CPU
+ * time, large's conv1 at batch 4, 1 and 2 threads, loaded machine). */
+static void pooled_prefetch(const KConv *p, const float *x, int64_t n, int64_t oy, int64_t rows)
 {
     if (oy >= p->oh)
         return;
-    const int64_t row = p->w * p->c, y1 = oy * p->sh - p->pt + p->kh;
-    for (int64_t iy = y1 - (p->sh < p->kh ? p->sh : p->kh); iy < y1; iy++) {
+    const int64_t len = p->w * p->c * (int64_t)sizeof *x, y0 = oy * p->sh - p->pt;
+    for (int64_t iy = y0 + (p->kh > p->sh ? p->kh - p->sh : 0); iy < y0 + rows; iy++) {
         if (iy < 0 || iy >= p->h)
             continue;
-        const char *r = (const char *)(x + (n * p->h + iy) * row);
-        for (int64_t b = 0; b < row * (int64_t)sizeof *x; b += 64)
+        const char *r = (const char *)(x + (n * p->h + iy) * p->w * p->c);
+        for (int64_t b = 0; b < len; b += 64)
             __builtin_prefetch(r + b);
     }
 }
@@ -537,17 +484,17 @@ void conv_direct_grad_filter_pooled(const KernVariant *kv, const KConv *p, const
                                     const int32_t *idx, const float *yv, const float *dpool, float *acc, int64_t r0,
                                     int64_t rc)
 {
-    float rs[POOLED_MAX_RS] __attribute__((aligned(64)));   /* whole lines: a store across two did not forward */
+    float rs[POOLED_MAX_RS] __attribute__((aligned(64)));
+    /* the band's rows, copied as conv_direct_grad_filter copies them (read in place, the
+     * patches' rows were misses the prefetchers did not see coming: 21 ms against the
+     * dense kernel's 15, large's conv1 at batch 4, one thread), and past them the floats
+     * that a patch's last row reads beyond its taps, into the sums' padding */
+    float band[BAND_FLOATS + 16];
     PoolHits h;
     h.n = -1;
-    Pooled b;
-    b.ne = b.npad = 0;
-    const int64_t F = p->f, K = p->kh * p->kw * p->c;
-    b.kv = kv;
-    b.p = p;
-    b.xend = x + p->n * p->h * p->w * p->c;
+    const int64_t F = p->f, K = p->kh * p->kw * p->c, C = p->c;
     const int64_t kwc = p->kw * p->c, rsk = pooled_rsk(p), rsf = p->kh * rsk;
-    b.s = (SparseRows){ .rsf = rsf, .kh = (int)p->kh, .kwc = (int)kwc, .rsk = (int)rsk, .rs = rs };
+    SparseRows s = { .pstep = p->sw * C, .ox0 = 0, .kh = (int)p->kh, .rsk = (int)rsk };
     /* conv_direct_grad_filter's bands and tiles */
     const int64_t cols = fit_cols(p, p->kh, BAND_FLOATS), tiles = (p->ow + cols - 1) / cols;
     const int64_t gmax = tiles > 1 ? 1 : band_rows(p);
@@ -556,16 +503,34 @@ void conv_direct_grad_filter_pooled(const KernVariant *kv, const KConv *p, const
         for (int64_t i = 0; i < tiles; i++) {
             int64_t c0, cw;
             tile_of(p->ow, tiles, i, &c0, &cw);
+            const KConv qt = column_tile(p, c0, cw);
+            const int64_t rows = (G - 1) * p->sh + p->kh, rowlen = strip_w(&qt) * C;
+            fill_rows(&qt, x, n, oy, rows, band);
+            memset(band + rows * rowlen, 0, 16 * sizeof *band);
+            if (i + 1 == tiles)
+                pooled_prefetch(p, x, n, oy + G, rows);
             memset(rs, 0, (size_t)(rsf * F) * sizeof *rs);
+            s.xrow = rowlen;
+            s.ox0 = (int32_t)c0;
             for (int64_t g = 0; g < G; g++) {
-                pooled_prefetch(p, x, n, oy + g + POOLED_AHEAD);
-                int64_t k0;
-                const int64_t k = maxpool_row_hits(q, idx, yv, dpool, n, oy + g, &h, &k0);
-                for (int64_t j = k0; j < k0 + k; j++)
-                    if (h.ox[j] >= c0 && h.ox[j] < c0 + cw)
-                        pooled_term(&b, x, n, oy + g, h.ox[j], h.f[j], h.g[j]);
+                s.xs = band + g * p->sh * rowlen;
+                for (int64_t f = 0; f < F; f++) {   /* each filter's terms in ascending columns */
+                    int64_t k0;
+                    int64_t k = maxpool_row_hits(q, idx, yv, dpool, n, oy + g, f, &h, &k0);
+                    if (tiles > 1) {   /* the tile's columns */
+                        while (k > 0 && h.ox[k0] < c0)
+                            k0++, k--;
+                        while (k > 0 && h.ox[k0 + k - 1] >= c0 + cw)
+                            k--;
+                    }
+                    s.ox = h.ox + k0;
+                    s.g = h.g + k0;
+                    s.n = k;
+                    s.rs = rs + f * rsf;
+                    if (k)
+                        kv->sparse_rows(&s);
+                }
             }
-            pooled_flush(&b);
             for (int64_t t = 0; t < K; t++)   /* as gradw_tile adds a tile's sums */
                 for (int64_t f = 0; f < F; f++)
                     acc[t * F + f] += rs[f * rsf + t / kwc * rsk + t % kwc];

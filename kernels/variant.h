@@ -62,22 +62,19 @@ typedef struct PlanarRow {
     float *y;              /* pixel 0's F outputs */
 } PlanarRow;
 
-/* Sparse filter-gradient terms (conv_direct.c's pooled path): for each entry, the kh
- * rows of its patch (px + ky * xrow, kwc taps each) times g added into rs + f * rsf +
- * ky * rsk, one FMA per tap, entry after entry.  rsk is kwc rounded up to 16, and the
- * rows are read that far (whatever lies past kwc goes into the sums' padding, never
- * read): whole vectors, no masks. */
-typedef struct SparseEntry {
-    const float *px;
-    int64_t xrow;
-    float g;
-    int32_t f;
-} SparseEntry;
-
+/* Sparse filter-gradient terms of one filter (conv_direct.c's pooled path): for each
+ * term i, its patch's kh rows (xs + (ox[i] - ox0) * pstep + ky * xrow, rsk floats each) times
+ * g[i] added into rs (kh rows of rsk), one FMA per tap, term after term: the sums held
+ * in registers over the terms.  rsk is the kernel row's kw * c taps rounded up to 16,
+ * and the rows are read that far (whatever lies past the taps goes into the sums'
+ * padding, never read): whole vectors, no masks. */
 typedef struct SparseRows {
-    const SparseEntry *e;
-    int64_t n, rsf;
-    int kh, kwc, rsk;
+    const float *xs;
+    int64_t pstep, xrow, n;
+    const int32_t *ox;
+    const float *g;
+    int32_t ox0;
+    int kh, rsk;
     float *rs;
 } SparseRows;
 
