@@ -198,14 +198,14 @@ static const Node *pooled_of(const Graph *g, const Node *n)
     return &g->nodes[n->in[n->op == OP_CONV2D_GRAD_FILTER_POOLED ? 1 : 0]];
 }
 
-/* Where the kernels' promise of the scatter's bits holds, none; elsewhere the scatter
- * made in the scratch, then the dense kernel (after it, its scratch). */
+/* Where the pooled kernel pays, its scratch; elsewhere the scatter made in the
+ * scratch, then the dense kernel (after it, its scratch): the same bits either way. */
 static size_t pooled_scratch(const Graph *g, const Node *n, int threads)
 {
     KConv p;
     KPool q;
     convpool_params(g, pooled_of(g, n), &p, &q);
-    if (n->op == OP_CONV2D_GRAD_FILTER_POOLED && kern_conv2d_grad_filter_pooled_exact(&p, &q))
+    if (n->op == OP_CONV2D_GRAD_FILTER_POOLED && kern_conv2d_grad_filter_pooled_pays(&p, &q))
         return kern_conv_scratch(&p, KCONV_GRAD_FILTER, threads);
     if (n->op == OP_SUM_TO_POOLED)
         return kern_maxpool_scatter_sum_ok(&q) && p.f <= SUMTO_MAX_COLS ? 0 : convpool_apart_floats(&p) * sizeof(float);
@@ -218,7 +218,7 @@ size_t dispatch_scratch_traffic(const Graph *g, const Node *n, int threads)
         KConv p;
         KPool q;
         convpool_params(g, pooled_of(g, n), &p, &q);
-        return kern_conv2d_grad_filter_pooled_exact(&p, &q) ? 0 : 2 * (size_t)(p.n * p.oh * p.ow * p.f) * sizeof(float);
+        return kern_conv2d_grad_filter_pooled_pays(&p, &q) ? 0 : 2 * (size_t)(p.n * p.oh * p.ow * p.f) * sizeof(float);
     }
     if (n->op == OP_SUM_TO_POOLED) {
         KConv p;
@@ -302,8 +302,8 @@ static int k_conv2d_grad_filter(const KCall *c)
     return 0;
 }
 
-/* conv2d_grad_filter_pooled: the pooled kernel where it keeps the scatter's bits, else
- * the scatter into the scratch and the dense kernel. */
+/* conv2d_grad_filter_pooled: the pooled kernel where it pays, else the scatter into
+ * the scratch and the dense kernel (the same bits). */
 static int k_conv2d_grad_filter_pooled(const KCall *c)
 {
     KConv p;
@@ -312,7 +312,7 @@ static int k_conv2d_grad_filter_pooled(const KCall *c)
     const float *y = fin(c, 1), *dy = fin(c, 2);
     const int32_t *idx = (const int32_t *)c->in[1] + q.n * q.oh * q.ow * q.c;
     const float *mask = c->n->a.convpool.pool.act >= 0 ? y : NULL;
-    if (kern_conv2d_grad_filter_pooled_exact(&p, &q)) {
+    if (kern_conv2d_grad_filter_pooled_pays(&p, &q)) {
         kern_conv2d_grad_filter_pooled(c->pool, c->env->isa, &p, &q, fin(c, 0), idx, mask, dy, fout(c), c->scratch);
         return 0;
     }

@@ -223,6 +223,13 @@ void kern_maxpool_scatter_colsum_d(const KPool *p, const int32_t *idx, const flo
  * 4096) and the input is finite (a zero times an infinity would be a NaN there).
  * The scratch is kern_conv_scratch(p, KCONV_GRAD_FILTER)'s. */
 bool kern_conv2d_grad_filter_pooled_exact(const KConv *p, const KPool *q);
+/* Does the pooled kernel pay, against the scatter and the dense kernel (the same bits)?
+ * Where the windows are large and the rows wide: each row's sums are added to the
+ * accumulator whatever few terms the row has. */
+bool kern_conv2d_grad_filter_pooled_pays(const KConv *p, const KPool *q);
+/* Test hook: 0 automatic; > 0 the pooled kernel pays wherever it is exact, < 0 nowhere
+ * (set before the plan is made: the scratch depends on it). */
+void kern_conv_set_pooled(int mode);
 void kern_conv2d_grad_filter_pooled(Pool *pool, KIsa isa, const KConv *p, const KPool *q, const float *x,
                                     const int32_t *idx, const float *y, const float *dpool, float *dw, float *scratch);
 /* kern_maxpool_grad, then kern_relu_mask(x, dx) (x is the relu's output), image by
