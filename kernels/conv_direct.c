@@ -405,15 +405,22 @@ static int64_t band_rows(const KConv *p)
     return g;
 }
 
+/* The filter gradient's tiles of columns and output rows per band: as many of an
+ * image's rows as their input rows fit, when a whole row fits; else one, in tiles. */
+static void gradw_tiling(const KConv *p, int64_t *tiles, int64_t *gmax)
+{
+    const int64_t cols = fit_cols(p, p->kh, BAND_FLOATS);
+    *tiles = (p->ow + cols - 1) / cols;
+    *gmax = *tiles > 1 ? 1 : band_rows(p);
+}
+
 void conv_direct_grad_filter(const KernVariant *kv, const KConv *p, const float *x, const float *dy, float *acc,
                              int64_t r0, int64_t rc)
 {
     float band[BAND_FLOATS];
     const int64_t F = p->f, kwc = p->kw * p->c;
-    /* output rows per band: as many of an image's as their input rows fit, when a
-     * whole row fits; else one, in tiles of columns */
-    const int64_t cols = fit_cols(p, p->kh, BAND_FLOATS), tiles = (p->ow + cols - 1) / cols;
-    const int64_t gmax = tiles > 1 ? 1 : band_rows(p);
+    int64_t tiles, gmax;
+    gradw_tiling(p, &tiles, &gmax);
     GradwBand gb = { .pstep = p->sw * p->c, .dyrow = p->ow * F, .F = F, .kwc = (int)kwc };
     for (int64_t r = r0; r < r0 + rc;) {
         const int64_t n = r / p->oh, oy = r % p->oh, G = band_of(p, gmax, r, oy, r0 + rc);
@@ -495,9 +502,8 @@ void conv_direct_grad_filter_pooled(const KernVariant *kv, const KConv *p, const
     const int64_t F = p->f, K = p->kh * p->kw * p->c, C = p->c;
     const int64_t kwc = p->kw * p->c, rsk = pooled_rsk(p), rsf = p->kh * rsk;
     SparseRows s = { .pstep = p->sw * C, .ox0 = 0, .kh = (int)p->kh, .rsk = (int)rsk };
-    /* conv_direct_grad_filter's bands and tiles */
-    const int64_t cols = fit_cols(p, p->kh, BAND_FLOATS), tiles = (p->ow + cols - 1) / cols;
-    const int64_t gmax = tiles > 1 ? 1 : band_rows(p);
+    int64_t tiles, gmax;   /* conv_direct_grad_filter's bands and tiles: its chains */
+    gradw_tiling(p, &tiles, &gmax);
     for (int64_t r = r0; r < r0 + rc;) {
         const int64_t n = r / p->oh, oy = r % p->oh, G = band_of(p, gmax, r, oy, r0 + rc);
         for (int64_t i = 0; i < tiles; i++) {
