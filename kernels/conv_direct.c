@@ -302,11 +302,9 @@ static void fill_plane_row(const KernVariant *kv, const KConv *p, const float *x
     for (int64_t j = 0; j < pw; j++) {
         if (j == ja && jb > ja) {
             const float *src = xr + (x0 + ja * S) * C;
-            if (!inside)
-                ;
-            else if (S == 2 && C == 3)   /* large.net's first layer */
+            if (inside && S == 2 && C == 3)   /* large.net's first layer */
                 kv->planes6(src, jb - ja, d + ja, pw, 768);
-            else
+            else if (inside)
                 for (int64_t k = ja; k < jb; k++, src += S * C)
                     for (int64_t ph = 0; ph < S; ph++)
                         for (int64_t c = 0; c < C; c++)

@@ -63,7 +63,7 @@ typedef struct PlanarRow {
     float *y;              /* pixel 0's F outputs */
     /* planes made between the row's tiles (the next row's input rows, so that their
      * reads from memory overlap this row's FMAs): nfill runs of fill_n pixels of 3
-     * channels at stride 2, planes6(fill_src[i], fill_n, fill_dst[i], pw) */
+     * channels at stride 2, planes6(fill_src[i], fill_n, fill_dst[i], pw, fill_pf) */
     int nfill;
     int64_t fill_n, fill_pf;   /* fill_pf: floats ahead of src to prefetch */
     const float *fill_src[PLANAR_MAX_FILL];
@@ -103,7 +103,8 @@ typedef struct KernVariant {
     int lanes;   /* floats per vector */
     void (*fwd_row)(const FwdRow *r);
     void (*gradw_band)(const GradwBand *b);
-    /* the planar path (NULL: the strip path) and its planes of 3 channels at stride 2 */
+    /* the planar path (NULL: the strip path) and its planes of 3 channels at stride 2
+     * (prefetching pf floats ahead of src) */
     void (*planar_row)(const PlanarRow *r);
     void (*planes6)(const float *src, int64_t n, float *d, int64_t pw, int64_t pf);
     /* Adam's loop over whole vectors (the scalar loop's bits); returns the elements it
