@@ -541,7 +541,8 @@ static int64_t convpool_band_rows(const KConv *p, const KPool *q)
  * 64 bytes, so that the packed filter after the regions is as aligned as the scratch. */
 static size_t convpool_worker_floats(const KConv *p, const KPool *q)
 {
-    size_t band = (size_t)convpool_band_rows(p, q) * (size_t)(p->ow * p->f);
+    size_t band = (size_t)convpool_band_rows(p, q) * (size_t)(p->ow * p->f), run = conv_direct_pool_floats(q);
+    band = band > run ? band : run;   /* or the planar path's maxima (conv_direct_pool) */
     bool col = !conv_direct(p) && !conv_is_identity(p);
     return (band + (col ? (size_t)conv_chunk_rows(p) * (size_t)conv_k(p) : 0) + 15) / 16 * 16;
 }
@@ -562,6 +563,7 @@ typedef struct ConvPoolJob {
     Pool *pool;
     KIsa isa;
     bool direct;                /* the direct kernels, else im2col + sgemm */
+    bool planar;                /* in one pass, pooled as made (conv_direct_pool) */
     float *y, *scratch;
     int32_t *idx;               /* NULL, or the pool's argmax (kern_conv2d_maxpool_argmax) */
     int64_t rows;               /* pooled rows (n, py) per task */
@@ -593,6 +595,12 @@ static void convpool_task(void *arg, int task, int worker)
     const int64_t rowf = p->ow * p->f;
     float *band = j->scratch + (size_t)worker * convpool_worker_floats(p, q);
     float *col = band + (size_t)convpool_band_rows(p, q) * (size_t)rowf;
+    if (j->planar) {
+        const int64_t at = r0 * q->ow * q->c;
+        conv_direct_pool(kern_variant(j->isa), p, q, j->x, j->w, j->bias, j->y + at, j->idx ? j->idx + at : NULL, r0,
+                         r1 - r0, band);
+        return;
+    }
     int64_t have_n = -1, have0 = 0, have1 = 0;   /* conv rows [have0, have1) of image have_n in band */
     for (int64_t r = r0; r < r1;) {
         const int64_t n = r / q->oh, py0 = r % q->oh;
@@ -656,7 +664,8 @@ static void convpool_run(Pool *pool, KIsa isa, const KConv *p, const KPool *q, c
         conv_pack(p, w, wp);
         j.w = wp;
     }
-    if (convpool_whole(&j, t)) {
+    j.planar = j.direct && conv_direct_pool_ok(kern_variant(isa), p, q, j.bias, j.act);
+    if (!j.planar && convpool_whole(&j, t)) {
         j.shares = t;
         pool_run(pool, t, convpool_rows_task, &j);
         maxpool_rows(isa, q, scratch, 0, 0, q->oh, y, idx);

@@ -41,8 +41,8 @@ enum {
     PACK_MIN_PIXELS = 1024, /* output pixels past which packing more than 64 filters pays */
     PLANAR_MAX_F = 8,       /* the planar path's filters: one tile holds them all */
     PLANAR_MAX_K = 256,     /* its taps: the filter copied on the stack, [K][8] */
-    PLANAR_ROWS = 4,        /* output rows per band (a 4x4 pool's) */
-    PLANAR_FLOATS = 32768,  /* the planes under a band (128 KiB) */
+    PLANAR_ROWS_MAX = 8,    /* its strides at most (the ring's slots) */
+    PLANAR_FLOATS = 32768,  /* the ring of planes (128 KiB) */
     POOLED_MAX_RS = 8192    /* the pooled filter gradient's sums, [F][KH][KW * C rounded up
                              * to 16] on the stack */
 };
@@ -249,101 +249,222 @@ static void kernel_rows(const KConv *p, int64_t oy, int *ky0, int *ky1)
  * stride 2): half of a 16-lane vector, and one broadcast per FMA.  Vectorised over
  * pixels instead, each tap is one load of VL pixels from a plane of one channel and
  * one column phase, and 8 FMAs with the filters broadcast: full vectors, no strip
- * copy (the planes are made as the input is read).  Each output is the same chain of
- * FMAs (taps in the same order), so the bits are the strip path's. */
+ * copy.  Each output is the same chain of FMAs (taps in the same order), so the bits
+ * are the strip path's.
+ * The planes of an input row are made once, when the first output row that reads it
+ * comes, into a ring of KH rows (slot iy % KH), whole rows wide where they fit: the
+ * input is then read once, in order, row after row.  Tiles of columns (each row's
+ * pieces read one at a time, half a row apart) streamed from memory at half the rate
+ * (18 against 35 GB/s, one thread on a Zen 5).  While an output row is made, the input
+ * rows the next one adds are prefetched, so that their misses overlap its FMAs. */
 
-/* Output columns per tile, a multiple of 16 (the planes' width past it: pw), when a
- * band of PLANAR_ROWS rows' planes fit PLANAR_FLOATS; 0 where the planar path does not
- * apply. */
+/* Plane width for a tile of `cols` output columns: a multiple of 16 past the columns
+ * the taps read. */
 static int64_t planar_pw(const KConv *p, int64_t cols) { return (cols + (p->kw - 1) / p->sw + 15) / 16 * 16 + 16; }
 
+/* Input rows in the ring: the KH under an output row and the SH the next one adds,
+ * made while this one is. */
+static int64_t planar_slots(const KConv *p) { return p->kh + p->sh; }
+
+/* Output columns per tile (whole rows where the ring of planes fits PLANAR_FLOATS,
+ * else a multiple of 16); 0 where the planar path does not apply. */
 static int64_t planar_cols(const KConv *p)
 {
-    if (p->c > DIRECT_MAX_C || p->f > PLANAR_MAX_F || p->kh * p->kw * p->c > PLANAR_MAX_K || p->sw > 16)
+    if (p->c > DIRECT_MAX_C || p->f > PLANAR_MAX_F || p->kh * p->kw * p->c > PLANAR_MAX_K || p->sw > 16 ||
+        p->kh > PLANAR_MAX_KH || p->sh > PLANAR_ROWS_MAX)
         return 0;
-    const int64_t rows = (PLANAR_ROWS - 1) * p->sh + p->kh, per = rows * p->c * p->sw;
+    const int64_t per = planar_slots(p) * p->c * p->sw;
+    if (per * planar_pw(p, p->ow) <= PLANAR_FLOATS)
+        return p->ow;
     int64_t cols = (PLANAR_FLOATS / per - 32 - (p->kw - 1) / p->sw) / 16 * 16;
-    if (cols < 16)
-        return 0;
-    return cols < p->ow ? cols : p->ow;
+    return cols < 16 ? 0 : cols;
 }
 
-/* The planes of `rows` input rows from the first under output row oy of image n, for
- * output columns [c0, c0 + cw) (PlanarRow's layout), zero outside the image. */
-static void fill_planes(const KernVariant *kv, const KConv *p, const float *x, int64_t n, int64_t oy, int64_t rows,
-                        int64_t c0, int64_t pw, float *pl)
+/* The plane columns [*ja, *jb) of a tile from output column c0 (pw wide) whose S
+ * phases all lie inside the image: input columns from (c0 + j) * S - pl on, S * C
+ * floats in a run for each j. */
+static void plane_run(const KConv *p, int64_t c0, int64_t pw, int64_t *ja, int64_t *jb)
 {
-    const int64_t C = p->c, S = p->sw, W = p->w;
-    const float *xn = x + n * p->h * W * C;
-    /* plane column j reads input columns (c0 + j) * S - pl + ph: j in [ja, jb) read
-     * all S phases inside the image */
-    const int64_t x0 = c0 * S - p->pl;
-    int64_t ja = x0 >= 0 ? 0 : (-x0 + S - 1) / S, jb = (W - S - x0) / S + 1;
-    if (W - S - x0 < 0)
-        jb = 0;
-    jb = jb < pw ? jb : pw;
-    ja = ja < jb ? ja : jb;
-    for (int64_t r = 0; r < rows; r++) {
-        const int64_t iy = oy * p->sh - p->pt + r;
-        float *d = pl + r * C * S * pw;
-        if (iy < 0 || iy >= p->h) {
-            memset(d, 0, (size_t)(C * S * pw) * sizeof *d);
+    const int64_t S = p->sw, W = p->w, x0 = c0 * S - p->pl;
+    *ja = x0 >= 0 ? 0 : (-x0 + S - 1) / S;
+    *jb = W - S - x0 < 0 ? 0 : (W - S - x0) / S + 1;
+    *jb = *jb < pw ? *jb : pw;
+    *ja = *ja < *jb ? *ja : *jb;
+}
+
+/* The planes of input row iy of image n for the tile from output column c0 (PlanarRow's
+ * layout: plane (c, ph) at d + (c * sw + ph) * pw), zero outside the image; the
+ * inside run (plane_run) only when `inside`. */
+static void fill_plane_row(const KernVariant *kv, const KConv *p, const float *x, int64_t n, int64_t iy, int64_t c0,
+                           int64_t pw, float *d, bool inside)
+{
+    const int64_t C = p->c, S = p->sw, W = p->w, x0 = c0 * S - p->pl;
+    const float *xr = x + (n * p->h + iy) * W * C;
+    int64_t ja, jb;
+    plane_run(p, c0, pw, &ja, &jb);
+    for (int64_t j = 0; j < pw; j++) {
+        if (j == ja && jb > ja) {
+            const float *src = xr + (x0 + ja * S) * C;
+            if (inside && S == 2 && C == 3)   /* large.net's first layer */
+                kv->planes6(src, jb - ja, d + ja, pw, 768);
+            else if (inside)
+                for (int64_t k = ja; k < jb; k++, src += S * C)
+                    for (int64_t ph = 0; ph < S; ph++)
+                        for (int64_t c = 0; c < C; c++)
+                            d[(c * S + ph) * pw + k] = src[ph * C + c];
+            j = jb - 1;
             continue;
         }
-        const float *xr = xn + iy * W * C;
-        for (int64_t j = 0; j < pw; j++) {
-            if (j == ja && jb > ja) {   /* the inside: S * C floats in a run for each j */
-                const float *src = xr + (x0 + ja * S) * C;
-                if (S == 2 && C == 3)   /* large.net's first layer */
-                    kv->planes6(src, jb - ja, d + ja, pw);
-                else
-                    for (int64_t k = ja; k < jb; k++, src += S * C)
-                        for (int64_t ph = 0; ph < S; ph++)
-                            for (int64_t c = 0; c < C; c++)
-                                d[(c * S + ph) * pw + k] = src[ph * C + c];
-                j = jb - 1;
-                continue;
-            }
-            for (int64_t ph = 0; ph < S; ph++) {
-                const int64_t ix = x0 + j * S + ph;
-                for (int64_t c = 0; c < C; c++)
-                    d[(c * S + ph) * pw + j] = ix >= 0 && ix < W ? xr[ix * C + c] : 0.0f;
-            }
+        for (int64_t ph = 0; ph < S; ph++) {
+            const int64_t ix = x0 + j * S + ph;
+            for (int64_t c = 0; c < C; c++)
+                d[(c * S + ph) * pw + j] = ix >= 0 && ix < W ? xr[ix * C + c] : 0.0f;
         }
     }
 }
 
-static void planar_forward(const KernVariant *kv, const KConv *p, const float *x, const float *wp, const float *bias,
-                           bool relu, float *y, int64_t r0, int64_t rc)
+/* The output rows of a planar pass: units [r0, r0 + rc) of G rows each (the rows of a
+ * pooled row's windows, or G = 1), per_image units an image; row k of the pass is
+ * image *n's row *oy. */
+typedef struct PlanarSeq {
+    int64_t r0, rc, per_image, G;
+} PlanarSeq;
+
+static void seq_row(const PlanarSeq *s, int64_t k, int64_t *n, int64_t *oy)
 {
-    float planes[PLANAR_FLOATS], w8[PLANAR_MAX_K * 8], b8[8] = { 0 };
-    const int64_t K = p->kh * p->kw * p->c, F = p->f, cols = planar_cols(p), tiles = (p->ow + cols - 1) / cols;
+    const int64_t u = s->r0 + k / s->G;
+    *n = u / s->per_image;
+    *oy = u % s->per_image * s->G + k % s->G;
+}
+
+/* The next row's input rows that are not in the ring yet (from *next on), into pr's
+ * fills where the variant makes them (3 channels at stride 2: the planes' inside run,
+ * the edges now), else now. */
+static void planar_fills(const KernVariant *kv, const KConv *p, const float *x, int64_t n, int64_t oy, int64_t c0,
+                         PlanarRow *pr, float *ring, int64_t *next)
+{
+    const int64_t NS = planar_slots(p), slot = p->c * p->sw * pr->pw, iy0 = oy * p->sh - p->pt;
+    int ky0, ky1;
+    kernel_rows(p, oy, &ky0, &ky1);
+    int64_t ja, jb;
+    plane_run(p, c0, pr->pw, &ja, &jb);
+    const bool later = p->sw == 2 && p->c == 3 && jb > ja;
+    for (int64_t iy = *next > iy0 + ky0 ? *next : iy0 + ky0; iy < iy0 + ky1 && pr->nfill < PLANAR_MAX_FILL; iy++) {
+        float *d = ring + iy % NS * slot;
+        fill_plane_row(kv, p, x, n, iy, c0, pr->pw, d, !later);
+        if (later) {
+            pr->fill_src[pr->nfill] = x + ((n * p->h + iy) * p->w + (c0 + ja) * p->sw - p->pl) * p->c;
+            pr->fill_dst[pr->nfill++] = d + ja;
+            pr->fill_n = jb - ja;
+            /* the same columns of the rows the row after adds (prefetched into L1 as the
+             * fill reads: 2 rows ahead ran 10.9 ms against 14.7 at 1, 11.2 at 6, 22.7
+             * at none, large.net's conv2d_maxpool at batch 4, one thread) */
+            pr->fill_pf = p->sh * p->w * p->c;
+        }
+        *next = iy + 1;
+    }
+}
+
+/* The rows of s in the tile of output columns from c0 (pr->pw wide, pr->npix pixels),
+ * with pr's filter and epilogue, into y (the pass's row 0 at y[0]; pooled, into
+ * pr's pooled rows: y is q's output of unit r0, idx its index or NULL). */
+static void planar_pass(const KernVariant *kv, const KConv *p, const KPool *q, const float *x, const PlanarSeq *s,
+                        int64_t c0, PlanarRow *pr, float *ring, float *y, int32_t *idx)
+{
+    const int64_t NS = planar_slots(p), slot = p->c * p->sw * pr->pw, rows = s->rc * s->G;
+    int64_t have_n = -1, next = 0;   /* image have_n's rows below `next` are in the ring */
+    for (int64_t k = 0; k < rows; k++) {
+        int64_t n, oy;
+        seq_row(s, k, &n, &oy);
+        const int64_t iy0 = oy * p->sh - p->pt;
+        if (n != have_n)
+            have_n = n, next = 0;
+        kernel_rows(p, oy, &pr->ky0, &pr->ky1);
+        if (next < iy0 + pr->ky0)
+            next = iy0 + pr->ky0;
+        for (; next < iy0 + pr->ky1; next++)
+            fill_plane_row(kv, p, x, n, next, c0, pr->pw, ring + next % NS * slot, true);
+        for (int ky = pr->ky0; ky < pr->ky1; ky++)
+            pr->xr[ky] = ring + (iy0 + ky) % NS * slot;
+        pr->nfill = 0;
+        if (k + 1 < rows) {
+            int64_t n1, oy1;
+            seq_row(s, k + 1, &n1, &oy1);
+            if (n1 == n)   /* then oy1 = oy + 1: its rows fit the ring beside this one's */
+                planar_fills(kv, p, x, n, oy1, c0, pr, ring, &next);
+        }
+        if (!pr->run)
+            pr->y = y + (k * p->ow + c0) * p->f;
+        else {
+            const int64_t u = k / s->G, g = k % s->G;
+            pr->py = y + u * q->ow * q->c;
+            pr->pidx = idx ? idx + u * q->ow * q->c : NULL;
+            pr->g = (int)g;
+            pr->goff = (float)(g * p->ow);
+            pr->cell0 = (int32_t)((oy - g) * p->ow);
+        }
+        kv->planar_row(pr);
+    }
+}
+
+static const float planar_iota[16] = { 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15 };
+
+/* The filter as the planar tiles read it ([K][8], zero past F) and the bias (8), into
+ * pr. */
+static void planar_setup(const KConv *p, const float *wp, const float *bias, bool relu, float *w8, float *b8,
+                         PlanarRow *pr)
+{
+    const int64_t K = p->kh * p->kw * p->c, F = p->f;
     int64_t wtap, wblock;
     filter_layout(p, &wtap, &wblock);
     for (int64_t t = 0; t < K; t++)
         for (int64_t f = 0; f < 8; f++)
             w8[t * 8 + f] = f < F ? wp[f / PACK_BLOCK * wblock + t * wtap + f % PACK_BLOCK] : 0.0f;
-    if (bias)
-        memcpy(b8, bias, (size_t)F * sizeof *b8);
-    PlanarRow pr = { .kw = (int)p->kw, .c = (int)p->c, .sw = (int)p->sw, .w = w8, .bias = bias ? b8 : NULL,
-                     .relu = relu, .F = F };
-    for (int64_t r = r0; r < r0 + rc;) {
-        const int64_t n = r / p->oh, oy = r % p->oh, G = band_of(p, PLANAR_ROWS, r, oy, r0 + rc);
-        for (int64_t i = 0; i < tiles; i++) {
-            int64_t c0, cw;
-            tile_of(p->ow, tiles, i, &c0, &cw);
-            pr.pw = planar_pw(p, cw);
-            pr.npix = cw;
-            fill_planes(kv, p, x, n, oy, (G - 1) * p->sh + p->kh, c0, pr.pw, planes);
-            for (int64_t g = 0; g < G; g++) {
-                kernel_rows(p, oy + g, &pr.ky0, &pr.ky1);
-                pr.xs = planes + g * p->sh * p->c * p->sw * pr.pw;
-                pr.y = y + ((r + g - r0) * p->ow + c0) * F;
-                kv->planar_row(&pr);
-            }
-        }
-        r += G;
+    for (int64_t f = 0; f < 8; f++)
+        b8[f] = bias && f < F ? bias[f] : 0.0f;
+    *pr = (PlanarRow){ .kw = (int)p->kw, .c = (int)p->c, .sw = (int)p->sw, .w = w8, .bias = bias ? b8 : NULL,
+                       .relu = relu, .F = F, .iota = planar_iota };
+}
+
+static void planar_forward(const KernVariant *kv, const KConv *p, const float *x, const float *wp, const float *bias,
+                           bool relu, float *y, int64_t r0, int64_t rc)
+{
+    float ring[PLANAR_FLOATS], w8[PLANAR_MAX_K * 8], b8[8];
+    const int64_t cols = planar_cols(p), tiles = (p->ow + cols - 1) / cols;
+    PlanarRow pr;
+    planar_setup(p, wp, bias, relu, w8, b8, &pr);
+    const PlanarSeq s = { r0, rc, p->oh, 1 };
+    for (int64_t i = 0; i < tiles; i++) {
+        int64_t c0;
+        tile_of(p->ow, tiles, i, &c0, &pr.npix);
+        pr.pw = planar_pw(p, pr.npix);
+        planar_pass(kv, p, NULL, x, &s, c0, &pr, ring, y, NULL);
     }
+}
+
+bool conv_direct_pool_ok(const KernVariant *kv, const KConv *p, const KPool *q, const float *bias, EwAct act)
+{
+    const int64_t npix = q->ow * q->kw;
+    return kv->planar_row && bias && act.fn == EW_RELU && planar_cols(p) == p->ow && q->kw == 4 && q->sw == 4 &&
+           q->kh == q->sh && q->kh >= 1 && q->pt == 0 && q->pl == 0 && q->c == p->f && q->h == p->oh &&
+           q->w == p->ow && q->oh >= 1 && q->ow >= 1 && npix <= p->ow && q->oh * q->kh <= p->oh &&
+           (q->kh + 1) * p->ow < (1 << 24) && p->oh * p->ow <= INT32_MAX;
+}
+
+size_t conv_direct_pool_floats(const KPool *q) { return (size_t)((q->ow * q->kw + 15) / 16 * 16) * 16; }
+
+void conv_direct_pool(const KernVariant *kv, const KConv *p, const KPool *q, const float *x, const float *wp,
+                      const float *bias, float *y, int32_t *idx, int64_t r0, int64_t rc, float *run)
+{
+    float ring[PLANAR_FLOATS], w8[PLANAR_MAX_K * 8], b8[8];
+    PlanarRow pr;
+    planar_setup(p, wp, bias, true, w8, b8, &pr);
+    pr.npix = q->ow * q->kw;
+    pr.pw = planar_pw(p, p->ow);
+    pr.run = run;
+    pr.glast = (int)q->kh - 1;
+    const PlanarSeq s = { r0, rc, q->oh, q->kh };
+    planar_pass(kv, p, q, x, &s, 0, &pr, ring, y, idx);
 }
 
 void conv_direct_forward(const KernVariant *kv, const KConv *p, const float *x, const float *wp, const float *bias,

@@ -140,11 +140,32 @@ ISA_INLINE void v_tr8(V a[8])
 }
 #define PLANAR_P 3   /* 24 accumulators, 3 pixel vectors, a broadcast */
 
+/* the planar path's pooling (micro.h's planar_pool): lanes l and l ^ s (s = 1, 2)
+ * swapped within each 4; masks combined; floats to int32 (integral ones) */
+ISA_INLINE V v_max(V a, V b) { return _mm512_max_ps(a, b); }
+#define v_swap(a, s) _mm512_permute_ps(a, (s) == 1 ? 0xB1 : 0x4E)
+ISA_INLINE VB vb_or(VB a, VB b) { return (VB)(a | b); }
+ISA_INLINE VB vb_and(VB a, VB b) { return (VB)(a & b); }
+ISA_INLINE VI v_cvti(V a) { return _mm512_cvttps_epi32(a); }
+/* a[f] (f < 8) holding pooled pixel j at lane 4j -> the [4][8] block they make,
+ * row-major, in o[0], o[1]: filters paired, then quadrupled within each 128-bit lane
+ * (lane j: pixel j's filters 0-3 in w0, 4-7 in w1), then the lanes gathered. */
+ISA_INLINE void v_pool_tr(const V a[8], V o[2])
+{
+    const V u01 = _mm512_unpacklo_ps(a[0], a[1]), u23 = _mm512_unpacklo_ps(a[2], a[3]);
+    const V u45 = _mm512_unpacklo_ps(a[4], a[5]), u67 = _mm512_unpacklo_ps(a[6], a[7]);
+    const V w0 = _mm512_shuffle_ps(u01, u23, 0x44), w1 = _mm512_shuffle_ps(u45, u67, 0x44);
+    const V t0 = _mm512_shuffle_f32x4(w0, w1, 0x44), t1 = _mm512_shuffle_f32x4(w0, w1, 0xEE);
+    o[0] = _mm512_shuffle_f32x4(t0, t0, 0xD8);
+    o[1] = _mm512_shuffle_f32x4(t1, t1, 0xD8);
+}
+
 /* micro.h's planes6 on 16 pixels (6 vectors in) at a time: plane q = (c, ph) takes
  * source float 6l + i (i = ph * 3 + c) into lane l, from one of three pairs of input
- * vectors (two-table permutes, then blends).  Returns the pixels done. */
+ * vectors (two-table permutes, then blends), prefetching pf floats ahead.  Returns the
+ * pixels done. */
 #define V_DEINT6 1
-ISA_INLINE int64_t v_deint6(const float *src, int64_t n, float *d, int64_t pw)
+ISA_INLINE int64_t v_deint6(const float *src, int64_t n, float *d, int64_t pw, int64_t pf)
 {
     int32_t ix[6][16];
     __mmask16 mb[6] = { 0 }, mc[6] = { 0 };
@@ -161,7 +182,7 @@ ISA_INLINE int64_t v_deint6(const float *src, int64_t n, float *d, int64_t pw)
     int64_t k = 0;
     for (; k + 16 <= n; k += 16, src += 96) {
         for (int l = 0; l < 6; l++)
-            _mm_prefetch((const char *)(src + 768 + 16 * l), _MM_HINT_T0);
+            _mm_prefetch((const char *)(src + pf + 16 * l), _MM_HINT_T0);
         const V i0 = v_load(src), i1 = v_load(src + 16), i2 = v_load(src + 32), i3 = v_load(src + 48),
                 i4 = v_load(src + 64), i5 = v_load(src + 80);
 #pragma GCC unroll 6

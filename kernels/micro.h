@@ -237,10 +237,118 @@ ISA_FN static void NAME(gradw_band)(const GradwBand *b)
 }
 
 #ifdef PLANAR_P   /* the variants with a planar path (docs/kernels.md) */
+/* The planes of a run of n pixels of 3 channels at stride 2 (large.net's first layer):
+ * plane (c, ph) = d + (c * 2 + ph) * pw gets src[6k + ph * 3 + c] at k.  GCC 12 does
+ * not vectorise this gather of stride 6; v_deint6, where the variant has it, does
+ * whole vectors. */
+ISA_FN static void NAME(planes6)(const float *src, int64_t n, float *d, int64_t pw, int64_t pf)
+{
+    int64_t k = 0;
+#ifdef V_DEINT6
+    k = v_deint6(src, n, d, pw, pf);
+    src += 6 * k;
+#endif
+    float *d0 = d, *d1 = d + pw, *d2 = d + 2 * pw, *d3 = d + 3 * pw, *d4 = d + 4 * pw, *d5 = d + 5 * pw;
+    for (; k < n; k++, src += 6) {
+        d0[k] = src[0], d2[k] = src[1], d4[k] = src[2];
+        d1[k] = src[3], d3[k] = src[4], d5[k] = src[5];
+    }
+}
+
+/* One step of a window's argmax across its columns: lane l against lane l ^ s (s = 1,
+ * then 2, by v_swap), the right one winning where it is larger or, equal, in an
+ * earlier row (so the first maximal cell in row-major order wins, as kern_maxpool's
+ * strict > over the window's cells in order); v the values, gi the rows' offsets
+ * (g * ow), c the columns.  Lanes l with l & s come out meaningless. */
+ISA_INLINE void NAME(argmax_step)(const int s, V *v, V *gi, V *c)
+{
+    const V sv = v_swap(*v, s), sg = v_swap(*gi, s), sc = v_swap(*c, s);
+    const VB m = vb_or(vm_lt(*v, sv), vb_and(vm_eq(sv, *v), vm_lt(sg, *gi)));
+    *v = vm_sel(m, sv, *v);
+    *gi = vm_sel(m, sg, *gi);
+    *c = vm_sel(m, sc, *c);
+}
+
+/* The pooled epilogue of pixel vector a (8 filters, pixels ox0 .. ox0 + VL - 1 of a
+ * row g of the window): folded into the maxima of the window's rows so far (at m: 8
+ * vectors of maxima, then 8 of their rows' offsets), or, on its last row, pooled
+ * across the columns, 4 lanes a window (the first maximal cell wins, as above; without
+ * an index the maximum alone, which is the same value: relu left no NaN nor -0) and
+ * stored as the pooled pixels ox0 / 4 .. of r->py (and r->pidx). */
+ISA_INLINE void NAME(planar_pool)(const PlanarRow *r, V a[8], float *m, int64_t ox0)
+{
+    V gi[8];
+    const bool ix = r->pidx != NULL;
+#pragma GCC unroll 8
+    for (int f = 0; f < 8; f++) {
+        gi[f] = v_zero();
+        if (r->g > 0 && !ix)
+            a[f] = v_max(a[f], v_load(m + f * VL));
+        else if (r->g > 0) {
+            const V old = v_load(m + f * VL);
+            const VB gt = vm_lt(old, a[f]);
+            a[f] = vm_sel(gt, a[f], old);
+            gi[f] = vm_sel(gt, v_set1(r->goff), v_load(m + (8 + f) * VL));
+        }
+    }
+    if (r->g < r->glast) {
+#pragma GCC unroll 8
+        for (int f = 0; f < 8; f++) {
+            v_store(m + f * VL, a[f]);
+            if (ix)
+                v_store(m + (8 + f) * VL, gi[f]);
+        }
+        return;
+    }
+    V cell[8];
+    const V col = v_add(v_load(r->iota), v_set1((float)ox0));
+#pragma GCC unroll 8
+    for (int f = 0; f < 8; f++) {
+        cell[f] = v_zero();
+        if (!ix) {
+            const V t = v_max(a[f], v_swap(a[f], 1));
+            a[f] = v_max(t, v_swap(t, 2));
+            continue;
+        }
+        V c = col;
+        NAME(argmax_step)(1, &a[f], &gi[f], &c);
+        NAME(argmax_step)(2, &a[f], &gi[f], &c);
+        cell[f] = vm_float(vm_iadd(v_cvti(v_add(gi[f], c)), vm_seti(r->cell0)));
+    }
+    const int64_t F = r->F, np = (r->npix - ox0) / 4 < VL / 4 ? (r->npix - ox0) / 4 : VL / 4;
+    float *y = r->py + ox0 / 4 * F;
+    int32_t *idx = ix ? r->pidx + ox0 / 4 * F : NULL;
+    V o[2], oi[2];
+    v_pool_tr(a, o);
+    if (ix)
+        v_pool_tr(cell, oi);
+    if (F == 8 && np == VL / 4) {
+        v_store(y, o[0]);
+        v_store(y + VL, o[1]);
+        if (ix) {
+            v_store((float *)idx, oi[0]);
+            v_store((float *)idx + VL, oi[1]);
+        }
+        return;
+    }
+    float t[2 * VL], ti[2 * VL];
+    v_store(t, o[0]);
+    v_store(t + VL, o[1]);
+    if (ix) {
+        v_store(ti, oi[0]);
+        v_store(ti + VL, oi[1]);
+    }
+    for (int64_t i = 0; i < np; i++) {
+        memcpy(y + i * F, t + 8 * i, (size_t)F * sizeof *y);
+        if (ix)
+            memcpy(idx + i * F, ti + 8 * i, (size_t)F * sizeof *idx);
+    }
+}
+
 /* Planar tile (PlanarRow): P vectors of VL pixels x 8 filters, one FMA per tap, pixel
  * vector and filter, the taps in fwd_tile's order (ky, kx, c): each output the same
  * chain of FMAs as there, so the same bits.  Then bias and relu, and the tile
- * transposed (v_tr8) into pixels x filters, as y is laid out. */
+ * transposed (v_tr8) into pixels x filters, as y is laid out, or pooled. */
 ISA_INLINE void NAME(planar_tile)(const int P, const PlanarRow *r, int64_t ox)
 {
     V a[PLANAR_P][8];
@@ -253,7 +361,7 @@ ISA_INLINE void NAME(planar_tile)(const int P, const PlanarRow *r, int64_t ox)
     const int64_t pw = r->pw;
     for (int ky = r->ky0; ky < r->ky1; ky++)
         for (int kx = 0; kx < r->kw; kx++) {
-            const float *xk = r->xs + (int64_t)(ky * C * sw + kx % sw) * pw + kx / sw + ox;
+            const float *xk = r->xr[ky] + (int64_t)(kx % sw) * pw + kx / sw + ox;
             const float *wk = r->w + (ky * r->kw + kx) * C * 8;
             for (int c = 0; c < C; c++) {
                 V x[PLANAR_P];
@@ -279,6 +387,10 @@ ISA_INLINE void NAME(planar_tile)(const int P, const PlanarRow *r, int64_t ox)
             if (r->relu)
                 a[p][f] = v_relu(a[p][f]);
         }
+        if (r->run) {
+            NAME(planar_pool)(r, a[p], r->run + (ox / VL + p) * 16 * VL, ox + p * VL);
+            continue;
+        }
         v_tr8(a[p]);
         const int64_t left = r->npix - ox - p * VL;
         float *y = r->y + (ox + p * VL) * F;
@@ -297,8 +409,13 @@ ISA_INLINE void NAME(planar_tile)(const int P, const PlanarRow *r, int64_t ox)
     }
 }
 
+/* The row in tiles of PLANAR_P vectors, and between them, a tile's share of the
+ * planes of the next rows (r->fill), so that their reads from memory overlap the
+ * FMAs. */
 ISA_FN static void NAME(planar_row)(const PlanarRow *r)
 {
+    const int64_t tiles = (r->npix + PLANAR_P * VL - 1) / (PLANAR_P * VL);
+    int64_t t = 0, k0 = 0;
     for (int64_t ox = 0; ox < r->npix; ox += PLANAR_P * VL) {
         const int64_t left = (r->npix - ox + VL - 1) / VL;
         switch (left < PLANAR_P ? (int)left : PLANAR_P) {
@@ -310,24 +427,10 @@ ISA_FN static void NAME(planar_row)(const PlanarRow *r)
 #endif
         default: NAME(planar_tile)(1, r, ox); break;
         }
-    }
-}
-
-/* The planes of a run of n pixels of 3 channels at stride 2 (large.net's first layer):
- * plane (c, ph) = d + (c * 2 + ph) * pw gets src[6k + ph * 3 + c] at k.  GCC 12 does
- * not vectorise this gather of stride 6; v_deint6, where the variant has it, does
- * whole vectors. */
-ISA_FN static void NAME(planes6)(const float *src, int64_t n, float *d, int64_t pw)
-{
-    int64_t k = 0;
-#ifdef V_DEINT6
-    k = v_deint6(src, n, d, pw);
-    src += 6 * k;
-#endif
-    float *d0 = d, *d1 = d + pw, *d2 = d + 2 * pw, *d3 = d + 3 * pw, *d4 = d + 4 * pw, *d5 = d + 5 * pw;
-    for (; k < n; k++, src += 6) {
-        d0[k] = src[0], d2[k] = src[1], d4[k] = src[2];
-        d1[k] = src[3], d3[k] = src[4], d5[k] = src[5];
+        const int64_t k1 = ++t == tiles ? r->fill_n : r->fill_n * t / tiles / 16 * 16;
+        for (int i = 0; i < r->nfill && k1 > k0; i++)
+            NAME(planes6)(r->fill_src[i] + 6 * k0, k1 - k0, r->fill_dst[i] + k0, r->pw, r->fill_pf);
+        k0 = k1 > k0 ? k1 : k0;
     }
 }
 

@@ -45,12 +45,13 @@ typedef struct GradwBand {
 /* One output row of a few-channel convolution, or a piece of one, vectorised over its
  * pixels (conv_direct.c's planar path): npix pixels, all (at most 8) filters.  The
  * input rows under it are split into planes of one channel and one column phase
- * (column ix = j * sw + ph - pl at plane[j]): plane (r, c, ph) at xs + ((r * c_ + c)
- * * sw + ph) * pw, so that tap (ky, kx, c) of pixels ox .. ox + VL - 1 is one vector
- * at plane (ky, c, kx % sw) + ox + kx / sw.  Planes hold at least pw >= npix rounded
- * up to 16, plus (kw - 1) / sw, floats. */
+ * (column ix = j * sw + ph - pl at plane[j]): kernel row ky's plane (c, ph) at xr[ky]
+ * + (c * sw + ph) * pw, so that tap (ky, kx, c) of pixels ox .. ox + VL - 1 is one
+ * vector at plane (c, kx % sw) of xr[ky], + ox + kx / sw.  Planes hold at least pw >=
+ * npix rounded up to 16, plus (kw - 1) / sw, floats. */
+enum { PLANAR_MAX_KH = 16, PLANAR_MAX_FILL = 4 };
 typedef struct PlanarRow {
-    const float *xs;
+    const float *xr[PLANAR_MAX_KH];   /* kernel rows [ky0, ky1)'s planes */
     int64_t pw;
     int kw, c, sw;
     int ky0, ky1;          /* the kernel rows that fall inside the image */
@@ -60,6 +61,26 @@ typedef struct PlanarRow {
     int64_t F;             /* filters (<= 8), y's pixel stride */
     int64_t npix;
     float *y;              /* pixel 0's F outputs */
+    /* planes made between the row's tiles (the next row's input rows, so that their
+     * reads from memory overlap this row's FMAs): nfill runs of fill_n pixels of 3
+     * channels at stride 2, planes6(fill_src[i], fill_n, fill_dst[i], pw, fill_pf) */
+    int nfill;
+    int64_t fill_n, fill_pf;   /* fill_pf: floats ahead of src to prefetch */
+    const float *fill_src[PLANAR_MAX_FILL];
+    float *fill_dst[PLANAR_MAX_FILL];
+    /* Pooled (run not NULL): kh x 4 windows at stride kh x 4 over the row's npix
+     * pixels (a multiple of 4), the row the g-th of its window (glast: kh - 1); run
+     * holds the window's rows so far, per vector of pixels 16 vectors (8 filters'
+     * maxima, then their rows' offsets r * ow, in floats); on the last row the pooled
+     * pixels go to py (F apart) and, unless NULL, their cells (iy * ow + ix: window row
+     * 0's offset cell0, plus goff of the row, plus the column) to pidx. */
+    float *run;
+    int g, glast;
+    float goff;
+    int32_t cell0;
+    const float *iota;     /* 0, 1, .. VL - 1 */
+    float *py;
+    int32_t *pidx;
 } PlanarRow;
 
 /* Sparse filter-gradient terms of one filter (conv_direct.c's pooled path): for each
@@ -98,9 +119,10 @@ typedef struct KernVariant {
     int lanes;   /* floats per vector */
     void (*fwd_row)(const FwdRow *r);
     void (*gradw_band)(const GradwBand *b);
-    /* the planar path (NULL: the strip path) and its planes of 3 channels at stride 2 */
+    /* the planar path (NULL: the strip path) and its planes of 3 channels at stride 2
+     * (prefetching pf floats ahead of src) */
     void (*planar_row)(const PlanarRow *r);
-    void (*planes6)(const float *src, int64_t n, float *d, int64_t pw);
+    void (*planes6)(const float *src, int64_t n, float *d, int64_t pw, int64_t pf);
     void (*sparse_rows)(const SparseRows *s);
     /* Adam's loop over whole vectors (the scalar loop's bits); returns the elements it
      * did.  NULL: the scalar loop does them all. */

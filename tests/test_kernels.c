@@ -1588,6 +1588,7 @@ static const ConvCase direct_cases[] = {
     {1, 4, 3300, 1, 5, 5, 16, 1, 1, 2, 2, 2, 2},  /* 3300 wide, "same": 3 tiles of 1100 columns, padding at both ends */
     {2, 7, 1301, 3, 3, 3, 7, 2, 2, 1, 1, 1, 1},   /* planar, 3 channels at stride 2 with left padding, 7 filters, 2 tiles */
     {1, 9, 40, 2, 3, 2, 8, 1, 2, 1, 0, 1, 1},     /* planar, 2 channels, 8 filters, the planes' edges one by one */
+    {3, 18, 70, 3, 3, 3, 8, 2, 2, 0, 0, 1, 1},    /* large.net's first layer in small: batch 3, 9 x 35 out (4x4 pool: a row and 3 columns left over) */
 };
 #define N_DIRECT_CASES ((int)(sizeof direct_cases / sizeof direct_cases[0]))
 
@@ -2048,7 +2049,19 @@ START_TEST(test_conv_maxpool)
     float *conv = tu_alloc(ny);
     static const int acts[] = { EW_RELU, EW_SIGMOID, -1, -2 };   /* -2: no bias (conv2d) */
     int tried = 0, exact = 0;
+    /* then once more with x, w and the bias in {-1, 0, 1}: small integers out, so that
+     * windows hold equal maxima in different rows and columns (the first in row-major
+     * order wins), relu and the direct kernels only */
+    for (int quant = 0; quant < 2; quant++)
     for (int pw = 0; pw < N_CONVPOOL_WINDOWS; pw++) {
+        if (quant == 1 && pw == 0) {
+            for (size_t i = 0; i < nx; i++)
+                x[i] = roundf(x[i]);
+            for (size_t i = 0; i < nw; i++)
+                w[i] = roundf(w[i]);
+            for (int64_t i = 0; i < p.f; i++)
+                bias[i] = roundf(bias[i]);
+        }
         KPool q;
         if (!convpool_pool(&p, &convpool_windows[pw], &q))
             continue;
@@ -2061,8 +2074,10 @@ START_TEST(test_conv_maxpool)
                                                               * chunks of 7 */
             /* past the first variant, the automatic bands only: the bands are cut the same
              * way for all */
-            for (int threads = 1; threads <= 3 && !ISA_ADDS_NOTHING(mode == 0 && kern_conv_direct_used(&p)); threads++)
-                for (int a = 0; a < 4; a++) {
+            for (int threads = 1; threads <= 3 && !ISA_ADDS_NOTHING(mode == 0 && kern_conv_direct_used(&p)) &&
+                                  (quant == 0 || mode == 0);
+                 threads++)
+                for (int a = 0; a < (quant ? 1 : 4); a++) {
                     kern_conv_set_direct(mode < 3 ? 0 : -1);
                     kern_conv_set_pool_band(mode == 1 ? 1 : mode == 2 ? 2 : 0);
                     kern_conv_set_chunk_rows(mode == 4 ? 7 : 0);
