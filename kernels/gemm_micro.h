@@ -20,7 +20,7 @@
  * of at most GEMM_KC; B's block packed into panels [kc][NR] (one panel, kc NR floats,
  * stays in L1 while every row tile of A's block goes by); A's rows in nearly equal
  * register tiles of at most GEMM_MR rows, GEMM_MC_TILES of them packed at a time
- * ([kc][rows] each, about 170 KiB: L2). */
+ * ([kc][rows] each, about 170 KiB: L2) or read in place (gemm_a_direct). */
 
 #ifdef ISA_GEMM
 
@@ -53,10 +53,23 @@ typedef struct NAME(GemmBlocks) {
     size_t tiles;         /* register tiles of rows (nearly equal, each at most GEMM_MR) */
     bool part;            /* partial sums apart from C */
     bool direct;          /* B's whole panels read in place (few rows, B not transposed) */
+    bool a_direct;        /* A's tiles read in place, not packed (gemm_a_direct) */
     size_t ap, bp, pp;    /* floats of packed A, packed B, partial sums (with padding) */
 } NAME(GemmBlocks);
 
 ISA_INLINE size_t NAME(gemm_cut)(size_t n, size_t parts, size_t i) { return n * i / parts; }
+
+/* A's tiles read where they are, not packed: A stored [K, M] (a weight's gradient,
+ * X^T dY: each k's R values contiguous, one pointer and constant offsets), or A [M, K]
+ * under one block of K or few columns (a tile's R rows are R streams of kc floats that
+ * stay in L1 while every panel of B goes by).  The packing was a quarter of the
+ * transformer's small products (1024 x 64 @ 64 x 64: A's 14 x 64 tile transposed for
+ * two panels of B); big products with K > 256 and many panels (the MNIST dense layer)
+ * keep it.  The broadcasts read the same values in the same order: the same bits. */
+ISA_INLINE bool NAME(gemm_a_direct)(const KGemm *g, const NAME(GemmBlocks) *b)
+{
+    return g->ta || b->kb == 1 || b->nc <= 64;
+}
 
 ISA_INLINE NAME(GemmBlocks) NAME(gemm_blocks)(const KGemm *g)
 {
@@ -73,7 +86,8 @@ ISA_INLINE NAME(GemmBlocks) NAME(gemm_blocks)(const KGemm *g)
     }
     b.tiles = (g->M + GEMM_MR - 1) / GEMM_MR;
     b.direct = !g->tb && b.tiles <= GEMM_DIRECT_TILES;
-    b.ap = GEMM_MC_TILES * GEMM_MR * b.kc_max + VL;
+    b.a_direct = NAME(gemm_a_direct)(g, &b);
+    b.ap = b.a_direct ? VL : GEMM_MC_TILES * GEMM_MR * b.kc_max + VL;
     b.bp = b.nc * b.kc_max + VL;
     b.pp = b.part ? g->M * b.nc : 0;
     return b;
@@ -111,8 +125,8 @@ typedef struct NAME(GemmOut) {
 /* The register tile: R rows x GEMM_NV vectors (nr columns of them in C) over kc values
  * of k, A's rows packed [kc][R] at ap, B's columns at bp, row k at bp + k bs (packed:
  * bs = NR; read in place: B's row stride). */
-ISA_INLINE void NAME(gemm_tile)(const int R, size_t kc, const float *ap, const float *bp, size_t bs, int nr,
-                                const NAME(GemmOut) *o)
+ISA_INLINE void NAME(gemm_tile)(const int R, size_t kc, const float *ap, size_t ars, size_t aks, const float *bp,
+                                size_t bs, int nr, const NAME(GemmOut) *o)
 {
     V acc[GEMM_MR][GEMM_NV];
     VM mk[GEMM_NV];
@@ -142,7 +156,7 @@ ISA_INLINE void NAME(gemm_tile)(const int R, size_t kc, const float *ap, const f
             b[v] = v_load(bp + k * bs + (size_t)v * VL);
 #pragma GCC unroll 16
         for (int r = 0; r < R; r++) {
-            const V a = v_bcast(ap + k * (size_t)R + (size_t)r);
+            const V a = v_bcast(ap + k * aks + (size_t)r * ars);
 #pragma GCC unroll 4
             for (int v = 0; v < GEMM_NV; v++)
                 acc[r][v] = v_fma(a, b[v], acc[r][v]);
@@ -264,7 +278,7 @@ ISA_INLINE void NAME(gemm_kblock)(const KGemm *g, const NAME(GemmBlocks) *b, siz
     for (size_t t0 = 0; t0 < b->tiles; t0 += GEMM_MC_TILES) {
         const size_t t1 = b->tiles - t0 < GEMM_MC_TILES ? b->tiles : t0 + GEMM_MC_TILES;
         size_t off[GEMM_MC_TILES], at = 0;
-        for (size_t t = t0; t < t1; t++) {
+        for (size_t t = t0; t < t1 && !b->a_direct; t++) {
             const size_t m0 = NAME(gemm_tile_row)(b, g->M, t);
             const int R = (int)(NAME(gemm_tile_row)(b, g->M, t + 1) - m0);
             off[t - t0] = at;
@@ -281,10 +295,18 @@ ISA_INLINE void NAME(gemm_kblock)(const KGemm *g, const NAME(GemmBlocks) *b, siz
                 NAME(GemmOut) ot = o;
                 ot.C = g->C + m0 * g->ldc + j0 + p0;
                 ot.P = part ? part + m0 * b->nc + p0 : ot.C;
-                const float *apt = ap + off[t - t0];
-#define GEMM_T(RR) NAME(gemm_tile)(RR, kc, apt, bpp, bs, nr, &ot)
-                switch (R) { GEMM_CASES(GEMM_MR, GEMM_T) default: break; }
+                if (b->a_direct) {   /* A [M, K]: row r at lda; stored [K, M]: k at lda */
+                    const float *apt = g->ta ? g->A + k0 * g->lda + m0 : g->A + m0 * g->lda + k0;
+                    const size_t ars = g->ta ? 1 : g->lda, aks = g->ta ? g->lda : 1;
+#define GEMM_T(RR) NAME(gemm_tile)(RR, kc, apt, ars, aks, bpp, bs, nr, &ot)
+                    switch (R) { GEMM_CASES(GEMM_MR, GEMM_T) default: break; }
 #undef GEMM_T
+                } else {
+                    const float *apt = ap + off[t - t0];
+#define GEMM_T(RR) NAME(gemm_tile)(RR, kc, apt, 1, RR, bpp, bs, nr, &ot)
+                    switch (R) { GEMM_CASES(GEMM_MR, GEMM_T) default: break; }
+#undef GEMM_T
+                }
             }
         }
     }

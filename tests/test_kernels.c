@@ -1373,7 +1373,7 @@ static void chain_gemm(bool ta, bool tb, size_t M, size_t N, size_t K, float alp
  * over NaN), sizes with an edge in every dimension (register tiles of 14 x 32 and 6 x
  * 16, blocks of 256 values of k, 12 tiles of rows, 1024 columns), one row (the GEMV):
  * within rounding of a double-precision reference; in the x86 variants the bits of
- * the scalar chain above, so the same in both.  The last sizes are cut over the pool:
+ * the scalar chain above, so the same in both.  The last four sizes are cut over the pool:
  * the same bits at 1, 2 and 3 threads (_i + 1). */
 START_TEST(test_gemm_variants)
 {
@@ -1381,10 +1381,13 @@ START_TEST(test_gemm_variants)
         {1, 1, 1}, {2, 3, 1}, {3, 2, 13}, {13, 17, 31}, {17, 13, 33}, {31, 33, 17}, {33, 31, 100}, {100, 1, 3},
         {1, 100, 33}, {1, 37, 2}, {14, 32, 256}, {15, 33, 257}, {29, 65, 300}, {4, 5, 0}, {6, 16, 8},
         {181, 1030, 70}, {20, 1100, 530},   /* 13 tiles of rows; two blocks of columns; three of k */
+        /* the transformer's products, an edge in every dimension: A read in place
+         * (gemm_a_direct: one block of k, or A stored transposed) */
+        {300, 65, 63}, {66, 100, 600},
     };
     const size_t nsizes = sizeof sizes / sizeof sizes[0];
     tu_threads(_i + 1);
-    for (size_t s = _i == 0 ? 0 : nsizes - 2; s < nsizes; s++) {
+    for (size_t s = _i == 0 ? 0 : nsizes - 4; s < nsizes; s++) {
         size_t M = sizes[s][0], N = sizes[s][1], K = sizes[s][2];
         float *A = tu_alloc_uniform(M * K + 1, -1.0f, 1.0f, 170 + s), *B = tu_alloc_uniform(K * N + 1, -1.0f, 1.0f, 180 + s);
         float *C0 = tu_alloc_uniform(M * N, -1.0f, 1.0f, 190 + s), *C = tu_alloc(M * N), *want = tu_alloc(M * N);
