@@ -12,7 +12,8 @@
  * Every element of C is one chain of FMAs over k = 0 .. K-1 in order, started at +0,
  * whatever the tile, the blocking, the thread or the vector width; the chain is carried
  * across blocks of K through memory (C itself when beta is 0), and then
- * C = alpha acc (beta 0) or fma(beta, C, alpha acc), once.  So every path here (and the
+ * C = alpha acc (beta 0) or fma(beta, C, alpha acc), once, then + bias[j] where the
+ * product has one (a dense layer's: the bits of adding it after).  So every path here (and the
  * few-rows kernel of micro.h, which makes the same chains) gives the same bits, in the
  * avx2 and avx512 variants alike.
  *
@@ -117,6 +118,7 @@ ISA_INLINE void NAME(gemm_st)(float *p, V v, int lanes, VM m)
  * C itself when beta is 0) before it. */
 typedef struct NAME(GemmOut) {
     float *P, *C;
+    const float *bias;   /* the tile's first column's, or NULL */
     size_t ldp, ldc;
     float alpha, beta;
     bool first, last;
@@ -175,6 +177,8 @@ ISA_INLINE void NAME(gemm_tile)(const int R, size_t kc, const float *ap, size_t 
             V out = v_mul(va, acc[r][v]);
             if (o->beta != 0.0f)
                 out = v_fma(vb, NAME(gemm_ld)(c, ln[v], mk[v]), out);
+            if (o->bias)
+                out = v_add(out, NAME(gemm_ld)(o->bias + (size_t)v * VL, ln[v], mk[v]));
             NAME(gemm_st)(c, out, ln[v], mk[v]);
         }
 }
@@ -294,6 +298,7 @@ ISA_INLINE void NAME(gemm_kblock)(const KGemm *g, const NAME(GemmBlocks) *b, siz
                 const int R = (int)(NAME(gemm_tile_row)(b, g->M, t + 1) - m0);
                 NAME(GemmOut) ot = o;
                 ot.C = g->C + m0 * g->ldc + j0 + p0;
+                ot.bias = g->bias ? g->bias + j0 + p0 : NULL;
                 ot.P = part ? part + m0 * b->nc + p0 : ot.C;
                 if (b->a_direct) {   /* A [M, K]: row r at lda; stored [K, M]: k at lda */
                     const float *apt = g->ta ? g->A + k0 * g->lda + m0 : g->A + m0 * g->lda + k0;
@@ -318,7 +323,7 @@ ISA_FN static void NAME(gemm)(const KGemm *g, float *buf)
 {
     const NAME(GemmBlocks) b = NAME(gemm_blocks)(g);
     float *bp = buf, *ap = buf + b.bp, *part = b.part ? ap + b.ap : NULL;
-    NAME(GemmOut) o = { NULL, NULL, part ? b.nc : g->ldc, g->ldc, g->alpha, g->beta, true, true };
+    NAME(GemmOut) o = { NULL, NULL, NULL, part ? b.nc : g->ldc, g->ldc, g->alpha, g->beta, true, true };
     for (size_t j0 = 0; j0 < g->N; j0 += b.nc) {
         const size_t nw = g->N - j0 < b.nc ? g->N - j0 : b.nc;
         for (size_t kbi = 0; kbi < b.kb; kbi++) {

@@ -1529,6 +1529,48 @@ START_TEST(test_gemm_entries)
 }
 END_TEST
 
+/* kern_gemm_bias_act: the bits of kern_gemm then kern_bias_act (the bias added as the
+ * GEMM stores a tile, the activation by each thread on its part), in every variant, with
+ * no activation, relu and GELU's tanh form, at the transformer's shapes (1024 rows cut
+ * over the pool; the columns cut where N > M) and with an edge in every dimension, at
+ * 1 and 2 threads; the portable variant and graphc's GEMM off take the other path. */
+START_TEST(test_gemm_bias_act)
+{
+    static const size_t sizes[][3] = { {1024, 64, 64}, {1024, 256, 64}, {300, 65, 257}, {13, 70, 33}, {1, 40, 9},
+                                       {60, 300, 120} };
+    static const EwAct acts[] = { { -1, 0.0f }, { EW_RELU, 0.0f }, { EW_GELU_TANH, 0.0f } };
+    tu_threads(_i + 1);
+    for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+        size_t M = sizes[s][0], N = sizes[s][1], K = sizes[s][2];
+        float *A = tu_alloc_uniform(M * K, -1, 1, 230 + s), *B = tu_alloc_uniform(K * N, -1, 1, 240 + s);
+        float *bias = tu_alloc_uniform(N, -1, 1, 250 + s), *C = tu_alloc(M * N), *want = tu_alloc(M * N);
+        for (int t = 0; t < 4; t++)
+            for (size_t a = 0; a < sizeof acts / sizeof acts[0]; a++)
+                FOR_EACH_ISA {
+                    for (int off = 0; off < 2; off++) {
+                        kern_gemm_set_own(off ? -1 : 0);
+                        kern_gemm(tu_pool, conv_isa, t & 1, t & 2, M, N, K, 1.0f, A, B, 0.0f, want);
+                        kern_bias_act(want, M, N, bias, acts[a]);
+                        kern_fill(C, NAN, M * N);
+                        kern_gemm_bias_act(tu_pool, conv_isa, t & 1, t & 2, M, N, K, A, B, bias, acts[a], C);
+                        ptrdiff_t i = tu_first_mismatch(C, want, M * N, 0.0, 0.0);
+                        ck_assert_msg(i < 0 && memcmp(C, want, M * N * sizeof *C) == 0,
+                                      "%s, %zux%zux%zu ta %d tb %d act %d own %d, %d threads: C[%td] = %.9g, want %.9g",
+                                      kern_isa_name(conv_isa), M, N, K, t & 1, (t & 2) / 2, acts[a].fn, !off, _i + 1,
+                                      i, i < 0 ? 0.0 : (double)C[i], i < 0 ? 0.0 : (double)want[i]);
+                    }
+                }
+        free(A);
+        free(B);
+        free(bias);
+        free(C);
+        free(want);
+    }
+    kern_gemm_set_own(0);
+    tu_threads(1);
+}
+END_TEST
+
 START_TEST(test_blas_info)
 {
     const char *info = kern_blas_info();
@@ -3571,6 +3613,7 @@ static Suite *make_kernels_suite(void)
     tcase_add_test(tc, test_blas_info);
     tcase_add_loop_test(tc, test_gemm_variants, 0, 3);
     tcase_add_test(tc, test_gemm_entries);
+    tcase_add_loop_test(tc, test_gemm_bias_act, 0, 2);
     tcase_add_loop_test(tc, test_gemv_rows_split, 0, 3);
     suite_add_tcase(s, tc);
 
