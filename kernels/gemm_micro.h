@@ -60,16 +60,17 @@ typedef struct NAME(GemmBlocks) {
 
 ISA_INLINE size_t NAME(gemm_cut)(size_t n, size_t parts, size_t i) { return n * i / parts; }
 
-/* A's tiles read where they are, not packed: A stored [K, M] (a weight's gradient,
- * X^T dY: each k's R values contiguous, one pointer and constant offsets), or A [M, K]
- * under one block of K or few columns (a tile's R rows are R streams of kc floats that
- * stay in L1 while every panel of B goes by).  The packing was a quarter of the
- * transformer's small products (1024 x 64 @ 64 x 64: A's 14 x 64 tile transposed for
- * two panels of B); big products with K > 256 and many panels (the MNIST dense layer)
- * keep it.  The broadcasts read the same values in the same order: the same bits. */
-ISA_INLINE bool NAME(gemm_a_direct)(const KGemm *g, const NAME(GemmBlocks) *b)
+/* A's tiles read where they are, not packed, under a block of B of at most 64 columns
+ * (2 panels on AVX-512, 4 on AVX2): a tile's R rows (A [M, K]: R streams of kc floats;
+ * stored [K, M]: kc runs of R floats) stay in L1 while those few panels go by, and
+ * packing them cost more than it saved.  bench/gemm, one thread, side by side: 1024 x
+ * 64 x 256 0.160-0.172 ms against 0.179-0.183 packed, the weight gradient 256 x 64 x
+ * 1024 (A stored [K, M]) 0.168-0.176 against 0.186-0.192; at 256 columns (8 panels)
+ * reading in place was 5-10% slower.  The broadcasts read the same values in the same
+ * order: the same bits. */
+ISA_INLINE bool NAME(gemm_a_direct)(const NAME(GemmBlocks) *b)
 {
-    return g->ta || b->kb == 1 || b->nc <= 64;
+    return b->nc <= 64;
 }
 
 ISA_INLINE NAME(GemmBlocks) NAME(gemm_blocks)(const KGemm *g)
@@ -87,7 +88,7 @@ ISA_INLINE NAME(GemmBlocks) NAME(gemm_blocks)(const KGemm *g)
     }
     b.tiles = (g->M + GEMM_MR - 1) / GEMM_MR;
     b.direct = !g->tb && b.tiles <= GEMM_DIRECT_TILES;
-    b.a_direct = NAME(gemm_a_direct)(g, &b);
+    b.a_direct = NAME(gemm_a_direct)(&b);
     b.ap = b.a_direct ? VL : GEMM_MC_TILES * GEMM_MR * b.kc_max + VL;
     b.bp = b.nc * b.kc_max + VL;
     b.pp = b.part ? g->M * b.nc : 0;
