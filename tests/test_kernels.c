@@ -1383,7 +1383,7 @@ START_TEST(test_gemm_variants)
         {181, 1030, 70}, {20, 1100, 530},   /* 13 tiles of rows; two blocks of columns; three of k */
         /* the transformer's products, an edge in every dimension: A read in place
          * (gemm_a_direct: at most 64 columns) */
-        {300, 63, 65}, {66, 50, 600},
+        {200, 63, 65}, {40, 50, 530},
     };
     const size_t nsizes = sizeof sizes / sizeof sizes[0];
     tu_threads(_i + 1);
