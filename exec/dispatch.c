@@ -255,6 +255,7 @@ static int k_conv2d_grad_filter(const KCall *c)
 static size_t update_scratch(const Graph *g, const Node *n, int threads);
 static size_t layer_norm_scale_scratch(const Node *n);
 static size_t clip_tasks(const Graph *g, const Node *n);
+static size_t attention_scratch(const Graph *g, const Node *n, int threads);
 
 /* A convolution's scratch, sized by the path its kernel takes at these sizes (a direct
  * kernel needs no im2col chunks); the fused updates' (Adam's panels, a dense backward's
@@ -265,6 +266,8 @@ size_t dispatch_scratch_bytes(const Graph *g, const Node *n, int threads)
     if (n->op == OP_CLIP_SCALE) return clip_tasks(g, n) * sizeof(double);
     if (n->op == OP_CONV2D_MAXPOOL || n->op == OP_CONV2D_MAXPOOL_ARGMAX) return convpool_scratch(g, n, threads);
     if (n->op == OP_LAYER_NORM_GRAD_SCALE) return layer_norm_scale_scratch(n);
+    if (n->op == OP_ATTENTION || n->op == OP_ATTENTION_PROBS || n->op == OP_ATTENTION_OUT || n->op == OP_ATTENTION_GRAD)
+        return attention_scratch(g, n, threads);
     if (dispatch_bn_scratch(g, n)) return dispatch_bn_scratch(g, n);
     KConvOp op;
     switch (n->op) {
@@ -1077,6 +1080,69 @@ static int k_masked_softmax(const KCall *c)
     if (j.S == 0) return 0;
     j.r = row_ranges(c, numel(y) / j.S, j.S);
     pool_run(c->pool, j.r.parts, masked_softmax_part, &j);
+    return 0;
+}
+
+/* Fused attention: the (example, head) blocks in one run per thread, each thread's
+ * scratch its own (a block's products are compute-bound: split from 2 blocks on). */
+typedef struct AttnJob {
+    const KCall *c;
+    KAttn p;
+    size_t blocks, per;   /* per: scratch floats per part */
+    int parts;
+} AttnJob;
+
+static KAttnStep attention_step(OpKind op)
+{
+    return op == OP_ATTENTION ? KATTN_FUSED : op == OP_ATTENTION_PROBS ? KATTN_PROBS : op == OP_ATTENTION_OUT ? KATTN_OUT : KATTN_GRAD;
+}
+
+static size_t attention_parts(size_t blocks, int threads) { return blocks < (size_t)threads ? blocks : (size_t)threads; }
+
+/* q's shape (attention_out: v's, its second input) */
+static const Shape *attention_q(const Graph *g, const Node *n) { return &g->nodes[n->in[n->op == OP_ATTENTION_OUT]].shape; }
+
+static size_t attention_scratch(const Graph *g, const Node *n, int threads)
+{
+    const Shape *q = attention_q(g, n);
+    size_t blocks = (size_t)q->d[0].v * (size_t)q->d[2].v, parts = attention_parts(blocks, threads);
+    return (parts ? parts : 1) * kern_attention_scratch(attention_step(n->op), (size_t)q->d[1].v, (size_t)q->d[3].v) *
+           sizeof(float);
+}
+
+static void attention_part(void *arg, int part, int worker)
+{
+    (void)worker;
+    const AttnJob *j = arg;
+    const KCall *c = j->c;
+    size_t lo = j->blocks * (size_t)part / (size_t)j->parts, hi = j->blocks * (size_t)(part + 1) / (size_t)j->parts;
+    float *scratch = c->scratch + (size_t)part * j->per;
+    size_t n = j->p.B * j->p.T * j->p.H * j->p.d;
+    switch (c->n->op) {
+    case OP_ATTENTION: kern_attention(&j->p, fin(c, 0), fin(c, 1), fin(c, 2), fout(c), lo, hi, scratch); break;
+    case OP_ATTENTION_PROBS: kern_attention_probs(&j->p, fin(c, 0), fin(c, 1), fout(c), lo, hi, scratch); break;
+    case OP_ATTENTION_OUT: kern_attention_out(&j->p, fin(c, 0), fin(c, 1), fout(c), lo, hi); break;
+    default:
+        kern_attention_grad(&j->p, fin(c, 0), fin(c, 1), fin(c, 2), fin(c, 3), fin(c, 4), fout(c), fout(c) + n,
+                            fout(c) + 2 * n, lo, hi, scratch);
+        break;
+    }
+}
+
+static int k_attention(const KCall *c)
+{
+    const Node *n = c->n;
+    const Shape *q = attention_q(c->g, n);
+    AttnJob j = { c, { (size_t)q->d[0].v, (size_t)q->d[1].v, (size_t)q->d[2].v, (size_t)q->d[3].v, n->a.attn.scale,
+                       n->a.attn.causal, n->a.attn.value, c->env->isa }, 0, 0, 0 };
+    j.blocks = j.p.B * j.p.H;
+    if (j.blocks == 0 || j.p.T == 0 || j.p.d == 0) return 0;
+    j.parts = (int)attention_parts(j.blocks, pool_threads(c->pool));
+    j.per = kern_attention_scratch(attention_step(n->op), j.p.T, j.p.d);
+    if (j.parts > 1)
+        pool_run(c->pool, j.parts, attention_part, &j);
+    else
+        attention_part(&j, 0, 0);
     return 0;
 }
 

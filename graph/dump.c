@@ -164,6 +164,10 @@ static void seq_attrs(const Graph *g, const Node *n, char *buf, size_t len)
     case OP_CAUSAL_MASK: case OP_SOFTMAX_CAUSAL: case OP_SOFTMAX_GRAD_CAUSAL:
         put(buf, len, &at, "value=%g", n->a.mask.value);
         break;
+    case OP_ATTENTION: case OP_ATTENTION_PROBS: case OP_ATTENTION_OUT: case OP_ATTENTION_GRAD:
+        put(buf, len, &at, "scale=%g", n->a.attn.scale);
+        if (n->a.attn.causal) put(buf, len, &at, " causal value=%g", n->a.attn.value);
+        break;
     case OP_CROSS_ENTROPY: case OP_CROSS_ENTROPY_GRAD:
         if (n->a.loss.smoothing != 0) put(buf, len, &at, "label_smoothing=%g", n->a.loss.smoothing);
         break;
@@ -221,7 +225,8 @@ static void attrs_str(const Graph *g, const Node *n, char *buf, size_t len)
     case OP_SOFTMAX: case OP_LOG_SOFTMAX: case OP_SOFTMAX_GRAD: case OP_LOG_SOFTMAX_GRAD:
     case OP_REDUCE_SUM: case OP_REDUCE_MEAN: case OP_REDUCE_MAX: case OP_REDUCE_MAX_GRAD: case OP_EXPAND:
     case OP_LAYER_NORM: case OP_LAYER_NORM_GRAD: case OP_LAYER_NORM_GRAD_SCALE:
-    case OP_TRANSPOSE: case OP_CAUSAL_MASK: case OP_SOFTMAX_CAUSAL: case OP_SOFTMAX_GRAD_CAUSAL: case OP_CROSS_ENTROPY: case OP_CROSS_ENTROPY_GRAD: case OP_BCE_LOGITS_GRAD:
+    case OP_TRANSPOSE: case OP_CAUSAL_MASK: case OP_SOFTMAX_CAUSAL: case OP_SOFTMAX_GRAD_CAUSAL: case OP_ATTENTION: case OP_ATTENTION_PROBS:
+    case OP_ATTENTION_OUT: case OP_ATTENTION_GRAD: case OP_CROSS_ENTROPY: case OP_CROSS_ENTROPY_GRAD: case OP_BCE_LOGITS_GRAD:
     case OP_SLICE_GRAD:
         seq_attrs(g, n, buf, len);
         break;

@@ -428,6 +428,17 @@ double node_flops(const Graph *g, const Node *n)
         return 8.0 * numel_d(g, &g->nodes[n->in[0]].shape);
     case OP_TRANSPOSE: case OP_EMBEDDING: case OP_SLICE_GRAD: case OP_CAUSAL_MASK:
         return 0;
+    case OP_ATTENTION: case OP_ATTENTION_PROBS: case OP_ATTENTION_OUT: case OP_ATTENTION_GRAD: {
+        /* as the ops apart: a product 2 T per element of q, the rows 4 per score */
+        const Shape *q = &g->nodes[n->in[n->op == OP_ATTENTION_OUT ? 1 : 0]].shape;
+        double T = dimv(g, q->d[1]), prod = 2.0 * numel_d(g, q) * T, rows = 4.0 * numel_d(g, q) / dimv(g, q->d[3]) * T;
+        switch (n->op) {
+        case OP_ATTENTION: return 2 * prod + rows;
+        case OP_ATTENTION_PROBS: return prod + rows;
+        case OP_ATTENTION_OUT: return prod;
+        default: return 4 * prod + rows + numel_d(g, q);
+        }
+    }
     default:
         return (op_info[n->op].traits & OPT_ELEMWISE) || n->op == OP_DROPOUT || n->op == OP_DROPOUT_GRAD ||
                        n->op == OP_MAXPOOL_GRAD || n->op == OP_MAXPOOL_GRAD_RELU || n->op == OP_AVGPOOL_GRAD || n->op == OP_GLOBAL_AVGPOOL_GRAD

@@ -146,6 +146,11 @@ typedef union NodeAttr {
         int64_t off[SLICE_GRAD_MAX];
     } pieces;
     struct { float value; } mask;             /* CAUSAL_MASK: what replaces the masked scores */
+    struct {                                  /* ATTENTION(_GRAD) */
+        float scale;                          /* q's factor */
+        bool causal;                          /* a later key masked */
+        float value;                          /* what the mask puts in its scores */
+    } attn;
     struct {                                  /* CROSS_ENTROPY(_GRAD), ACCURACY, BCE_LOGITS(_GRAD) */
         float smoothing;                      /* CROSS_ENTROPY: label smoothing, in [0, 1) */
         bool wrt_target;                      /* BCE_LOGITS_GRAD: the targets' gradient (not the logits') */

@@ -825,6 +825,33 @@ static bool r_slice_grad(Ctx *c, Node *n)
     return true;
 }
 
+/* Fused attention: q, k, v (and dy) the same [B, T, H, d], P [B, H, T, T]; the output
+ * q's shape, P's (attention_probs), or [3, B, T, H, d] (attention_grad: the gradients
+ * of q, k, v, one after the other). */
+static bool r_attention(Ctx *c, Node *n)
+{
+    int qi = n->op == OP_ATTENTION_OUT ? 1 : 0, pi = n->op == OP_ATTENTION_OUT ? 0 : n->op == OP_ATTENTION_GRAD ? 3 : -1;
+    const Shape *q = in_shape(c, n, qi);
+    char b1[128], b2[128];
+    if (!need_rank(c, n, qi, 4, "q [batch, positions, heads, dim]")) return false;
+    Shape ps = { 4, { q->d[0], q->d[2], q->d[1], q->d[1] } };
+    for (int i = 0; i < n->nin; i++) {
+        const Shape *want = i == pi ? &ps : q;
+        if (!need_f32(c, n, i, "every input")) return false;
+        if (!shape_eq(in_shape(c, n, i), want))
+            return fail(c, n, "%s: input %d is %s, not %s", op_name(n->op), i + 1, sname(c, in_shape(c, n, i), b1, sizeof b1),
+                        sname(c, want, b2, sizeof b2));
+    }
+    n->dtype = DT_F32;
+    n->shape = n->op == OP_ATTENTION_PROBS ? ps : *q;
+    if (n->op == OP_ATTENTION_GRAD) {
+        n->shape.rank = 5;
+        for (int i = 4; i > 0; i--) n->shape.d[i] = q->d[i - 1];
+        n->shape.d[0] = (Dim){ 3, -1 };
+    }
+    return true;
+}
+
 /* One rule per op, named by its row of the op table. */
 static const ShapeRule rules[OP_COUNT] = {
 #define OP(e, name, arity, traits, shape, grad, kernel) [OP_##e] = r_##shape,

@@ -333,6 +333,31 @@ void kern_softmax_causal(const float *x, float *y, size_t r0, size_t r1, size_t 
 void kern_softmax_grad_causal(const float *y, const float *dy, float *dx, size_t r0, size_t r1, size_t T, size_t S,
                               float value);
 
+/* Fused self-attention (kernels/attention.c): q, k, v and the output [B, T, H, d], one
+ * block of T rows per (example, head), rows H * d apart; the probabilities P [B, H, T,
+ * T].  Each writes blocks [blk0, blk1) (blk = b * H + h): kern_attention o =
+ * softmax(mask(scale q k^T)) v with P in scratch; in a training step kern_attention_probs
+ * P and kern_attention_out o = P v apart, and kern_attention_grad dq, dk, dv from the
+ * output's gradient dy and that P.  scratch: kern_attention_scratch floats, the calling
+ * thread's own.  The bits of the ops apart (mul, batch_matmul, softmax_causal or
+ * softmax, and their gradients). */
+typedef struct KAttn {
+    size_t B, T, H, d;
+    float scale;    /* q's factor */
+    bool causal;    /* key j > query i masked */
+    float value;    /* what the mask puts in the masked scores */
+    KIsa isa;       /* the GEMM's variant */
+} KAttn;
+typedef enum KAttnStep { KATTN_FUSED, KATTN_PROBS, KATTN_OUT, KATTN_GRAD } KAttnStep;
+size_t kern_attention_scratch(KAttnStep step, size_t T, size_t d);
+void kern_attention(const KAttn *p, const float *q, const float *k, const float *v, float *o, size_t blk0, size_t blk1,
+                    float *scratch);
+void kern_attention_probs(const KAttn *p, const float *q, const float *k, float *P, size_t blk0, size_t blk1,
+                          float *scratch);
+void kern_attention_out(const KAttn *p, const float *P, const float *v, float *o, size_t blk0, size_t blk1);
+void kern_attention_grad(const KAttn *p, const float *q, const float *k, const float *v, const float *P, const float *dy,
+                         float *dq, float *dk, float *dv, size_t blk0, size_t blk1, float *scratch);
+
 /* y[r] = table[ids[r]] for r < n (rows of dim); returns 0, or -1 - r for the first id
  * outside [0, vocab) (y is then not complete). */
 int kern_embedding(const int32_t *ids, size_t n, const float *table, size_t vocab, size_t dim, float *y);

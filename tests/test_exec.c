@@ -176,7 +176,11 @@ START_TEST(parallel_stages)
 {
     Compiled c;
     compile_model(&c, model_files[_i]);
-    int64_t batch = strstr(model_files[_i], "large") ? 1 : 3;
+    /* charlm at 2: whether the plan with every stage still places at the lower bound
+     * (else memory comes first and memplan_build keeps no stage) depends on its batch:
+     * on 3 threads without the rounding passes, main at ea931a5 kept them at 3 and 12 to
+     * 24 but not at 2 or 4 to 8; with the attention pass at 2, 6 and 8 only */
+    int64_t batch = strstr(model_files[_i], "large") ? 1 : strstr(model_files[_i], "charlm") ? 2 : 3;
     int saved = tu_nthreads();
     /* with the gradient GEMMs fused into their updates (other rounding: the invariants
      * only), and without (the invariants and the interpreter's bits) */
@@ -1588,6 +1592,175 @@ START_TEST(bn_checkpoint_needs_buffers)
 }
 END_TEST
 
+/* ---- fused attention (pass attention) ------------------------------------------------ */
+
+/* multi_head_attention at every head count the fused op takes, causal or not, over
+ * sequences that are no multiple of a vector (7, 13, 5 positions), at batch 1 and > 1. */
+typedef struct AttnCase {
+    int T, heads, features, dim;   /* dim: per head (0: features / heads) */
+    bool causal;
+    int64_t batch;
+    bool masked_softmax;   /* the pass before it on (the mask inside the softmax) or off */
+} AttnCase;
+
+static const AttnCase attn_cases[] = {
+    { 7, 1, 6, 0, true, 1, true },    { 7, 1, 6, 0, true, 3, true },   { 13, 2, 12, 0, true, 2, true },
+    { 13, 2, 12, 0, false, 1, true }, { 5, 4, 12, 0, false, 3, true }, { 20, 4, 8, 0, true, 4, true },
+    { 13, 4, 12, 0, true, 2, false }, { 16, 2, 8, 0, true, 1, false },
+    /* more than a register tile: 70 floats per head (two groups of columns), 37 keys */
+    { 37, 2, 6, 70, true, 2, true },  { 37, 1, 6, 70, false, 1, true },
+};
+
+static char *attn_model(const AttnCase *ac)
+{
+    static char text[1024];
+    char dim[32] = "";
+    if (ac->dim) snprintf(dim, sizeof dim, ", dim=%d", ac->dim);
+    snprintf(text, sizeof text,
+             "input x: f32[B, %d, %d]\ninput y: i32[B, %d]\n"
+             "h = x + multi_head_attention(layer_norm(x), heads=%d, causal=%s%s)\n"
+             "loss = cross_entropy(dense(tanh(h), units=5), y)\n"
+             "train { data = synthetic(count=8)\nminimize = loss }\n",
+             ac->T, ac->features, ac->T, ac->heads, ac->causal ? "true" : "false", dim);
+    return text;
+}
+
+static int count_op(const Graph *g, OpKind op)
+{
+    int k = 0;
+    for (int i = 0; i < g->nnodes; i++) k += g->nodes[i].op == op;
+    return k;
+}
+
+/* The fused ops against the ops apart: the compiled step with the pass and without,
+ * three SGD steps, the losses and every weight after them bit for bit (each of the
+ * ops' steps is the kernel of an op it replaces); the fused step holds one
+ * attention_probs, attention_out and attention_grad, and none without the pass; the
+ * inference graph's output (one attention) the same bits as without the pass. */
+START_TEST(attention_fused_matches)
+{
+    const AttnCase *ac = &attn_cases[_i];
+    Compiled c;
+    compile_str(&c, attn_model(ac));
+    Graph *tg = pass_autodiff(c.g, &c.d);
+    ck_assert_ptr_nonnull(tg);
+    ck_assert_int_eq(graph_bind(tg, "B", ac->batch, &c.d), 0);
+    uint64_t base = rounding_passes() | (ac->masked_softmax ? 0 : pass_bit("masked_softmax"));
+    Weights w[2] = { { 0 }, { 0 } };
+    float loss[2][3];
+    for (int run = 0; run < 2; run++) {
+        Step st;
+        step_of(&c, tg, ac->batch, MODE_COMPILED, base | (run ? pass_bit("attention") : 0), STAGES_COST, &w[run], 3, &st);
+        const Graph *fg = executor_graph(st.ex);
+        ck_assert_int_eq(count_op(fg, OP_ATTENTION_PROBS), run ? 0 : 1);
+        ck_assert_int_eq(count_op(fg, OP_ATTENTION_OUT), run ? 0 : 1);
+        ck_assert_int_eq(count_op(fg, OP_ATTENTION_GRAD), run ? 0 : 1);
+        ck_assert_int_eq(count_op(fg, OP_BATCH_MATMUL), run ? 6 : 0);
+        three_steps(st.ex, tg, &w[run], 5, 11, 0.05f, &c.d, loss[run]);
+        step_free(&st);
+    }
+    for (int step = 0; step < 3; step++)
+        ck_assert_msg(memcmp(&loss[0][step], &loss[1][step], sizeof(float)) == 0, "case %d step %d: fused %.9g, apart %.9g",
+                      _i, step, loss[0][step], loss[1][step]);
+    for (int v = 0; v < w[0].n; v++)
+        ck_assert_msg(memcmp(w[0].data[v], w[1].data[v], (size_t)shape_numel(&w[0].shapes[v]) * 4) == 0,
+                      "case %d: %s differs after 3 steps", _i, w[0].names[v]);
+    /* inference: the loss through one attention, with the pass and without */
+    float il[2];
+    for (int run = 0; run < 2; run++) {
+        Step st;
+        CompileOptions co = { .mode = MODE_COMPILED, .pool = tu_pool, .passes_off = base | (run ? pass_bit("attention") : 0),
+                              .verify = true };
+        ck_assert_msg(prepare(c.g, FOR_EVALUATION, ac->batch, &co, &w[0], &st, &c.d) == 0, "%s", c.d.buf ? c.d.buf : "");
+        const Graph *fg = executor_graph(st.ex);
+        ck_assert_int_eq(count_op(fg, OP_ATTENTION), run ? 0 : 1);
+        int li = -1;
+        for (int i = 0; i < fg->noutputs; i++)
+            if (strcmp(fg->outputs[i].name, "loss") == 0) li = i;
+        ck_assert_int_ge(li, 0);
+        float outv[8];
+        float *outs[8] = { 0 };
+        outs[li] = &il[run];
+        (void)outv;
+        void **feeds = make_feeds(st.graph, 5, 21);
+        StepEnv env = { .w = &w[0], .training = false, .d = &c.d };
+        ck_assert_int_eq(executor_run(st.ex, (const void *const *)feeds, outs, &env), 0);
+        free_feeds(st.graph, feeds);
+        step_free(&st);
+    }
+    ck_assert_msg(memcmp(&il[0], &il[1], sizeof il[0]) == 0, "case %d inference: fused %.9g, apart %.9g", _i, il[0], il[1]);
+    weights_free(&w[0]);
+    weights_free(&w[1]);
+    graph_free(tg);
+    compiled_free_all(&c);
+}
+END_TEST
+
+/* The fused step's gradients (one SGD step with lr = 1 moves w by -grad) against
+ * central finite differences of the inference graph's loss, run by the interpreter. */
+START_TEST(attention_fused_gradcheck)
+{
+    const AttnCase *ac = &attn_cases[_i];
+    Compiled c;
+    compile_str(&c, attn_model(ac));
+    Graph *ig = pass_inference(c.g, true, &c.d);
+    ck_assert_ptr_nonnull(ig);
+    ck_assert_int_eq(graph_bind(ig, "B", ac->batch, &c.d), 0);
+    Graph *tg = pass_autodiff(c.g, &c.d);
+    ck_assert_ptr_nonnull(tg);
+    ck_assert_int_eq(graph_bind(tg, "B", ac->batch, &c.d), 0);
+    Weights w = { 0 }, before = { 0 };
+    Step st;
+    step_of(&c, tg, ac->batch, MODE_COMPILED, rounding_passes(), STAGES_COST, &w, 7, &st);
+    ck_assert_int_eq(count_op(executor_graph(st.ex), OP_ATTENTION_GRAD), 1);
+    for (int v = 0; v < w.n; v++)   /* biases off zero, so their gradients are not special */
+        for (int64_t k = 0; k < shape_numel(&w.shapes[v]); k++)
+            w.data[v][k] += 0.1f * (rng_unit(rng_at(99, (uint64_t)v, (uint64_t)k)) - 0.5f);
+    ck_assert_int_eq(weights_init(&before, tg, 7, &c.d), 0);
+    weights_copy_matching(&before, &w);
+    void **feeds = make_feeds(tg, 5, 5);
+    float lv = 0, av = 0;
+    float *outs[2] = { &lv, &av };
+    StepEnv env = { .w = &w, .lr = 1.0f, .training = true, .d = &c.d };
+    ck_assert_int_eq(executor_run(st.ex, (const void *const *)feeds, outs, &env), 0);
+    int li = -1;
+    for (int i = 0; i < ig->noutputs; i++)
+        if (strcmp(ig->outputs[i].name, "loss") == 0) li = i;
+    ck_assert_int_ge(li, 0);
+    int checked = 0;
+    for (int v = 0; v < w.n; v++) {
+        if (w.roles[v] != VAR_PARAM || !strstr(w.names[v], "multi_head_attention")) continue;
+        int64_t n = shape_numel(&w.shapes[v]), stride = n > 12 ? n / 12 : 1;
+        for (int64_t k = 0; k < n; k += stride) {
+            double analytic = (double)before.data[v][k] - (double)w.data[v][k], l[2];
+            float keep = before.data[v][k];
+            for (int sgn = 0; sgn < 2; sgn++) {
+                float outv[16];
+                float *io[16] = { 0 };
+                io[li] = &outv[li];
+                before.data[v][k] = keep + (sgn ? -1e-3f : 1e-3f);
+                StepEnv ie = { .w = &before, .training = false, .d = &c.d };
+                ck_assert_int_eq(interp_run(ig, (const void *const *)feeds, io, &ie, tu_pool, NULL), 0);
+                l[sgn] = outv[li];
+            }
+            before.data[v][k] = keep;
+            double numeric = (l[0] - l[1]) / 2e-3;
+            ck_assert_msg(tu_near(analytic, numeric, 5e-2, 2e-3), "case %d: d loss / d %s[%lld]: fused %.6g, finite differences %.6g",
+                          _i, w.names[v], (long long)k, analytic, numeric);
+            checked++;
+        }
+    }
+    ck_assert_int_ge(checked, 40);
+    free_feeds(tg, feeds);
+    step_free(&st);
+    weights_free(&w);
+    weights_free(&before);
+    graph_free(tg);
+    graph_free(ig);
+    compiled_free_all(&c);
+}
+END_TEST
+
 static Suite *make_exec_suite(void)
 {
     Suite *s = suite_create("executors");
@@ -1613,6 +1786,8 @@ static Suite *make_exec_suite(void)
     tcase_add_test(tc, bn_running_stats);
     tcase_add_test(tc, bn_fold_inference);
     tcase_add_test(tc, bn_checkpoint_needs_buffers);
+    tcase_add_loop_test(tc, attention_fused_matches, 0, (int)(sizeof attn_cases / sizeof *attn_cases));
+    tcase_add_loop_test(tc, attention_fused_gradcheck, 0, (int)(sizeof attn_cases / sizeof *attn_cases));
     suite_add_tcase(s, tc);
     return s;
 }

@@ -3570,6 +3570,83 @@ END_TEST
 
 /* ================================================================================ */
 
+/* Fused attention (kernels/attention.c) in every variant against the kernels of the ops
+ * it replaces, bit for bit: per (example, head) block the heads copied out of [B, T, H,
+ * d], q scaled, the scores by kern_gemm_block, kern_softmax_causal (or kern_softmax), the
+ * weighted sum; the backward through kern_softmax_grad_causal and the four products.
+ * Lengths and head sizes past a vector and a register tile, causal or not; blocks
+ * split in two calls as the pool splits them; the scratch's floats past its size NaN. */
+static void attn_block_ref(const KAttn *p, const float *q, const float *k, const float *v, const float *dy, size_t blk,
+                           float *o, float *dq, float *dk, float *dv)
+{
+    size_t T = p->T, d = p->d, ld = p->H * d, at = (blk / p->H * T * p->H + blk % p->H) * d;
+    float *qs = tu_alloc(T * d), *kb = tu_alloc(T * d), *vb = tu_alloc(T * d), *db = tu_alloc(T * d);
+    float *P = tu_alloc(T * T), *dP = tu_alloc(T * T), *out = tu_alloc(4 * T * d);
+    for (size_t t = 0; t < T; t++)
+        for (size_t c = 0; c < d; c++) {
+            qs[t * d + c] = q[at + t * ld + c] * p->scale;
+            kb[t * d + c] = k[at + t * ld + c];
+            vb[t * d + c] = v[at + t * ld + c];
+            db[t * d + c] = dy[at + t * ld + c];
+        }
+    kern_gemm_block(p->isa, false, true, T, T, d, 1.0f, qs, d, kb, d, 0.0f, P, T);
+    if (p->causal) kern_softmax_causal(P, P, 0, T, T, T, p->value);
+    else kern_softmax(P, P, T, T);
+    kern_gemm_block(p->isa, false, false, T, d, T, 1.0f, P, T, vb, d, 0.0f, out, d);
+    kern_gemm_block(p->isa, false, true, T, T, d, 1.0f, db, d, vb, d, 0.0f, dP, T);
+    if (p->causal) kern_softmax_grad_causal(P, dP, dP, 0, T, T, T, 0.0f);
+    else kern_softmax_grad(P, dP, dP, T, T);
+    kern_gemm_block(p->isa, false, false, T, d, T, 1.0f, dP, T, kb, d, 0.0f, out + T * d, d);
+    for (size_t e = 0; e < T * d; e++) out[T * d + e] *= p->scale;
+    kern_gemm_block(p->isa, true, false, T, d, T, 1.0f, dP, T, qs, d, 0.0f, out + 2 * T * d, d);
+    kern_gemm_block(p->isa, true, false, T, d, T, 1.0f, P, T, db, d, 0.0f, out + 3 * T * d, d);
+    float *dst[4] = { o, dq, dk, dv };
+    for (int m = 0; m < 4; m++)
+        for (size_t t = 0; t < T; t++) memcpy(dst[m] + at + t * ld, out + m * T * d + t * d, d * sizeof *o);
+    free(qs), free(kb), free(vb), free(db), free(P), free(dP), free(out);
+}
+
+START_TEST(test_attention)
+{
+    static const size_t cases[][4] = {   /* B, T, H, d */
+        { 2, 64, 4, 16 }, { 1, 7, 1, 6 }, { 3, 13, 2, 5 }, { 1, 37, 2, 70 }, { 2, 20, 3, 32 }, { 1, 1, 1, 1 },
+    };
+    FOR_EACH_ISA
+    for (size_t ci = 0; ci < sizeof cases / sizeof *cases; ci++)
+        for (int causal = 0; causal < 2; causal++) {
+            size_t B = cases[ci][0], T = cases[ci][1], H = cases[ci][2], d = cases[ci][3], n = B * T * H * d;
+            KAttn p = { B, T, H, d, 1.0f / sqrtf((float)d), causal, -1e9f, conv_isa };
+            float *q = tu_alloc_uniform(n, -2.0f, 2.0f, 3301 + ci), *k = tu_alloc_uniform(n, -2.0f, 2.0f, 3401 + ci);
+            float *v = tu_alloc_uniform(n, -1.0f, 1.0f, 3501 + ci), *dy = tu_alloc_uniform(n, -1.0f, 1.0f, 3601 + ci);
+            float *want = tu_alloc(4 * n), *got = tu_alloc(4 * n);
+            size_t ns = kern_attention_scratch(KATTN_GRAD, T, d), np = B * H * T * T, half = B * H / 2;
+            ck_assert_int_ge(ns, kern_attention_scratch(KATTN_FUSED, T, d));
+            ck_assert_int_ge(ns, kern_attention_scratch(KATTN_PROBS, T, d));
+            float *scratch = tu_alloc(ns + 16), *P = tu_alloc(np), *o2 = tu_alloc(n);
+            for (size_t blk = 0; blk < B * H; blk++) attn_block_ref(&p, q, k, v, dy, blk, want, want + n, want + 2 * n, want + 3 * n);
+            kern_fill(got, NAN, 4 * n);
+            kern_fill(o2, NAN, n);
+            kern_fill(P, NAN, np);
+            kern_fill(scratch, NAN, ns + 16);
+            kern_attention(&p, q, k, v, got, 0, half, scratch);
+            kern_attention(&p, q, k, v, got, half, B * H, scratch);
+            kern_attention_probs(&p, q, k, P, 0, half, scratch);
+            kern_attention_probs(&p, q, k, P, half, B * H, scratch);
+            kern_attention_out(&p, P, v, o2, 0, half);
+            kern_attention_out(&p, P, v, o2, half, B * H);
+            ck_assert_mem_eq(o2, got, n * sizeof *got);   /* the training form's output: the fused one's */
+            kern_attention_grad(&p, q, k, v, P, dy, got + n, got + 2 * n, got + 3 * n, 0, half, scratch);
+            kern_attention_grad(&p, q, k, v, P, dy, got + n, got + 2 * n, got + 3 * n, half, B * H, scratch);
+            for (size_t e = 0; e < 4 * n; e++)
+                ck_assert_msg(memcmp(&got[e], &want[e], sizeof *got) == 0, "%s, case %zu%s: %s[%zu] = %.9g, apart %.9g",
+                              kern_isa_name(conv_isa), ci, causal ? " causal" : "", (const char *[]){ "o", "dq", "dk", "dv" }[e / n],
+                              e % n, got[e], want[e]);
+            for (size_t e = ns; e < ns + 16; e++) ck_assert(isnan(scratch[e]));   /* stayed inside its scratch */
+            free(q), free(k), free(v), free(dy), free(want), free(got), free(scratch), free(P), free(o2);
+        }
+}
+END_TEST
+
 static Suite *make_kernels_suite(void)
 {
     Suite *s = suite_create("kernels");
@@ -3670,6 +3747,7 @@ static Suite *make_kernels_suite(void)
     tc = tcase_create("sequence");
     tcase_add_test(tc, test_transpose);
     tcase_add_loop_test(tc, test_gemm_batch, 0, 3);
+    tcase_add_test(tc, test_attention);
     tcase_add_test(tc, test_softmax_axis);
     tcase_add_test(tc, test_reduce_expand);
     tcase_add_test(tc, test_where_causal_mask);

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "exec/exec.h"
+#include "exec/pipeline.h"
 #include "graph/lower.h"
 #include "graph/passes.h"
 #include "util/file.h"
@@ -90,6 +91,32 @@ static int add_gradient_outputs(Graph *tg, int32_t *grad_of_var)
     return 0;
 }
 
+/* The same step through the compiled plan, every pass on but those that round
+ * otherwise (graph_passes' `rounds`), on a copy of w, its outputs into outs[noutputs
+ * ..]: the fused ops (attention, the masked softmax...) must give the interpreter's
+ * bits, so what PyTorch is compared with holds for both.  0, or 1 after reporting. */
+static int compiled_agrees(const Graph *tg, int64_t batch, const Weights *w, void **feeds, float **outs, DiagSink *d)
+{
+    uint64_t off = 0;
+    for (int i = 0; i < graph_npasses; i++)
+        if (graph_passes[i].rounds) off |= (uint64_t)1 << i;
+    Pool *pool = pool_new(1);
+    Graph *g = graph_clone(tg);
+    Weights wc = { 0 };
+    Step s;
+    CompileOptions co = { .mode = MODE_COMPILED, .pool = pool, .passes_off = off, .seed = 1 };
+    int rc = !pool || !g || prepare_from(g, FOR_TRAINING, batch, &co, &wc, &s, d) != 0;
+    if (rc == 0) {
+        weights_copy_matching(&wc, w);
+        StepEnv env = { .w = &wc, .lr = 0.0f, .training = true, .d = d };
+        rc = executor_run(s.ex, (const void *const *)feeds, outs + tg->noutputs, &env) != 0;
+        step_free(&s);
+    }
+    weights_free(&wc);
+    pool_free(pool);
+    return rc;
+}
+
 static int run(const Graph *fwd, int64_t batch, uint64_t seed, const char *dir, DiagSink *d)
 {
     Graph *tg = pass_autodiff(fwd, d);
@@ -104,7 +131,7 @@ static int run(const Graph *fwd, int64_t batch, uint64_t seed, const char *dir, 
     if (!grad_of || add_gradient_outputs(tg, grad_of) != 0 || graph_bind(tg, "B", batch, d) != 0) goto out;
     if (weights_init(&w, tg, seed, d) != 0) goto out;
     feeds = gc_calloc((size_t)tg->ninputs + 1, sizeof *feeds);
-    outs = gc_calloc((size_t)tg->noutputs + 1, sizeof *outs);
+    outs = gc_calloc(2 * (size_t)tg->noutputs + 1, sizeof *outs);
     snprintf(path, sizeof path, "%s/manifest.json", dir);
     if (!feeds || !outs || !(js = fopen(path, "w"))) {
         diag_plain(d, "cannot write %s", path);
@@ -154,13 +181,19 @@ static int run(const Graph *fwd, int64_t batch, uint64_t seed, const char *dir, 
         goto out;
     }
     js = NULL;
-    for (int o = 0; o < tg->noutputs; o++)
-        if (!(outs[o] = gc_calloc((size_t)shape_numel(&tg->nodes[tg->outputs[o].node].shape) + 1, 4))) goto out;
+    for (int o = 0; o < 2 * tg->noutputs; o++)
+        if (!(outs[o] = gc_calloc((size_t)shape_numel(&tg->nodes[tg->outputs[o % tg->noutputs].node].shape) + 1, 4))) goto out;
     StepEnv env = { .w = &w, .lr = 0.0f, .training = true, .d = d };
+    if (compiled_agrees(tg, batch, &w, feeds, outs, d) != 0) goto out;
     Pool *pool = pool_new(1);
     int st = interp_run(tg, (const void *const *)feeds, outs, &env, pool, NULL);
     pool_free(pool);
     if (st != 0) goto out;
+    for (int o = 0; o < tg->noutputs; o++)
+        if (memcmp(outs[o], outs[tg->noutputs + o], (size_t)shape_numel(&tg->nodes[tg->outputs[o].node].shape) * 4) != 0) {
+            diag_plain(d, "the compiled plan's %s differs from the interpreter's", tg->outputs[o].name);
+            goto out;
+        }
     if (write_raw(dir, "loss", 0, "f32", outs[0], 4, d) != 0) goto out;
     for (int o = 0; o < tg->noutputs; o++)
         for (int v = 0; v < nvars; v++)
@@ -172,7 +205,7 @@ out:
     if (js) fclose(js);
     if (rc) diag_flush(d, stderr);
     for (int i = 0; feeds && i < tg->ninputs; i++) gc_free(feeds[i]);
-    for (int o = 0; outs && o < tg->noutputs; o++) gc_free(outs[o]);
+    for (int o = 0; outs && o < 2 * tg->noutputs; o++) gc_free(outs[o]);
     gc_free(feeds);
     gc_free(outs);
     gc_free(grad_of);
