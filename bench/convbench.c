@@ -11,7 +11,11 @@
  * NAME: a convolution of the table below (a prefix picks several; none: all).  LETTERS:
  * f forward, b forward with bias and relu, i input gradient, g filter gradient, m the
  * convolution and the max pool after it as one (kern_conv2d_maxpool; the pooled
- * layers only), a the same with the pool's index (kern_conv2d_maxpool_argmax). */
+ * layers only), a the same with the pool's index (kern_conv2d_maxpool_argmax), p the
+ * filter gradient through that pool (kern_conv2d_grad_filter_pooled: its flops are
+ * the dense gradient's), s the bias gradient through it (kern_maxpool_scatter_colsum_d,
+ * one call), d the pool's dense gradient (kern_maxpool_scatter with relu's mask) that
+ * those two spare. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,6 +75,9 @@ static const char *op_name(char op)
     case 'i': return "grad_input";
     case 'g': return "grad_filter";
     case 'a': return "conv_pool_argmax";
+    case 'p': return "grad_filter_pooled";
+    case 's': return "bias_grad_pooled";
+    case 'd': return "scatter_relu";
     default: return "conv_maxpool";
     }
 }
@@ -114,7 +121,15 @@ static void bench_shape(const Options *o, Pool *pool, const Shape *s)
     const EwAct relu = { EW_RELU, 0.0f };
     double *t = malloc((size_t)(o->reps + 1) * sizeof *t);
     for (const char *op = o->ops; t && *op; op++) {
-        if ((*op == 'm' || *op == 'a') && !s->pool) continue;
+        const bool pooled = *op == 'p' || *op == 's' || *op == 'd';
+        if ((*op == 'm' || *op == 'a' || pooled) && !s->pool) continue;
+        if (pooled) {   /* the index and the values of a relu'd convolution, a random gradient */
+            kern_conv2d_maxpool_argmax(pool, o->isa, &p, &q, x, w, b, relu, y, idx, scratch);
+            if (!kern_conv2d_grad_filter_pooled_exact(&p, &q)) continue;
+        }
+        double bsum[256];
+        float *dd = *op == 'd' ? random_floats(ny, &seed) : NULL;
+        if (*op == 'd' && !dd) continue;
         for (int r = 0; r <= o->reps; r++) {
             double t0 = now_ns(o->wall);
             switch (*op) {
@@ -123,10 +138,16 @@ static void bench_shape(const Options *o, Pool *pool, const Shape *s)
             case 'i': kern_conv2d_grad_input(pool, o->isa, &p, dy, w, dx, scratch); break;
             case 'g': kern_conv2d_grad_filter(pool, o->isa, &p, x, dy, dw, scratch); break;
             case 'a': kern_conv2d_maxpool_argmax(pool, o->isa, &p, &q, x, w, b, relu, y, idx, scratch); break;
+            case 'p': kern_conv2d_grad_filter_pooled(pool, o->isa, &p, &q, x, idx, y, dy, dw, scratch); break;
+            case 's':
+                if (s->f <= 256) kern_maxpool_scatter_colsum_d(&q, idx, y, dy, 0, n * oh * ow, bsum);
+                break;
+            case 'd': kern_maxpool_scatter(o->isa, &q, idx, y, dy, dd); break;
             default: kern_conv2d_maxpool(pool, o->isa, &p, &q, x, w, b, relu, y, scratch); break;
             }
             t[r] = now_ns(o->wall) - t0;
         }
+        free(dd);
         qsort(t + 1, (size_t)o->reps, sizeof *t, cmp_double);
         double med = t[1 + o->reps / 2];
         printf("%-12s batch %-4lld %-9s %-12s %9.4f ms %7.1f GFLOP/s\n", s->name, (long long)n,

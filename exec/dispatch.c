@@ -174,8 +174,44 @@ static size_t convpool_scratch(const Graph *g, const Node *n, int threads)
     return convpool_apart_floats(&p) * sizeof(float) + kern_conv_scratch(&p, KCONV_FORWARD, threads);
 }
 
+/* sum_to's parts (split_sum_to, below) and the widest bias it splits */
+enum { SUMTO_PARTS = 8, SUMTO_MAX_COLS = 256 };
+
+/* conv2d_grad_filter_pooled and sum_to_pooled: the convolution and the pool of their
+ * conv2d_maxpool_argmax (input 1 of the first, input 0 of the second). */
+static const Node *pooled_of(const Graph *g, const Node *n)
+{
+    return &g->nodes[n->in[n->op == OP_CONV2D_GRAD_FILTER_POOLED ? 1 : 0]];
+}
+
+/* Where the pooled kernel pays, its scratch; elsewhere the scatter made in the
+ * scratch, then the dense kernel (after it, its scratch): the same bits either way. */
+static size_t pooled_scratch(const Graph *g, const Node *n, int threads)
+{
+    KConv p;
+    KPool q;
+    convpool_params(g, pooled_of(g, n), &p, &q);
+    if (n->op == OP_CONV2D_GRAD_FILTER_POOLED && kern_conv2d_grad_filter_pooled_pays(&p, &q))
+        return kern_conv_scratch(&p, KCONV_GRAD_FILTER, threads);
+    if (n->op == OP_SUM_TO_POOLED)
+        return kern_maxpool_scatter_sum_ok(&q) && p.f <= SUMTO_MAX_COLS ? 0 : convpool_apart_floats(&p) * sizeof(float);
+    return convpool_apart_floats(&p) * sizeof(float) + kern_conv_scratch(&p, KCONV_GRAD_FILTER, threads);
+}
+
 size_t dispatch_scratch_traffic(const Graph *g, const Node *n, int threads)
 {
+    if (n->op == OP_CONV2D_GRAD_FILTER_POOLED) {
+        KConv p;
+        KPool q;
+        convpool_params(g, pooled_of(g, n), &p, &q);
+        return kern_conv2d_grad_filter_pooled_pays(&p, &q) ? 0 : 2 * (size_t)(p.n * p.oh * p.ow * p.f) * sizeof(float);
+    }
+    if (n->op == OP_SUM_TO_POOLED) {
+        KConv p;
+        KPool q;
+        convpool_params(g, pooled_of(g, n), &p, &q);
+        return kern_maxpool_scatter_sum_ok(&q) && p.f <= SUMTO_MAX_COLS ? 0 : 2 * (size_t)(p.n * p.oh * p.ow * p.f) * sizeof(float);
+    }
     (void)threads;   /* no path counted here depends on it */
     if (n->op == OP_MATMUL_GRAD_UPDATE && n->a.update.kind == OP_MOMENTUM_UPDATE)
         return 2 * kern_dense_backward_scratch((size_t)n->shape.d[0].v, (size_t)n->shape.d[1].v, false, 1);
@@ -252,6 +288,26 @@ static int k_conv2d_grad_filter(const KCall *c)
     return 0;
 }
 
+/* conv2d_grad_filter_pooled: the pooled kernel where it pays, else the scatter into
+ * the scratch and the dense kernel (the same bits). */
+static int k_conv2d_grad_filter_pooled(const KCall *c)
+{
+    KConv p;
+    KPool q;
+    convpool_params(c->g, pooled_of(c->g, c->n), &p, &q);
+    const float *y = fin(c, 1), *dy = fin(c, 2);
+    const int32_t *idx = (const int32_t *)c->in[1] + q.n * q.oh * q.ow * q.c;
+    const float *mask = c->n->a.convpool.pool.act >= 0 ? y : NULL;
+    if (kern_conv2d_grad_filter_pooled_pays(&p, &q)) {
+        kern_conv2d_grad_filter_pooled(c->pool, c->env->isa, &p, &q, fin(c, 0), idx, mask, dy, fout(c), c->scratch);
+        return 0;
+    }
+    float *dense = c->scratch;
+    kern_maxpool_scatter(c->env->isa, &q, idx, mask, dy, dense);
+    kern_conv2d_grad_filter(c->pool, c->env->isa, &p, fin(c, 0), dense, fout(c), dense + convpool_apart_floats(&p));
+    return 0;
+}
+
 static size_t update_scratch(const Graph *g, const Node *n, int threads);
 static size_t layer_norm_scale_scratch(const Node *n);
 static size_t clip_tasks(const Graph *g, const Node *n);
@@ -265,6 +321,7 @@ size_t dispatch_scratch_bytes(const Graph *g, const Node *n, int threads)
     if (n->op == OP_MATMUL_UPDATE || n->op == OP_MATMUL_GRAD_UPDATE) return update_scratch(g, n, threads);
     if (n->op == OP_CLIP_SCALE) return clip_tasks(g, n) * sizeof(double);
     if (n->op == OP_CONV2D_MAXPOOL || n->op == OP_CONV2D_MAXPOOL_ARGMAX) return convpool_scratch(g, n, threads);
+    if (n->op == OP_CONV2D_GRAD_FILTER_POOLED || n->op == OP_SUM_TO_POOLED) return pooled_scratch(g, n, threads);
     if (n->op == OP_LAYER_NORM_GRAD_SCALE) return layer_norm_scale_scratch(n);
     if (n->op == OP_ATTENTION || n->op == OP_ATTENTION_PROBS || n->op == OP_ATTENTION_OUT || n->op == OP_ATTENTION_GRAD)
         return attention_scratch(g, n, threads);
@@ -631,7 +688,6 @@ static int k_mse_grad(const KCall *c)
  * tensor to write a few numbers: the rows are cut into SUMTO_PARTS blocks, summed in
  * double on the pool, and the blocks' sums added in block order.  The blocks do not
  * depend on the thread count, so neither do the bits. */
-enum { SUMTO_PARTS = 8, SUMTO_MAX_COLS = 256 };
 
 typedef struct SumToJob {
     const float *x;
@@ -672,6 +728,52 @@ static bool split_sum_to(const KCall *c)
         fout(c)[k] = (float)s;
     }
     return true;
+}
+
+/* sum_to_pooled: split_sum_to's parts (or kern_colsum's one chain) of the scatter's
+ * pixels, each summed by kern_maxpool_scatter_colsum_d, the same bits. */
+typedef struct PooledSumJob {
+    const KPool *q;
+    const int32_t *idx;
+    const float *mask, *dy;
+    int64_t pixels;
+    int parts;
+    double (*part)[SUMTO_MAX_COLS];
+} PooledSumJob;
+
+static void pooled_sum_part(void *arg, int part, int worker)
+{
+    (void)worker;
+    const PooledSumJob *j = arg;
+    int64_t lo = j->pixels * part / j->parts, hi = j->pixels * (part + 1) / j->parts;
+    kern_maxpool_scatter_colsum_d(j->q, j->idx, j->mask, j->dy, lo, hi, j->part[part]);
+}
+
+static int k_sum_to_pooled(const KCall *c)
+{
+    KConv p;
+    KPool q;
+    convpool_params(c->g, pooled_of(c->g, c->n), &p, &q);
+    const size_t cols = (size_t)p.f, pixels = (size_t)(p.n * p.oh * p.ow);
+    double part[SUMTO_PARTS][SUMTO_MAX_COLS];
+    /* the dense sum_to's path: split_sum_to's parts, or one chain */
+    PooledSumJob j = { &q, (const int32_t *)c->in[0] + q.n * q.oh * q.ow * q.c,
+                       c->n->a.convpool.pool.act >= 0 ? fin(c, 0) : NULL, fin(c, 1), (int64_t)pixels,
+                       cols <= SUMTO_MAX_COLS && pixels * cols >= SPLIT_MIN && pixels > 1 ? SUMTO_PARTS : 1, part };
+    if (!kern_maxpool_scatter_sum_ok(&q) || cols > SUMTO_MAX_COLS) {   /* the scatter, then sum_to's path */
+        float *dense = c->scratch;
+        int64_t xd[4] = { p.n, p.oh, p.ow, p.f }, yd[1] = { p.f };
+        kern_maxpool_scatter(c->env->isa, &q, j.idx, j.mask, j.dy, dense);
+        kern_sum_to(dense, xd, 4, fout(c), yd, 1);
+        return 0;
+    }
+    pool_run(c->pool, j.parts, pooled_sum_part, &j);
+    for (size_t k = 0; k < cols; k++) {
+        double s = part[0][k];
+        for (int t = 1; t < j.parts; t++) s += part[t][k];
+        fout(c)[k] = (float)s;
+    }
+    return 0;
 }
 
 static int k_sum_to(const KCall *c)

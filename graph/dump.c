@@ -102,6 +102,12 @@ static void fused_attrs(const Node *n, char *buf, size_t len)
         put_window(buf, len, &at, "", &n->a.convpool.conv);
         put_window(buf, len, &at, "pool", &n->a.convpool.pool);
         break;
+    case OP_CONV2D_GRAD_FILTER_POOLED: case OP_SUM_TO_POOLED:
+        put(buf, len, &at, "fuses=maxpool_scatter%s+%s", n->a.convpool.pool.act >= 0 ? "_relu" : "",
+            n->op == OP_SUM_TO_POOLED ? "sum_to" : "conv2d_grad_filter");
+        put_window(buf, len, &at, "", &n->a.convpool.conv);
+        put_window(buf, len, &at, "pool", &n->a.convpool.pool);
+        break;
     case OP_MAXPOOL_GRAD_RELU:
         put(buf, len, &at, "fuses=maxpool_grad+relu_grad window=%dx%d stride=%dx%d", n->a.win.kh, n->a.win.kw,
             n->a.win.sh, n->a.win.sw);
@@ -196,7 +202,7 @@ static void attrs_str(const Graph *g, const Node *n, char *buf, size_t len)
             put(buf, len, &at, "transpose=%s%s", n->a.matmul.ta ? "a" : "", n->a.matmul.tb ? "b" : "");
         break;
     case OP_MATMUL_BIAS_ACT: case OP_CONV2D_BIAS_ACT: case OP_CONV2D_MAXPOOL: case OP_CONV2D_MAXPOOL_ARGMAX:
-    case OP_MAXPOOL_GRAD_RELU:
+    case OP_MAXPOOL_GRAD_RELU: case OP_CONV2D_GRAD_FILTER_POOLED: case OP_SUM_TO_POOLED:
     case OP_FUSED_ELEMWISE:
         fused_attrs(n, buf, len);
         break;

@@ -377,6 +377,10 @@ double node_flops(const Graph *g, const Node *n)
         const Shape *dy = &g->nodes[n->in[1]].shape;
         return 2.0 * numel_d(g, dy) * dimv(g, y->d[0]) * dimv(g, y->d[1]) * dimv(g, y->d[2]);
     }
+    case OP_CONV2D_GRAD_FILTER_POOLED:   /* a term of K taps per pooled element at most */
+        return 2.0 * numel_d(g, &g->nodes[n->in[2]].shape) * dimv(g, y->d[0]) * dimv(g, y->d[1]) * dimv(g, y->d[2]);
+    case OP_SUM_TO_POOLED:
+        return numel_d(g, &g->nodes[n->in[1]].shape);
     case OP_MAXPOOL: case OP_AVGPOOL:
         return numel_d(g, y) * n->a.win.kh * n->a.win.kw;
     case OP_SOFTMAX: case OP_LOG_SOFTMAX: case OP_SOFTMAX_GRAD: case OP_LOG_SOFTMAX_GRAD:

@@ -18,6 +18,7 @@ const GraphPass graph_passes[] = {
     { "elementwise", pass_fuse_elementwise, "chains of elementwise ops as one loop", false },
     { "pool_indices", pass_pool_indices, "max pooling through the index of each maximum", false },
     { "conv_pool_argmax", pass_conv_pool_argmax, "a convolution with its max pool's argmax and values (training)", false },
+    { "pooled_grads", pass_pooled_grads, "a first layer's filter and bias gradients from its max pool's index (training)", false },
     { "early_updates", pass_early_updates, "a large gradient's update right after its last input", false },
     { "gemm_updates", pass_gemm_updates, "a weight gradient's GEMM inside its update", true },
     { "dense_backward", pass_dense_backward, "a dense layer's backward with its update as one op", true },

@@ -47,6 +47,7 @@ Graph *pass_fuse_conv_maxpool(const Graph *g, DiagSink *d);
 Graph *pass_fuse_elementwise(const Graph *g, DiagSink *d);
 Graph *pass_pool_indices(const Graph *g, DiagSink *d);
 Graph *pass_conv_pool_argmax(const Graph *g, DiagSink *d);
+Graph *pass_pooled_grads(const Graph *g, DiagSink *d);
 Graph *pass_early_updates(const Graph *g, DiagSink *d);
 Graph *pass_gemm_updates(const Graph *g, DiagSink *d);
 Graph *pass_dense_backward(const Graph *g, DiagSink *d);

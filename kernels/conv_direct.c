@@ -21,6 +21,7 @@
  * columns.  Strip, band and tiles are chosen from the sizes alone: the variants take
  * the same path and the same scratch. */
 #include "kernels/conv_direct.h"
+#include "kernels/pool.h"
 
 #include <stdint.h>
 #include <string.h>
@@ -41,7 +42,9 @@ enum {
     PLANAR_MAX_F = 8,       /* the planar path's filters: one tile holds them all */
     PLANAR_MAX_K = 256,     /* its taps: the filter copied on the stack, [K][8] */
     PLANAR_ROWS = 4,        /* output rows per band (a 4x4 pool's) */
-    PLANAR_FLOATS = 32768   /* the planes under a band (128 KiB) */
+    PLANAR_FLOATS = 32768,  /* the planes under a band (128 KiB) */
+    POOLED_MAX_RS = 8192    /* the pooled filter gradient's sums, [F][KH][KW * C rounded up
+                             * to 16] on the stack */
 };
 
 /* 0: automatic; < 0: never (test hook, kern.h) */
@@ -402,15 +405,22 @@ static int64_t band_rows(const KConv *p)
     return g;
 }
 
+/* The filter gradient's tiles of columns and output rows per band: as many of an
+ * image's rows as their input rows fit, when a whole row fits; else one, in tiles. */
+static void gradw_tiling(const KConv *p, int64_t *tiles, int64_t *gmax)
+{
+    const int64_t cols = fit_cols(p, p->kh, BAND_FLOATS);
+    *tiles = (p->ow + cols - 1) / cols;
+    *gmax = *tiles > 1 ? 1 : band_rows(p);
+}
+
 void conv_direct_grad_filter(const KernVariant *kv, const KConv *p, const float *x, const float *dy, float *acc,
                              int64_t r0, int64_t rc)
 {
     float band[BAND_FLOATS];
     const int64_t F = p->f, kwc = p->kw * p->c;
-    /* output rows per band: as many of an image's as their input rows fit, when a
-     * whole row fits; else one, in tiles of columns */
-    const int64_t cols = fit_cols(p, p->kh, BAND_FLOATS), tiles = (p->ow + cols - 1) / cols;
-    const int64_t gmax = tiles > 1 ? 1 : band_rows(p);
+    int64_t tiles, gmax;
+    gradw_tiling(p, &tiles, &gmax);
     GradwBand gb = { .pstep = p->sw * p->c, .dyrow = p->ow * F, .F = F, .kwc = (int)kwc };
     for (int64_t r = r0; r < r0 + rc;) {
         const int64_t n = r / p->oh, oy = r % p->oh, G = band_of(p, gmax, r, oy, r0 + rc);
@@ -443,3 +453,94 @@ void conv_direct_grad_filter(const KernVariant *kv, const KConv *p, const float 
     }
 }
 
+/* ---- the filter gradient through a max pool ------------------------------------------
+ * Through a 4x4 pool, fifteen of every sixteen elements of dy are zeros, and dy itself
+ * (large.net's first layer: 66 MB at batch 4) is written by the scatter only to be read
+ * here and by the bias gradient.  Instead the terms are found from the pool's index
+ * (maxpool_row_hits) and each adds its patch times g, as the dense chain would with
+ * the zeros left out: fma(x, 0, a) is a for a finite x (a is never -0: chains start at
+ * +0), so the sums, band by band and tile by tile as conv_direct_grad_filter makes
+ * them, have the same bits. */
+/* A kernel row's sums, padded to whole vectors of any variant */
+static int64_t pooled_rsk(const KConv *p) { return (p->kw * p->c + 15) / 16 * 16; }
+
+bool conv_pooled_ok(const KConv *p, const KPool *q)
+{
+    return conv_direct_ok(p) && p->f * p->kh * pooled_rsk(p) <= POOLED_MAX_RS && q->h == p->oh && q->w == p->ow && q->c == p->f &&
+           maxpool_hits_ok(q);
+}
+
+/* The input rows that the band from output row oy on (`rows` rows) reads past the
+ * ones the last band read, asked for while this band's terms are summed: 2-5% (CPU
+ * time, large's conv1 at batch 4, 1 and 2 threads, loaded machine). */
+static void pooled_prefetch(const KConv *p, const float *x, int64_t n, int64_t oy, int64_t rows)
+{
+    if (oy >= p->oh)
+        return;
+    const int64_t len = p->w * p->c * (int64_t)sizeof *x, y0 = oy * p->sh - p->pt;
+    for (int64_t iy = y0 + (p->kh > p->sh ? p->kh - p->sh : 0); iy < y0 + rows; iy++) {
+        if (iy < 0 || iy >= p->h)
+            continue;
+        const char *r = (const char *)(x + (n * p->h + iy) * p->w * p->c);
+        for (int64_t b = 0; b < len; b += 64)
+            __builtin_prefetch(r + b);
+    }
+}
+
+void conv_direct_grad_filter_pooled(const KernVariant *kv, const KConv *p, const KPool *q, const float *x,
+                                    const int32_t *idx, const float *yv, const float *dpool, float *acc, int64_t r0,
+                                    int64_t rc)
+{
+    float rs[POOLED_MAX_RS] __attribute__((aligned(64)));
+    /* the band's rows, copied as conv_direct_grad_filter copies them (read in place, the
+     * patches' rows were misses the prefetchers did not see coming: 21 ms against the
+     * dense kernel's 15, large's conv1 at batch 4, one thread), and past them the floats
+     * that a patch's last row reads beyond its taps, into the sums' padding */
+    float band[BAND_FLOATS + 16];
+    PoolHits h;
+    h.n = -1;
+    const int64_t F = p->f, K = p->kh * p->kw * p->c, C = p->c;
+    const int64_t kwc = p->kw * p->c, rsk = pooled_rsk(p), rsf = p->kh * rsk;
+    SparseRows s = { .pstep = p->sw * C, .ox0 = 0, .kh = (int)p->kh, .rsk = (int)rsk };
+    int64_t tiles, gmax;   /* conv_direct_grad_filter's bands and tiles: its chains */
+    gradw_tiling(p, &tiles, &gmax);
+    for (int64_t r = r0; r < r0 + rc;) {
+        const int64_t n = r / p->oh, oy = r % p->oh, G = band_of(p, gmax, r, oy, r0 + rc);
+        for (int64_t i = 0; i < tiles; i++) {
+            int64_t c0, cw;
+            tile_of(p->ow, tiles, i, &c0, &cw);
+            const KConv qt = column_tile(p, c0, cw);
+            const int64_t rows = (G - 1) * p->sh + p->kh, rowlen = strip_w(&qt) * C;
+            fill_rows(&qt, x, n, oy, rows, band);
+            memset(band + rows * rowlen, 0, 16 * sizeof *band);
+            if (i + 1 == tiles)
+                pooled_prefetch(p, x, n, oy + G, rows);
+            memset(rs, 0, (size_t)(rsf * F) * sizeof *rs);
+            s.xrow = rowlen;
+            s.ox0 = (int32_t)c0;
+            for (int64_t g = 0; g < G; g++) {
+                s.xs = band + g * p->sh * rowlen;
+                for (int64_t f = 0; f < F; f++) {   /* each filter's terms in ascending columns */
+                    int64_t k0;
+                    int64_t k = maxpool_row_hits(q, idx, yv, dpool, n, oy + g, f, &h, &k0);
+                    if (tiles > 1) {   /* the tile's columns */
+                        while (k > 0 && h.ox[k0] < c0)
+                            k0++, k--;
+                        while (k > 0 && h.ox[k0 + k - 1] >= c0 + cw)
+                            k--;
+                    }
+                    s.ox = h.ox + k0;
+                    s.g = h.g + k0;
+                    s.n = k;
+                    s.rs = rs + f * rsf;
+                    if (k)
+                        kv->sparse_rows(&s);
+                }
+            }
+            for (int64_t t = 0; t < K; t++)   /* as gradw_tile adds a tile's sums */
+                for (int64_t f = 0; f < F; f++)
+                    acc[t * F + f] += rs[f * rsf + t / kwc * rsk + t % kwc];
+        }
+        r += G;
+    }
+}

@@ -41,4 +41,13 @@ void conv_direct_forward(const KernVariant *kv, const KConv *p, const float *x, 
 void conv_direct_grad_filter(const KernVariant *kv, const KConv *p, const float *x, const float *dy, float *acc,
                              int64_t r0, int64_t rc);
 
+/* conv_direct_grad_filter's sums where dy is the scatter of a max pool q's gradient
+ * dpool through idx (and the mask yv > 0 unless NULL), without making dy: the same
+ * bands and tiles, each tap's chain with its zero terms left out, so the same bits
+ * (for a finite x).  Needs conv_pooled_ok. */
+bool conv_pooled_ok(const KConv *p, const KPool *q);
+void conv_direct_grad_filter_pooled(const KernVariant *kv, const KConv *p, const KPool *q, const float *x,
+                                    const int32_t *idx, const float *yv, const float *dpool, float *acc, int64_t r0,
+                                    int64_t rc);
+
 #endif

@@ -96,6 +96,10 @@ ISA_INLINE void v_transpose(V r[8])
     }
 }
 
+/* 8 filters x 8 pixels -> 8 pixels x 8 filters */
+ISA_INLINE void v_tr8(V a[8]) { v_transpose(a); }
+#define PLANAR_P 1   /* 8 accumulators, a pixel vector, a broadcast (16 registers) */
+
 #include "kernels/gemm_micro.h"
 #include "kernels/micro.h"
 #endif

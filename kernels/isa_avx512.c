@@ -186,6 +186,6 @@ ISA_INLINE int64_t v_deint6(const float *src, int64_t n, float *d, int64_t pw)
 static void fwd_row_narrow(const FwdRow *r) { (r->F <= 8 ? kern_variant_avx2.fwd_row : fwd_row_avx512)(r); }
 static void gradw_band_narrow(const GradwBand *b) { (b->F <= 8 ? kern_variant_avx2.gradw_band : gradw_band_avx512)(b); }
 const KernVariant kern_variant_avx512 = { KISA_AVX512, VL, fwd_row_narrow, gradw_band_narrow,
-                                          planar_row_avx512, planes6_avx512, adam_avx512, GEMM_MICRO_FNS,
+                                          planar_row_avx512, planes6_avx512, sparse_rows_avx512, adam_avx512, GEMM_MICRO_FNS,
                                           VMATH_FNS };
 #endif

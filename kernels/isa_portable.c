@@ -40,6 +40,17 @@ ISA_INLINE V v_load_m(const float *p, VM m)
     return v;
 }
 ISA_INLINE void v_store_m(float *p, V v, VM m) { memcpy(p, &v, (size_t)m * sizeof(float)); }
+/* 8 filters x 4 pixels -> 4 pixels x 8 filters: pixel i's filters 0-3 in a[2i], 4-7
+ * in a[2i + 1] */
+ISA_INLINE void v_tr8(V a[8])
+{
+    V t[8];
+    for (int i = 0; i < 4; i++)
+        for (int h = 0; h < 2; h++)
+            t[2 * i + h] = (V){ a[4 * h][i], a[4 * h + 1][i], a[4 * h + 2][i], a[4 * h + 3][i] };
+    memcpy(a, t, sizeof t);
+}
+#define PLANAR_P 1
 #endif
 
 /* the vector math's (kernels/vmath.h), whatever GRAPHC_NO_DIRECT_CONV says */

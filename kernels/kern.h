@@ -212,6 +212,31 @@ void kern_maxpool_grad(const KPool *p, const float *x, const float *y, const flo
 void kern_maxpool_argmax(KIsa isa, const KPool *p, const float *x, int32_t *idx);
 void kern_maxpool_gather(KIsa isa, const KPool *p, const float *x, const int32_t *idx, float *y);
 void kern_maxpool_scatter(KIsa isa, const KPool *p, const int32_t *idx, const float *y, const float *dy, float *dx);
+/* A bias gradient through a max pool (graph/fuse.c's pooled_grads): kern_colsum_d of
+ * pixels [m0, m1) of kern_maxpool_scatter(p, idx, y, dy)'s output, viewed as [pixels,
+ * C], without making it: the same sums in the same order (a zero adds nothing), where
+ * kern_maxpool_scatter_sum_ok (windows that neither overlap nor pad, stride = size, a
+ * row of windows 2048 channels at most). */
+bool kern_maxpool_scatter_sum_ok(const KPool *p);
+void kern_maxpool_scatter_colsum_d(const KPool *p, const int32_t *idx, const float *y, const float *dy, int64_t m0,
+                                   int64_t m1, double *acc);
+/* kern_conv2d_grad_filter(p, x, dy) where dy = kern_maxpool_scatter(q, idx, y, dpool)
+ * (q's windows neither overlap nor pad), without making dy: only the cells the
+ * windows route a gradient to are read (a 4x4 pool's: a sixteenth), each with the
+ * taps of its patch, in the order the dense kernel sums them, so the same bits where
+ * kern_conv2d_grad_filter_pooled_exact (the direct kernels at these sizes, K * F <=
+ * 4096) and the input is finite (a zero times an infinity would be a NaN there).
+ * The scratch is kern_conv_scratch(p, KCONV_GRAD_FILTER)'s. */
+bool kern_conv2d_grad_filter_pooled_exact(const KConv *p, const KPool *q);
+/* Does the pooled kernel pay, against the scatter and the dense kernel (the same bits)?
+ * Where the windows are large and the rows wide: each row's sums are added to the
+ * accumulator whatever few terms the row has. */
+bool kern_conv2d_grad_filter_pooled_pays(const KConv *p, const KPool *q);
+/* Test hook: 0 automatic; > 0 the pooled kernel pays wherever it is exact, < 0 nowhere
+ * (set before the plan is made: the scratch depends on it). */
+void kern_conv_set_pooled(int mode);
+void kern_conv2d_grad_filter_pooled(Pool *pool, KIsa isa, const KConv *p, const KPool *q, const float *x,
+                                    const int32_t *idx, const float *y, const float *dpool, float *dw, float *scratch);
 /* kern_maxpool_grad, then kern_relu_mask(x, dx) (x is the relu's output), image by
  * image while it is in cache: the same bits as the two calls. */
 void kern_maxpool_grad_relu(const KPool *p, const float *x, const float *y, const float *dy, float *dx);

@@ -336,9 +336,55 @@ ISA_FN static void NAME(planes6)(const float *src, int64_t n, float *d, int64_t 
 #define PLANAR_FNS NULL, NULL
 #endif
 
-#define CONV_ROW_FNS NAME(fwd_row), NAME(gradw_band), PLANAR_FNS
+/* SparseRows: each term x * g + rs as gradw_tile's x * dy + a, so a chain of them is
+ * that tile's chain with its zero terms left out.  NA vectors of sums in registers
+ * (kh rows of rsk / VL), off[v] the patch's offset of vector v.  Whole vectors: a
+ * masked load of the patch's last taps was 40% of the time (Zen 5); through memory,
+ * each term's sums waited for the last term's store (of the same filter). */
+ISA_INLINE void NAME(sparse_tile)(const int NA, const SparseRows *s, const int64_t *off)
+{
+    V a[TILE_NV1];
+#pragma GCC unroll 12
+    for (int v = 0; v < NA; v++)
+        a[v] = v_load(s->rs + v * VL);
+    for (int64_t i = 0; i < s->n; i++) {
+        const float *px = s->xs + (s->ox[i] - s->ox0) * s->pstep;
+        const V g = v_bcast(s->g + i);
+#pragma GCC unroll 12
+        for (int v = 0; v < NA; v++)
+            a[v] = v_fma(v_load(px + off[v]), g, a[v]);
+    }
+#pragma GCC unroll 12
+    for (int v = 0; v < NA; v++)
+        v_store(s->rs + v * VL, a[v]);
+}
+
+ISA_FN static void NAME(sparse_rows)(const SparseRows *s)
+{
+    const int nvr = s->rsk / VL, na = s->kh * nvr;
+    if (na <= TILE_NV1) {
+        int64_t off[TILE_NV1];
+        for (int v = 0; v < na; v++)
+            off[v] = v / nvr * s->xrow + v % nvr * VL;
+#define SPARSE(NAC) NAME(sparse_tile)(NAC, s, off)
+        switch (na) { CASES(TILE_NV1, SPARSE) default: break; }
+#undef SPARSE
+        return;
+    }
+    for (int64_t i = 0; i < s->n; i++) {   /* more sums than registers: through memory */
+        const float *px = s->xs + (s->ox[i] - s->ox0) * s->pstep;
+        const V g = v_bcast(s->g + i);
+        for (int ky = 0; ky < s->kh; ky++)
+            for (int t = 0; t < s->rsk; t += VL) {
+                float *r = s->rs + ky * s->rsk + t;
+                v_store(r, v_fma(v_load(px + ky * s->xrow + t), g, v_load(r)));
+            }
+    }
+}
+
+#define CONV_ROW_FNS NAME(fwd_row), NAME(gradw_band), PLANAR_FNS, NAME(sparse_rows)
 #else
-#define CONV_ROW_FNS NULL, NULL, NULL, NULL
+#define CONV_ROW_FNS NULL, NULL, NULL, NULL, NULL
 #endif
 
 #ifdef ISA_ADAM

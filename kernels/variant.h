@@ -62,6 +62,22 @@ typedef struct PlanarRow {
     float *y;              /* pixel 0's F outputs */
 } PlanarRow;
 
+/* Sparse filter-gradient terms of one filter (conv_direct.c's pooled path): for each
+ * term i, its patch's kh rows (xs + (ox[i] - ox0) * pstep + ky * xrow, rsk floats each) times
+ * g[i] added into rs (kh rows of rsk), one FMA per tap, term after term: the sums held
+ * in registers over the terms.  rsk is the kernel row's kw * c taps rounded up to 16,
+ * and the rows are read that far (whatever lies past the taps goes into the sums'
+ * padding, never read): whole vectors, no masks. */
+typedef struct SparseRows {
+    const float *xs;
+    int64_t pstep, xrow, n;
+    const int32_t *ox;
+    const float *g;
+    int32_t ox0;
+    int kh, rsk;
+    float *rs;
+} SparseRows;
+
 /* One product for graphc's own GEMM (kernels/gemm_micro.h): C = alpha op(A) op(B) +
  * beta C (+ bias), op = transpose if ta / tb, A, B and C stored row-major with row strides lda,
  * ldb, ldc (A [M, K] or, ta, [K, M]; B [K, N] or, tb, [N, K]). */
@@ -86,6 +102,7 @@ typedef struct KernVariant {
     /* the planar path (NULL: the strip path) and its planes of 3 channels at stride 2 */
     void (*planar_row)(const PlanarRow *r);
     void (*planes6)(const float *src, int64_t n, float *d, int64_t pw);
+    void (*sparse_rows)(const SparseRows *s);
     /* Adam's loop over whole vectors (the scalar loop's bits); returns the elements it
      * did.  NULL: the scalar loop does them all. */
     size_t (*adam)(float *w, float *m, float *v, const float *g, size_t n, float beta1, float beta2, float c1, float c2,

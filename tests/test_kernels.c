@@ -2168,6 +2168,81 @@ START_TEST(test_conv_maxpool)
 }
 END_TEST
 
+/* The filter and bias gradients through a max pool (kern_conv2d_grad_filter_pooled,
+ * kern_maxpool_scatter_colsum_d) give the bits of the scatter and then the dense
+ * kernels (kern_conv2d_grad_filter, kern_colsum_d), with and without relu's mask:
+ * every convolution size of the tables whose windows do not overlap, in every variant,
+ * 1 to 3 threads, over pooled gradients with zeros of both signs.  The conv output's
+ * values (and so the index) are random: any routing is one the kernels must follow. */
+START_TEST(test_conv_grad_filter_pooled)
+{
+    const ConvCase *k = _i < N_DIRECT_CASES                ? &direct_cases[_i]
+                        : _i < N_DIRECT_CASES + N_WIDE_CASES ? &wide_cases[_i - N_DIRECT_CASES]
+                                                             : &conv_cases[_i - N_DIRECT_CASES - N_WIDE_CASES];
+    KConv p = conv_params(k);
+    size_t nx = conv_nx(&p), nw = conv_nw(&p), ny = conv_ny(&p);
+    uint64_t seed = 9100 + 10 * (uint64_t)_i;
+    float *x = tu_alloc_uniform(nx, -1.0f, 1.0f, seed), *conv = tu_alloc_uniform(ny, -1.0f, 1.0f, seed + 1);
+    float *dy = tu_alloc(ny), *want = tu_alloc(nw), *got = tu_alloc(nw);
+    int tried = 0;
+    for (int pw = 0; pw < N_CONVPOOL_WINDOWS; pw++) {
+        KPool q;
+        const PoolWin *win = &convpool_windows[pw];
+        if (win->same || win->kh != win->sh || win->kw != win->sw || !convpool_pool(&p, win, &q))
+            continue;
+        size_t npool = (size_t)(q.n * q.oh * q.ow * q.c);
+        float *y = tu_alloc(npool), *dp = tu_alloc_uniform(npool, -1.0f, 1.0f, seed + 2);
+        int32_t *idx = malloc(npool * sizeof *idx);
+        ck_assert(idx);
+        for (size_t i = 0; i < npool; i += 5)   /* zeros of both signs: the scatter's 0 + dy */
+            dp[i] = i % 2 ? -0.0f : 0.0f;
+        kern_maxpool_argmax(TOP_ISA, &q, conv, idx);
+        kern_maxpool_gather(TOP_ISA, &q, conv, idx, y);
+        if (!kern_conv2d_grad_filter_pooled_exact(&p, &q)) {
+            free(y), free(dp), free(idx);
+            continue;
+        }
+        for (int relu = 0; relu < 2; relu++) {
+            const float *mask = relu ? y : NULL;
+            kern_maxpool_scatter(TOP_ISA, &q, idx, mask, dp, dy);
+            /* the bias gradient: pixel ranges that cut rows, as sum_to's parts do */
+            int64_t M = p.n * p.oh * p.ow, F = p.f;
+            for (int64_t parts = 1; parts <= 3; parts++)
+                for (int64_t part = 0; part < parts; part++) {
+                    int64_t m0 = M * part / parts, m1 = M * (part + 1) / parts;
+                    double wsum[256], gsum[256];
+                    ck_assert_int_le(F, 256);
+                    kern_colsum_d(dy + m0 * F, (size_t)(m1 - m0), (size_t)F, wsum);
+                    kern_maxpool_scatter_colsum_d(&q, idx, mask, dp, m0, m1, gsum);
+                    ck_assert_msg(memcmp(wsum, gsum, (size_t)F * sizeof *wsum) == 0,
+                                  "case %d, pool %d, relu %d: bias sum of pixels [%lld, %lld) differs", _i, pw, relu,
+                                  (long long)m0, (long long)m1);
+                }
+            FOR_EACH_ISA for (int threads = 1; threads <= 3; threads++) {
+                tu_threads(threads);
+                size_t bytes = kern_conv_scratch(&p, KCONV_GRAD_FILTER, tu_nthreads());
+                float *scratch = bytes ? malloc(bytes) : NULL;
+                ck_assert(bytes == 0 || scratch);
+                kern_conv2d_grad_filter(tu_pool, conv_isa, &p, x, dy, want, scratch);
+                kern_fill(got, NAN, nw);
+                kern_conv2d_grad_filter_pooled(tu_pool, conv_isa, &p, &q, x, idx, mask, dp, got, scratch);
+                ck_assert_msg(memcmp(got, want, nw * sizeof *got) == 0,
+                              "case %d, pool %d, relu %d, %s kernels, %d threads: not the bits of the scatter and "
+                              "the dense filter gradient", _i, pw, relu, kern_isa_name(conv_isa), threads);
+                free(scratch);
+                tried++;
+            }
+        }
+        free(y), free(dp), free(idx);
+    }
+    tu_threads(1);
+    /* the few-channel sizes whose 2x2 pool fits all take the path */
+    if (_i < N_DIRECT_CASES && p.oh >= 2 && p.ow >= 2)
+        ck_assert_int_gt(tried, 0);
+    free(x), free(conv), free(dy), free(want), free(got);
+}
+END_TEST
+
 /* The fused op's scratch: per thread a band of conv rows (not the whole output), so
  * it does not grow with the batch. */
 START_TEST(test_conv_maxpool_scratch)
@@ -3711,6 +3786,7 @@ static Suite *make_kernels_suite(void)
     tcase_add_loop_test(tc, test_conv_bias_act, 0, N_DIRECT_CASES + N_WIDE_CASES + N_CONV_CASES);
     tcase_add_loop_test(tc, test_conv_maxpool, 0, N_DIRECT_CASES + N_WIDE_CASES + N_CONV_CASES);
     tcase_add_test(tc, test_conv_maxpool_scratch);
+    tcase_add_loop_test(tc, test_conv_grad_filter_pooled, 0, N_DIRECT_CASES + N_WIDE_CASES + N_CONV_CASES);
     tcase_add_loop_test(tc, test_conv_tiles, 0, N_TILE_CASES);
     tcase_add_loop_test(tc, test_conv_variants_agree, 0, N_DIRECT_CASES + N_WIDE_CASES + N_CONV_CASES);
     tcase_add_test(tc, test_isa_names);
