@@ -114,29 +114,15 @@ static int k_matmul(const KCall *c)
     return 0;
 }
 
-typedef struct RowsJob {
-    float *y;
-    const float *bias;
-    EwAct act;
-    size_t cols;
-    Range r;   /* over rows */
-} RowsJob;
-
-static void bias_act_part(void *arg, int part, int worker)
-{
-    (void)worker;
-    const RowsJob *j = arg;
-    size_t lo, hi;
-    range_of(&j->r, part, &lo, &hi);
-    kern_bias_act(j->y + lo * j->cols, hi - lo, j->cols, j->bias, j->act);
-}
-
+/* The bias added as the GEMM stores each tile, the activation by each thread on its
+ * part of the product: the bits of the product, then kern_bias_act. */
 static int k_matmul_bias_act(const KCall *c)
 {
-    k_matmul(c);
-    size_t rows = (size_t)c->n->shape.d[0].v, cols = (size_t)c->n->shape.d[1].v;
-    RowsJob j = { fout(c), fin(c, 2), act_of(c->n->a.matmul.act, c->n->a.matmul.act_p), cols, row_ranges(c, rows, cols) };
-    pool_run(c->pool, j.r.parts, bias_act_part, &j);
+    const Shape *a = ishape(c, 0);
+    bool ta = c->n->a.matmul.ta, tb = c->n->a.matmul.tb;
+    size_t M = (size_t)c->n->shape.d[0].v, N = (size_t)c->n->shape.d[1].v, K = (size_t)a->d[ta ? 0 : 1].v;
+    kern_gemm_bias_act(c->pool, c->env->isa, ta, tb, M, N, K, fin(c, 0), fin(c, 1), fin(c, 2),
+                       act_of(c->n->a.matmul.act, c->n->a.matmul.act_p), fout(c));
     return 0;
 }
 

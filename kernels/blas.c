@@ -181,7 +181,7 @@ static OwnPath own_path(const KernVariant *kv, size_t M, bool tb)
 static KGemm own_args(bool ta, bool tb, size_t M, size_t N, size_t K, float alpha, const float *A, size_t lda,
                       const float *B, size_t ldb, float beta, float *C, size_t ldc)
 {
-    KGemm g = { ta, tb, M, N, K, alpha, beta, A, lda, B, ldb, C, ldc };
+    KGemm g = { ta, tb, M, N, K, alpha, beta, A, lda, B, ldb, C, ldc, NULL };
     return g;
 }
 
@@ -222,9 +222,20 @@ static void gemm_any(const KernVariant *kv, bool ta, bool tb, size_t M, size_t N
     sgemm_block(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
+/* act over g's C block, row by row (kern_unary is elementwise: the bits do not depend
+ * on the block). */
+static void own_act(const KGemm *g, EwAct act)
+{
+    if (act.fn < 0)
+        return;
+    for (size_t i = 0; i < g->M; i++)
+        kern_unary((EwUnary)act.fn, act.p, g->C + i * g->ldc, g->C + i * g->ldc, g->N);
+}
+
 /* The parts of a product cut over the pool: rows (split_m) or columns, in units. */
 typedef struct OwnJob {
     KGemm g;
+    EwAct act;   /* applied by each part to its block of C after its product */
     const KernVariant *kv;
     bool split_m;
     size_t parts, unit, stride;   /* stride: floats of buffer per part */
@@ -248,6 +259,8 @@ static bool own_part_args(const OwnJob *j, int part, KGemm *g)
         g->N = hi - lo;
         g->B += j->g.tb ? lo * j->g.ldb : lo;
         g->C += lo;
+        if (g->bias)
+            g->bias += lo;
     }
     return true;
 }
@@ -260,6 +273,7 @@ static void own_part(void *arg, int part, int worker)
     if (!own_part_args(j, part, &g))
         return;
     j->kv->gemm(&g, j->buf + (size_t)part * j->stride);
+    own_act(&g, j->act);
 }
 
 /* One row over the pool (a dense layer at batch 1): B's rows cut into one contiguous
@@ -318,17 +332,18 @@ static bool gemv_rows_split(Pool *pool, const KernVariant *kv, const KGemm *g, s
  * least) when it is worth a wake-up; one row through its GEMV, by blocks of B's rows
  * from GEMV_SPLIT_BYTES on (gemv_rows_split).  false: a buffer could not be had. */
 static bool own_split(Pool *pool, const KernVariant *kv, OwnPath path, bool ta, bool tb, size_t M, size_t N, size_t K,
-                      float alpha, const float *A, const float *B, float beta, float *C)
+                      float alpha, const float *A, const float *B, float beta, float *C, const float *bias, EwAct act)
 {
-    const KGemm g = own_args(ta, tb, M, N, K, alpha, A, ta ? M : K, B, tb ? K : N, beta, C, N);
+    KGemm g = own_args(ta, tb, M, N, K, alpha, A, ta ? M : K, B, tb ? K : N, beta, C, N);
     size_t T = (size_t)pool_threads(pool);
-    if (path == OWN_GEMV) {
+    if (path == OWN_GEMV) {   /* bias and act: the caller's, after */
         if (T > 1 && K >= T && (double)N * (double)K * sizeof(float) >= GEMV_SPLIT_BYTES)
             return gemv_rows_split(pool, kv, &g, T);
         kv->gemv(&g, 0, N);
         return true;
     }
-    OwnJob j = { g, kv, M > N, 1, 1, 0, NULL };
+    g.bias = bias;
+    OwnJob j = { g, act, kv, M > N, 1, 1, 0, NULL };
     size_t longer = j.split_m ? M : N;
     j.unit = j.split_m ? 1 : (size_t)kv->gemm_nr;
     if (T > 1 && 2.0 * (double)M * (double)N * (double)K >= 4e6 && longer >= 2 * j.unit * T)
@@ -389,7 +404,7 @@ void kern_gemm(Pool *pool, KIsa isa, bool ta, bool tb, size_t M, size_t N, size_
      * along K (gemv_split).  graphc's own GEMM where own_path says, cut its own way. */
     const KernVariant *kv = kern_variant(isa);
     OwnPath path = own_path(kv, M, tb);
-    if (path != OWN_NONE && own_split(pool, kv, path, ta, tb, M, N, K, alpha, A, B, beta, C))
+    if (path != OWN_NONE && own_split(pool, kv, path, ta, tb, M, N, K, alpha, A, B, beta, C, NULL, EW_NO_ACT))
         return;
     size_t T = (size_t)pool_threads(pool), longer = M >= N ? M : N;
     if (M == 1) {
@@ -407,6 +422,43 @@ void kern_gemm(Pool *pool, KIsa isa, bool ta, bool tb, size_t M, size_t N, size_
         return;
     }
     pool_run(pool, (int)j.parts, gemm_part, &j);
+}
+
+/* kern_gemm_bias_act's epilogue where the GEMM did not take it: rows of C cut over
+ * the pool (from BIAS_SPLIT_FLOATS on: below, the hand-off costs more). */
+enum { BIAS_SPLIT_FLOATS = 1 << 17 };
+
+typedef struct BiasJob {
+    float *C;
+    const float *bias;
+    EwAct act;
+    size_t M, N, parts;
+} BiasJob;
+
+static void bias_part(void *arg, int part, int worker)
+{
+    (void)worker;
+    const BiasJob *j = arg;
+    size_t lo = j->M * (size_t)part / j->parts, hi = j->M * ((size_t)part + 1) / j->parts;
+    kern_bias_act(j->C + lo * j->N, hi - lo, j->N, j->bias, j->act);
+}
+
+void kern_gemm_bias_act(Pool *pool, KIsa isa, bool ta, bool tb, size_t M, size_t N, size_t K, const float *A,
+                        const float *B, const float *bias, EwAct act, float *C)
+{
+    if (M == 0 || N == 0)
+        return;
+    const KernVariant *kv = kern_variant(isa);
+    if (K > 0 && own_path(kv, M, tb) == OWN_GEMM &&
+        own_split(pool, kv, OWN_GEMM, ta, tb, M, N, K, 1.0f, A, B, 0.0f, C, bias, act))
+        return;
+    kern_gemm(pool, isa, ta, tb, M, N, K, 1.0f, A, B, 0.0f, C);
+    size_t T = (size_t)pool_threads(pool);
+    BiasJob j = { C, bias, act, M, N, M * N >= BIAS_SPLIT_FLOATS && M >= T ? T : 1 };
+    if (j.parts > 1)
+        pool_run(pool, (int)j.parts, bias_part, &j);
+    else
+        bias_part(&j, 0, 0);
 }
 
 typedef struct BatchJob {

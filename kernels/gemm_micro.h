@@ -12,7 +12,8 @@
  * Every element of C is one chain of FMAs over k = 0 .. K-1 in order, started at +0,
  * whatever the tile, the blocking, the thread or the vector width; the chain is carried
  * across blocks of K through memory (C itself when beta is 0), and then
- * C = alpha acc (beta 0) or fma(beta, C, alpha acc), once.  So every path here (and the
+ * C = alpha acc (beta 0) or fma(beta, C, alpha acc), once, then + bias[j] where the
+ * product has one (a dense layer's: the bits of adding it after).  So every path here (and the
  * few-rows kernel of micro.h, which makes the same chains) gives the same bits, in the
  * avx2 and avx512 variants alike.
  *
@@ -20,7 +21,7 @@
  * of at most GEMM_KC; B's block packed into panels [kc][NR] (one panel, kc NR floats,
  * stays in L1 while every row tile of A's block goes by); A's rows in nearly equal
  * register tiles of at most GEMM_MR rows, GEMM_MC_TILES of them packed at a time
- * ([kc][rows] each, about 170 KiB: L2). */
+ * ([kc][rows] each, about 170 KiB: L2) or read in place (gemm_a_direct). */
 
 #ifdef ISA_GEMM
 
@@ -53,10 +54,24 @@ typedef struct NAME(GemmBlocks) {
     size_t tiles;         /* register tiles of rows (nearly equal, each at most GEMM_MR) */
     bool part;            /* partial sums apart from C */
     bool direct;          /* B's whole panels read in place (few rows, B not transposed) */
+    bool a_direct;        /* A's tiles read in place, not packed (gemm_a_direct) */
     size_t ap, bp, pp;    /* floats of packed A, packed B, partial sums (with padding) */
 } NAME(GemmBlocks);
 
 ISA_INLINE size_t NAME(gemm_cut)(size_t n, size_t parts, size_t i) { return n * i / parts; }
+
+/* A's tiles read where they are, not packed, under a block of B of at most 64 columns
+ * (2 panels on AVX-512, 4 on AVX2): a tile's R rows (A [M, K]: R streams of kc floats;
+ * stored [K, M]: kc runs of R floats) stay in L1 while those few panels go by, and
+ * packing them cost more than it saved.  bench/gemm, one thread, side by side: 1024 x
+ * 64 x 256 0.160-0.172 ms against 0.179-0.183 packed, the weight gradient 256 x 64 x
+ * 1024 (A stored [K, M]) 0.168-0.176 against 0.186-0.192; at 256 columns (8 panels)
+ * reading in place was 5-10% slower.  The broadcasts read the same values in the same
+ * order: the same bits. */
+ISA_INLINE bool NAME(gemm_a_direct)(const NAME(GemmBlocks) *b)
+{
+    return b->nc <= 64;
+}
 
 ISA_INLINE NAME(GemmBlocks) NAME(gemm_blocks)(const KGemm *g)
 {
@@ -73,7 +88,8 @@ ISA_INLINE NAME(GemmBlocks) NAME(gemm_blocks)(const KGemm *g)
     }
     b.tiles = (g->M + GEMM_MR - 1) / GEMM_MR;
     b.direct = !g->tb && b.tiles <= GEMM_DIRECT_TILES;
-    b.ap = GEMM_MC_TILES * GEMM_MR * b.kc_max + VL;
+    b.a_direct = NAME(gemm_a_direct)(&b);
+    b.ap = b.a_direct ? VL : GEMM_MC_TILES * GEMM_MR * b.kc_max + VL;
     b.bp = b.nc * b.kc_max + VL;
     b.pp = b.part ? g->M * b.nc : 0;
     return b;
@@ -103,6 +119,7 @@ ISA_INLINE void NAME(gemm_st)(float *p, V v, int lanes, VM m)
  * C itself when beta is 0) before it. */
 typedef struct NAME(GemmOut) {
     float *P, *C;
+    const float *bias;   /* the tile's first column's, or NULL */
     size_t ldp, ldc;
     float alpha, beta;
     bool first, last;
@@ -111,8 +128,8 @@ typedef struct NAME(GemmOut) {
 /* The register tile: R rows x GEMM_NV vectors (nr columns of them in C) over kc values
  * of k, A's rows packed [kc][R] at ap, B's columns at bp, row k at bp + k bs (packed:
  * bs = NR; read in place: B's row stride). */
-ISA_INLINE void NAME(gemm_tile)(const int R, size_t kc, const float *ap, const float *bp, size_t bs, int nr,
-                                const NAME(GemmOut) *o)
+ISA_INLINE void NAME(gemm_tile)(const int R, size_t kc, const float *ap, size_t ars, size_t aks, const float *bp,
+                                size_t bs, int nr, const NAME(GemmOut) *o)
 {
     V acc[GEMM_MR][GEMM_NV];
     VM mk[GEMM_NV];
@@ -142,7 +159,7 @@ ISA_INLINE void NAME(gemm_tile)(const int R, size_t kc, const float *ap, const f
             b[v] = v_load(bp + k * bs + (size_t)v * VL);
 #pragma GCC unroll 16
         for (int r = 0; r < R; r++) {
-            const V a = v_bcast(ap + k * (size_t)R + (size_t)r);
+            const V a = v_bcast(ap + k * aks + (size_t)r * ars);
 #pragma GCC unroll 4
             for (int v = 0; v < GEMM_NV; v++)
                 acc[r][v] = v_fma(a, b[v], acc[r][v]);
@@ -161,6 +178,8 @@ ISA_INLINE void NAME(gemm_tile)(const int R, size_t kc, const float *ap, const f
             V out = v_mul(va, acc[r][v]);
             if (o->beta != 0.0f)
                 out = v_fma(vb, NAME(gemm_ld)(c, ln[v], mk[v]), out);
+            if (o->bias)
+                out = v_add(out, NAME(gemm_ld)(o->bias + (size_t)v * VL, ln[v], mk[v]));
             NAME(gemm_st)(c, out, ln[v], mk[v]);
         }
 }
@@ -264,7 +283,7 @@ ISA_INLINE void NAME(gemm_kblock)(const KGemm *g, const NAME(GemmBlocks) *b, siz
     for (size_t t0 = 0; t0 < b->tiles; t0 += GEMM_MC_TILES) {
         const size_t t1 = b->tiles - t0 < GEMM_MC_TILES ? b->tiles : t0 + GEMM_MC_TILES;
         size_t off[GEMM_MC_TILES], at = 0;
-        for (size_t t = t0; t < t1; t++) {
+        for (size_t t = t0; t < t1 && !b->a_direct; t++) {
             const size_t m0 = NAME(gemm_tile_row)(b, g->M, t);
             const int R = (int)(NAME(gemm_tile_row)(b, g->M, t + 1) - m0);
             off[t - t0] = at;
@@ -280,11 +299,20 @@ ISA_INLINE void NAME(gemm_kblock)(const KGemm *g, const NAME(GemmBlocks) *b, siz
                 const int R = (int)(NAME(gemm_tile_row)(b, g->M, t + 1) - m0);
                 NAME(GemmOut) ot = o;
                 ot.C = g->C + m0 * g->ldc + j0 + p0;
+                ot.bias = g->bias ? g->bias + j0 + p0 : NULL;
                 ot.P = part ? part + m0 * b->nc + p0 : ot.C;
-                const float *apt = ap + off[t - t0];
-#define GEMM_T(RR) NAME(gemm_tile)(RR, kc, apt, bpp, bs, nr, &ot)
-                switch (R) { GEMM_CASES(GEMM_MR, GEMM_T) default: break; }
+                if (b->a_direct) {   /* A [M, K]: row r at lda; stored [K, M]: k at lda */
+                    const float *apt = g->ta ? g->A + k0 * g->lda + m0 : g->A + m0 * g->lda + k0;
+                    const size_t ars = g->ta ? 1 : g->lda, aks = g->ta ? g->lda : 1;
+#define GEMM_T(RR) NAME(gemm_tile)(RR, kc, apt, ars, aks, bpp, bs, nr, &ot)
+                    switch (R) { GEMM_CASES(GEMM_MR, GEMM_T) default: break; }
 #undef GEMM_T
+                } else {
+                    const float *apt = ap + off[t - t0];
+#define GEMM_T(RR) NAME(gemm_tile)(RR, kc, apt, 1, RR, bpp, bs, nr, &ot)
+                    switch (R) { GEMM_CASES(GEMM_MR, GEMM_T) default: break; }
+#undef GEMM_T
+                }
             }
         }
     }
@@ -296,7 +324,7 @@ ISA_FN static void NAME(gemm)(const KGemm *g, float *buf)
 {
     const NAME(GemmBlocks) b = NAME(gemm_blocks)(g);
     float *bp = buf, *ap = buf + b.bp, *part = b.part ? ap + b.ap : NULL;
-    NAME(GemmOut) o = { NULL, NULL, part ? b.nc : g->ldc, g->ldc, g->alpha, g->beta, true, true };
+    NAME(GemmOut) o = { NULL, NULL, NULL, part ? b.nc : g->ldc, g->ldc, g->alpha, g->beta, true, true };
     for (size_t j0 = 0; j0 < g->N; j0 += b.nc) {
         const size_t nw = g->N - j0 < b.nc ? g->N - j0 : b.nc;
         for (size_t kbi = 0; kbi < b.kb; kbi++) {

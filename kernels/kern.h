@@ -122,6 +122,11 @@ void kern_sum_all(const float *x, size_t n, float *y);
  * It allocates its packing buffers (through gc_malloc: without them, sgemm). */
 void kern_gemm(Pool *pool, KIsa isa, bool ta, bool tb, size_t M, size_t N, size_t K, float alpha,
                const float *A, const float *B, float beta, float *C);
+/* C = act(op(A) op(B) + bias) (bias: N floats, one per column; a dense layer): the
+ * bits of kern_gemm then kern_bias_act, the bias added as each tile of C is stored and
+ * act applied by each thread to its part of C while it is in cache. */
+void kern_gemm_bias_act(Pool *pool, KIsa isa, bool ta, bool tb, size_t M, size_t N, size_t K, const float *A,
+                        const float *B, const float *bias, EwAct act, float *C);
 /* Rows [r0, r1) of kern_gemm's C, on the calling thread (for a caller that splits the
  * work itself): C points at row r0 of C, [r1 - r0, N] contiguous. */
 void kern_gemm_rows(KIsa isa, bool ta, bool tb, size_t M, size_t N, size_t K, size_t r0, size_t r1, float alpha,

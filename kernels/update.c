@@ -52,9 +52,15 @@ typedef struct OptimPanels {
 static size_t panel_override;   /* test hook: kern_gemm_optim_set_panel */
 void kern_gemm_optim_set_panel(size_t rows) { panel_override = rows; }
 
+/* A weight that fits one panel is still made in two (from PANEL_HALVE_ROWS rows on:
+ * a transformer's [64, 256] and [256, 64] gradients of K = 1024 rows ran on one
+ * thread); the grid depends on M and N only, as before. */
+enum { PANEL_HALVE_ROWS = 32 };
+
 static OptimPanels optim_panels(size_t M, size_t N, int threads)
 {
     OptimPanels p = { kern_gemm_panel_rows(M, N), 0, 1 };
+    if (p.rows >= M && M >= PANEL_HALVE_ROWS) p.rows = (M + 1) / 2;
     if (panel_override) p.rows = panel_override < M ? panel_override : M ? M : 1;
     p.panels = (M + p.rows - 1) / p.rows;
     size_t T = (size_t)threads;

@@ -100,7 +100,7 @@ typedef struct SparseRows {
 } SparseRows;
 
 /* One product for graphc's own GEMM (kernels/gemm_micro.h): C = alpha op(A) op(B) +
- * beta C, op = transpose if ta / tb, A, B and C stored row-major with row strides lda,
+ * beta C (+ bias), op = transpose if ta / tb, A, B and C stored row-major with row strides lda,
  * ldb, ldc (A [M, K] or, ta, [K, M]; B [K, N] or, tb, [N, K]). */
 typedef struct KGemm {
     bool ta, tb;
@@ -112,6 +112,7 @@ typedef struct KGemm {
     size_t ldb;
     float *C;
     size_t ldc;
+    const float *bias;   /* NULL, or N floats added to each row of C after alpha and beta */
 } KGemm;
 
 typedef struct KernVariant {

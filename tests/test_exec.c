@@ -450,6 +450,7 @@ static const struct {
     { 10, 33, 5, 16 },      /* one panel, smaller than the panel size */
     { 129, 40, 19, 8 },     /* 17 panels over 1-3 threads, the last one row */
     { 200, 1024, 24, 0 },   /* the automatic panel (64 rows of 1024): 4, the last 8 rows */
+    { 65, 70, 30, 0 },      /* one panel's worth, made in two (33 and 32 rows) */
 };
 
 static Graph *adam_graph(int64_t M, int64_t N, int64_t K, bool ta, bool tb, bool fused, DiagSink *d)

@@ -1373,7 +1373,7 @@ static void chain_gemm(bool ta, bool tb, size_t M, size_t N, size_t K, float alp
  * over NaN), sizes with an edge in every dimension (register tiles of 14 x 32 and 6 x
  * 16, blocks of 256 values of k, 12 tiles of rows, 1024 columns), one row (the GEMV):
  * within rounding of a double-precision reference; in the x86 variants the bits of
- * the scalar chain above, so the same in both.  The last sizes are cut over the pool:
+ * the scalar chain above, so the same in both.  The last four sizes are cut over the pool:
  * the same bits at 1, 2 and 3 threads (_i + 1). */
 START_TEST(test_gemm_variants)
 {
@@ -1381,10 +1381,13 @@ START_TEST(test_gemm_variants)
         {1, 1, 1}, {2, 3, 1}, {3, 2, 13}, {13, 17, 31}, {17, 13, 33}, {31, 33, 17}, {33, 31, 100}, {100, 1, 3},
         {1, 100, 33}, {1, 37, 2}, {14, 32, 256}, {15, 33, 257}, {29, 65, 300}, {4, 5, 0}, {6, 16, 8},
         {181, 1030, 70}, {20, 1100, 530},   /* 13 tiles of rows; two blocks of columns; three of k */
+        /* the transformer's products, an edge in every dimension: A read in place
+         * (gemm_a_direct: at most 64 columns) */
+        {200, 63, 65}, {40, 50, 530},
     };
     const size_t nsizes = sizeof sizes / sizeof sizes[0];
     tu_threads(_i + 1);
-    for (size_t s = _i == 0 ? 0 : nsizes - 2; s < nsizes; s++) {
+    for (size_t s = _i == 0 ? 0 : nsizes - 4; s < nsizes; s++) {
         size_t M = sizes[s][0], N = sizes[s][1], K = sizes[s][2];
         float *A = tu_alloc_uniform(M * K + 1, -1.0f, 1.0f, 170 + s), *B = tu_alloc_uniform(K * N + 1, -1.0f, 1.0f, 180 + s);
         float *C0 = tu_alloc_uniform(M * N, -1.0f, 1.0f, 190 + s), *C = tu_alloc(M * N), *want = tu_alloc(M * N);
@@ -1523,6 +1526,48 @@ START_TEST(test_gemm_entries)
     free(D);
     free(A2);
     free(E);
+}
+END_TEST
+
+/* kern_gemm_bias_act: the bits of kern_gemm then kern_bias_act (the bias added as the
+ * GEMM stores a tile, the activation by each thread on its part), in every variant, with
+ * no activation, relu and GELU's tanh form, at the transformer's shapes (1024 rows cut
+ * over the pool; the columns cut where N > M) and with an edge in every dimension, at
+ * 1 and 2 threads; the portable variant and graphc's GEMM off take the other path. */
+START_TEST(test_gemm_bias_act)
+{
+    static const size_t sizes[][3] = { {1024, 64, 64}, {1024, 256, 64}, {300, 65, 257}, {13, 70, 33}, {1, 40, 9},
+                                       {60, 300, 120} };
+    static const EwAct acts[] = { { -1, 0.0f }, { EW_RELU, 0.0f }, { EW_GELU_TANH, 0.0f } };
+    tu_threads(_i + 1);
+    for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+        size_t M = sizes[s][0], N = sizes[s][1], K = sizes[s][2];
+        float *A = tu_alloc_uniform(M * K, -1, 1, 230 + s), *B = tu_alloc_uniform(K * N, -1, 1, 240 + s);
+        float *bias = tu_alloc_uniform(N, -1, 1, 250 + s), *C = tu_alloc(M * N), *want = tu_alloc(M * N);
+        for (int t = 0; t < 4; t++)
+            for (size_t a = 0; a < sizeof acts / sizeof acts[0]; a++)
+                FOR_EACH_ISA {
+                    for (int off = 0; off < 2; off++) {
+                        kern_gemm_set_own(off ? -1 : 0);
+                        kern_gemm(tu_pool, conv_isa, t & 1, t & 2, M, N, K, 1.0f, A, B, 0.0f, want);
+                        kern_bias_act(want, M, N, bias, acts[a]);
+                        kern_fill(C, NAN, M * N);
+                        kern_gemm_bias_act(tu_pool, conv_isa, t & 1, t & 2, M, N, K, A, B, bias, acts[a], C);
+                        ptrdiff_t i = tu_first_mismatch(C, want, M * N, 0.0, 0.0);
+                        ck_assert_msg(i < 0 && memcmp(C, want, M * N * sizeof *C) == 0,
+                                      "%s, %zux%zux%zu ta %d tb %d act %d own %d, %d threads: C[%td] = %.9g, want %.9g",
+                                      kern_isa_name(conv_isa), M, N, K, t & 1, (t & 2) / 2, acts[a].fn, !off, _i + 1,
+                                      i, i < 0 ? 0.0 : (double)C[i], i < 0 ? 0.0 : (double)want[i]);
+                    }
+                }
+        free(A);
+        free(B);
+        free(bias);
+        free(C);
+        free(want);
+    }
+    kern_gemm_set_own(0);
+    tu_threads(1);
 }
 END_TEST
 
@@ -3735,6 +3780,7 @@ static Suite *make_kernels_suite(void)
     tcase_add_test(tc, test_blas_info);
     tcase_add_loop_test(tc, test_gemm_variants, 0, 3);
     tcase_add_test(tc, test_gemm_entries);
+    tcase_add_loop_test(tc, test_gemm_bias_act, 0, 2);
     tcase_add_loop_test(tc, test_gemv_rows_split, 0, 3);
     suite_add_tcase(s, tc);
 
