@@ -2118,12 +2118,12 @@ START_TEST(test_conv_maxpool)
                                                               * and 2 pooled rows; off (im2col); off,
                                                               * chunks of 7 */
             /* past the first variant, the automatic bands only: the bands are cut the same
-             * way for all */
-            for (int threads = 1; threads <= 3 && !ISA_ADDS_NOTHING(mode == 0 && kern_conv_direct_used(&p)) &&
-                                  (quant == 0 || mode == 0);
+             * way for all (the direct setting made first: the last variant's mode 4 left
+             * it off, and every later variant was skipped) */
+            for (int threads = (kern_conv_set_direct(mode < 3 ? 0 : -1), 1);
+                 threads <= 3 && !ISA_ADDS_NOTHING(mode == 0 && kern_conv_direct_used(&p)) && (quant == 0 || mode == 0);
                  threads++)
                 for (int a = 0; a < (quant ? 1 : 4); a++) {
-                    kern_conv_set_direct(mode < 3 ? 0 : -1);
                     kern_conv_set_pool_band(mode == 1 ? 1 : mode == 2 ? 2 : 0);
                     kern_conv_set_chunk_rows(mode == 4 ? 7 : 0);
                     tu_threads(threads);
