@@ -1218,7 +1218,7 @@ static void attention_part(void *arg, int part, int worker)
     const AttnJob *j = arg;
     const KCall *c = j->c;
     size_t lo = j->blocks * (size_t)part / (size_t)j->parts, hi = j->blocks * (size_t)(part + 1) / (size_t)j->parts;
-    float *scratch = c->scratch + (size_t)part * j->per;
+    float *scratch = c->scratch ? c->scratch + (size_t)part * j->per : NULL;   /* none when a block is empty */
     size_t n = j->p.B * j->p.T * j->p.H * j->p.d;
     switch (c->n->op) {
     case OP_ATTENTION: kern_attention(&j->p, fin(c, 0), fin(c, 1), fin(c, 2), fout(c), lo, hi, scratch); break;
