@@ -2083,9 +2083,7 @@ static bool convpool_pool(const KConv *p, const PoolWin *k, KPool *q)
  * fuse, the same values to rounding. */
 START_TEST(test_conv_maxpool)
 {
-    const ConvCase *k = _i < N_DIRECT_CASES                ? &direct_cases[_i]
-                        : _i < N_DIRECT_CASES + N_WIDE_CASES ? &wide_cases[_i - N_DIRECT_CASES]
-                                                             : &conv_cases[_i - N_DIRECT_CASES - N_WIDE_CASES];
+    const ConvCase *k = any_conv_case(_i);
     KConv p = conv_params(k);
     size_t nx = conv_nx(&p), nw = conv_nw(&p), ny = conv_ny(&p);
     uint64_t seed = 8500 + 10 * (uint64_t)_i;
@@ -2191,9 +2189,7 @@ END_TEST
  * values (and so the index) are random: any routing is one the kernels must follow. */
 START_TEST(test_conv_grad_filter_pooled)
 {
-    const ConvCase *k = _i < N_DIRECT_CASES                ? &direct_cases[_i]
-                        : _i < N_DIRECT_CASES + N_WIDE_CASES ? &wide_cases[_i - N_DIRECT_CASES]
-                                                             : &conv_cases[_i - N_DIRECT_CASES - N_WIDE_CASES];
+    const ConvCase *k = any_conv_case(_i);
     KConv p = conv_params(k);
     size_t nx = conv_nx(&p), nw = conv_nw(&p), ny = conv_ny(&p);
     uint64_t seed = 9100 + 10 * (uint64_t)_i;
@@ -2495,9 +2491,7 @@ static void check_conv_scratch_guard(const KConv *p, uint64_t seed)
 
 START_TEST(test_conv_scratch_guard)
 {
-    const ConvCase *k = _i < N_DIRECT_CASES                ? &direct_cases[_i]
-                        : _i < N_DIRECT_CASES + N_WIDE_CASES ? &wide_cases[_i - N_DIRECT_CASES]
-                                                             : &conv_cases[_i - N_DIRECT_CASES - N_WIDE_CASES];
+    const ConvCase *k = any_conv_case(_i);
     KConv p = conv_params(k);
     check_conv_scratch_guard(&p, 11000 + 10 * (uint64_t)_i);
 }
