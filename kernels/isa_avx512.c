@@ -162,26 +162,30 @@ ISA_INLINE void v_pool_tr(const V a[8], V o[2])
 
 /* micro.h's planes6 on 16 pixels (6 vectors in) at a time: plane q = (c, ph) takes
  * source float 6l + i (i = ph * 3 + c) into lane l, from one of three pairs of input
- * vectors (two-table permutes, then blends), prefetching pf floats ahead.  Returns the
- * pixels done. */
+ * vectors (two-table permutes, then blends), prefetching pf floats ahead (pf > 0).
+ * Returns the pixels done. */
 #define V_DEINT6 1
 ISA_INLINE int64_t v_deint6(const float *src, int64_t n, float *d, int64_t pw, int64_t pf)
 {
-    int32_t ix[6][16];
-    __mmask16 mb[6] = { 0 }, mc[6] = { 0 };
-    for (int q = 0; q < 6; q++)
-        for (int l = 0; l < 16; l++) {
-            const int pos = 6 * l + q % 2 * 3 + q / 2;
-            ix[q][l] = pos & 31;
-            mb[q] |= (__mmask16)((pos >= 32 && pos < 64) << l);
-            mc[q] |= (__mmask16)((pos >= 64) << l);
-        }
+    /* plane q's lane l: source float 6l + q % 2 * 3 + q / 2, at (pos & 31) of the pair
+     * of vectors mb / mc pick (pos in [32, 64): the second pair, from 64: the third);
+     * constants: built at each call, they took a third of the fill */
+    static const int32_t ix[6][16] = {
+        { 0, 6, 12, 18, 24, 30, 4, 10, 16, 22, 28, 2, 8, 14, 20, 26 },
+        { 3, 9, 15, 21, 27, 1, 7, 13, 19, 25, 31, 5, 11, 17, 23, 29 },
+        { 1, 7, 13, 19, 25, 31, 5, 11, 17, 23, 29, 3, 9, 15, 21, 27 },
+        { 4, 10, 16, 22, 28, 2, 8, 14, 20, 26, 0, 6, 12, 18, 24, 30 },
+        { 2, 8, 14, 20, 26, 0, 6, 12, 18, 24, 30, 4, 10, 16, 22, 28 },
+        { 5, 11, 17, 23, 29, 3, 9, 15, 21, 27, 1, 7, 13, 19, 25, 31 },
+    };
+    static const __mmask16 mb[6] = { 0x7c0, 0x7e0, 0x7c0, 0x3e0, 0x7e0, 0x3e0 };
+    static const __mmask16 mc[6] = { 0xf800, 0xf800, 0xf800, 0xfc00, 0xf800, 0xfc00 };
     __m512i idx[6];
     for (int q = 0; q < 6; q++)
         idx[q] = _mm512_loadu_si512(ix[q]);
     int64_t k = 0;
     for (; k + 16 <= n; k += 16, src += 96) {
-        for (int l = 0; l < 6; l++)
+        for (int l = 0; l < 6 && pf > 0; l++)
             _mm_prefetch((const char *)(src + pf + 16 * l), _MM_HINT_T0);
         const V i0 = v_load(src), i1 = v_load(src + 16), i2 = v_load(src + 32), i3 = v_load(src + 48),
                 i4 = v_load(src + 64), i5 = v_load(src + 80);

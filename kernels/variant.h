@@ -65,7 +65,7 @@ typedef struct PlanarRow {
      * reads from memory overlap this row's FMAs): nfill runs of fill_n pixels of 3
      * channels at stride 2, planes6(fill_src[i], fill_n, fill_dst[i], pw, fill_pf) */
     int nfill;
-    int64_t fill_n, fill_pf;   /* fill_pf: floats ahead of src to prefetch */
+    int64_t fill_n, fill_pf;   /* fill_pf: floats past src to prefetch (during the tiles) */
     const float *fill_src[PLANAR_MAX_FILL];
     float *fill_dst[PLANAR_MAX_FILL];
     /* Pooled (run not NULL): kh x 4 windows at stride kh x 4 over the row's npix
