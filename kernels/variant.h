@@ -137,6 +137,9 @@ typedef struct KernVariant {
     size_t (*gemm_buf)(const KGemm *g);
     void (*gemm)(const KGemm *g, float *buf);
     void (*gemv)(const KGemm *g, size_t n0, size_t n1);
+    /* P[M, N] (row stride ldp) = op(A) B over K's rows [k0, k1) only (not tb), each
+     * element one chain of FMAs from +0 (blas.c's own_ksplit) */
+    void (*gemm_kpart)(const KGemm *g, size_t k0, size_t k1, float *P, size_t ldp);
     int gemm_nr;   /* columns per register tile, the unit a product's columns are cut in */
     /* The vector math (kernels/vmath.h): util/elemwise.h's bits in every variant.  unary
      * and unary_grad do whole vectors of the functions they have and return how many
