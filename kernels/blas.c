@@ -327,6 +327,73 @@ static bool gemv_rows_split(Pool *pool, const KernVariant *kv, const KGemm *g, s
     return true;
 }
 
+/* Few rows, few columns, long K (large.net's dense layer at batch 4: 4 x 31680 by
+ * 31680 x 64, 8 MB of weights): cut along M or N the product has one part, so one
+ * thread read B, at 9-10 GB/s (two panels of 32 columns, each half of every row).
+ * Here K is cut into KSPLIT_ROWS-row parts, each one contiguous block of B read once,
+ * row by row, whole (kv->gemm_kpart), into a partial [M, N] of its own, the threads
+ * taking consecutive parts; then C = alpha (the partials summed in part order) (+ beta
+ * C) (+ bias), act.  The parts depend on K alone, not on the thread count, so the
+ * bits are the same on any pool (a parallel stage's op runs it on one thread), in
+ * both executors and both x86 variants; they are not the one chain over K that the
+ * other paths make (a row of C at batch 4 no longer has the bits it has at batch 32). */
+enum { KSPLIT_MAX_M = 16, KSPLIT_MAX_N = 128, KSPLIT_ROWS = 2048, KSPLIT_MAX_PARTS = 64,
+       KSPLIT_BYTES = 1 << 20 };
+
+static bool ksplit_ok(size_t M, size_t N, size_t K, bool tb)
+{
+    return !tb && M >= 2 && M <= KSPLIT_MAX_M && N <= KSPLIT_MAX_N && K >= 2 * KSPLIT_ROWS &&
+           (double)N * (double)K * sizeof(float) >= KSPLIT_BYTES;
+}
+
+static size_t ksplit_parts(size_t K)
+{
+    size_t parts = (K + KSPLIT_ROWS - 1) / KSPLIT_ROWS;
+    return parts < KSPLIT_MAX_PARTS ? parts : KSPLIT_MAX_PARTS;
+}
+
+typedef struct KsplitJob {
+    KGemm g;
+    const KernVariant *kv;
+    size_t parts, workers;
+    float *part;   /* parts x [M, N] */
+} KsplitJob;
+
+static void ksplit_part(void *arg, int worker_task, int worker)
+{
+    (void)worker;
+    const KsplitJob *j = arg;
+    const size_t w = (size_t)worker_task, mn = j->g.M * j->g.N;
+    for (size_t p = j->parts * w / j->workers; p < j->parts * (w + 1) / j->workers; p++)
+        j->kv->gemm_kpart(&j->g, j->g.K * p / j->parts, j->g.K * (p + 1) / j->parts, j->part + p * mn, j->g.N);
+}
+
+/* g (ldc N) by parts of K, then the epilogue; false: no buffer (C untouched). */
+static bool own_ksplit(Pool *pool, const KernVariant *kv, const KGemm *g, const float *bias, EwAct act)
+{
+    const size_t parts = ksplit_parts(g->K), mn = g->M * g->N, T = (size_t)pool_threads(pool);
+    void *raw;
+    KsplitJob j = { *g, kv, parts, T < parts ? T : parts, NULL };
+    j.part = own_buffer(parts * mn, &raw);
+    if (!j.part)
+        return false;
+    pool_run(pool, (int)j.workers, ksplit_part, &j);
+    for (size_t m = 0; m < g->M; m++) {
+        float *c = g->C + m * g->ldc;
+        for (size_t n = 0; n < g->N; n++) {
+            float s = j.part[m * g->N + n];
+            for (size_t p = 1; p < parts; p++)
+                s += j.part[p * mn + m * g->N + n];
+            float out = g->beta == 0.0f ? g->alpha * s : fmaf(g->beta, c[n], g->alpha * s);
+            c[n] = bias ? out + bias[n] : out;
+        }
+        if (act.fn >= 0)
+            kern_unary((EwUnary)act.fn, act.p, c, c, g->N);
+    }
+    gc_free(raw);
+    return true;
+}
+
 /* kern_gemm's product through the variant's GEMM, cut over the pool along the longer
  * of M and N (each part packs the other operand whole: cutting the longer packs the
  * least) when it is worth a wake-up; one row through its GEMV, by blocks of B's rows
@@ -342,6 +409,8 @@ static bool own_split(Pool *pool, const KernVariant *kv, OwnPath path, bool ta, 
         kv->gemv(&g, 0, N);
         return true;
     }
+    if (ksplit_ok(M, N, K, tb))
+        return own_ksplit(pool, kv, &g, bias, act);
     g.bias = bias;
     OwnJob j = { g, act, kv, M > N, 1, 1, 0, NULL };
     size_t longer = j.split_m ? M : N;

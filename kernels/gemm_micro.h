@@ -408,7 +408,88 @@ ISA_FN static void NAME(gemv)(const KGemm *g, size_t n0, size_t n1)
     }
 }
 
-#define GEMM_MICRO_FNS NAME(gemm_buf), NAME(gemm), NAME(gemv), GEMM_NR
+
+/* ---- few rows, long K: the partial product of K's rows [k0, k1) ---------------------
+ * P[M, N] (row stride ldp) = op(A)[:, k0:k1] B[k0:k1, :], B [K, N] as stored (not tb),
+ * each element one chain of FMAs over k in order from +0 (blas.c's own_ksplit sums the
+ * parts).  B is read row by row, GEMM_KS_NV vectors of a row at a time: each 64 rows
+ * (GEMM_KS_KB) of B are read from memory once, by the first tile of rows, and from L1
+ * by the others; the chains go on in P from block to block.  The prefetches may reach
+ * past B's end: a prefetch does not fault. */
+#define GEMM_KS_NV 4
+/* rows per tile: GEMM_KS_MR x 4 accumulators, 4 vectors of B and a broadcast in the
+ * registers (6 with 32 of them, 2 with 16) */
+#if VL == 16
+#define GEMM_KS_MR 6
+#define GEMM_KS_CASES(C) GEMM_CASES_6(C)
 #else
-#define GEMM_MICRO_FNS NULL, NULL, NULL, 0
+#define GEMM_KS_MR 2
+#define GEMM_KS_CASES(C) case 1: C(1); break; case 2: C(2); break;
+#endif
+#define GEMM_KS_KB 64
+/* B's rows this far ahead are prefetched by the first tile of rows (the hardware's
+ * prefetch alone streamed a few GB/s on the Zen 5) */
+#define GEMM_KS_PF 32
+
+ISA_INLINE void NAME(gemm_ks_tile)(const int R, const KGemm *g, size_t m0, size_t n0, size_t k0, size_t kc, float *P,
+                                   size_t ldp, bool first, bool pf)
+{
+    V acc[GEMM_KS_MR][GEMM_KS_NV];
+    VM mk[GEMM_KS_NV];
+    int ln[GEMM_KS_NV];
+    const int nr = g->N - n0 < (size_t)(GEMM_KS_NV * VL) ? (int)(g->N - n0) : GEMM_KS_NV * VL;
+#pragma GCC unroll 4
+    for (int v = 0; v < GEMM_KS_NV; v++) {
+        ln[v] = NAME(gemm_lanes)(nr, v);
+        mk[v] = v_mask(ln[v]);
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+        for (int v = 0; v < GEMM_KS_NV; v++)
+            acc[r][v] = first ? v_zero() : NAME(gemm_ld)(P + (m0 + (size_t)r) * ldp + n0 + (size_t)v * VL, ln[v], mk[v]);
+    /* A [M, K]: row m at lda, k at 1; stored [K, M]: k at lda, m at 1 */
+    const size_t ars = g->ta ? 1 : g->lda, aks = g->ta ? g->lda : 1;
+    const float *a = g->A + m0 * ars + k0 * aks, *b = g->B + k0 * g->ldb + n0;
+    for (size_t k = 0; k < kc; k++, a += aks, b += g->ldb) {
+        V bv[GEMM_KS_NV];
+#pragma GCC unroll 4
+        for (int v = 0; v < GEMM_KS_NV; v++) {
+            if (pf && ln[v] > 0)
+                __builtin_prefetch(b + GEMM_KS_PF * g->ldb + (size_t)v * VL, 0, 3);
+            bv[v] = NAME(gemm_ld)(b + (size_t)v * VL, ln[v], mk[v]);
+        }
+#pragma GCC unroll 8
+        for (int r = 0; r < R; r++) {
+            const V av = v_bcast(a + (size_t)r * ars);
+#pragma GCC unroll 4
+            for (int v = 0; v < GEMM_KS_NV; v++)
+                acc[r][v] = v_fma(av, bv[v], acc[r][v]);
+        }
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+        for (int v = 0; v < GEMM_KS_NV; v++)
+            NAME(gemm_st)(P + (m0 + (size_t)r) * ldp + n0 + (size_t)v * VL, acc[r][v], ln[v], mk[v]);
+}
+
+ISA_FN static void NAME(gemm_kpart)(const KGemm *g, size_t k0, size_t k1, float *P, size_t ldp)
+{
+    const size_t cols = (size_t)GEMM_KS_NV * VL;
+    for (size_t kb = k0; kb < k1; kb += GEMM_KS_KB) {
+        const size_t kc = k1 - kb < GEMM_KS_KB ? k1 - kb : GEMM_KS_KB;
+        for (size_t n0 = 0; n0 < g->N; n0 += cols)
+            for (size_t m0 = 0; m0 < g->M; m0 += GEMM_KS_MR) {
+                const int R = g->M - m0 < GEMM_KS_MR ? (int)(g->M - m0) : GEMM_KS_MR;
+#define GEMM_KS_T(RR) NAME(gemm_ks_tile)(RR, g, m0, n0, kb, kc, P, ldp, kb == k0, m0 == 0)
+                switch (R) { GEMM_KS_CASES(GEMM_KS_T) default: break; }
+#undef GEMM_KS_T
+            }
+    }
+}
+
+#define GEMM_MICRO_FNS NAME(gemm_buf), NAME(gemm), NAME(gemv), NAME(gemm_kpart), GEMM_NR
+#else
+#define GEMM_MICRO_FNS NULL, NULL, NULL, NULL, 0
 #endif

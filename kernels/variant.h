@@ -65,7 +65,7 @@ typedef struct PlanarRow {
      * reads from memory overlap this row's FMAs): nfill runs of fill_n pixels of 3
      * channels at stride 2, planes6(fill_src[i], fill_n, fill_dst[i], pw, fill_pf) */
     int nfill;
-    int64_t fill_n, fill_pf;   /* fill_pf: floats ahead of src to prefetch */
+    int64_t fill_n, fill_pf;   /* fill_pf: floats past src to prefetch (during the tiles) */
     const float *fill_src[PLANAR_MAX_FILL];
     float *fill_dst[PLANAR_MAX_FILL];
     /* Pooled (run not NULL): kh x 4 windows at stride kh x 4 over the row's npix
@@ -137,6 +137,9 @@ typedef struct KernVariant {
     size_t (*gemm_buf)(const KGemm *g);
     void (*gemm)(const KGemm *g, float *buf);
     void (*gemv)(const KGemm *g, size_t n0, size_t n1);
+    /* P[M, N] (row stride ldp) = op(A) B over K's rows [k0, k1) only (not tb), each
+     * element one chain of FMAs from +0 (blas.c's own_ksplit) */
+    void (*gemm_kpart)(const KGemm *g, size_t k0, size_t k1, float *P, size_t ldp);
     int gemm_nr;   /* columns per register tile, the unit a product's columns are cut in */
     /* The vector math (kernels/vmath.h): util/elemwise.h's bits in every variant.  unary
      * and unary_grad do whole vectors of the functions they have and return how many

@@ -1483,6 +1483,71 @@ START_TEST(test_gemv_rows_split)
 }
 END_TEST
 
+/* Few rows, few columns, long K (a dense layer at small batch: kernels/blas.c's
+ * own_ksplit): K cut into ceil(K / 2048) parts (at most 64) whatever the thread count,
+ * each part's chain of FMAs from +0, the parts summed in order, then alpha (and beta).
+ * Within rounding of the double reference in every variant; in the x86 ones those
+ * bits exactly, at 1, 2 and 3 threads (_i + 1), A as stored and transposed, N a whole
+ * number of vectors or not, more rows than one register tile. */
+static void ksplit_chains(bool ta, size_t M, size_t N, size_t K, float alpha, const float *A, const float *B,
+                          float beta, const float *C0, float *C)
+{
+    size_t parts = (K + 2047) / 2048;
+    parts = parts < 64 ? parts : 64;
+    for (size_t i = 0; i < M; i++)
+        for (size_t j = 0; j < N; j++) {
+            float s = 0.0f;
+            for (size_t p = 0; p < parts; p++) {
+                float acc = 0.0f;
+                for (size_t k = K * p / parts; k < K * (p + 1) / parts; k++)
+                    acc = fmaf(ta ? A[k * M + i] : A[i * K + k], B[k * N + j], acc);
+                s = p == 0 ? acc : s + acc;
+            }
+            C[i * N + j] = beta == 0.0f ? alpha * s : fmaf(beta, C0[i * N + j], alpha * s);
+        }
+}
+
+START_TEST(test_gemm_ksplit)
+{
+    static const size_t sizes[][3] = { {4, 64, 4100}, {7, 10, 26300}, {16, 128, 4097}, {2, 33, 8000} };
+    tu_threads(_i + 1);
+    for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+        size_t M = sizes[s][0], N = sizes[s][1], K = sizes[s][2];
+        float *A = tu_alloc_uniform(M * K, -1.0f, 1.0f, 260 + s), *B = tu_alloc_uniform(K * N, -1.0f, 1.0f, 270 + s);
+        float *C0 = tu_alloc_uniform(M * N, -1.0f, 1.0f, 280 + s), *C = tu_alloc(M * N), *want = tu_alloc(M * N);
+        float *bits = tu_alloc(M * N);
+        for (int ta = 0; ta < 2; ta++)
+            for (int bi = 0; bi < 2; bi++) {
+                float alpha = bi ? -0.7f : 1.5f, beta = bi ? 0.3f : 0.0f;
+                ref_gemm(ta, false, M, N, K, alpha, A, B, beta, C0, want);
+                ksplit_chains(ta, M, N, K, alpha, A, B, beta, C0, bits);
+                FOR_EACH_ISA {
+                    if (beta == 0.0f)
+                        kern_fill(C, NAN, M * N);
+                    else
+                        kern_copy(C0, C, M * N);
+                    kern_gemm(tu_pool, conv_isa, ta, false, M, N, K, alpha, A, B, beta, C);
+                    ck_assert_isa_near(C, want, M * N, 1e-4);
+                    if (conv_isa == KISA_PORTABLE)
+                        continue;
+                    ptrdiff_t i = tu_first_mismatch(C, bits, M * N, 0.0, 0.0);
+                    ck_assert_msg(i < 0 && memcmp(C, bits, M * N * sizeof *C) == 0,
+                                  "%s, %zux%zux%zu ta %d beta %g, %d threads: C[%td] = %.9g, the parts' chains %.9g",
+                                  kern_isa_name(conv_isa), M, N, K, ta, (double)beta, _i + 1, i,
+                                  i < 0 ? 0.0 : (double)C[i], i < 0 ? 0.0 : (double)bits[i]);
+                }
+            }
+        free(A);
+        free(B);
+        free(C0);
+        free(C);
+        free(want);
+        free(bits);
+    }
+    tu_threads(1);
+}
+END_TEST
+
 /* kern_gemm_batch, kern_gemm_rows and kern_gemm_block (a block of a larger matrix,
  * leading dimensions apart) against kern_gemm: its bits in the x86 variants (the same
  * chains), its values to rounding in the portable one and with graphc's GEMM off. */
@@ -1537,7 +1602,7 @@ END_TEST
 START_TEST(test_gemm_bias_act)
 {
     static const size_t sizes[][3] = { {1024, 64, 64}, {1024, 256, 64}, {300, 65, 257}, {13, 70, 33}, {1, 40, 9},
-                                       {60, 300, 120} };
+                                       {60, 300, 120}, {4, 64, 4100} /* own_ksplit's */ };
     static const EwAct acts[] = { { -1, 0.0f }, { EW_RELU, 0.0f }, { EW_GELU_TANH, 0.0f } };
     tu_threads(_i + 1);
     for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
@@ -3774,6 +3839,7 @@ static Suite *make_kernels_suite(void)
     tcase_add_test(tc, test_blas_info);
     tcase_add_loop_test(tc, test_gemm_variants, 0, 3);
     tcase_add_test(tc, test_gemm_entries);
+    tcase_add_loop_test(tc, test_gemm_ksplit, 0, 3);
     tcase_add_loop_test(tc, test_gemm_bias_act, 0, 2);
     tcase_add_loop_test(tc, test_gemv_rows_split, 0, 3);
     suite_add_tcase(s, tc);
