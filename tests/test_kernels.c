@@ -2181,6 +2181,34 @@ START_TEST(test_conv_maxpool)
 }
 END_TEST
 
+/* kern_maxpool_scatter_colsum_d of pooled gradient dp (through idx, and mask unless
+ * NULL) against kern_colsum_d of its scatter dy (M pixels), in every variant: its
+ * pixels cut into 1 to 9 parts, and into three of unequal lengths. */
+static void pooled_bias_sums(const KPool *q, const int32_t *idx, const float *mask, const float *dp, const float *dy,
+                             int64_t M, int kase, int pw, int relu)
+{
+    const int64_t F = q->c;
+    double want[9 * 256], got[9 * 256];
+    ck_assert_int_le(F, 256);
+    for (int parts = 1; parts <= 10; parts++) {
+        const int np = parts == 10 ? 3 : parts;
+        int64_t m[10];
+        for (int k = 0; k <= np; k++)
+            m[k] = parts == 10 ? (k == 0 ? 0 : k == 1 ? M / 7 : k == 2 ? M / 7 + M / 2 : M) : M * k / np;
+        for (int k = 0; k < np; k++)
+            kern_colsum_d(dy + m[k] * F, (size_t)(m[k + 1] - m[k]), (size_t)F, want + k * F);
+        FOR_EACH_ISA {
+            kern_fill((float *)got, NAN, 2 * (size_t)(np * F));
+            kern_maxpool_scatter_colsum_d(conv_isa, q, idx, mask, dp, m, np, got);
+            for (int k = 0; k < np; k++)
+                ck_assert_msg(memcmp(want + k * F, got + k * F, (size_t)F * sizeof *want) == 0,
+                              "case %d, pool %d, relu %d, %s kernels: bias sum of pixels [%lld, %lld) (part %d of %d) "
+                              "differs", kase, pw, relu, kern_isa_name(conv_isa), (long long)m[k], (long long)m[k + 1],
+                              k, np);
+        }
+    }
+}
+
 /* The filter and bias gradients through a max pool (kern_conv2d_grad_filter_pooled,
  * kern_maxpool_scatter_colsum_d) give the bits of the scatter and then the dense
  * kernels (kern_conv2d_grad_filter, kern_colsum_d), with and without relu's mask:
@@ -2216,19 +2244,9 @@ START_TEST(test_conv_grad_filter_pooled)
         for (int relu = 0; relu < 2; relu++) {
             const float *mask = relu ? y : NULL;
             kern_maxpool_scatter(TOP_ISA, &q, idx, mask, dp, dy);
-            /* the bias gradient: pixel ranges that cut rows, as sum_to's parts do */
-            int64_t M = p.n * p.oh * p.ow, F = p.f;
-            for (int64_t parts = 1; parts <= 3; parts++)
-                for (int64_t part = 0; part < parts; part++) {
-                    int64_t m0 = M * part / parts, m1 = M * (part + 1) / parts;
-                    double wsum[256], gsum[256];
-                    ck_assert_int_le(F, 256);
-                    kern_colsum_d(dy + m0 * F, (size_t)(m1 - m0), (size_t)F, wsum);
-                    kern_maxpool_scatter_colsum_d(&q, idx, mask, dp, m0, m1, gsum);
-                    ck_assert_msg(memcmp(wsum, gsum, (size_t)F * sizeof *wsum) == 0,
-                                  "case %d, pool %d, relu %d: bias sum of pixels [%lld, %lld) differs", _i, pw, relu,
-                                  (long long)m0, (long long)m1);
-                }
+            /* the bias gradient: pixel ranges that cut rows, as sum_to's parts do (two
+             * parts' walks go together while both last, then the longer alone) */
+            pooled_bias_sums(&q, idx, mask, dp, dy, p.n * p.oh * p.ow, _i, pw, relu);
             FOR_EACH_ISA for (int threads = 1; threads <= 3; threads++) {
                 tu_threads(threads);
                 size_t bytes = kern_conv_scratch(&p, KCONV_GRAD_FILTER, tu_nthreads());
