@@ -2209,6 +2209,37 @@ static void pooled_bias_sums(const KPool *q, const int32_t *idx, const float *ma
     }
 }
 
+/* The bias sums through a max pool whose windows tie (conv values of -1, 0 and 1: the
+ * argmax takes a window's first maximum, and relu's mask drops the zeros), on images
+ * with rows and columns past the last window (borders no window reads), channel
+ * counts below, at and past a vector of doubles, windows 2x2 to 4x4. */
+START_TEST(test_pooled_bias_ties)
+{
+    static const int64_t sizes[][5] = {   /* n, h, w, c, window */
+        { 1, 9, 70, 8, 4 }, { 2, 7, 33, 3, 2 }, { 3, 10, 19, 13, 3 }, { 1, 16, 64, 16, 4 }, { 2, 6, 41, 1, 2 },
+    };
+    const int64_t *z = sizes[_i];
+    KPool q = { z[0], z[1], z[2], z[3], z[4], z[4], z[4], z[4], 0, 0, z[1] / z[4], z[2] / z[4] };
+    ck_assert(kern_maxpool_scatter_sum_ok(&q));
+    const size_t ny = (size_t)(q.n * q.h * q.w * q.c), npool = (size_t)(q.n * q.oh * q.ow * q.c);
+    float *conv = tu_alloc_uniform(ny, -1.5f, 1.5f, 9300 + (uint64_t)_i), *y = tu_alloc(npool), *dy = tu_alloc(ny);
+    float *dp = tu_alloc_uniform(npool, -1.0f, 1.0f, 9301 + (uint64_t)_i);
+    int32_t *idx = malloc(npool * sizeof *idx);
+    ck_assert(idx);
+    for (size_t i = 0; i < ny; i++)
+        conv[i] = rintf(conv[i]);
+    for (size_t i = 0; i < npool; i += 7)
+        dp[i] = i % 2 ? -0.0f : 0.0f;
+    kern_maxpool_argmax(TOP_ISA, &q, conv, idx);
+    kern_maxpool_gather(TOP_ISA, &q, conv, idx, y);
+    for (int relu = 0; relu < 2; relu++) {
+        kern_maxpool_scatter(TOP_ISA, &q, idx, relu ? y : NULL, dp, dy);
+        pooled_bias_sums(&q, idx, relu ? y : NULL, dp, dy, q.n * q.h * q.w, _i, -1, relu);
+    }
+    free(conv), free(y), free(dy), free(dp), free(idx);
+}
+END_TEST
+
 /* The filter and bias gradients through a max pool (kern_conv2d_grad_filter_pooled,
  * kern_maxpool_scatter_colsum_d) give the bits of the scatter and then the dense
  * kernels (kern_conv2d_grad_filter, kern_colsum_d), with and without relu's mask:
@@ -3814,6 +3845,7 @@ static Suite *make_kernels_suite(void)
     tcase_add_loop_test(tc, test_conv_maxpool, 0, N_DIRECT_CASES + N_WIDE_CASES + N_CONV_CASES);
     tcase_add_test(tc, test_conv_maxpool_scratch);
     tcase_add_loop_test(tc, test_conv_grad_filter_pooled, 0, N_DIRECT_CASES + N_WIDE_CASES + N_CONV_CASES);
+    tcase_add_loop_test(tc, test_pooled_bias_ties, 0, 5);
     tcase_add_loop_test(tc, test_conv_tiles, 0, N_TILE_CASES);
     tcase_add_loop_test(tc, test_conv_variants_agree, 0, N_DIRECT_CASES + N_WIDE_CASES + N_CONV_CASES);
     tcase_add_test(tc, test_isa_names);
