@@ -672,7 +672,7 @@ void conv_direct_grad_filter_pooled(const KernVariant *kv, const KConv *p, const
                 s.xs = xs + g * p->sh * rowlen;
                 for (int64_t f = 0; f < F; f++) {   /* each filter's terms in ascending columns */
                     int64_t k0;
-                    int64_t k = maxpool_row_hits(q, idx, yv, dpool, n, oy + g, f, &h, &k0);
+                    int64_t k = maxpool_row_hits(kv->isa, q, idx, yv, dpool, n, oy + g, f, &h, &k0);
                     if (tiles > 1) {   /* the tile's columns */
                         while (k > 0 && h.ox[k0] < c0)
                             k0++, k--;

@@ -91,6 +91,9 @@ typedef struct PoolVariant {
     void (*scatter_pixel)(const int32_t *io, const float *yo, const float *g, int32_t cell, int64_t C, float *d);
     /* a PoolRun's argmax into io and its maxima into yo (either may be NULL); pixel i's at i * C */
     void (*run)(const PoolRun *r, int32_t *io, float *yo);
+    /* pool_hits_fill's buckets and columns of a pooled row's cells (pool.h) */
+    void (*hits_buckets)(const KPool *q, const int32_t *idx, const float *yv, const float *dy, int32_t base,
+                         int32_t *bucket, int32_t *col);
     /* kern_maxpool_scatter_colsum_d's sums over pieces of conv rows, one or two at once */
     void (*colsum)(const ColsumSeg *sg, int ns, int64_t npix, int64_t C);
 } PoolVariant;
@@ -393,40 +396,18 @@ bool maxpool_hits_ok(const KPool *q)
            q->ow * q->sw <= q->w;
 }
 
-/* The bucket (window row r, channel c) of each of a pooled row's m cells, none where
- * it routes nothing, and its column in the window's row (rel - r * w), with no branch
- * on the data; MASK: relu's, yv > 0. */
-static inline void hits_buckets(const bool MASK, const KPool *q, const int32_t *idx, const float *yv, const float *dy,
-                                int32_t base, int32_t *bucket, int32_t *col)
-{
-    const int32_t C = (int32_t)q->c, w = (int32_t)q->w, span = (int32_t)(q->kh * q->w), none = (int32_t)q->kh * C;
-    const double inv = 1.0 / (double)w;
-    for (int32_t e0 = 0; e0 < (int32_t)q->ow * C; e0 += C)
-        for (int32_t c = 0; c < C; c++) {
-            const int32_t e = e0 + c, rel = idx[e] - base;
-            int32_t r = (int32_t)((double)rel * inv);   /* rel / w to within one, then exact */
-            r -= r * w > rel;
-            r += (r + 1) * w <= rel;
-            const bool hit = ((uint32_t)rel < (uint32_t)span) & (dy[e] + 0.0f != 0.0f) & (!MASK || yv[e] > 0.0f);
-            bucket[e] = hit ? r * C + c : none;
-            col[e] = rel - r * w;
-        }
-}
-
 /* Pooled row py of image n into h, by a counting sort over the buckets (window row,
- * channel).  The windows' cells come channel after channel, so one bucket's count is
- * touched every c cells, not back to back (sorted by rows alone, the counts chained
- * through memory; with a branch per cell, 4 ms of large.net's conv1 at batch 4). */
-static void pool_hits_fill(const KPool *q, const int32_t *idx, const float *yv, const float *dy, int64_t n, int64_t py,
-                           PoolHits *h)
+ * channel) that pool_body.h's hits_buckets finds, in the variant `isa` names.  The
+ * windows' cells come channel after channel, so one bucket's count is touched every c
+ * cells, not back to back (sorted by rows alone, the counts chained through memory;
+ * with a branch per cell, 4 ms of large.net's conv1 at batch 4). */
+static void pool_hits_fill(KIsa isa, const KPool *q, const int32_t *idx, const float *yv, const float *dy, int64_t n,
+                           int64_t py, PoolHits *h)
 {
     const int64_t m = q->ow * q->c, at = (n * q->oh + py) * m;
     const int32_t none = (int32_t)(q->kh * q->c), base = (int32_t)(py * q->sh * q->w);
     int32_t bucket[POOL_HITS_MAX], col[POOL_HITS_MAX];
-    if (yv)
-        hits_buckets(true, q, idx + at, yv + at, dy + at, base, bucket, col);
-    else
-        hits_buckets(false, q, idx + at, NULL, dy + at, base, bucket, col);
+    colsum_variant(isa, q->c)->hits_buckets(q, idx + at, yv ? yv + at : NULL, dy + at, base, bucket, col);
     int32_t *count = h->at;
     memset(count, 0, (size_t)(none + 2) * sizeof *count);
     for (int64_t e = 0; e < m; e++)
@@ -445,14 +426,14 @@ static void pool_hits_fill(const KPool *q, const int32_t *idx, const float *yv, 
     h->py = py;
 }
 
-int64_t maxpool_row_hits(const KPool *q, const int32_t *idx, const float *yv, const float *dy, int64_t n, int64_t oy,
-                         int64_t c, PoolHits *h, int64_t *first)
+int64_t maxpool_row_hits(KIsa isa, const KPool *q, const int32_t *idx, const float *yv, const float *dy, int64_t n,
+                         int64_t oy, int64_t c, PoolHits *h, int64_t *first)
 {
     const int64_t py = oy / q->sh;
     if (py >= q->oh)
         return 0;
     if (h->n != n || h->py != py)
-        pool_hits_fill(q, idx, yv, dy, n, py, h);
+        pool_hits_fill(isa, q, idx, yv, dy, n, py, h);
     const int64_t b = (oy - py * q->sh) * q->c + c;
     *first = h->at[b];
     return h->at[b + 1] - h->at[b];

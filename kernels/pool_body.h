@@ -95,6 +95,36 @@ ISA_FN static void NAME(scatter_pixel)(const int32_t *io, const float *yo, const
         d[c] = io[c] == cell && (!yo || yo[c] > 0.0f) ? g[c] + 0.0f : 0.0f;
 }
 
+/* The bucket (window row r, channel c) of each of a pooled row's cells, none (kh * c)
+ * where it routes nothing, and its column in the window's row (rel - r * w), with no
+ * branch on the data; MASK: relu's, yv > 0.  Vectorized by the compiler (pool.c's
+ * options), as wide as the variant. */
+ISA_INLINE void NAME(hits_buckets_n)(const bool MASK, const KPool *q, const int32_t *idx, const float *yv,
+                                     const float *dy, int32_t base, int32_t *bucket, int32_t *col)
+{
+    const int32_t C = (int32_t)q->c, w = (int32_t)q->w, span = (int32_t)(q->kh * q->w), none = (int32_t)q->kh * C;
+    const double inv = 1.0 / (double)w;
+    for (int32_t e0 = 0; e0 < (int32_t)q->ow * C; e0 += C)
+        for (int32_t c = 0; c < C; c++) {
+            const int32_t e = e0 + c, rel = idx[e] - base;
+            int32_t r = (int32_t)((double)rel * inv);   /* rel / w to within one, then exact */
+            r -= r * w > rel;
+            r += (r + 1) * w <= rel;
+            const bool hit = ((uint32_t)rel < (uint32_t)span) & (dy[e] + 0.0f != 0.0f) & (!MASK || yv[e] > 0.0f);
+            bucket[e] = hit ? r * C + c : none;
+            col[e] = rel - r * w;
+        }
+}
+
+ISA_FN static void NAME(hits_buckets)(const KPool *q, const int32_t *idx, const float *yv, const float *dy, int32_t base,
+                                      int32_t *bucket, int32_t *col)
+{
+    if (yv)
+        NAME(hits_buckets_n)(true, q, idx, yv, dy, base, bucket, col);
+    else
+        NAME(hits_buckets_n)(false, q, idx, NULL, dy, base, bucket, col);
+}
+
 /* Each of ns (1 or 2) ColsumSegs (pool.c) over npix pooled pixels: acc[c] += g[c] of
  * each pixel whose index io[c] names a cell in [lo, lo + len) (and, with yo, yo[c] >
  * 0), pixel after pixel, each channel its own chain of doubles, VL / 2 channels to a
@@ -224,4 +254,4 @@ ISA_FN static void NAME(run)(const PoolRun *r, int32_t *io, float *yo)
 }
 
 static const PoolVariant NAME(pool_variant) = { NAME(argmax_window), NAME(max_window), NAME(scatter_pixel), NAME(run),
-                                                NAME(colsum) };
+                                                NAME(hits_buckets), NAME(colsum) };
