@@ -14,7 +14,7 @@
  * layers only), a the same with the pool's index (kern_conv2d_maxpool_argmax), p the
  * filter gradient through that pool (kern_conv2d_grad_filter_pooled: its flops are
  * the dense gradient's), s the bias gradient through it (kern_maxpool_scatter_colsum_d,
- * one call), d the pool's dense gradient (kern_maxpool_scatter with relu's mask) that
+ * the 8 parts of sum_to in one call), d the pool's dense gradient (kern_maxpool_scatter with relu's mask) that
  * those two spare. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -127,7 +127,8 @@ static void bench_shape(const Options *o, Pool *pool, const Shape *s)
             kern_conv2d_maxpool_argmax(pool, o->isa, &p, &q, x, w, b, relu, y, idx, scratch);
             if (!kern_conv2d_grad_filter_pooled_exact(&p, &q)) continue;
         }
-        double bsum[256];
+        double bsum[8 * 256];
+        const int64_t M = n * oh * ow, parts[9] = { 0, M / 8, M * 2 / 8, M * 3 / 8, M * 4 / 8, M * 5 / 8, M * 6 / 8, M * 7 / 8, M };
         float *dd = *op == 'd' ? random_floats(ny, &seed) : NULL;
         if (*op == 'd' && !dd) continue;
         for (int r = 0; r <= o->reps; r++) {
@@ -140,7 +141,7 @@ static void bench_shape(const Options *o, Pool *pool, const Shape *s)
             case 'a': kern_conv2d_maxpool_argmax(pool, o->isa, &p, &q, x, w, b, relu, y, idx, scratch); break;
             case 'p': kern_conv2d_grad_filter_pooled(pool, o->isa, &p, &q, x, idx, y, dy, dw, scratch); break;
             case 's':
-                if (s->f <= 256) kern_maxpool_scatter_colsum_d(&q, idx, y, dy, 0, n * oh * ow, bsum);
+                if (s->f <= 256) kern_maxpool_scatter_colsum_d(o->isa, &q, idx, y, dy, parts, 8, bsum);
                 break;
             case 'd': kern_maxpool_scatter(o->isa, &q, idx, y, dy, dd); break;
             default: kern_conv2d_maxpool(pool, o->isa, &p, &q, x, w, b, relu, y, scratch); break;

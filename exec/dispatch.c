@@ -731,22 +731,28 @@ static bool split_sum_to(const KCall *c)
 }
 
 /* sum_to_pooled: split_sum_to's parts (or kern_colsum's one chain) of the scatter's
- * pixels, each summed by kern_maxpool_scatter_colsum_d, the same bits. */
+ * pixels, summed by kern_maxpool_scatter_colsum_d two parts a task (it runs two parts'
+ * chains together), the same bits. */
 typedef struct PooledSumJob {
+    KIsa isa;
     const KPool *q;
     const int32_t *idx;
     const float *mask, *dy;
     int64_t pixels;
     int parts;
-    double (*part)[SUMTO_MAX_COLS];
+    double *part;   /* part t's sums at t * cols */
+    int64_t cols;
 } PooledSumJob;
 
-static void pooled_sum_part(void *arg, int part, int worker)
+static void pooled_sum_parts(void *arg, int task, int worker)
 {
     (void)worker;
     const PooledSumJob *j = arg;
-    int64_t lo = j->pixels * part / j->parts, hi = j->pixels * (part + 1) / j->parts;
-    kern_maxpool_scatter_colsum_d(j->q, j->idx, j->mask, j->dy, lo, hi, j->part[part]);
+    const int t0 = 2 * task, nt = j->parts - t0 < 2 ? j->parts - t0 : 2;
+    int64_t m[3];
+    for (int t = 0; t <= nt; t++)
+        m[t] = j->pixels * (t0 + t) / j->parts;
+    kern_maxpool_scatter_colsum_d(j->isa, j->q, j->idx, j->mask, j->dy, m, nt, j->part + t0 * j->cols);
 }
 
 static int k_sum_to_pooled(const KCall *c)
@@ -755,11 +761,12 @@ static int k_sum_to_pooled(const KCall *c)
     KPool q;
     convpool_params(c->g, pooled_of(c->g, c->n), &p, &q);
     const size_t cols = (size_t)p.f, pixels = (size_t)(p.n * p.oh * p.ow);
-    double part[SUMTO_PARTS][SUMTO_MAX_COLS];
+    double part[SUMTO_PARTS * SUMTO_MAX_COLS];
     /* the dense sum_to's path: split_sum_to's parts, or one chain */
-    PooledSumJob j = { &q, (const int32_t *)c->in[0] + q.n * q.oh * q.ow * q.c,
+    PooledSumJob j = { c->env->isa, &q, (const int32_t *)c->in[0] + q.n * q.oh * q.ow * q.c,
                        c->n->a.convpool.pool.act >= 0 ? fin(c, 0) : NULL, fin(c, 1), (int64_t)pixels,
-                       cols <= SUMTO_MAX_COLS && pixels * cols >= SPLIT_MIN && pixels > 1 ? SUMTO_PARTS : 1, part };
+                       cols <= SUMTO_MAX_COLS && pixels * cols >= SPLIT_MIN && pixels > 1 ? SUMTO_PARTS : 1, part,
+                       (int64_t)cols };
     if (!kern_maxpool_scatter_sum_ok(&q) || cols > SUMTO_MAX_COLS) {   /* the scatter, then sum_to's path */
         float *dense = c->scratch;
         int64_t xd[4] = { p.n, p.oh, p.ow, p.f }, yd[1] = { p.f };
@@ -767,10 +774,10 @@ static int k_sum_to_pooled(const KCall *c)
         kern_sum_to(dense, xd, 4, fout(c), yd, 1);
         return 0;
     }
-    pool_run(c->pool, j.parts, pooled_sum_part, &j);
+    pool_run(c->pool, (j.parts + 1) / 2, pooled_sum_parts, &j);
     for (size_t k = 0; k < cols; k++) {
-        double s = part[0][k];
-        for (int t = 1; t < j.parts; t++) s += part[t][k];
+        double s = part[k];
+        for (int t = 1; t < j.parts; t++) s += part[t * cols + k];
         fout(c)[k] = (float)s;
     }
     return 0;

@@ -23,6 +23,7 @@
 #include "kernels/conv_direct.h"
 #include "kernels/pool.h"
 
+#include <assert.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -43,8 +44,9 @@ enum {
     PLANAR_MAX_K = 256,     /* its taps: the filter copied on the stack, [K][8] */
     PLANAR_ROWS_MAX = 8,    /* its strides at most (the ring's slots) */
     PLANAR_FLOATS = 32768,  /* the ring of planes (128 KiB) */
-    POOLED_MAX_RS = 8192    /* the pooled filter gradient's sums, [F][KH][KW * C rounded up
+    POOLED_MAX_RS = 8192,   /* the pooled filter gradient's sums, [F][KH][KW * C rounded up
                              * to 16] on the stack */
+    POOLED_BAND_FLOATS = 65536 /* its input rows, several bands' (256 KiB) */
 };
 
 /* 0: automatic; < 0: never (test hook, kern.h) */
@@ -593,21 +595,30 @@ bool conv_pooled_ok(const KConv *p, const KPool *q)
            maxpool_hits_ok(q);
 }
 
-/* The input rows that the band from output row oy on (`rows` rows) reads past the
- * ones the last band read, asked for while this band's terms are summed: 2-5% (CPU
- * time, large's conv1 at batch 4, 1 and 2 threads, loaded machine). */
-static void pooled_prefetch(const KConv *p, const float *x, int64_t n, int64_t oy, int64_t rows)
+/* Input rows [iy0, iy1) of image n, asked for ahead of their copy. */
+static void pooled_prefetch(const KConv *p, const float *x, int64_t n, int64_t iy0, int64_t iy1)
 {
-    if (oy >= p->oh)
-        return;
-    const int64_t len = p->w * p->c * (int64_t)sizeof *x, y0 = oy * p->sh - p->pt;
-    for (int64_t iy = y0 + (p->kh > p->sh ? p->kh - p->sh : 0); iy < y0 + rows; iy++) {
-        if (iy < 0 || iy >= p->h)
-            continue;
+    const int64_t len = p->w * p->c * (int64_t)sizeof *x;
+    for (int64_t iy = iy0 < 0 ? 0 : iy0; iy < iy1 && iy < p->h; iy++) {
         const char *r = (const char *)(x + (n * p->h + iy) * p->w * p->c);
         for (int64_t b = 0; b < len; b += 64)
             __builtin_prefetch(r + b);
     }
+}
+
+/* The input rows of output rows [oy, oy + *rows) of image n copied into band (their
+ * first at band[0], then 16 zeros), as many of the rows from oy on as fit
+ * POOLED_BAND_FLOATS, at most `left`: each input row is copied once where the bands'
+ * rows overlap (read 1.1 times instead of 1.5 for large's conv1, 3 rows a band at
+ * stride 2), the chains still band by band. */
+static void pooled_fill(const KConv *p, const float *x, int64_t n, int64_t oy, int64_t left, float *band,
+                        int64_t *rows)
+{
+    const int64_t rowlen = strip_w(p) * p->c, fit = (POOLED_BAND_FLOATS / rowlen - p->kh) / p->sh + 1;
+    *rows = fit < left ? fit : left;
+    const int64_t in = (*rows - 1) * p->sh + p->kh;
+    fill_rows(p, x, n, oy, in, band);
+    memset(band + in * rowlen, 0, 16 * sizeof *band);
 }
 
 void conv_direct_grad_filter_pooled(const KernVariant *kv, const KConv *p, const KPool *q, const float *x,
@@ -615,18 +626,21 @@ void conv_direct_grad_filter_pooled(const KernVariant *kv, const KConv *p, const
                                     int64_t rc)
 {
     float rs[POOLED_MAX_RS] __attribute__((aligned(64)));
-    /* the band's rows, copied as conv_direct_grad_filter copies them (read in place, the
+    /* the bands' rows, copied as conv_direct_grad_filter copies them (read in place, the
      * patches' rows were misses the prefetchers did not see coming: 21 ms against the
      * dense kernel's 15, large's conv1 at batch 4, one thread), and past them the floats
      * that a patch's last row reads beyond its taps, into the sums' padding */
-    float band[BAND_FLOATS + 16];
+    static_assert(POOLED_BAND_FLOATS >= BAND_FLOATS, "the pooled band holds the dense kernel's");
+    float band[POOLED_BAND_FLOATS + 16];
     PoolHits h;
     h.n = -1;
-    const int64_t F = p->f, K = p->kh * p->kw * p->c, C = p->c;
+    const int64_t F = p->f, C = p->c;
     const int64_t kwc = p->kw * p->c, rsk = pooled_rsk(p), rsf = p->kh * rsk;
     SparseRows s = { .pstep = p->sw * C, .ox0 = 0, .kh = (int)p->kh, .rsk = (int)rsk };
     int64_t tiles, gmax;   /* conv_direct_grad_filter's bands and tiles: its chains */
     gradw_tiling(p, &tiles, &gmax);
+    /* tiles == 1: the output rows whose input rows band holds, [have, have + held) of image hn */
+    int64_t hn = -1, have = 0, held = 0;
     for (int64_t r = r0; r < r0 + rc;) {
         const int64_t n = r / p->oh, oy = r % p->oh, G = band_of(p, gmax, r, oy, r0 + rc);
         for (int64_t i = 0; i < tiles; i++) {
@@ -634,18 +648,33 @@ void conv_direct_grad_filter_pooled(const KernVariant *kv, const KConv *p, const
             tile_of(p->ow, tiles, i, &c0, &cw);
             const KConv qt = column_tile(p, c0, cw);
             const int64_t rows = (G - 1) * p->sh + p->kh, rowlen = strip_w(&qt) * C;
-            fill_rows(&qt, x, n, oy, rows, band);
-            memset(band + rows * rowlen, 0, 16 * sizeof *band);
-            if (i + 1 == tiles)
-                pooled_prefetch(p, x, n, oy + G, rows);
+            const float *xs = band;
+            if (tiles > 1) {
+                fill_rows(&qt, x, n, oy, rows, band);
+                memset(band + rows * rowlen, 0, 16 * sizeof *band);
+                if (i + 1 == tiles)   /* the next band's new rows */
+                    pooled_prefetch(p, x, n, (oy + G) * p->sh - p->pt + (p->kh > p->sh ? p->kh - p->sh : 0),
+                                    (oy + G) * p->sh - p->pt + rows);
+            } else {
+                if (n != hn || oy + G > have + held) {
+                    const int64_t left = p->oh - oy < r0 + rc - r ? p->oh - oy : r0 + rc - r;
+                    pooled_fill(p, x, n, oy, left, band, &held);
+                    hn = n, have = oy;
+                }
+                /* a share of the next fill's new rows, band by band */
+                const int64_t nx0 = (have + held) * p->sh - p->pt + (p->kh > p->sh ? p->kh - p->sh : 0);
+                const int64_t nrows = held * p->sh;
+                pooled_prefetch(p, x, n, nx0 + nrows * (oy - have) / held, nx0 + nrows * (oy + G - have) / held);
+                xs = band + (oy - have) * p->sh * rowlen;
+            }
             memset(rs, 0, (size_t)(rsf * F) * sizeof *rs);
             s.xrow = rowlen;
             s.ox0 = (int32_t)c0;
             for (int64_t g = 0; g < G; g++) {
-                s.xs = band + g * p->sh * rowlen;
+                s.xs = xs + g * p->sh * rowlen;
                 for (int64_t f = 0; f < F; f++) {   /* each filter's terms in ascending columns */
                     int64_t k0;
-                    int64_t k = maxpool_row_hits(q, idx, yv, dpool, n, oy + g, f, &h, &k0);
+                    int64_t k = maxpool_row_hits(kv->isa, q, idx, yv, dpool, n, oy + g, f, &h, &k0);
                     if (tiles > 1) {   /* the tile's columns */
                         while (k > 0 && h.ox[k0] < c0)
                             k0++, k--;
@@ -660,9 +689,10 @@ void conv_direct_grad_filter_pooled(const KernVariant *kv, const KConv *p, const
                         kv->sparse_rows(&s);
                 }
             }
-            for (int64_t t = 0; t < K; t++)   /* as gradw_tile adds a tile's sums */
-                for (int64_t f = 0; f < F; f++)
-                    acc[t * F + f] += rs[f * rsf + t / kwc * rsk + t % kwc];
+            for (int64_t ky = 0, t = 0; ky < p->kh; ky++)   /* as gradw_tile adds a tile's sums */
+                for (int64_t j = 0; j < kwc; j++, t++)
+                    for (int64_t f = 0; f < F; f++)
+                        acc[t * F + f] += rs[f * rsf + ky * rsk + j];
         }
         r += G;
     }

@@ -212,14 +212,15 @@ void kern_maxpool_grad(const KPool *p, const float *x, const float *y, const flo
 void kern_maxpool_argmax(KIsa isa, const KPool *p, const float *x, int32_t *idx);
 void kern_maxpool_gather(KIsa isa, const KPool *p, const float *x, const int32_t *idx, float *y);
 void kern_maxpool_scatter(KIsa isa, const KPool *p, const int32_t *idx, const float *y, const float *dy, float *dx);
-/* A bias gradient through a max pool (graph/fuse.c's pooled_grads): kern_colsum_d of
- * pixels [m0, m1) of kern_maxpool_scatter(p, idx, y, dy)'s output, viewed as [pixels,
- * C], without making it: the same sums in the same order (a zero adds nothing), where
- * kern_maxpool_scatter_sum_ok (windows that neither overlap nor pad, stride = size, a
- * row of windows 2048 channels at most). */
+/* A bias gradient through a max pool (graph/fuse.c's pooled_grads): for each part k <
+ * parts, kern_colsum_d of pixels [m[k], m[k + 1]) of kern_maxpool_scatter(p, idx, y,
+ * dy)'s output, viewed as [pixels, C], into acc + k * C, without making it: the same
+ * sums in the same order (a zero adds nothing), in the variant `isa` names (the same
+ * bits in each), where kern_maxpool_scatter_sum_ok (windows that neither overlap nor
+ * pad, stride = size). */
 bool kern_maxpool_scatter_sum_ok(const KPool *p);
-void kern_maxpool_scatter_colsum_d(const KPool *p, const int32_t *idx, const float *y, const float *dy, int64_t m0,
-                                   int64_t m1, double *acc);
+void kern_maxpool_scatter_colsum_d(KIsa isa, const KPool *p, const int32_t *idx, const float *y, const float *dy,
+                                   const int64_t *m, int parts, double *acc);
 /* kern_conv2d_grad_filter(p, x, dy) where dy = kern_maxpool_scatter(q, idx, y, dpool)
  * (q's windows neither overlap nor pad), without making dy: only the cells the
  * windows route a gradient to are read (a 4x4 pool's: a sixteenth), each with the

@@ -16,6 +16,10 @@
 #include "kernels/pool.h"
 #include "kernels/variant.h"
 
+#ifdef KERN_X86_VARIANTS
+#include <immintrin.h>
+#endif
+
 /* ---- pooling ----------------------------------------------------------------------- */
 
 /* The real (unpadded) input cells [*y0, *y1) x [*x0, *x1) of output pixel (oy, ox). */
@@ -69,12 +73,29 @@ typedef struct PoolRun {
     int32_t doff[POOL_MAX_CELLS];
 } PoolRun;
 
+/* A piece of one conv row, columns [a, b), in kern_maxpool_scatter_colsum_d: the
+ * pooled pixels over it (from its first, C channels apart: index io, values yo (NULL:
+ * no mask), gradients g), the cells of the piece [lo, lo + len), and its part's sums. */
+typedef struct ColsumSeg {
+    const int32_t *io;
+    const float *yo, *g;
+    int32_t lo;
+    uint32_t len;
+    int64_t pf;   /* elements to the next pooled row, to prefetch (0: none) */
+    double *acc;
+} ColsumSeg;
+
 typedef struct PoolVariant {
     void (*argmax_window)(const float *const *px, const int32_t *cell, int ncell, int64_t C, int32_t *io);
     void (*max_window)(const float *const *px, int ncell, int64_t C, float *yo);
     void (*scatter_pixel)(const int32_t *io, const float *yo, const float *g, int32_t cell, int64_t C, float *d);
     /* a PoolRun's argmax into io and its maxima into yo (either may be NULL); pixel i's at i * C */
     void (*run)(const PoolRun *r, int32_t *io, float *yo);
+    /* pool_hits_fill's buckets and columns of a pooled row's cells (pool.h) */
+    void (*hits_buckets)(const KPool *q, const int32_t *idx, const float *yv, const float *dy, int32_t base,
+                         int32_t *bucket, int32_t *col);
+    /* kern_maxpool_scatter_colsum_d's sums over pieces of conv rows, one or two at once */
+    void (*colsum)(const ColsumSeg *sg, int ns, int64_t npix, int64_t C);
 } PoolVariant;
 
 #define ISA_FN
@@ -102,11 +123,14 @@ typedef struct PoolVariant {
 #define ISA_INLINE static inline __attribute__((always_inline, target("avx512f,avx512bw,avx512vl,fma")))
 #define VL 16
 #define NAME(x) x##_avx512
+/* GCC 12 makes __builtin_convertvector of 8 floats to doubles four instructions */
+#define POOL_CVT_PD(v) _mm512_cvtps_pd((__m256)(v))
 #include "kernels/pool_body.h"
 #undef ISA_FN
 #undef ISA_INLINE
 #undef VL
 #undef NAME
+#undef POOL_CVT_PD
 #endif
 
 /* The loops for `isa` on pixels of C channels.  Fewer than 16 channels would leave
@@ -125,6 +149,16 @@ static const PoolVariant *pool_variant(KIsa isa, int64_t C)
     (void)C;
 #endif
     return &pool_variant_portable;
+}
+
+/* kern_maxpool_scatter_colsum_d's loops: a vector of doubles holds VL / 2 channels, so
+ * from 8 channels on the 16-lane ones (large.net's 8: one chain of 8 doubles). */
+static const PoolVariant *colsum_variant(KIsa isa, int64_t C)
+{
+#ifdef KERN_X86_VARIANTS
+    if (kern_isa_resolve(isa) == KISA_AVX512 && C >= 8) return &pool_variant_avx512;
+#endif
+    return pool_variant(isa, C);
 }
 
 /* The real cells of output pixel (oy, ox)'s window, row-major, into cell[] (iy * w +
@@ -327,15 +361,18 @@ static void scatter_image(const PoolVariant *v, const KPool *p, const int32_t *i
     for (int64_t iy = 0; iy < p->h; iy++) {
         const int64_t ty = iy + p->pt, oy = ty / p->sh;
         const bool row_in = ty % p->sh < p->kh && oy < p->oh;
-        for (int64_t ix = 0; ix < W; ix++) {
+        /* column ix + pl = ox * sw + ph, stepped along the row (two divisions a pixel
+         * were most of the scatter's time: large's conv2, 16 channels) */
+        for (int64_t ix = 0, ox = p->pl / p->sw, ph = p->pl % p->sw; ix < W; ix++) {
             float *d = dxn + (iy * W + ix) * C;
-            const int64_t tx = ix + p->pl, ox = tx / p->sw;
-            if (!row_in || tx % p->sw >= p->kw || ox >= p->ow) {   /* a cell in no window */
+            if (!row_in || ph >= p->kw || ox >= p->ow)   /* a cell in no window */
                 memset(d, 0, (size_t)C * sizeof *d);
-                continue;
+            else {
+                const int64_t o = (oy * p->ow + ox) * C;
+                v->scatter_pixel(in + o, yn ? yn + o : NULL, dyn + o, (int32_t)(iy * W + ix), C, d);
             }
-            const int64_t o = (oy * p->ow + ox) * C;
-            v->scatter_pixel(in + o, yn ? yn + o : NULL, dyn + o, (int32_t)(iy * W + ix), C, d);
+            if (++ph == p->sw)
+                ph = 0, ox++;
         }
     }
 }
@@ -362,40 +399,18 @@ bool maxpool_hits_ok(const KPool *q)
            q->ow * q->sw <= q->w;
 }
 
-/* The bucket (window row r, channel c) of each of a pooled row's m cells, none where
- * it routes nothing, and its column in the window's row (rel - r * w), with no branch
- * on the data; MASK: relu's, yv > 0. */
-static inline void hits_buckets(const bool MASK, const KPool *q, const int32_t *idx, const float *yv, const float *dy,
-                                int32_t base, int32_t *bucket, int32_t *col)
-{
-    const int32_t C = (int32_t)q->c, w = (int32_t)q->w, span = (int32_t)(q->kh * q->w), none = (int32_t)q->kh * C;
-    const double inv = 1.0 / (double)w;
-    for (int32_t e0 = 0; e0 < (int32_t)q->ow * C; e0 += C)
-        for (int32_t c = 0; c < C; c++) {
-            const int32_t e = e0 + c, rel = idx[e] - base;
-            int32_t r = (int32_t)((double)rel * inv);   /* rel / w to within one, then exact */
-            r -= r * w > rel;
-            r += (r + 1) * w <= rel;
-            const bool hit = ((uint32_t)rel < (uint32_t)span) & (dy[e] + 0.0f != 0.0f) & (!MASK || yv[e] > 0.0f);
-            bucket[e] = hit ? r * C + c : none;
-            col[e] = rel - r * w;
-        }
-}
-
 /* Pooled row py of image n into h, by a counting sort over the buckets (window row,
- * channel).  The windows' cells come channel after channel, so one bucket's count is
- * touched every c cells, not back to back (sorted by rows alone, the counts chained
- * through memory; with a branch per cell, 4 ms of large.net's conv1 at batch 4). */
-static void pool_hits_fill(const KPool *q, const int32_t *idx, const float *yv, const float *dy, int64_t n, int64_t py,
-                           PoolHits *h)
+ * channel) that pool_body.h's hits_buckets finds, in the variant `isa` names.  The
+ * windows' cells come channel after channel, so one bucket's count is touched every c
+ * cells, not back to back (sorted by rows alone, the counts chained through memory;
+ * with a branch per cell, 4 ms of large.net's conv1 at batch 4). */
+static void pool_hits_fill(KIsa isa, const KPool *q, const int32_t *idx, const float *yv, const float *dy, int64_t n,
+                           int64_t py, PoolHits *h)
 {
     const int64_t m = q->ow * q->c, at = (n * q->oh + py) * m;
     const int32_t none = (int32_t)(q->kh * q->c), base = (int32_t)(py * q->sh * q->w);
     int32_t bucket[POOL_HITS_MAX], col[POOL_HITS_MAX];
-    if (yv)
-        hits_buckets(true, q, idx + at, yv + at, dy + at, base, bucket, col);
-    else
-        hits_buckets(false, q, idx + at, NULL, dy + at, base, bucket, col);
+    colsum_variant(isa, q->c)->hits_buckets(q, idx + at, yv ? yv + at : NULL, dy + at, base, bucket, col);
     int32_t *count = h->at;
     memset(count, 0, (size_t)(none + 2) * sizeof *count);
     for (int64_t e = 0; e < m; e++)
@@ -414,40 +429,98 @@ static void pool_hits_fill(const KPool *q, const int32_t *idx, const float *yv, 
     h->py = py;
 }
 
-int64_t maxpool_row_hits(const KPool *q, const int32_t *idx, const float *yv, const float *dy, int64_t n, int64_t oy,
-                         int64_t c, PoolHits *h, int64_t *first)
+int64_t maxpool_row_hits(KIsa isa, const KPool *q, const int32_t *idx, const float *yv, const float *dy, int64_t n,
+                         int64_t oy, int64_t c, PoolHits *h, int64_t *first)
 {
     const int64_t py = oy / q->sh;
     if (py >= q->oh)
         return 0;
     if (h->n != n || h->py != py)
-        pool_hits_fill(q, idx, yv, dy, n, py, h);
+        pool_hits_fill(isa, q, idx, yv, dy, n, py, h);
     const int64_t b = (oy - py * q->sh) * q->c + c;
     *first = h->at[b];
     return h->at[b + 1] - h->at[b];
 }
 
-/* kern.h: kern_colsum_d of the scatter's output, without it */
-void kern_maxpool_scatter_colsum_d(const KPool *q, const int32_t *idx, const float *yv, const float *dy, int64_t m0,
-                                   int64_t m1, double *acc)
+/* kern_maxpool_scatter_colsum_d's walk over a part's pixels [m, m1): conv row by conv
+ * row, the row's columns [a, b) in the part.  The cells of the piece come in column
+ * order as the pooled pixels over it go left to right (windows neither overlap nor
+ * pad), so each channel's chain adds the same non-zero terms in the same order as
+ * kern_colsum_d's over the scatter's output. */
+typedef struct ColsumWalk {
+    const KPool *q;
+    const int32_t *idx;
+    const float *yv, *dy;
+    int64_t m, m1;
+    int64_t npix;   /* the pooled pixels of seg left */
+    ColsumSeg seg;
+} ColsumWalk;
+
+/* The walk's next piece with pooled pixels over it; false past the part's end. */
+static bool colsum_next(ColsumWalk *u)
 {
-    PoolHits h;
-    h.n = -1;
-    for (int64_t c = 0; c < q->c; c++)
-        acc[c] = 0;
-    for (int64_t m = m0; m < m1;) {
-        const int64_t row = m / q->w, n = row / q->h, oy = row % q->h, a = m % q->w;
-        const int64_t b = m1 - (m - a) < q->w ? m1 - (m - a) : q->w;   /* columns [a, b) of the row */
-        for (int64_t c = 0; c < q->c; c++) {   /* each channel's sum in column order, as kern_colsum_d's */
-            int64_t k0;
-            const int64_t k = maxpool_row_hits(q, idx, yv, dy, n, oy, c, &h, &k0);
-            double s = acc[c];
-            for (int64_t i = k0; i < k0 + k; i++)
-                if (h.ox[i] >= a && h.ox[i] < b)
-                    s += h.g[i];
-            acc[c] = s;
+    const KPool *q = u->q;
+    while (u->m < u->m1) {
+        const int64_t row = u->m / q->w, n = row / q->h, oy = row % q->h, a = u->m % q->w;
+        const int64_t b = u->m1 - (u->m - a) < q->w ? u->m1 - (u->m - a) : q->w;
+        const int64_t py = oy / q->sh, px0 = a / q->sw, pxe = (b + q->sw - 1) / q->sw, px1 = pxe < q->ow ? pxe : q->ow;
+        u->m += b - a;
+        if (py >= q->oh || px0 >= px1)
+            continue;
+        const int64_t at = ((n * q->oh + py) * q->ow + px0) * q->c;
+        u->seg.io = u->idx + at;
+        u->seg.yo = u->yv ? u->yv + at : NULL;
+        u->seg.g = u->dy + at;
+        u->seg.lo = (int32_t)(oy * q->w + a);
+        u->seg.len = (uint32_t)(b - a);
+        u->seg.pf = oy % q->sh == 0 && (py + 1 < q->oh || n + 1 < q->n) ? q->ow * q->c : 0;
+        u->npix = px1 - px0;
+        return true;
+    }
+    return false;
+}
+
+/* The walk past n more pooled pixels of its piece (n <= npix); false past its end. */
+static bool colsum_skip(ColsumWalk *u, int64_t n)
+{
+    u->npix -= n;
+    if (u->npix > 0) {
+        const int64_t d = n * u->q->c;
+        u->seg.io += d;
+        u->seg.yo = u->seg.yo ? u->seg.yo + d : NULL;
+        u->seg.g += d;
+        return true;
+    }
+    return colsum_next(u);
+}
+
+/* kern.h: kern_colsum_d of the scatter's output, without it; parts two at a time, a
+ * piece of each together (pool_body.h), then the one left alone. */
+void kern_maxpool_scatter_colsum_d(KIsa isa, const KPool *q, const int32_t *idx, const float *yv, const float *dy,
+                                   const int64_t *m, int parts, double *acc)
+{
+    const PoolVariant *v = colsum_variant(isa, q->c);
+    const int64_t C = q->c;
+    for (int64_t i = 0; i < parts * C; i++)
+        acc[i] = 0;
+    for (int k = 0; k < parts; k += 2) {
+        ColsumWalk u[2];
+        bool live[2] = { false, false };
+        for (int j = 0; j < 2 && k + j < parts; j++) {
+            u[j] = (ColsumWalk){ .q = q, .idx = idx, .yv = yv, .dy = dy, .m = m[k + j], .m1 = m[k + j + 1] };
+            u[j].seg.acc = acc + (k + j) * C;
+            live[j] = colsum_next(&u[j]);
         }
-        m += b - a;
+        while (live[0] && live[1]) {
+            const ColsumSeg sg[2] = { u[0].seg, u[1].seg };
+            const int64_t n = u[0].npix < u[1].npix ? u[0].npix : u[1].npix;
+            v->colsum(sg, 2, n, C);
+            live[0] = colsum_skip(&u[0], n);
+            live[1] = colsum_skip(&u[1], n);
+        }
+        for (int j = 0; j < 2; j++)
+            for (; live[j]; live[j] = colsum_next(&u[j]))
+                v->colsum(&u[j].seg, 1, u[j].npix, C);
     }
 }
 
@@ -554,4 +627,7 @@ void kern_global_avgpool_grad(const float *dy, float *dx, size_t n, size_t hw, s
     }
 }
 
-bool kern_maxpool_scatter_sum_ok(const KPool *p) { return maxpool_hits_ok(p); }
+bool kern_maxpool_scatter_sum_ok(const KPool *p)
+{
+    return p->kh == p->sh && p->kw == p->sw && p->pt == 0 && p->pl == 0 && p->h * p->w <= INT32_MAX;
+}

@@ -16,10 +16,11 @@ void maxpool_rows(KIsa isa, const KPool *p, const float *x, int64_t row0, int64_
  * gradient dy + 0 when it is not 0.  Windows must not overlap nor pad (stride = size,
  * no padding: each cell has one window at most), and a row of windows hold at most
  * POOL_HITS_MAX channels in all and its window rows times channels be at most
- * POOL_HITS_BUCKETS (maxpool_hits_ok).  A pooled row's hits are found once, sorted
- * (stably, by a counting sort) by the input row they fall on and their channel, and
- * kept in a PoolHits for the rows after it: a channel's hits on one input row in
- * ascending columns, as the scatter's output holds them. */
+ * POOL_HITS_BUCKETS (maxpool_hits_ok).  A pooled row's hits are found once (in the
+ * variant `isa` names: the same in each), sorted (stably, by a counting sort) by the
+ * input row they fall on and their channel, and kept in a PoolHits for the rows after
+ * it: a channel's hits on one input row in ascending columns, as the scatter's output
+ * holds them. */
 enum { POOL_HITS_MAX = 16384, POOL_HITS_BUCKETS = 1024, POOL_HITS_MAX_KH = 16 };
 typedef struct PoolHits {
     int64_t n, py;                       /* the pooled row held (n < 0: none) */
@@ -30,7 +31,7 @@ typedef struct PoolHits {
 bool maxpool_hits_ok(const KPool *q);
 /* The hits of channel c on input row oy of image n, in ascending columns: [*first,
  * *first + returned) of h's arrays. */
-int64_t maxpool_row_hits(const KPool *q, const int32_t *idx, const float *yv, const float *dy, int64_t n, int64_t oy,
-                         int64_t c, PoolHits *h, int64_t *first);
+int64_t maxpool_row_hits(KIsa isa, const KPool *q, const int32_t *idx, const float *yv, const float *dy, int64_t n,
+                         int64_t oy, int64_t c, PoolHits *h, int64_t *first);
 
 #endif

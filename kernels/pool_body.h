@@ -95,6 +95,119 @@ ISA_FN static void NAME(scatter_pixel)(const int32_t *io, const float *yo, const
         d[c] = io[c] == cell && (!yo || yo[c] > 0.0f) ? g[c] + 0.0f : 0.0f;
 }
 
+/* The bucket (window row r, channel c) of each of a pooled row's cells, none (kh * c)
+ * where it routes nothing, and its column in the window's row (rel - r * w), with no
+ * branch on the data; MASK: relu's, yv > 0.  Vectorized by the compiler (pool.c's
+ * options), as wide as the variant. */
+ISA_INLINE void NAME(hits_buckets_n)(const bool MASK, const KPool *q, const int32_t *idx, const float *yv,
+                                     const float *dy, int32_t base, int32_t *bucket, int32_t *col)
+{
+    const int32_t C = (int32_t)q->c, w = (int32_t)q->w, span = (int32_t)(q->kh * q->w), none = (int32_t)q->kh * C;
+    const double inv = 1.0 / (double)w;
+    for (int32_t e0 = 0; e0 < (int32_t)q->ow * C; e0 += C)
+        for (int32_t c = 0; c < C; c++) {
+            const int32_t e = e0 + c, rel = idx[e] - base;
+            int32_t r = (int32_t)((double)rel * inv);   /* rel / w to within one, then exact */
+            r -= r * w > rel;
+            r += (r + 1) * w <= rel;
+            const bool hit = ((uint32_t)rel < (uint32_t)span) & (dy[e] + 0.0f != 0.0f) & (!MASK || yv[e] > 0.0f);
+            bucket[e] = hit ? r * C + c : none;
+            col[e] = rel - r * w;
+        }
+}
+
+ISA_FN static void NAME(hits_buckets)(const KPool *q, const int32_t *idx, const float *yv, const float *dy, int32_t base,
+                                      int32_t *bucket, int32_t *col)
+{
+    if (yv)
+        NAME(hits_buckets_n)(true, q, idx, yv, dy, base, bucket, col);
+    else
+        NAME(hits_buckets_n)(false, q, idx, NULL, dy, base, bucket, col);
+}
+
+/* Each of ns (1 or 2) ColsumSegs (pool.c) over npix pooled pixels: acc[c] += g[c] of
+ * each pixel whose index io[c] names a cell in [lo, lo + len) (and, with yo, yo[c] >
+ * 0), pixel after pixel, each channel its own chain of doubles, VL / 2 channels to a
+ * vector.  A pixel that routes nothing there adds +0, which leaves the sum as it was
+ * (it starts at +0, so it is never -0).  Two segments (two parts' chains) go in
+ * lockstep: one chain alone waits for each add (0.8 ns a pixel against 0.53 for two,
+ * Zen 5). */
+enum { NAME(DL) = VL / 2 };
+typedef double NAME(vd) __attribute__((vector_size(NAME(DL) * sizeof(double))));
+typedef float NAME(hf) __attribute__((vector_size(NAME(DL) * sizeof(float))));
+typedef int32_t NAME(hi) __attribute__((vector_size(NAME(DL) * sizeof(int32_t))));
+typedef uint32_t NAME(hu) __attribute__((vector_size(NAME(DL) * sizeof(uint32_t))));
+
+/* pixel i's term of channels [c, c + VL / 2) of segment e */
+ISA_INLINE NAME(vd) NAME(colsum_term)(const bool MASK, const ColsumSeg *e, int64_t i, int64_t C, int64_t c)
+{
+    NAME(hi) at;
+    NAME(hf) v, y;
+    memcpy(&at, e->io + i * C + c, sizeof at);
+    memcpy(&v, e->g + i * C + c, sizeof v);
+    NAME(hi) hit = (NAME(hi))((NAME(hu))at - (uint32_t)e->lo < e->len);
+    if (MASK) {
+        memcpy(&y, e->yo + i * C + c, sizeof y);
+        hit &= y > (NAME(hf)){ 0 };
+    }
+#ifdef POOL_CVT_PD
+    return (NAME(vd))POOL_CVT_PD((NAME(hf))(hit & (NAME(hi))v));
+#else
+    return __builtin_convertvector((NAME(hf))(hit & (NAME(hi))v), NAME(vd));
+#endif
+}
+
+ISA_INLINE void NAME(colsum_n)(const bool MASK, const int NS, const bool PF, const ColsumSeg *sg, int64_t npix, int64_t C)
+{
+    const int64_t DL = NAME(DL);
+    const ColsumSeg e0 = sg[0], e1 = sg[NS - 1];
+    int64_t c = 0;
+    for (; c + DL <= C; c += DL) {
+        NAME(vd) s0, s1;
+        memcpy(&s0, e0.acc + c, sizeof s0);
+        memcpy(&s1, e1.acc + c, sizeof s1);
+        for (int64_t i = 0; i < npix; i++) {
+            if (PF) {   /* the next pooled row's, on its first conv row's pass */
+                __builtin_prefetch(e0.io + i * C + c + e0.pf);
+                __builtin_prefetch(e0.g + i * C + c + e0.pf);
+                if (MASK) __builtin_prefetch(e0.yo + i * C + c + e0.pf);
+                if (NS == 2) {
+                    __builtin_prefetch(e1.io + i * C + c + e1.pf);
+                    __builtin_prefetch(e1.g + i * C + c + e1.pf);
+                    if (MASK) __builtin_prefetch(e1.yo + i * C + c + e1.pf);
+                }
+            }
+            s0 += NAME(colsum_term)(MASK, &e0, i, C, c);
+            if (NS == 2)
+                s1 += NAME(colsum_term)(MASK, &e1, i, C, c);
+        }
+        if (NS == 2)
+            memcpy(e1.acc + c, &s1, sizeof s1);
+        memcpy(e0.acc + c, &s0, sizeof s0);
+    }
+    for (; c < C; c++)
+        for (int k = 0; k < NS; k++) {
+            const ColsumSeg *e = &sg[k];
+            double s = e->acc[c];
+            for (int64_t i = 0; i < npix; i++) {
+                const bool hit = (uint32_t)e->io[i * C + c] - (uint32_t)e->lo < e->len && (!MASK || e->yo[i * C + c] > 0.0f);
+                s += hit ? (double)e->g[i * C + c] : 0.0;
+            }
+            e->acc[c] = s;
+        }
+}
+
+ISA_FN static void NAME(colsum)(const ColsumSeg *sg, int ns, int64_t npix, int64_t C)
+{
+    const bool pf = sg[0].pf && sg[ns - 1].pf;
+    if (ns == 2 && pf)
+        sg[0].yo ? NAME(colsum_n)(true, 2, true, sg, npix, C) : NAME(colsum_n)(false, 2, true, sg, npix, C);
+    else if (ns == 2)
+        sg[0].yo ? NAME(colsum_n)(true, 2, false, sg, npix, C) : NAME(colsum_n)(false, 2, false, sg, npix, C);
+    else
+        sg[0].yo ? NAME(colsum_n)(true, 1, false, sg, npix, C) : NAME(colsum_n)(false, 1, false, sg, npix, C);
+}
+
 /* A run of output pixels whose windows lie inside the image (pool.c's PoolRun): the
  * argmax (io) and the maximum (yo; either may be NULL) of each, by the same rule, the
  * window's cells at the same offsets from every pixel's first.  n is the window's
@@ -140,4 +253,5 @@ ISA_FN static void NAME(run)(const PoolRun *r, int32_t *io, float *yo)
         NAME(run_n)(r, r->ncell, io, yo);
 }
 
-static const PoolVariant NAME(pool_variant) = { NAME(argmax_window), NAME(max_window), NAME(scatter_pixel), NAME(run) };
+static const PoolVariant NAME(pool_variant) = { NAME(argmax_window), NAME(max_window), NAME(scatter_pixel), NAME(run),
+                                                NAME(hits_buckets), NAME(colsum) };

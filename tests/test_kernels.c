@@ -2246,6 +2246,65 @@ START_TEST(test_conv_maxpool)
 }
 END_TEST
 
+/* kern_maxpool_scatter_colsum_d of pooled gradient dp (through idx, and mask unless
+ * NULL) against kern_colsum_d of its scatter dy (M pixels), in every variant: its
+ * pixels cut into 1 to 9 parts, and into three of unequal lengths. */
+static void pooled_bias_sums(const KPool *q, const int32_t *idx, const float *mask, const float *dp, const float *dy,
+                             int64_t M, int kase, int pw, int relu)
+{
+    const int64_t F = q->c;
+    double want[9 * 256], got[9 * 256];
+    ck_assert_int_le(F, 256);
+    for (int parts = 1; parts <= 10; parts++) {
+        const int np = parts == 10 ? 3 : parts;
+        int64_t m[10];
+        for (int k = 0; k <= np; k++)
+            m[k] = parts == 10 ? (k == 0 ? 0 : k == 1 ? M / 7 : k == 2 ? M / 7 + M / 2 : M) : M * k / np;
+        for (int k = 0; k < np; k++)
+            kern_colsum_d(dy + m[k] * F, (size_t)(m[k + 1] - m[k]), (size_t)F, want + k * F);
+        FOR_EACH_ISA {
+            kern_fill((float *)got, NAN, 2 * (size_t)(np * F));
+            kern_maxpool_scatter_colsum_d(conv_isa, q, idx, mask, dp, m, np, got);
+            for (int k = 0; k < np; k++)
+                ck_assert_msg(memcmp(want + k * F, got + k * F, (size_t)F * sizeof *want) == 0,
+                              "case %d, pool %d, relu %d, %s kernels: bias sum of pixels [%lld, %lld) (part %d of %d) "
+                              "differs", kase, pw, relu, kern_isa_name(conv_isa), (long long)m[k], (long long)m[k + 1],
+                              k, np);
+        }
+    }
+}
+
+/* The bias sums through a max pool whose windows tie (conv values of -1, 0 and 1: the
+ * argmax takes a window's first maximum, and relu's mask drops the zeros), on images
+ * with rows and columns past the last window (borders no window reads), channel
+ * counts below, at and past a vector of doubles, windows 2x2 to 4x4. */
+START_TEST(test_pooled_bias_ties)
+{
+    static const int64_t sizes[][5] = {   /* n, h, w, c, window */
+        { 1, 9, 70, 8, 4 }, { 2, 7, 33, 3, 2 }, { 3, 10, 19, 13, 3 }, { 1, 16, 64, 16, 4 }, { 2, 6, 41, 1, 2 },
+    };
+    const int64_t *z = sizes[_i];
+    KPool q = { z[0], z[1], z[2], z[3], z[4], z[4], z[4], z[4], 0, 0, z[1] / z[4], z[2] / z[4] };
+    ck_assert(kern_maxpool_scatter_sum_ok(&q));
+    const size_t ny = (size_t)(q.n * q.h * q.w * q.c), npool = (size_t)(q.n * q.oh * q.ow * q.c);
+    float *conv = tu_alloc_uniform(ny, -1.5f, 1.5f, 9300 + (uint64_t)_i), *y = tu_alloc(npool), *dy = tu_alloc(ny);
+    float *dp = tu_alloc_uniform(npool, -1.0f, 1.0f, 9301 + (uint64_t)_i);
+    int32_t *idx = malloc(npool * sizeof *idx);
+    ck_assert(idx);
+    for (size_t i = 0; i < ny; i++)
+        conv[i] = rintf(conv[i]);
+    for (size_t i = 0; i < npool; i += 7)
+        dp[i] = i % 2 ? -0.0f : 0.0f;
+    kern_maxpool_argmax(TOP_ISA, &q, conv, idx);
+    kern_maxpool_gather(TOP_ISA, &q, conv, idx, y);
+    for (int relu = 0; relu < 2; relu++) {
+        kern_maxpool_scatter(TOP_ISA, &q, idx, relu ? y : NULL, dp, dy);
+        pooled_bias_sums(&q, idx, relu ? y : NULL, dp, dy, q.n * q.h * q.w, _i, -1, relu);
+    }
+    free(conv), free(y), free(dy), free(dp), free(idx);
+}
+END_TEST
+
 /* The filter and bias gradients through a max pool (kern_conv2d_grad_filter_pooled,
  * kern_maxpool_scatter_colsum_d) give the bits of the scatter and then the dense
  * kernels (kern_conv2d_grad_filter, kern_colsum_d), with and without relu's mask:
@@ -2281,19 +2340,9 @@ START_TEST(test_conv_grad_filter_pooled)
         for (int relu = 0; relu < 2; relu++) {
             const float *mask = relu ? y : NULL;
             kern_maxpool_scatter(TOP_ISA, &q, idx, mask, dp, dy);
-            /* the bias gradient: pixel ranges that cut rows, as sum_to's parts do */
-            int64_t M = p.n * p.oh * p.ow, F = p.f;
-            for (int64_t parts = 1; parts <= 3; parts++)
-                for (int64_t part = 0; part < parts; part++) {
-                    int64_t m0 = M * part / parts, m1 = M * (part + 1) / parts;
-                    double wsum[256], gsum[256];
-                    ck_assert_int_le(F, 256);
-                    kern_colsum_d(dy + m0 * F, (size_t)(m1 - m0), (size_t)F, wsum);
-                    kern_maxpool_scatter_colsum_d(&q, idx, mask, dp, m0, m1, gsum);
-                    ck_assert_msg(memcmp(wsum, gsum, (size_t)F * sizeof *wsum) == 0,
-                                  "case %d, pool %d, relu %d: bias sum of pixels [%lld, %lld) differs", _i, pw, relu,
-                                  (long long)m0, (long long)m1);
-                }
+            /* the bias gradient: pixel ranges that cut rows, as sum_to's parts do (two
+             * parts' walks go together while both last, then the longer alone) */
+            pooled_bias_sums(&q, idx, mask, dp, dy, p.n * p.oh * p.ow, _i, pw, relu);
             FOR_EACH_ISA for (int threads = 1; threads <= 3; threads++) {
                 tu_threads(threads);
                 size_t bytes = kern_conv_scratch(&p, KCONV_GRAD_FILTER, tu_nthreads());
@@ -3862,6 +3911,7 @@ static Suite *make_kernels_suite(void)
     tcase_add_loop_test(tc, test_conv_maxpool, 0, N_DIRECT_CASES + N_WIDE_CASES + N_CONV_CASES);
     tcase_add_test(tc, test_conv_maxpool_scratch);
     tcase_add_loop_test(tc, test_conv_grad_filter_pooled, 0, N_DIRECT_CASES + N_WIDE_CASES + N_CONV_CASES);
+    tcase_add_loop_test(tc, test_pooled_bias_ties, 0, 5);
     tcase_add_loop_test(tc, test_conv_tiles, 0, N_TILE_CASES);
     tcase_add_loop_test(tc, test_conv_variants_agree, 0, N_DIRECT_CASES + N_WIDE_CASES + N_CONV_CASES);
     tcase_add_test(tc, test_isa_names);
