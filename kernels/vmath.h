@@ -233,30 +233,13 @@ ISA_FN static void NAME(vm_softmax_grad)(const float *y, const float *dy, float 
     }
 }
 
-/* ---- column sums in double (bias gradients, layer norm's gamma gradient) ----
+/* ---- column sums in double (layer norm's gamma gradient) ----
  * acc[j] += the terms of column j over the rows, in row order: the vectors run across
  * the columns, each column's sum the scalar loop's (a float's conversion to double and
  * the product of two of them are exact), so every variant gives the same bits.  VMD:
  * as many doubles as VF has floats (GCC's vectors, two registers of the variant), kept
  * inside the functions. */
 typedef double NAME(VMD) __attribute__((vector_size(2 * sizeof(VF))));
-
-/* acc[j] = sum over r of x[r, j] (rows ld apart): a band of VL columns in registers
- * over every row */
-ISA_FN static void NAME(vm_colsum_d)(const float *x, size_t rows, size_t cols, size_t ld, double *acc)
-{
-    size_t j = 0;
-    for (; j + VL <= cols; j += VL) {
-        NAME(VMD) a = { 0 };
-        for (size_t r = 0; r < rows; r++) a += __builtin_convertvector(vm_load(x + r * ld + j), NAME(VMD));
-        memcpy(acc + j, &a, sizeof a);
-    }
-    for (; j < cols; j++) {
-        double a = 0;
-        for (size_t r = 0; r < rows; r++) a += x[r * ld + j];
-        acc[j] = a;
-    }
-}
 
 /* acc[j] += sum over r of dy[r, j] xhat[r, j], xhat = (x - mean) rstd of row r (layer
  * norm's gamma gradient) */
@@ -283,4 +266,4 @@ ISA_FN static void NAME(vm_ln_scale_d)(const float *x, const float *dy, size_t r
     .unary = NAME(vm_unary), .unary_grad = NAME(vm_unary_grad), .row_max = NAME(vm_row_max),  \
     .exp_sum = NAME(vm_exp_sum), .softmax = NAME(vm_softmax), .row_stats = NAME(vm_row_stats), \
     .layer_norm = NAME(vm_layer_norm), .layer_norm_grad = NAME(vm_layer_norm_grad),            \
-    .softmax_grad = NAME(vm_softmax_grad), .colsum_d = NAME(vm_colsum_d), .ln_scale_d = NAME(vm_ln_scale_d)
+    .softmax_grad = NAME(vm_softmax_grad), .ln_scale_d = NAME(vm_ln_scale_d)

@@ -1354,32 +1354,20 @@ START_TEST(test_vmath_norm_rows)
 }
 END_TEST
 
-/* The column sums in double (sum_to's bias gradients, layer norm's gamma gradient):
- * every variant gives the scalar loops' bits (each column summed over the rows in order,
- * float to double and the products exact) at widths around the vector lengths, on a
- * column band of a wider matrix too, adding into acc for the gamma gradient. */
+/* Layer norm's gamma gradient, column sums in double: every variant gives the scalar
+ * loop's bits (each column summed over the rows in order, float to double and the
+ * products exact) at widths around the vector lengths, added into acc. */
 START_TEST(test_vmath_colsums)
 {
-    const size_t rows = 9, cap = 70, ld = 75;
-    float *x = tu_alloc_uniform(rows * ld, -3.0f, 5.0f, 940), *dy = tu_alloc_uniform(rows * ld, -1.0f, 1.0f, 941);
-    double got[75], want[75];
+    const size_t rows = 9, cap = 70;
+    float *x = tu_alloc_uniform(rows * cap, -3.0f, 5.0f, 940), *dy = tu_alloc_uniform(rows * cap, -1.0f, 1.0f, 941);
+    double got[70], want[70];
     /* magnitudes 2^-40 .. 2^40 apart: sums in double that round, so the order shows */
-    for (size_t i = 0; i < rows * ld; i++) {
+    for (size_t i = 0; i < rows * cap; i++) {
         x[i] = ldexpf(x[i], (int)(i * 37 % 81) - 40);
         dy[i] = ldexpf(dy[i], (int)(i * 53 % 81) - 40);
     }
     for (size_t n = 1; n <= cap; n++) {
-        for (size_t j = 0; j < n; j++) {   /* the scalar loops', columns [2, 2 + n) of rows ld apart */
-            want[j] = 0;
-            for (size_t r = 0; r < rows; r++) want[j] += x[r * ld + 2 + j];
-        }
-        FOR_EACH_ISA {
-            got[n] = 42.0;
-            kern_variant(conv_isa)->colsum_d(x + 2, rows, n, ld, got);
-            ck_assert_msg(memcmp(got, want, n * sizeof *got) == 0, "%s, n %zu: column sums not the scalar loop's bits",
-                          kern_isa_name(conv_isa), n);
-            ck_assert_double_eq(got[n], 42.0);   /* nothing written past n */
-        }
         for (size_t j = 0; j < n; j++) want[j] = 0.5 * (double)j;
         for (size_t r = 0; r < rows; r++) {
             float m, rs;
