@@ -20,6 +20,8 @@ typedef struct Interp {
     int32_t *uses;
     Shape *rt;          /* shapes as produced at run time */
     bool *owned;
+    const Shape **ins;  /* the node being run's input shapes and buffers, as many as */
+    const void **in;    /* the widest node has inputs (update_all: two or more a parameter) */
 } Interp;
 
 static void interp_free(Interp *I)
@@ -34,15 +36,19 @@ static void interp_free(Interp *I)
     gc_free(I->uses);
     gc_free(I->rt);
     gc_free(I->owned);
+    gc_free(I->ins);
+    gc_free(I->in);
 }
 
 static int interp_init(Interp *I, const Graph *g, const StepEnv *env, Pool *pool, InterpStats *st)
 {
-    size_t nz = (size_t)(g->nnodes ? g->nnodes : 1);
+    size_t nz = (size_t)(g->nnodes ? g->nnodes : 1), wide = 1;
+    for (int i = 0; i < g->nnodes; i++)
+        if ((size_t)g->nodes[i].nin > wide) wide = (size_t)g->nodes[i].nin;
     *I = (Interp){ g, env, pool, st, gc_calloc(nz, sizeof(void *)), gc_calloc(nz, sizeof(int32_t)),
                    gc_calloc(nz, sizeof(int32_t)), gc_calloc(nz, sizeof(int32_t)), gc_calloc(nz, sizeof(Shape)),
-                   gc_calloc(nz, sizeof(bool)) };
-    if (!I->data || !I->base || !I->pending || !I->uses || !I->rt || !I->owned) {
+                   gc_calloc(nz, sizeof(bool)), gc_calloc(wide, sizeof(Shape *)), gc_calloc(wide, sizeof(void *)) };
+    if (!I->data || !I->base || !I->pending || !I->uses || !I->rt || !I->owned || !I->ins || !I->in) {
         diag_plain(env->d, "out of memory");
         return -1;
     }
@@ -96,12 +102,8 @@ static void interp_release(Interp *I, int32_t b)
 static int interp_node(Interp *I, int i, const void *const *feeds)
 {
     const Node *n = &I->g->nodes[i];
-    const Shape *ins[64];
-    const void *in[64];
-    if (n->nin > 64) {
-        diag_plain(I->env->d, "node %d: too many inputs", i);
-        return -1;
-    }
+    const Shape **ins = I->ins;
+    const void **in = I->in;
     for (int k = 0; k < n->nin; k++) {
         ins[k] = &I->rt[n->in[k]];
         in[k] = I->data[n->in[k]];

@@ -326,16 +326,8 @@ void kern_layer_norm_grad(const float *x, const float *gamma, const float *dy, s
 
 void kern_layer_norm_grad_scale(const float *x, const float *dy, size_t rows, size_t cols, float eps, double *acc)
 {
-    if (cols == 0)
-        return;
-    void (*stats)(const float *, size_t, float, float *, float *) = vmath()->row_stats;
-    for (size_t r = 0; r < rows; r++) {
-        const float *xr = x + r * cols, *dyr = dy + r * cols;
-        float mean, rstd;
-        stats(xr, cols, eps, &mean, &rstd);
-        for (size_t j = 0; j < cols; j++)
-            acc[j] += (double)dyr[j] * ((xr[j] - mean) * rstd);
-    }
+    if (cols)
+        vmath()->ln_scale_d(x, dy, rows, cols, eps, acc);
 }
 
 /* ---- binary cross entropy ------------------------------------------------------------- */

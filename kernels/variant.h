@@ -159,6 +159,9 @@ typedef struct KernVariant {
     void (*layer_norm_grad)(const float *x, const float *gamma, const float *dy, size_t rows, size_t cols, float eps,
                             float *dx);
     void (*softmax_grad)(const float *y, const float *dy, float *dx, size_t rows, size_t cols);
+    /* Column sums in double of dy xhat (layer norm's gamma gradient, added into acc),
+     * each column in row order (the scalar loop's bits) */
+    void (*ln_scale_d)(const float *x, const float *dy, size_t rows, size_t cols, float eps, double *acc);
 } KernVariant;
 
 /* The variant that runs for `isa` (kern_isa_resolve's). */

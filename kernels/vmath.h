@@ -10,6 +10,7 @@
  * (docs/kernels.md, "Vector math"). */
 
 #include <math.h>
+#include <string.h>
 
 #define VM_FN ISA_INLINE
 #define VM_NAME(x) NAME(x)
@@ -232,8 +233,37 @@ ISA_FN static void NAME(vm_softmax_grad)(const float *y, const float *dy, float 
     }
 }
 
+/* ---- column sums in double (layer norm's gamma gradient) ----
+ * acc[j] += the terms of column j over the rows, in row order: the vectors run across
+ * the columns, each column's sum the scalar loop's (a float's conversion to double and
+ * the product of two of them are exact), so every variant gives the same bits.  VMD:
+ * as many doubles as VF has floats (GCC's vectors, two registers of the variant), kept
+ * inside the functions. */
+typedef double NAME(VMD) __attribute__((vector_size(2 * sizeof(VF))));
+
+/* acc[j] += sum over r of dy[r, j] xhat[r, j], xhat = (x - mean) rstd of row r (layer
+ * norm's gamma gradient) */
+ISA_FN static void NAME(vm_ln_scale_d)(const float *x, const float *dy, size_t rows, size_t cols, float eps, double *acc)
+{
+    for (size_t r = 0; r < rows; r++, x += cols, dy += cols) {
+        float m, rs;
+        NAME(vm_row_stats)(x, cols, eps, &m, &rs);
+        const VF mv = vm_set1(m), rv = vm_set1(rs);
+        size_t j = 0;
+        for (; j + VL <= cols; j += VL) {
+            NAME(VMD) g = __builtin_convertvector(vm_load(dy + j), NAME(VMD));
+            NAME(VMD) h = __builtin_convertvector(vm_mul(vm_sub(vm_load(x + j), mv), rv), NAME(VMD));
+            NAME(VMD) a;   /* never passed or returned: twice a register, no ABI of its own */
+            memcpy(&a, acc + j, sizeof a);
+            a += g * h;
+            memcpy(acc + j, &a, sizeof a);
+        }
+        for (; j < cols; j++) acc[j] += (double)dy[j] * ((x[j] - m) * rs);
+    }
+}
+
 #define VMATH_FNS                                                                              \
     .unary = NAME(vm_unary), .unary_grad = NAME(vm_unary_grad), .row_max = NAME(vm_row_max),  \
     .exp_sum = NAME(vm_exp_sum), .softmax = NAME(vm_softmax), .row_stats = NAME(vm_row_stats), \
     .layer_norm = NAME(vm_layer_norm), .layer_norm_grad = NAME(vm_layer_norm_grad),            \
-    .softmax_grad = NAME(vm_softmax_grad)
+    .softmax_grad = NAME(vm_softmax_grad), .ln_scale_d = NAME(vm_ln_scale_d)

@@ -86,16 +86,18 @@ static Graph *fuse_all(const Graph *g, uint64_t off, DiagSink *d)
 }
 
 
-/* Three training steps of c's model at `batch` in the interpreter and in the compiled
- * plan, every fusion but those that round otherwise (gemm_update_curve checks those):
- * the losses and every weight after them bit for bit the same. */
-static void assert_modes_agree(Compiled *c, const char *what, int64_t batch, int32_t classes)
+/* Three training steps of c's model at `batch` in the interpreter (on the graph after
+ * the compiler's passes too if interp_fused) and in the compiled plan, every fusion but
+ * those that round otherwise (gemm_update_curve checks those): the losses and every
+ * weight after them bit for bit the same. */
+static void assert_modes_agree_as(Compiled *c, const char *what, int64_t batch, int32_t classes, bool interp_fused)
 {
     float loss[2][3];
     Weights w[2];
     for (int mode = 0; mode < 2; mode++) {
         CompileOptions co = { .mode = mode == 0 ? MODE_INTERP : MODE_COMPILED, .pool = tu_pool,
-                              .passes_off = rounding_passes(), .seed = 3, .verify = true };
+                              .passes_off = rounding_passes(), .seed = 3, .verify = true,
+                              .interp_passes = interp_fused };
         Step st;
         memset(&w[mode], 0, sizeof w[mode]);
         ck_assert_msg(prepare(c->g, FOR_TRAINING, batch, &co, &w[mode], &st, &c->d) == 0, "%s", c->d.buf ? c->d.buf : "");
@@ -110,6 +112,11 @@ static void assert_modes_agree(Compiled *c, const char *what, int64_t batch, int
                       "%s: %s differs after 3 steps", what, w[0].names[v]);
     weights_free(&w[0]);
     weights_free(&w[1]);
+}
+
+static void assert_modes_agree(Compiled *c, const char *what, int64_t batch, int32_t classes)
+{
+    assert_modes_agree_as(c, what, batch, classes, false);
 }
 
 START_TEST(compiled_matches_interp)
@@ -142,6 +149,33 @@ START_TEST(sequence_ops_compiled_match)
     Compiled c;
     compile_str(&c, sequence_models[_i]);
     assert_modes_agree(&c, sequence_models[_i], 3, 3);
+    compiled_free_all(&c);
+}
+END_TEST
+
+/* A node of more inputs than a fixed array would hold: 40 dense layers make an
+ * update_all of 160 inputs.  The interpreter runs it before and after the passes, with
+ * the compiled plan's bits (graphc bench --ablate runs the interpreter on the fused
+ * graph). */
+START_TEST(wide_nodes_run)
+{
+    char src[4096];
+    int at = snprintf(src, sizeof src, "input x: f32[B, 2]\ninput y: i32[B]\nh = x\n");
+    for (int i = 0; i < 40; i++) at += snprintf(src + at, sizeof src - (size_t)at, "h = dense(h, units=3, activation=\"tanh\")\n");
+    snprintf(src + at, sizeof src - (size_t)at, "loss = cross_entropy(h, y)\ntrain { data = synthetic(count=8)\n"
+             "optimizer = adam(lr=0.001)\nminimize = loss }\n");
+    Compiled c;
+    compile_str(&c, src);
+    int wide = 0;   /* the widest update_all of the fused step */
+    Step st;
+    CompileOptions co = { .mode = MODE_COMPILED, .threads = 1, .stop_after = "fused" };
+    ck_assert_msg(prepare(c.g, FOR_TRAINING, 3, &co, NULL, &st, &c.d) == 0, "%s", c.d.buf ? c.d.buf : "");
+    for (int i = 0; i < st.run->nnodes; i++)
+        if (st.run->nodes[i].op == OP_UPDATE_ALL && st.run->nodes[i].nin > wide) wide = st.run->nodes[i].nin;
+    step_free(&st);
+    ck_assert_int_ge(wide, 160);
+    assert_modes_agree_as(&c, "40 layers, unfused", 3, 3, false);
+    assert_modes_agree_as(&c, "40 layers, fused", 3, 3, true);
     compiled_free_all(&c);
 }
 END_TEST
@@ -1866,6 +1900,7 @@ static Suite *make_exec_suite(void)
     Suite *s = suite_create("executors");
     TCase *tc = tcase_create("agreement");
     tcase_add_loop_test(tc, compiled_matches_interp, 0, (int)(sizeof model_files / sizeof *model_files));
+    tcase_add_test(tc, wide_nodes_run);
     tcase_add_loop_test(tc, sequence_ops_compiled_match, 0, (int)(sizeof sequence_models / sizeof *sequence_models));
     tcase_add_loop_test(tc, pooled_grads_steps, 0, (int)(sizeof pooled_models / sizeof *pooled_models));
     tcase_add_loop_test(tc, inference_conv_pool, 0, (int)(sizeof convpool_models / sizeof *convpool_models));

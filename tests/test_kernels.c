@@ -1354,6 +1354,38 @@ START_TEST(test_vmath_norm_rows)
 }
 END_TEST
 
+/* Layer norm's gamma gradient, column sums in double: every variant gives the scalar
+ * loop's bits (each column summed over the rows in order, float to double and the
+ * products exact) at widths around the vector lengths, added into acc. */
+START_TEST(test_vmath_colsums)
+{
+    const size_t rows = 9, cap = 70;
+    float *x = tu_alloc_uniform(rows * cap, -3.0f, 5.0f, 940), *dy = tu_alloc_uniform(rows * cap, -1.0f, 1.0f, 941);
+    double got[70], want[70];
+    /* magnitudes 2^-40 .. 2^40 apart: sums in double that round, so the order shows */
+    for (size_t i = 0; i < rows * cap; i++) {
+        x[i] = ldexpf(x[i], (int)(i * 37 % 81) - 40);
+        dy[i] = ldexpf(dy[i], (int)(i * 53 % 81) - 40);
+    }
+    for (size_t n = 1; n <= cap; n++) {
+        for (size_t j = 0; j < n; j++) want[j] = 0.5 * (double)j;
+        for (size_t r = 0; r < rows; r++) {
+            float m, rs;
+            kern_variant(isas[0])->row_stats(x + r * n, n, 1e-3f, &m, &rs);
+            for (size_t j = 0; j < n; j++) want[j] += (double)dy[r * n + j] * ((x[r * n + j] - m) * rs);
+        }
+        FOR_EACH_ISA {
+            for (size_t j = 0; j < n; j++) got[j] = 0.5 * (double)j;
+            kern_variant(conv_isa)->ln_scale_d(x, dy, rows, n, 1e-3f, got);
+            ck_assert_msg(memcmp(got, want, n * sizeof *got) == 0, "%s, n %zu: gamma's gradient not the scalar loop's bits",
+                          kern_isa_name(conv_isa), n);
+        }
+    }
+    free(x);
+    free(dy);
+}
+END_TEST
+
 /* graphc's own GEMM's contract (kernels/gemm_micro.h): each element of C the chain
  * acc = fma(a_k, b_k, acc) over k in order from +0, then alpha acc (beta 0) or
  * fma(beta, c, alpha acc).  The scalar chain, for the bits. */
@@ -3923,6 +3955,7 @@ static Suite *make_kernels_suite(void)
     tcase_add_test(tc, test_vmath_functions);
     tcase_add_test(tc, test_vmath_rows);
     tcase_add_test(tc, test_vmath_norm_rows);
+    tcase_add_test(tc, test_vmath_colsums);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("pool");
