@@ -462,7 +462,7 @@ emit kind=end seconds=$(($(date +%s) - T0)) loadavg_end="$(cut -d' ' -f1-3 /proc
 cp "$RAW" "$JSONL" || die "cannot write $JSONL"
 if [ -s "$TMP/stderr.txt" ]; then cp "$TMP/stderr.txt" "${JSONL%.jsonl}.stderr.txt" 2>/dev/null || true; fi
 # One section per kind of CPU: a real run (not --quick, the default files) is kept as
-# bench/results/cpu-KIND.jsonl (its bench/peak's widest FMA), and the report has this
+# bench/results/cpu-KIND.jsonl (its bench/peak's widest FMA; report.py run_kind), and the report has this
 # run's section first, then one for each other kind's kept run.
 KIND_FILE=$("$REPORT_PY" bench/report.py kind-file --jsonl "$JSONL") || die "cannot tell this run's CPU kind"
 if [ "$QUICK" = 0 ] && [ "$JSONL" = bench/results/latest.jsonl ] && [ "$OUT" = docs/benchmarks.md ]; then

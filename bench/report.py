@@ -251,11 +251,10 @@ def limit_section(L, meta, peak, jobs, graphc, peak_failed):
         L.append("")
         return
     pt = peak.get("threads", "?")
-    fma = peak.get("fma_gflops_all")
+    fma, bw = limit_rates(peak)
     sgemm = peak.get("sgemm_gflops_all")
     n = peak.get("sgemm_n", "?")
     isa = peak.get("isa", "none")
-    bw = peak.get("bandwidth_gbs")   # the all-threads triad; absent before bench/peak measured it
     rows = []
     # every FMA loop measured (a list since bench/peak measures each the CPU has; before, the widest only)
     for f in peak.get("fma") or ([{"isa": isa, "vector_bits": peak.get("vector_bits"),
@@ -276,7 +275,9 @@ def limit_section(L, meta, peak, jobs, graphc, peak_failed):
     L.append("")
     how = (f"`{peak.get('command', 'bench/peak')}` measured these at the start of this run, on the machine "
            f"itself, in {peak.get('seconds', '?')} s: each figure is the median of {peak.get('repeats', '?')} "
-           "measurements, the lowest and highest in parentheses.")
+           "measurements, the lowest and highest in parentheses; the limits below take the highest of the "
+           "widest FMA's and of the triad's all-threads figures (a bound on the machine: the fastest it was seen "
+           "to go, not a rate slowed by the other tenants of a shared machine).")
     if isa != "none":
         lanes = peak.get("vector_bits", 0) // 32
         flops = "a multiply or an add 1 flop per lane" if isa == "sse" else "2 flops per lane"
@@ -296,7 +297,7 @@ def limit_section(L, meta, peak, jobs, graphc, peak_failed):
                 f"{peak.get('stream_array_bytes', 0) / 2**20:.0f} MiB each (the last-level cache is "
                 f"{llc / 2**20:.0f} MiB), each thread on its own slice, counted as STREAM counts them: the bytes "
                 "the loop names (8 a copied element, 12 a triad's), not the line a store first reads; the "
-                "all-threads triad is the bandwidth the limits below use.")
+                "all-threads triad's highest is the bandwidth the limits below use.")
     else:
         how += (" Memory bandwidth: not measured (this run's `bench/peak` predates it), so the limits below are "
                 "the flops' only.")
@@ -396,14 +397,30 @@ def best_peer(peers, key, configs):
     return best
 
 
+def limit_rates(peak):
+    """The rates the limits use: the highest of bench/peak's measurements of the widest
+    FMA and of the all-threads triad (its median where a run kept no range).  A limit is
+    a bound on what the machine can do, so it takes the fastest the machine was seen to
+    go: on a shared VM the triad swings with the other tenants' traffic (24-59 GB/s
+    between runs on one Zen 5 machine), and a median taken while they were busy would
+    make every memory-bound limit looser than the hardware's."""
+    if not peak:
+        return None, None
+
+    def best(key):
+        rng = peak.get(key + "_range")
+        return rng[1] if isinstance(rng, list) and len(rng) == 2 and rng[1] else peak.get(key)
+    bw = best("triad_gbs_all") if peak.get("triad_gbs_all") is not None else peak.get("bandwidth_gbs")
+    return best("fma_gflops_all"), bw
+
+
 def goals_section(L, peak, jobs, graphc, peers):
     """The project's issue 15 goals (mnist, large) and issue 14's (fashion-resnet,
     charlm), measured in this run: each a row, met or not."""
     issue = "14" if all(j["model"] in ISSUE14 for j in jobs) and jobs else "15"
     L.append(f"## The goals of issue {issue} in this run")
     L.append("")
-    fma = peak.get("fma_gflops_all") if peak else None
-    bw = peak.get("bandwidth_gbs") if peak else None
+    fma, bw = limit_rates(peak)
     isas = sorted({str(g.get("isa")) for g in graphc.values() if g.get("isa")})
     if isas:
         L.append(f"graphc ran its kernels' **{', '.join(isas)}** variant (`graphc bench`'s `isa` field).")
@@ -828,14 +845,26 @@ def render_run(recs, raw_name, kept=False):
     return L
 
 
-KINDS = {"avx512f": "AVX-512", "avx2+fma": "AVX2", "sse": "SSE2 only", "none": "no x86 vector FMA"}
+KINDS = {"avx512f": "AVX-512", "avx512f-half": "AVX-512 on 256-bit units", "avx2+fma": "AVX2",
+         "sse": "SSE2 only", "none": "no x86 vector FMA"}
 
 
 def run_kind(recs):
     """A run's CPU kind: the widest vector FMA its bench/peak found ('avx512f', ...), or
-    None for results without a peak line."""
+    None for results without a peak line.  AVX-512 is two kinds: a CPU that runs a
+    512-bit FMA on 256-bit units (Zen 4) gets no more flops from it than from AVX2, so
+    its limits, and what is compute- or memory-bound, are another machine's than on one
+    with 512-bit units (Zen 5, Intel's server cores); 'avx512f-half' when bench/peak's
+    one-thread avx512f rate is under 1.5x its avx2+fma rate."""
     peak = next((r for r in recs if r.get("kind") == "peak"), None)
-    return peak.get("isa") if peak else None
+    if not peak:
+        return None
+    isa = peak.get("isa")
+    if isa == "avx512f":
+        rate = {f.get("isa"): f.get("gflops_1t") for f in peak.get("fma") or []}
+        if rate.get("avx512f") and rate.get("avx2+fma") and rate["avx512f"] < 1.5 * rate["avx2+fma"]:
+            return "avx512f-half"
+    return isa
 
 
 def run_label(recs):
@@ -848,7 +877,7 @@ def kind_file(recs):
     (cpu-avx512.jsonl, cpu-avx512-issue14.jsonl ...)."""
     k = run_kind(recs) or "unknown"
     label = run_label(recs)
-    return ("cpu-" + {"avx512f": "avx512", "avx2+fma": "avx2"}.get(k, re.sub(r"[^a-z0-9]+", "-", k))
+    return ("cpu-" + {"avx512f": "avx512", "avx512f-half": "avx512-half", "avx2+fma": "avx2"}.get(k, re.sub(r"[^a-z0-9]+", "-", k))
             + (f"-{label}" if label else "") + ".jsonl")
 
 
