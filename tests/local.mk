@@ -29,7 +29,8 @@
 # above its own), predict.sh (graphc predict's reports and exit status, and
 # examples/classify beside it), isa.sh (the kernels' variants through GRAPHC_ISA and
 # --isa), isa_kernels.sh (the kernel suite under each lower variant), ablate_cli.sh
-# (graphc bench --ablate's refusals and plot), sample.sh (a text() model, graphc eval's
+# (graphc bench --ablate's refusals and plot), bf16.sh (--dtype bf16's refusals and
+# headers), sample.sh (a text() model, graphc eval's
 # baselines, graphc sample), tabular.sh (the csv() and npy() models, NumPy's files),
 # python.sh (the Python module).  Most scripts source tests/harness.sh: the paths, a
 # temporary folder, ok/bad and the last line "N passed, M failed".
@@ -102,10 +103,11 @@ tests_test_bf16_LDADD = $(TEST_LIBS)
 
 TESTS += tests/golden.sh tests/deep.sh tests/regress.sh tests/resume.sh tests/cli_run.sh tests/valgrind.sh \
 	tests/install.sh tests/mpi.sh tests/layers.sh tests/predict.sh tests/isa.sh tests/isa_kernels.sh \
-	tests/ablate_cli.sh tests/sample.sh tests/tabular.sh
+	tests/ablate_cli.sh tests/sample.sh tests/tabular.sh tests/bf16.sh
 EXTRA_DIST += tests/golden.sh tests/deep.sh tests/regress.sh tests/regress tests/golden tests/errors tests/resume.sh \
 	tests/cli_run.sh tests/valgrind.sh tests/valgrind.net tests/install.sh tests/mpi.sh tests/layers.sh tests/predict.sh \
-	tests/isa.sh tests/isa_kernels.sh tests/ablate_cli.sh tests/sample.sh tests/tabular.sh tests/harness.sh
+	tests/isa.sh tests/isa_kernels.sh tests/ablate_cli.sh tests/sample.sh tests/tabular.sh tests/harness.sh \
+	tests/bf16.sh
 # cli.sh: what a newcomer meets on the command line (issue 17), a check per behaviour;
 # readme.sh: the README's synopsis is --help, its sample run what run prints
 TESTS += tests/cli.sh tests/readme.sh
