@@ -51,6 +51,32 @@ BF16_INLINE __m512i pack_pairs(__m512 even, __m512 odd)
     return _mm512_permutexvar_epi16(inter, h);
 }
 
+/* v[i] = word i of the 16 vectors v holds: a 16 x 16 transpose of 32-bit words.  Words
+ * first paired (within 128-bit lanes), then 64-bit halves, then lanes across vectors:
+ * after the second step b[4k + j]'s lane L holds word 4L + j of rows 4k .. 4k + 3. */
+BF16_INLINE void transpose16(__m512i v[16])
+{
+    __m512i a[16], b[16];
+    for (int k = 0; k < 8; k++) {
+        a[2 * k] = _mm512_unpacklo_epi32(v[2 * k], v[2 * k + 1]);
+        a[2 * k + 1] = _mm512_unpackhi_epi32(v[2 * k], v[2 * k + 1]);
+    }
+    for (int k = 0; k < 4; k++) {
+        b[4 * k] = _mm512_unpacklo_epi64(a[4 * k], a[4 * k + 2]);
+        b[4 * k + 1] = _mm512_unpackhi_epi64(a[4 * k], a[4 * k + 2]);
+        b[4 * k + 2] = _mm512_unpacklo_epi64(a[4 * k + 1], a[4 * k + 3]);
+        b[4 * k + 3] = _mm512_unpackhi_epi64(a[4 * k + 1], a[4 * k + 3]);
+    }
+    for (int j = 0; j < 4; j++) {
+        __m512i c0 = _mm512_shuffle_i32x4(b[j], b[4 + j], 0x88), c1 = _mm512_shuffle_i32x4(b[8 + j], b[12 + j], 0x88);
+        __m512i c2 = _mm512_shuffle_i32x4(b[j], b[4 + j], 0xdd), c3 = _mm512_shuffle_i32x4(b[8 + j], b[12 + j], 0xdd);
+        v[j] = _mm512_shuffle_i32x4(c0, c1, 0x88);
+        v[8 + j] = _mm512_shuffle_i32x4(c0, c1, 0xdd);
+        v[4 + j] = _mm512_shuffle_i32x4(c2, c3, 0x88);
+        v[12 + j] = _mm512_shuffle_i32x4(c2, c3, 0xdd);
+    }
+}
+
 /* Rows [r0, r0 + W) of s, pairs [p0, p1), into out ([p1 - p0][W] words), zero past R
  * and K. */
 BF16_FN static void pack_panel(const Src *s, size_t r0, size_t W, size_t p0, size_t p1, uint32_t *out)
@@ -72,24 +98,29 @@ BF16_FN static void pack_panel(const Src *s, size_t r0, size_t W, size_t p0, siz
         }
         return;
     }
-    /* each row's pairs contiguous: 16 pairs at a time, their words scattered down the
-     * panel's column */
-    const __m512i down = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
-                                            _mm512_set1_epi32((int)W));
+    /* each row's pairs contiguous: 16 rows by 16 pairs converted, then transposed into
+     * 16 pairs' words of 16 rows (a scatter of each row's words down the panel took 1.6x
+     * the time of this on the dense input gradient's W, 3136 x 1024) */
     size_t np = p1 - p0;
-    if (rows < W)
-        memset(out, 0, np * W * sizeof *out);
-    for (size_t r = 0; r < rows; r++) {
-        const float *x = s->x + (r0 + r) * s->ld;
+    for (size_t g = 0; g < W; g += 16) {
+        size_t wg = W - g < 16 ? W - g : 16;
+        __mmask16 mw = (__mmask16)((1u << wg) - 1u);
         for (size_t q = 0; q < np; q += 16) {
-            size_t k = 2 * (p0 + q), nk = s->K - k < 32 ? s->K - k : 32;
+            size_t k = 2 * (p0 + q), nk = s->K - k < 32 ? s->K - k : 32, nq = np - q < 16 ? np - q : 16;
             __mmask16 m0 = nk >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << nk) - 1u);
             __mmask16 m1 = nk >= 32 ? (__mmask16)0xffff : nk > 16 ? (__mmask16)((1u << (nk - 16)) - 1u) : 0;
-            __m512 lo = _mm512_maskz_loadu_ps(m0, x + k), hi = _mm512_maskz_loadu_ps(m1, x + k + 16);
-            __m512i w = (__m512i)_mm512_cvtne2ps_pbh(hi, lo);   /* pairs in order */
-            size_t nq = np - q < 16 ? np - q : 16;
-            __mmask16 mq = nq >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << nq) - 1u);
-            _mm512_mask_i32scatter_epi32(out + q * W + r, mq, down, w, 4);
+            __m512i v[16];
+            for (size_t i = 0; i < 16; i++) {
+                if (g + i >= rows) {
+                    v[i] = _mm512_setzero_si512();
+                    continue;
+                }
+                const float *x = s->x + (r0 + g + i) * s->ld + k;
+                v[i] = (__m512i)_mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(m1, x + 16), _mm512_maskz_loadu_ps(m0, x));
+            }
+            transpose16(v);
+            for (size_t i = 0; i < nq; i++)
+                _mm512_mask_storeu_epi32(out + (q + i) * W + g, mw, v[i]);
         }
     }
 }
