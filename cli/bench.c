@@ -7,6 +7,7 @@
 static const char bench_usage[] =
     "usage: graphc bench FILE.net [--batch N[,N...]] [--infer] [--threads N] [--steps N]\n"
     "                    [--warmup N] [--profile] [--compare-stages] [--json] [--isa NAME]\n"
+    "                    [--dtype TYPE]\n"
     "                    [--ablate [--plot FILE.svg]]\n"
     "\n"
     "Runs the interpreter and the compiled plan side by side in one process, alternating\n"
@@ -23,6 +24,9 @@ static const char bench_usage[] =
     "  --json         one JSON object per batch size\n"
     "  --isa NAME     the kernels' variant: avx512, avx2 or portable (default: the\n"
     "                 best this CPU runs, or GRAPHC_ISA)\n"
+    "  --dtype TYPE   fp32 (default) or bf16: the matrix products with bfloat16\n"
+    "                 operands (rounded as they are packed), summed in fp32, both\n"
+    "                 modes (docs/bf16.md).  Needs avx512_bf16\n"
     "  --ablate       where the compiled plan's speed comes from: the optimizations\n"
     "                 added to the interpreter one at a time, and removed from the full\n"
     "                 plan one at a time, every configuration alternating step by step:\n"
@@ -37,11 +41,12 @@ int cmd_bench(int argc, char **argv)
         { "help", no_argument, 0, 'h' }, { "batch", required_argument, 0, 'b' }, { "infer", no_argument, 0, 'i' },
         { "threads", required_argument, 0, 't' }, { "steps", required_argument, 0, 's' },
         { "warmup", required_argument, 0, 'w' }, { "profile", no_argument, 0, 'p' }, { "json", no_argument, 0, 'j' },
-        { "compare-stages", no_argument, 0, 'c' }, { "isa", required_argument, 0, 'I' },
+        { "compare-stages", no_argument, 0, 'c' }, { "isa", required_argument, 0, 'I' }, { "dtype", required_argument, 0, 'D' },
         { "ablate", no_argument, 0, 'a' }, { "plot", required_argument, 0, 'P' }, { 0, 0, 0, 0 },
     };
     BenchOptions o = { .steps = 10, .warmup = 2, .out = stdout, .isa = cli_isa() };
     int64_t batches[16], v;
+    bool bf16 = false;
     int c;
     optind = 1;
     opterr = 0;
@@ -65,6 +70,7 @@ int cmd_bench(int argc, char **argv)
         case 'j': o.json = true; break;
         case 'c': o.compare_stages = true; break;
         case 'I': if (!cli_parse_isa("bench", optarg, &o.isa)) return EXIT_USAGE; break;
+        case 'D': if (!cli_parse_dtype("bench", optarg, &bf16)) return EXIT_USAGE; break;
         case 'a': o.ablate = true; break;
         case 'P':
             if (!cli_plot_path("bench", optarg)) return EXIT_USAGE;
@@ -80,6 +86,7 @@ int cmd_bench(int argc, char **argv)
                                o.profile ? "--profile" : "--compare-stages");
     if (o.plot && !o.ablate) return cli_usage_error("bench", "--plot draws the ablation: it needs --ablate");
     if (o.plot && o.nbatches > 1) return cli_usage_error("bench", "--plot draws one batch size: give one --batch");
+    if (!cli_apply_dtype("bench", bf16, &o.isa)) return EXIT_USAGE;
     Model m;
     if (cli_load_model(&m, argv[optind]) != 0) { cli_free_model(&m); return EXIT_BAD_INPUT; }
     if (o.nbatches == 0) { batches[0] = m.graph->train.batch; o.nbatches = 1; }

@@ -60,6 +60,12 @@ int cli_print_summary(const Model *m, int64_t batch, int threads, FILE *out, Dia
 /* The kernels' variant named by `--isa NAME` (refusing a name that is none, or one this
  * CPU cannot run, with a usage error: false). */
 bool cli_parse_isa(const char *cmd, const char *name, KIsa *out);
+/* `--dtype NAME`: fp32 or bf16 (*bf16 set), else a usage error (false). */
+bool cli_parse_dtype(const char *cmd, const char *name, bool *bf16);
+/* The dtype chosen into *isa (KISA_BF16, kern.h), once every option is read: false,
+ * after an error naming what is missing, when bf16 cannot run here (no avx512_bf16, or
+ * a variant below avx512 asked for). */
+bool cli_apply_dtype(const char *cmd, bool bf16, KIsa *isa);
 /* The variant GRAPHC_ISA names (read once, by main), else KISA_AUTO: the default of
  * every command's --isa. */
 KIsa cli_isa(void);

@@ -147,6 +147,30 @@ bool cli_parse_isa(const char *cmd, const char *name, KIsa *out)
     return rc == 0 || isa_refused(cmd, "--isa", name, rc);
 }
 
+bool cli_parse_dtype(const char *cmd, const char *name, bool *bf16)
+{
+    if (strcmp(name, "fp32") != 0 && strcmp(name, "bf16") != 0) {
+        cli_usage_error(cmd, "--dtype: expected fp32 or bf16, got '%s'", name);
+        return false;
+    }
+    *bf16 = strcmp(name, "bf16") == 0;
+    return true;
+}
+
+bool cli_apply_dtype(const char *cmd, bool bf16, KIsa *isa)
+{
+    if (!bf16)
+        return true;
+    KIsa with = (KIsa)(*isa | KISA_BF16);
+    const char *why = kern_dtype_check(with);
+    if (why) {
+        cli_usage_error(cmd, "%s", why);
+        return false;
+    }
+    *isa = with;
+    return true;
+}
+
 static KIsa env_isa;   /* GRAPHC_ISA's, read once at start */
 
 KIsa cli_isa(void) { return env_isa; }
@@ -232,9 +256,11 @@ static int run_command(int argc, char **argv)
         return EXIT_OK;
     }
     if (strcmp(cmd, "-V") == 0 || strcmp(cmd, "--version") == 0) {
-        printf("%s (%s; %s; %s kernels)\n", PACKAGE_STRING,
+        printf("%s (%s; %s; %s; %s kernels)\n", PACKAGE_STRING,
                comm_available() ? "with MPI: data-parallel under mpirun" : "without MPI",
-               ONNX_SUPPORT ? "with ONNX: export and import" : "without ONNX", kern_isa_name(kern_isa_resolve(env_isa)));
+               ONNX_SUPPORT ? "with ONNX: export and import" : "without ONNX",
+               kern_bf16_cpu() ? "--dtype bf16: avx512_bf16" : "no --dtype bf16: no avx512_bf16",
+               kern_isa_name(kern_isa_resolve(env_isa)));
         return EXIT_OK;
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)

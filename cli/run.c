@@ -25,6 +25,11 @@ static const char run_usage[] =
     "  --threads N       threads (default: all cores)\n"
     "  --isa NAME        the kernels' variant: avx512, avx2 or portable (default: the\n"
     "                    best this CPU runs, or GRAPHC_ISA)\n"
+    "  --dtype TYPE      fp32 (default) or bf16: the matrix products (dense layers,\n"
+    "                    forward and backward, and SGD's fused weight update) round\n"
+    "                    their operands to bfloat16 as they pack them and sum in fp32;\n"
+    "                    weights, activations, convolutions, losses, optimizer state\n"
+    "                    stay fp32 (docs/bf16.md).  Needs avx512_bf16\n"
     "  --data PATH       the data source's file or folder (overrides the train block's)\n"
     "  --train-limit N   train on the first N examples only\n"
     "  --test-limit N    evaluate on the first N test examples only\n"
@@ -57,7 +62,7 @@ static const char run_usage[] =
 
 static const char eval_usage[] =
     "usage: graphc eval FILE.net --weights PATH [--mode MODE] [--batch N] [--threads N] [--data PATH]\n"
-    "                   [--test-limit N] [--comm-timeout S] [--isa NAME]\n"
+    "                   [--test-limit N] [--comm-timeout S] [--isa NAME] [--dtype TYPE]\n"
     "\n"
     "Evaluates saved weights on the test set of the model's data source: prints the test\n"
     "loss, the accuracy and the number of examples evaluated.\n";
@@ -65,7 +70,7 @@ static const char eval_usage[] =
 enum {
     O_MODE = 256, O_EPOCHS, O_STEPS, O_BATCH, O_LR, O_SEED, O_THREADS, O_DATA, O_TRAIN_LIMIT, O_TEST_LIMIT,
     O_VALIDATE, O_SAVE, O_PLOT, O_LOG, O_WEIGHTS, O_SAVE_EVERY, O_RESUME, O_CHECK_NUMERICS, O_MAX_MEMORY,
-    O_BUCKET_SIZE, O_COMM_TIMEOUT, O_RESET_OPTIMIZER, O_ISA,
+    O_BUCKET_SIZE, O_COMM_TIMEOUT, O_RESET_OPTIMIZER, O_ISA, O_DTYPE,
 };
 
 static const struct option run_opts[] = {
@@ -81,7 +86,7 @@ static const struct option run_opts[] = {
     { "check-numerics", no_argument, 0, O_CHECK_NUMERICS }, { "max-memory", required_argument, 0, O_MAX_MEMORY },
     { "bucket-size", required_argument, 0, O_BUCKET_SIZE }, { "comm-timeout", required_argument, 0, O_COMM_TIMEOUT },
     { "reset-optimizer", no_argument, 0, O_RESET_OPTIMIZER }, { "isa", required_argument, 0, O_ISA },
-    { 0, 0, 0, 0 },
+    { "dtype", required_argument, 0, O_DTYPE }, { 0, 0, 0, 0 },
 };
 
 /* A number of bytes with an optional K, M or G (powers of 1024).  false after a usage error. */
@@ -114,11 +119,12 @@ static int parse_opts(const char *cmd, int argc, char **argv, RunOptions *o, Log
 {
     int c;
     int64_t v;
+    bool bf16 = false;
     optind = 1;
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":h", run_opts, NULL)) != -1) {
         bool eval_ok = c == 'h' || c == O_MODE || c == O_BATCH || c == O_THREADS || c == O_DATA || c == O_WEIGHTS ||
-                       c == O_TEST_LIMIT || c == O_COMM_TIMEOUT || c == O_ISA || c == ':' || c == '?';
+                       c == O_TEST_LIMIT || c == O_COMM_TIMEOUT || c == O_ISA || c == O_DTYPE || c == ':' || c == '?';
         if (weights == NULL && c == O_WEIGHTS) return cli_usage_error(cmd, "--weights is for 'graphc eval'");
         if (weights != NULL && !eval_ok) return cli_usage_error(cmd, "option '%s' is for 'graphc run'", argv[optind - 1]);
         switch (c) {
@@ -165,12 +171,14 @@ static int parse_opts(const char *cmd, int argc, char **argv, RunOptions *o, Log
             break;
         case O_WEIGHTS: *weights = optarg; break;
         case O_ISA: if (!cli_parse_isa(cmd, optarg, &o->isa)) return EXIT_USAGE; break;
+        case O_DTYPE: if (!cli_parse_dtype(cmd, optarg, &bf16)) return EXIT_USAGE; break;
         case ':': return cli_usage_error(cmd, "option '%s' needs a value", argv[optind - 1]);
         default: return cli_unknown_option(cmd, run_opts, argv[optind - 1]);
         }
     }
     if (optind != argc - 1) return cli_usage_error(cmd, optind == argc ? "missing FILE" : "expected one FILE");
     if (o->reset_optimizer && !o->resume_path) return cli_usage_error(cmd, "--reset-optimizer goes with --resume PATH");
+    if (!cli_apply_dtype(cmd, bf16, &o->isa)) return EXIT_USAGE;
     return -1;
 }
 

@@ -1,7 +1,7 @@
 # The docs are installed in $(docdir) (with the README and the license): what --help
 # and the man page send a user to.
 dist_doc_DATA = %D%/api.md %D%/onnx.md %D%/language.md %D%/architecture.md %D%/checkpoint.md %D%/dump-formats.md %D%/training.md \
-	%D%/benchmarks.md %D%/why-graph-mode.md %D%/distributed.md %D%/distributed-scaling.md %D%/fuzzing.md %D%/layout.md %D%/kernels.md \
+	%D%/benchmarks.md %D%/why-graph-mode.md %D%/distributed.md %D%/distributed-scaling.md %D%/fuzzing.md %D%/layout.md %D%/kernels.md %D%/bf16.md \
 	README.md LICENSE
 # The man page names where the models, data and docs are installed: made from
 # graphc.1.in with this configuration's paths, as graphc.pc is.

@@ -447,12 +447,17 @@ void kern_gemm_rows(KIsa isa, bool ta, bool tb, size_t M, size_t N, size_t K, si
     }
     /* rows r0.. of op(A): A's columns from r0 when it is stored [K, M] (lda M) */
     const float *Ar = ta ? A + r0 : A + r0 * K;
+    if (kern_isa_bf16(isa) &&
+        kern_gemm_bf16(NULL, ta, tb, r1 - r0, N, K, alpha, Ar, ta ? M : K, B, tb ? K : N, beta, C, N, NULL, EW_NO_ACT))
+        return;
     gemm_any(kern_variant(isa), ta, tb, r1 - r0, N, K, alpha, Ar, ta ? M : K, B, tb ? K : N, beta, C, N);
 }
 
 void kern_gemm_block(KIsa isa, bool ta, bool tb, size_t M, size_t N, size_t K, float alpha, const float *A, size_t lda,
                      const float *B, size_t ldb, float beta, float *C, size_t ldc)
 {
+    if (kern_isa_bf16(isa) && kern_gemm_bf16(NULL, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, NULL, EW_NO_ACT))
+        return;
     gemm_any(kern_variant(isa), ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
@@ -471,6 +476,9 @@ void kern_gemm(Pool *pool, KIsa isa, bool ta, bool tb, size_t M, size_t N, size_
      * of whole rows or columns (OpenBLAS's own threads are not used: they busy-wait,
      * and split small-M products badly); a single row of C (a dense layer at batch 1)
      * along K (gemv_split).  graphc's own GEMM where own_path says, cut its own way. */
+    if (kern_isa_bf16(isa) && kern_gemm_bf16(pool, ta, tb, M, N, K, alpha, A, ta ? M : K, B, tb ? K : N, beta, C, N,
+                                             NULL, EW_NO_ACT))
+        return;
     const KernVariant *kv = kern_variant(isa);
     OwnPath path = own_path(kv, M, tb);
     if (path != OWN_NONE && own_split(pool, kv, path, ta, tb, M, N, K, alpha, A, B, beta, C, NULL, EW_NO_ACT))
@@ -516,6 +524,9 @@ void kern_gemm_bias_act(Pool *pool, KIsa isa, bool ta, bool tb, size_t M, size_t
                         const float *B, const float *bias, EwAct act, float *C)
 {
     if (M == 0 || N == 0)
+        return;
+    if (kern_isa_bf16(isa) && kern_gemm_bf16(pool, ta, tb, M, N, K, 1.0f, A, ta ? M : K, B, tb ? K : N, 0.0f, C, N,
+                                             bias, act))
         return;
     const KernVariant *kv = kern_variant(isa);
     if (K > 0 && own_path(kv, M, tb) == OWN_GEMM &&

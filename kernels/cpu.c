@@ -35,6 +35,7 @@ KIsa kern_isa_cpu(void)
 KIsa kern_isa_resolve(KIsa isa)
 {
     KIsa cpu = kern_isa_cpu();
+    isa = (KIsa)(isa & ~KISA_BF16);
     return isa <= KISA_AUTO || isa >= KISA_COUNT || isa > cpu ? cpu : isa;
 }
 
@@ -50,6 +51,36 @@ int kern_isa_parse(const char *name, KIsa cpu, KIsa *isa)
             return i > (int)cpu ? -2 : 0;
         }
     return -1;
+}
+
+/* bf16's kernels (gemm_bf16.c) are AVX-512 code, hence the avx512 variant too. */
+bool kern_bf16_cpu(void)
+{
+    static volatile int has;   /* 1 yes, 2 no */
+    if (!has) {
+        bool yes = false;
+#ifdef KERN_X86_VARIANTS
+        yes = kern_isa_cpu() == KISA_AVX512 && __builtin_cpu_supports("avx512bf16");
+#endif
+        has = yes ? 1 : 2;
+    }
+    return has == 1;
+}
+
+const char *kern_dtype_check(KIsa isa)
+{
+    if (!kern_isa_bf16(isa))
+        return NULL;
+    if (!kern_bf16_cpu())
+        return "--dtype bf16 needs a CPU with avx512_bf16 (VDPBF16PS), which this one lacks";
+    if (kern_isa_resolve(isa) != KISA_AVX512)
+        return "--dtype bf16 runs in the avx512 variant only, and a lower one was asked for";
+    return NULL;
+}
+
+const char *kern_isa_label(KIsa isa)
+{
+    return kern_isa_bf16(isa) && !kern_dtype_check(isa) ? "avx512+bf16" : kern_isa_name(kern_isa_resolve(isa));
 }
 
 const KernVariant *kern_variant(KIsa isa)

@@ -27,7 +27,7 @@
  * zeroed options struct holds) runs the best this CPU has.  Every variant takes the
  * same path with the same scratch, so scratch sizes do not depend on it.
  * Order matters: a CPU that runs a variant runs every one below it. */
-typedef enum KIsa { KISA_AUTO, KISA_PORTABLE, KISA_AVX2, KISA_AVX512, KISA_COUNT } KIsa;
+typedef enum KIsa { KISA_AUTO, KISA_PORTABLE, KISA_AVX2, KISA_AVX512, KISA_COUNT, KISA_BF16 = 16 } KIsa;
 
 /* The best variant this CPU runs: avx512 (avx512f, bw, vl and fma), avx2 (avx2 and
  * fma), else portable (plain C).  Detected once. */
@@ -42,6 +42,30 @@ const char *kern_isa_name(KIsa isa);
 int kern_isa_parse(const char *name, KIsa cpu, KIsa *isa);
 /* "avx512, avx2 or portable": the names kern_isa_parse takes, for messages. */
 const char *kern_isa_names(void);
+
+/* --dtype bf16 (docs/bf16.md): KISA_BF16 or'ed into a KIsa, so that it reaches every
+ * kernel the variant does, in both executors.  The variant is the KIsa without it
+ * (kern_isa_resolve drops it); kern_gemm, kern_gemm_bias_act, kern_gemm_rows and
+ * kern_gemm_block take it: their products round A and B to bfloat16 on packing and
+ * accumulate in fp32 (kern_gemm_bf16).  It runs only where kern_bf16_cpu() (the
+ * callers refuse it elsewhere: kern_dtype_check). */
+static inline bool kern_isa_bf16(KIsa isa) { return (isa & KISA_BF16) != 0; }
+/* The CPU has AVX512_BF16 (VCVTNE2PS2BF16, VDPBF16PS) besides the avx512 variant's
+ * features.  Detected once. */
+bool kern_bf16_cpu(void);
+/* NULL when `isa` runs; else why not, for a message ("needs avx512_bf16, which this
+ * CPU lacks", or that the variant asked for is not avx512). */
+const char *kern_dtype_check(KIsa isa);
+/* "avx512+bf16", or kern_isa_name's: what runs for `isa`, for headers. */
+const char *kern_isa_label(KIsa isa);
+/* C = alpha op(A) op(B) + beta C (+ bias[n] on each row, then act), lda/ldb/ldc the
+ * stored row strides, with A and B rounded to bf16 (to nearest even; subnormals to
+ * zero) and the products summed in fp32, split over pool (NULL: this thread): each
+ * element the same bits however the product is cut.  false (C untouched) when it does
+ * not run: no AVX512_BF16, K = 0, or no memory for its packing buffer. */
+bool kern_gemm_bf16(Pool *pool, bool ta, bool tb, size_t M, size_t N, size_t K, float alpha, const float *A,
+                    size_t lda, const float *B, size_t ldb, float beta, float *C, size_t ldc, const float *bias,
+                    EwAct act);
 
 /* ---- elementwise, with NumPy broadcasting ------------------------------------ */
 /* The functions are util/elemwise.def's (EwBinary, EwUnary). */

@@ -263,7 +263,7 @@ static void bench_report(const Bench *b, int threads)
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     const char *model = b->fwd->model_name ? b->fwd->model_name : "model";
-    const char *isa = kern_isa_name(kern_isa_resolve(o->isa));   /* the variant that ran */
+    const char *isa = kern_isa_label(o->isa);   /* the variant that ran ("avx512+bf16" with --dtype bf16) */
     if (o->json) {
         char serial[192] = "";   /* the fields before "ratio" that only some runs have, and the CPU times */
         int len = b->nm == 3 ? snprintf(serial, sizeof serial, "\"one_op_at_a_time_ms\": %.3f, ", med[2] / 1e6) : 0;

@@ -625,7 +625,7 @@ static Stop run_start(Run *run)
     emit(run, (RunEvent){ .kind = RUN_START, .u.start = {
         .model = run->fwd->model_name ? run->fwd->model_name : "model", .epochs = t->epochs, .steps = run->steps,
         .batch = t->batch, .mode = exec_mode_name(run->o->mode), .blas = kern_blas_info(),
-        .isa = kern_isa_name(kern_isa_resolve(run->o->isa)),
+        .isa = kern_isa_label(run->o->isa),
         .threads = pool_threads(run->pool), .ranks = run->R,
         .global_batch = run->gbatch, .comm = comm_describe(run->comm, cd, sizeof cd),
         .optimizer = optim_describe(t, od, sizeof od),

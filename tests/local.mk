@@ -14,6 +14,7 @@
 #   test_api       the public C API alone: io, training, weights, errors, threads (and
 #                  test_api_shared: the same program linked with libgraphc.so)
 #   test_optim     the train block's optimizers, schedules and clipping (issue 14)
+#   test_bf16      --dtype bf16: its GEMM against a bf16-rounding reference, the executors
 #   test_onnx      ONNX export and import: round trips, damaged files (when built with ONNX)
 #   test_checkpoint  checkpoints (crafted fields, streams, resuming) and output files
 #   test_ablate    graphc bench --ablate: every configuration against the interpreter, its output
@@ -28,7 +29,8 @@
 # above its own), predict.sh (graphc predict's reports and exit status, and
 # examples/classify beside it), isa.sh (the kernels' variants through GRAPHC_ISA and
 # --isa), isa_kernels.sh (the kernel suite under each lower variant), ablate_cli.sh
-# (graphc bench --ablate's refusals and plot), sample.sh (a text() model, graphc eval's
+# (graphc bench --ablate's refusals and plot), bf16.sh (--dtype bf16's refusals and
+# headers), sample.sh (a text() model, graphc eval's
 # baselines, graphc sample), tabular.sh (the csv() and npy() models, NumPy's files),
 # python.sh (the Python module).  Most scripts source tests/harness.sh: the paths, a
 # temporary folder, ok/bad and the last line "N passed, M failed".
@@ -39,7 +41,8 @@ AM_TESTS_ENVIRONMENT = top_srcdir='$(top_srcdir)'; top_builddir='$(top_builddir)
 
 CHECK_SUITES = tests/test_frontend tests/test_kernels tests/test_autodiff tests/test_exec tests/test_training \
 	tests/test_runloop tests/test_progress tests/test_bench \
-	tests/test_data tests/test_sources tests/test_image tests/test_plot tests/test_api tests/test_ablate tests/test_optim
+	tests/test_data tests/test_sources tests/test_image tests/test_plot tests/test_api tests/test_ablate tests/test_optim \
+	tests/test_bf16
 check_PROGRAMS += $(CHECK_SUITES)
 TESTS += $(CHECK_SUITES)
 tests_test_frontend_SOURCES = tests/test_frontend.c fuzz/modelgen.c fuzz/pipeline.c
@@ -94,13 +97,17 @@ tests_test_ablate_LDADD = $(TEST_LIBS)
 tests_test_optim_SOURCES = tests/test_optim.c tests/testutil.h tests/testgraph.h
 tests_test_optim_CFLAGS = $(TEST_CFLAGS)
 tests_test_optim_LDADD = $(TEST_LIBS)
+tests_test_bf16_SOURCES = tests/test_bf16.c tests/testtrain.h tests/testutil.h tests/testgraph.h
+tests_test_bf16_CFLAGS = $(TEST_CFLAGS)
+tests_test_bf16_LDADD = $(TEST_LIBS)
 
 TESTS += tests/golden.sh tests/deep.sh tests/regress.sh tests/resume.sh tests/cli_run.sh tests/valgrind.sh \
 	tests/install.sh tests/mpi.sh tests/layers.sh tests/predict.sh tests/isa.sh tests/isa_kernels.sh \
-	tests/ablate_cli.sh tests/sample.sh tests/tabular.sh
+	tests/ablate_cli.sh tests/sample.sh tests/tabular.sh tests/bf16.sh
 EXTRA_DIST += tests/golden.sh tests/deep.sh tests/regress.sh tests/regress tests/golden tests/errors tests/resume.sh \
 	tests/cli_run.sh tests/valgrind.sh tests/valgrind.net tests/install.sh tests/mpi.sh tests/layers.sh tests/predict.sh \
-	tests/isa.sh tests/isa_kernels.sh tests/ablate_cli.sh tests/sample.sh tests/tabular.sh tests/harness.sh
+	tests/isa.sh tests/isa_kernels.sh tests/ablate_cli.sh tests/sample.sh tests/tabular.sh tests/harness.sh \
+	tests/bf16.sh
 # cli.sh: what a newcomer meets on the command line (issue 17), a check per behaviour;
 # readme.sh: the README's synopsis is --help, its sample run what run prints
 TESTS += tests/cli.sh tests/readme.sh
