@@ -617,8 +617,10 @@ Graph *pass_dense_backward(const Graph *g, DiagSink *d)
 }
 
 /* GEMM epilogues: a conv2d or matmul whose sole reader adds a bias vector over its last
- * axis, and optionally whose sum's sole reader is a unary function, becomes one
- * conv2d_bias_act / matmul_bias_act in the last node's place. */
+ * axis, and optionally whose sum's sole reader is a unary function (directly, or
+ * through a reshape read only by it), becomes one conv2d_bias_act / matmul_bias_act in
+ * the last node's place (the add's, when a reshape stands between: the reshape then
+ * reads the fused node and the function's readers read the reshape). */
 Graph *pass_fuse_bias_act(const Graph *g, DiagSink *d)
 {
     Rewrite r;
@@ -633,13 +635,24 @@ Graph *pass_fuse_bias_act(const Graph *g, DiagSink *d)
         int32_t add = sole_consumer(c, uses, i);
         int32_t b = add >= 0 ? bias_of(c, add, i) : -1;
         if (b < 0) continue;
-        int32_t last = add, act = -1;
+        int32_t last = add, act = -1, view = -1;
         float act_p = 0;
         int32_t next = sole_consumer(c, uses, add);
+        /* a dense layer over [B, T, C] is reshape, matmul, add, reshape: its activation
+         * reads the reshape, a view, which then reads the fused node instead */
+        if (next >= 0 && c->nodes[next].op == OP_RESHAPE) {
+            int32_t after = sole_consumer(c, uses, next);
+            if (after >= 0 && is_act(c->nodes[after].op)) {
+                view = next;
+                next = after;
+            }
+        }
         if (next >= 0 && is_act(c->nodes[next].op)) {
             act = (int)c->nodes[next].op;
             act_p = c->nodes[next].a.unary.p;
-            last = next;
+            last = view >= 0 ? add : next;
+        } else {
+            view = -1;
         }
         /* the fused node replaces `last`; the gemm and the add go */
         Node *f = &c->nodes[last];
@@ -671,6 +684,11 @@ Graph *pass_fuse_bias_act(const Graph *g, DiagSink *d)
         f->loc = n->loc;
         keep[i] = false;
         if (last != add) keep[add] = false;
+        if (view >= 0) {
+            keep[next] = false;
+            r.alias[next] = view;
+            if (!c->nodes[view].name) c->nodes[view].name = c->nodes[next].name;
+        }
     }
     return rewrite_end(&r, ok, g->stage, d);
 }

@@ -72,6 +72,17 @@ ISA_INLINE float vm_tree_avx512(const VF *s)
     __m128 c = _mm_add_ps(b, _mm_movehl_ps(b, b));
     return _mm_cvtss_f32(_mm_add_ss(c, _mm_shuffle_ps(c, c, 1)));
 }
+/* and the largest of 16 lanes as the scalar loop `r = lane[j] > r ? lane[j] : r` from
+ * lane 0 finds it: the value by a tree of maxima, then the first lane equal to it (the
+ * loop's choice between +0 and -0).  No lane equal: the lanes are NaNs (a row whose
+ * first element is one; a NaN is never taken after it), and the answer is lane 0. */
+#define VM_REG_MAX 1
+ISA_INLINE float vm_lanes_max_avx512(VF v)
+{
+    __mmask16 eq = _mm512_cmp_ps_mask(v, _mm512_set1_ps(_mm512_reduce_max_ps(v)), _CMP_EQ_OQ);
+    if (!eq) return _mm512_cvtss_f32(v);
+    return _mm512_cvtss_f32(_mm512_permutexvar_ps(_mm512_set1_epi32(__builtin_ctz(eq)), v));
+}
 #include "kernels/vmath.h"
 
 

@@ -71,7 +71,10 @@ ISA_FN static size_t NAME(vm_unary_grad)(EwUnary op, const float *v, const float
 }
 
 /* The largest of x[0 .. n), n >= 1, as `m = x[j] > m ? x[j] : m` from m = x[0] finds it
- * (NaNs after x[0] are passed over; a NaN x[0] is the answer). */
+ * (NaNs after x[0] are passed over; a NaN x[0] is the answer).  An instruction set that
+ * defines VM_REG_MAX (one vector of VM_ACC lanes) has NAME(vm_lanes_max) pick the lanes'
+ * answer in registers: the scalar loop over the stored lanes, 15 dependent compares,
+ * was much of a short row's time (attention's rows of 16 to 64 scores). */
 ISA_FN static float NAME(vm_row_max)(const float *x, size_t n)
 {
     VF m[VM_NACC];
@@ -82,10 +85,14 @@ ISA_FN static float NAME(vm_row_max)(const float *x, size_t n)
             VF v = vm_load(x + i + (size_t)k * VL);
             m[k] = vm_sel(vm_lt(m[k], v), v, m[k]);
         }
+#ifdef VM_REG_MAX
+    float r = NAME(vm_lanes_max)(m[0]);   /* VM_NACC == 1 */
+#else
     float lane[VM_ACC];
     for (int k = 0; k < VM_NACC; k++) vm_store(lane + k * VL, m[k]);
     float r = lane[0];
     for (int j = 1; j < VM_ACC; j++) r = lane[j] > r ? lane[j] : r;
+#endif
     for (; i < n; i++) r = x[i] > r ? x[i] : r;
     return r;
 }

@@ -942,10 +942,12 @@ static const struct {
       0 },
 };
 
-START_TEST(inference_conv_pool)
+/* The compiled plan's inference outputs against the interpreter's, bit for bit, batch 1
+ * and 3, 1 to 3 threads, with `fused` nodes of the fused graph for which is_fused holds. */
+static void inference_modes_agree(const char *text, int model, bool (*is_fused)(const Node *), int fused)
 {
     Compiled c;
-    compile_str(&c, convpool_models[_i].text);
+    compile_str(&c, text);
     Graph *ig = pass_inference(c.g, false, &c.d);
     ck_assert_ptr_nonnull(ig);
     int saved = tu_nthreads();
@@ -970,8 +972,8 @@ START_TEST(inference_conv_pool)
                 if (mode == 1) {
                     const Graph *fg = executor_graph(ex);
                     int n = 0;
-                    for (int i = 0; i < fg->nnodes; i++) n += fg->nodes[i].op == OP_CONV2D_MAXPOOL;
-                    ck_assert_int_eq(n, convpool_models[_i].fused);
+                    for (int i = 0; i < fg->nnodes; i++) n += is_fused(&fg->nodes[i]);
+                    ck_assert_int_eq(n, fused);
                 }
                 for (int o = 0; o < ig->noutputs; o++) {
                     free(out[mode][o]);
@@ -983,7 +985,7 @@ START_TEST(inference_conv_pool)
             }
             for (int o = 0; o < ig->noutputs; o++)
                 ck_assert_msg(memcmp(out[0][o], out[1][o], (size_t)shape_numel(&ig->nodes[ig->outputs[o].node].shape) * 4) == 0,
-                              "model %d, batch %lld, %d threads: output %s differs", _i, (long long)batch, t,
+                              "model %d, batch %lld, %d threads: output %s differs", model, (long long)batch, t,
                               ig->outputs[o].name);
         }
         for (int mode = 0; mode < 2; mode++)
@@ -992,6 +994,51 @@ START_TEST(inference_conv_pool)
         weights_free(&w);
     }
     tu_threads(saved);
+    graph_free(ig);
+    compiled_free_all(&c);
+}
+
+static bool is_conv_maxpool(const Node *n) { return n->op == OP_CONV2D_MAXPOOL; }
+
+START_TEST(inference_conv_pool)
+{
+    inference_modes_agree(convpool_models[_i].text, _i, is_conv_maxpool, convpool_models[_i].fused);
+}
+END_TEST
+
+/* A dense layer over [B, T, C] (reshape, matmul, add, reshape) and its activation: the
+ * activation into the GEMM's epilogue through the reshape, in inference, with the
+ * interpreter's bits; `fused`: matmul_bias_act nodes with an activation, `left`: unary
+ * functions left as ops of their own. */
+static const struct {
+    const char *text;
+    int fused, left;
+} dense_act_models[] = {
+    { "input x: f32[B, 5, 7]\n"
+      "output y = dense(gelu(dense(x, units=9), approximate=\"tanh\"), units=4)\n", 1, 0 },
+    /* the activation is the output: the output is the reshape of the fused node */
+    { "input x: f32[B, 5, 7]\noutput y = silu(dense(x, units=9))\n", 1, 0 },
+    /* the reshape read twice (an output too): not fused */
+    { "input x: f32[B, 5, 7]\nh = dense(x, units=9)\noutput y = gelu(h, approximate=\"tanh\")\noutput z = h\n", 0, 1 },
+};
+
+static bool is_gemm_act(const Node *n) { return n->op == OP_MATMUL_BIAS_ACT && n->a.matmul.act >= 0; }
+
+START_TEST(inference_dense_act)
+{
+    inference_modes_agree(dense_act_models[_i].text, _i, is_gemm_act, dense_act_models[_i].fused);
+    Compiled c;
+    compile_str(&c, dense_act_models[_i].text);
+    Graph *ig = pass_inference(c.g, false, &c.d);
+    ck_assert_ptr_nonnull(ig);
+    Graph *fg = fuse_all(ig, 0, &c.d);
+    ck_assert_ptr_nonnull(fg);
+    ck_assert_int_eq(graph_verify(fg, &c.d), 0);
+    int left = 0;
+    for (int i = 0; i < fg->nnodes; i++) left += op_has(fg->nodes[i].op, OPT_UNARY);
+    ck_assert_int_eq(left, dense_act_models[_i].left);
+    ck_assert_int_eq(fg->noutputs, ig->noutputs);
+    graph_free(fg);
     graph_free(ig);
     compiled_free_all(&c);
 }
@@ -1904,6 +1951,7 @@ static Suite *make_exec_suite(void)
     tcase_add_loop_test(tc, sequence_ops_compiled_match, 0, (int)(sizeof sequence_models / sizeof *sequence_models));
     tcase_add_loop_test(tc, pooled_grads_steps, 0, (int)(sizeof pooled_models / sizeof *pooled_models));
     tcase_add_loop_test(tc, inference_conv_pool, 0, (int)(sizeof convpool_models / sizeof *convpool_models));
+    tcase_add_loop_test(tc, inference_dense_act, 0, (int)(sizeof dense_act_models / sizeof *dense_act_models));
     tcase_add_test(tc, inference_conv_pool_mnist);
     tcase_add_loop_test(tc, gemm_update_curve, 0, (int)(sizeof model_files / sizeof *model_files));
     tcase_add_loop_test(tc, matmul_update_adam, 0, (int)(sizeof adam_cases / sizeof *adam_cases));

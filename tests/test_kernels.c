@@ -1293,6 +1293,15 @@ START_TEST(test_vmath_rows)
     FOR_EACH_ISA ck_assert(kern_variant(conv_isa)->row_max(x, 64) == kern_variant(isas[0])->row_max(x, 64));
     x[0] = NAN;   /* first: the answer */
     FOR_EACH_ISA ck_assert(isnan(kern_variant(conv_isa)->row_max(x, 64)));
+    /* a maximum of zero held as +0 and -0: the scalar loop keeps the first in lane order
+     * (element j in lane j mod 16), -0 here, then +0 with the two swapped */
+    for (int k = 0; k < 2; k++) {
+        for (int j = 0; j < 48; j++) x[j] = -1.0f - (float)j;
+        x[2] = k ? 0.0f : -0.0f;
+        x[21] = k ? -0.0f : 0.0f;
+        FOR_EACH_ISA ck_assert_msg(same_bits(kern_variant(conv_isa)->row_max(x, 48), x[2]), "%s: max of +-0 %d",
+                                   kern_isa_name(conv_isa), k);
+    }
     free(x);
     free(e);
 }
