@@ -36,6 +36,18 @@
 /* Up to this many tiles of rows, B [K, N] is read in place rather than packed. */
 #define GEMM_DIRECT_TILES 2
 
+/* Few rows (gemm_rows): rows of B per pass, and the register tile */
+#define GEMM_ROWS_KB 32
+#if VL == 16
+#define GEMM_ROWS_MR 6   /* 6 x 4 vectors: 24 accumulators, 4 of B, a broadcast */
+#define GEMM_ROWS_NV 4
+#else
+#define GEMM_ROWS_MR 6   /* 6 x 2 vectors: 12 accumulators, 2 of B, a broadcast */
+#define GEMM_ROWS_NV 2
+#endif
+#define GEMM_ROWS_MAX 16
+#define GEMM_ROWS_BYTES (1u << 20)
+
 /* switch cases R = 1 .. GEMM_MR, R a constant in each (a tile's accumulators are
  * registers) */
 #define GEMM_CASES_6(C) case 1: C(1); break; case 2: C(2); break; case 3: C(3); break; \
@@ -55,6 +67,7 @@ typedef struct NAME(GemmBlocks) {
     bool part;            /* partial sums apart from C */
     bool direct;          /* B's whole panels read in place (few rows, B not transposed) */
     bool a_direct;        /* A's tiles read in place, not packed (gemm_a_direct) */
+    bool rows;            /* few rows, B streamed row by row (gemm_rows) */
     size_t ap, bp, pp;    /* floats of packed A, packed B, partial sums (with padding) */
 } NAME(GemmBlocks);
 
@@ -73,9 +86,23 @@ ISA_INLINE bool NAME(gemm_a_direct)(const NAME(GemmBlocks) *b)
     return b->nc <= 64;
 }
 
+ISA_INLINE bool NAME(gemm_rows_ok)(const KGemm *g)
+{
+    return !g->tb && g->M <= GEMM_ROWS_MAX && (double)g->K * (double)g->N * sizeof(float) >= GEMM_ROWS_BYTES;
+}
+
 ISA_INLINE NAME(GemmBlocks) NAME(gemm_blocks)(const KGemm *g)
 {
     NAME(GemmBlocks) b;
+    b.rows = NAME(gemm_rows_ok)(g);
+    if (b.rows) {   /* no packing; partial sums apart from C when beta != 0 */
+        b.kb = b.kc_max = b.nc = b.tiles = 0;
+        b.part = g->beta != 0.0f && g->K > GEMM_ROWS_KB;
+        b.direct = b.a_direct = true;
+        b.ap = b.bp = 0;
+        b.pp = b.part ? g->M * g->N + VL : 0;
+        return b;
+    }
     b.kb = (g->K + GEMM_KC - 1) / GEMM_KC;
     b.kc_max = (g->K + b.kb - 1) / b.kb;
     size_t ncb = (g->N + GEMM_NC - 1) / GEMM_NC;
@@ -318,11 +345,99 @@ ISA_INLINE void NAME(gemm_kblock)(const KGemm *g, const NAME(GemmBlocks) *b, siz
     }
 }
 
+/* ---- few rows of C, B [K, N] large: B streamed row by row ---------------------------
+ * (gemm_rows) GEMM_ROWS_KB rows of B at a time, walked along their columns: as many
+ * streams read in order, each byte once, while the row tiles of A go by (the second
+ * and third read the block from L1); the chains go on in P (C itself when beta is 0)
+ * from block to block and end in the same epilogue as gemm_tile's: the same bits. */
+
+ISA_INLINE void NAME(gemm_rows_tile)(const int R, const bool whole, const KGemm *g, size_t m0, size_t n0, size_t k0,
+                                     int kc, const NAME(GemmOut) *o)
+{
+    V acc[GEMM_ROWS_MR][GEMM_ROWS_NV];
+    VM mk[GEMM_ROWS_NV];
+    int ln[GEMM_ROWS_NV];
+    const int nr = whole ? GEMM_ROWS_NV * VL : (int)(g->N - n0);
+#pragma GCC unroll 4
+    for (int v = 0; v < GEMM_ROWS_NV; v++) {
+        ln[v] = whole ? VL : NAME(gemm_lanes)(nr, v);
+        mk[v] = v_mask(ln[v]);
+    }
+    float *P = o->P + m0 * o->ldp + n0;
+#pragma GCC unroll 8
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+        for (int v = 0; v < GEMM_ROWS_NV; v++)
+            acc[r][v] = o->first ? v_zero() : NAME(gemm_ld)(P + (size_t)r * o->ldp + (size_t)v * VL, ln[v], mk[v]);
+    /* A [M, K]: row m at lda, k at 1; stored [K, M]: k at lda, m at 1 */
+    const size_t ars = g->ta ? 1 : g->lda, aks = g->ta ? g->lda : 1;
+    const float *a = g->A + m0 * ars + k0 * aks, *b = g->B + k0 * g->ldb + n0;
+    for (int k = 0; k < kc; k++, a += aks, b += g->ldb) {
+        V bv[GEMM_ROWS_NV];
+#pragma GCC unroll 4
+        for (int v = 0; v < GEMM_ROWS_NV; v++)
+            bv[v] = NAME(gemm_ld)(b + (size_t)v * VL, ln[v], mk[v]);
+#pragma GCC unroll 8
+        for (int r = 0; r < R; r++) {
+            const V av = v_bcast(a + (size_t)r * ars);
+#pragma GCC unroll 4
+            for (int v = 0; v < GEMM_ROWS_NV; v++)
+                acc[r][v] = v_fma(av, bv[v], acc[r][v]);
+        }
+    }
+    const V va = v_set1(o->alpha), vb = v_set1(o->beta);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+        for (int v = 0; v < GEMM_ROWS_NV; v++) {
+            if (!o->last) {
+                NAME(gemm_st)(P + (size_t)r * o->ldp + (size_t)v * VL, acc[r][v], ln[v], mk[v]);
+                continue;
+            }
+            float *c = o->C + (m0 + (size_t)r) * o->ldc + n0 + (size_t)v * VL;
+            V out = v_mul(va, acc[r][v]);
+            if (o->beta != 0.0f)
+                out = v_fma(vb, NAME(gemm_ld)(c, ln[v], mk[v]), out);
+            if (o->bias)
+                out = v_add(out, NAME(gemm_ld)(o->bias + n0 + (size_t)v * VL, ln[v], mk[v]));
+            NAME(gemm_st)(c, out, ln[v], mk[v]);
+        }
+}
+
+ISA_INLINE void NAME(gemm_rows)(const KGemm *g, float *part)
+{
+    const size_t tiles = (g->M + GEMM_ROWS_MR - 1) / GEMM_ROWS_MR, cols = (size_t)GEMM_ROWS_NV * VL;
+    NAME(GemmOut) o = { part ? part : g->C, g->C, g->bias, part ? g->N : g->ldc, g->ldc, g->alpha, g->beta, true, true };
+    for (size_t k0 = 0; k0 < g->K; k0 += GEMM_ROWS_KB) {
+        const int kc = g->K - k0 < GEMM_ROWS_KB ? (int)(g->K - k0) : GEMM_ROWS_KB;
+        o.first = k0 == 0;
+        o.last = k0 + (size_t)kc == g->K;
+        for (size_t n0 = 0; n0 < g->N; n0 += cols)
+            for (size_t t = 0; t < tiles; t++) {
+                const size_t m0 = NAME(gemm_cut)(g->M, tiles, t);
+                const int R = (int)(NAME(gemm_cut)(g->M, tiles, t + 1) - m0);
+                if (g->N - n0 >= cols) {
+#define GEMM_ROWS_T(RR) NAME(gemm_rows_tile)(RR, true, g, m0, n0, k0, kc, &o)
+                    switch (R) { GEMM_CASES_6(GEMM_ROWS_T) default: break; }
+#undef GEMM_ROWS_T
+                } else {
+#define GEMM_ROWS_T(RR) NAME(gemm_rows_tile)(RR, false, g, m0, n0, k0, kc, &o)
+                    switch (R) { GEMM_CASES_6(GEMM_ROWS_T) default: break; }
+#undef GEMM_ROWS_T
+                }
+            }
+    }
+}
+
 /* The whole product on the calling thread, buf: gemm_buf(g) floats, 64-byte aligned.
  * M, N, K >= 1. */
 ISA_FN static void NAME(gemm)(const KGemm *g, float *buf)
 {
     const NAME(GemmBlocks) b = NAME(gemm_blocks)(g);
+    if (b.rows) {
+        NAME(gemm_rows)(g, b.part ? buf : NULL);
+        return;
+    }
     float *bp = buf, *ap = buf + b.bp, *part = b.part ? ap + b.ap : NULL;
     NAME(GemmOut) o = { NULL, NULL, NULL, part ? b.nc : g->ldc, g->ldc, g->alpha, g->beta, true, true };
     for (size_t j0 = 0; j0 < g->N; j0 += b.nc) {

@@ -1524,6 +1524,85 @@ START_TEST(test_gemv_rows_split)
 }
 END_TEST
 
+/* Few rows by a large B (a dense layer at batch 16: 16 x 3136 by 3136 x 1024), which
+ * graphc's GEMM streams row by row (gemm_micro.h's gemm_rows): each element of C still
+ * the one chain over k, so the bits of chain_gemm in the x86 variants, within rounding
+ * of the double reference in all; A as stored and transposed, beta 0 over NaN, 0.3 and
+ * 1, M not a whole number of row tiles, N not a whole number of vectors, K not of
+ * blocks; the bias and relu of kern_gemm_bias_act; a block of a larger C through
+ * kern_gemm_block (leading dimension past N: the columns between left alone); at 1, 2
+ * and 3 threads (_i + 1: the columns cut over the pool, each part's B still 1 MB, so
+ * still streamed). */
+START_TEST(test_gemm_few_rows)
+{
+    static const size_t sizes[][3] = { {16, 1030, 800}, {7, 300, 2800}, {13, 4100, 200}, {2, 600, 1500} };
+    const EwAct relu = { EW_RELU, 0.0f };
+    tu_threads(_i + 1);
+    for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+        size_t M = sizes[s][0], N = sizes[s][1], K = sizes[s][2], ldc = N + 5;
+        float *A = tu_alloc_uniform(M * K, -1.0f, 1.0f, 290 + s), *B = tu_alloc_uniform(K * N, -1.0f, 1.0f, 300 + s);
+        float *C0 = tu_alloc_uniform(M * N, -1.0f, 1.0f, 310 + s), *bias = tu_alloc_uniform(N, -1.0f, 1.0f, 320 + s);
+        float *C = tu_alloc(M * N), *want = tu_alloc(M * N), *bits = tu_alloc(M * N), *E = tu_alloc(M * ldc);
+        for (int ta = 0; ta < 2; ta++)
+            for (int bi = 0; bi < 3; bi++) {
+                float alpha = bi == 2 ? -0.7f : 1.5f, beta = bi == 0 ? 0.0f : (bi == 1 ? 0.3f : 1.0f);
+                ref_gemm(ta, false, M, N, K, alpha, A, B, beta, C0, want);
+                chain_gemm(ta, false, M, N, K, alpha, A, B, beta, C0, bits);
+                FOR_EACH_ISA {
+                    if (beta == 0.0f)
+                        kern_fill(C, NAN, M * N);
+                    else
+                        kern_copy(C0, C, M * N);
+                    kern_gemm(tu_pool, conv_isa, ta, false, M, N, K, alpha, A, B, beta, C);
+                    ck_assert_isa_near(C, want, M * N, 1e-5);
+                    if (conv_isa == KISA_PORTABLE)
+                        continue;
+                    ptrdiff_t i = tu_first_mismatch(C, bits, M * N, 0.0, 0.0);
+                    ck_assert_msg(i < 0 && memcmp(C, bits, M * N * sizeof *C) == 0,
+                                  "%s, %zux%zux%zu ta %d beta %g, %d threads: C[%td] = %.9g, the chain %.9g",
+                                  kern_isa_name(conv_isa), M, N, K, ta, (double)beta, _i + 1, i,
+                                  i < 0 ? 0.0 : (double)C[i], i < 0 ? 0.0 : (double)bits[i]);
+                    /* the same product into a block of E, ldc past N: C's bits, the
+                     * columns between untouched */
+                    kern_fill(E, 7.0f, M * ldc);
+                    for (size_t m = 0; m < M && beta != 0.0f; m++)
+                        memcpy(E + m * ldc, C0 + m * N, N * sizeof *E);
+                    kern_gemm_block(conv_isa, ta, false, M, N, K, alpha, A, ta ? M : K, B, N, beta, E, ldc);
+                    for (size_t m = 0; m < M; m++) {
+                        ck_assert_msg(memcmp(E + m * ldc, bits + m * N, N * sizeof *E) == 0,
+                                      "%s, %zux%zux%zu ta %d beta %g: kern_gemm_block's row %zu differs",
+                                      kern_isa_name(conv_isa), M, N, K, ta, (double)beta, m);
+                        for (size_t j = N; j < ldc; j++)
+                            ck_assert_msg(E[m * ldc + j] == 7.0f, "kern_gemm_block wrote E[%zu][%zu]", m, j);
+                    }
+                }
+            }
+        /* bias and relu: the bits of the product, then kern_bias_act */
+        for (int ta = 0; ta < 2; ta++) {
+            chain_gemm(ta, false, M, N, K, 1.0f, A, B, 0.0f, NULL, bits);
+            kern_bias_act(bits, M, N, bias, relu);
+            FOR_EACH_ISA {
+                if (conv_isa == KISA_PORTABLE)
+                    continue;
+                kern_fill(C, NAN, M * N);
+                kern_gemm_bias_act(tu_pool, conv_isa, ta, false, M, N, K, A, B, bias, relu, C);
+                ck_assert_msg(memcmp(C, bits, M * N * sizeof *C) == 0, "%s, %zux%zux%zu ta %d: bias and relu differ",
+                              kern_isa_name(conv_isa), M, N, K, ta);
+            }
+        }
+        free(A);
+        free(B);
+        free(C0);
+        free(bias);
+        free(C);
+        free(want);
+        free(bits);
+        free(E);
+    }
+    tu_threads(1);
+}
+END_TEST
+
 /* Few rows, few columns, long K (a dense layer at small batch: kernels/blas.c's
  * own_ksplit): K cut into ceil(K / 2048) parts (at most 64) whatever the thread count,
  * each part's chain of FMAs from +0, the parts summed in order, then alpha (and beta).
@@ -3932,6 +4011,7 @@ static Suite *make_kernels_suite(void)
     tcase_add_loop_test(tc, test_gemm_ksplit, 0, 3);
     tcase_add_loop_test(tc, test_gemm_bias_act, 0, 2);
     tcase_add_loop_test(tc, test_gemv_rows_split, 0, 3);
+    tcase_add_loop_test(tc, test_gemm_few_rows, 0, 3);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("conv");
