@@ -845,7 +845,8 @@ def render_run(recs, raw_name, kept=False):
     return L
 
 
-KINDS = {"avx512f": "AVX-512", "avx512f-half": "AVX-512 on 256-bit units", "avx2+fma": "AVX2",
+KINDS = {"avx512f": "AVX-512", "avx512f-half": "AVX-512 on 256-bit units",
+         "avx512f-intel": "AVX-512, Intel Xeon", "avx2+fma": "AVX2",
          "sse": "SSE2 only", "none": "no x86 vector FMA"}
 
 
@@ -855,7 +856,10 @@ def run_kind(recs):
     512-bit FMA on 256-bit units (Zen 4) gets no more flops from it than from AVX2, so
     its limits, and what is compute- or memory-bound, are another machine's than on one
     with 512-bit units (Zen 5, Intel's server cores); 'avx512f-half' when bench/peak's
-    one-thread avx512f rate is under 1.5x its avx2+fma rate."""
+    one-thread avx512f rate is under 1.5x its avx2+fma rate.  Intel's server cores with
+    512-bit units are a kind of their own ('avx512f-intel'): the same flops a cycle as
+    Zen 5 but another cache hierarchy (2 MB L2, a mesh L3) and memory, so a run there
+    must not replace Zen 5's kept results."""
     peak = next((r for r in recs if r.get("kind") == "peak"), None)
     if not peak:
         return None
@@ -864,6 +868,9 @@ def run_kind(recs):
         rate = {f.get("isa"): f.get("gflops_1t") for f in peak.get("fma") or []}
         if rate.get("avx512f") and rate.get("avx2+fma") and rate["avx512f"] < 1.5 * rate["avx2+fma"]:
             return "avx512f-half"
+        meta = next((r for r in recs if r.get("kind") == "meta"), {})
+        if "intel" in (meta.get("cpu") or "").lower():
+            return "avx512f-intel"
     return isa
 
 
@@ -877,7 +884,8 @@ def kind_file(recs):
     (cpu-avx512.jsonl, cpu-avx512-issue14.jsonl ...)."""
     k = run_kind(recs) or "unknown"
     label = run_label(recs)
-    return ("cpu-" + {"avx512f": "avx512", "avx512f-half": "avx512-half", "avx2+fma": "avx2"}.get(k, re.sub(r"[^a-z0-9]+", "-", k))
+    return ("cpu-" + {"avx512f": "avx512", "avx512f-half": "avx512-half",
+                      "avx512f-intel": "avx512-intel", "avx2+fma": "avx2"}.get(k, re.sub(r"[^a-z0-9]+", "-", k))
             + (f"-{label}" if label else "") + ".jsonl")
 
 
