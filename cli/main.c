@@ -40,6 +40,7 @@ static const char usage[] =
     "\n"
     "environment: GRAPHC_ISA=avx512|avx2|portable runs that variant of the kernels, not\n"
     "the best this CPU has (for tests and comparisons; run and bench also take --isa).\n"
+    "GRAPHC_AMX=0 keeps --dtype bf16's products off AMX's tiles where the CPU has them.\n"
     "\n"
     "exit status: 0 success, 1 bad model or input file, 2 bad usage,\n"
     "130 a run interrupted by Ctrl-C (its checkpoint saved).\n";
@@ -259,7 +260,9 @@ static int run_command(int argc, char **argv)
         printf("%s (%s; %s; %s; %s kernels)\n", PACKAGE_STRING,
                comm_available() ? "with MPI: data-parallel under mpirun" : "without MPI",
                ONNX_SUPPORT ? "with ONNX: export and import" : "without ONNX",
-               kern_bf16_cpu() ? "--dtype bf16: avx512_bf16" : "no --dtype bf16: no avx512_bf16",
+               !kern_bf16_cpu() ? "no --dtype bf16: no avx512_bf16"
+               : kern_amx_cpu() ? "--dtype bf16: avx512_bf16 and amx_bf16"
+                                : "--dtype bf16: avx512_bf16",
                kern_isa_name(kern_isa_resolve(env_isa)));
         return EXIT_OK;
     }

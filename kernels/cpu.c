@@ -4,6 +4,14 @@
 
 #include <string.h>
 
+#if defined KERN_X86_VARIANTS && defined __linux__
+#include <cpuid.h>
+#include <stdlib.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+enum { ARCH_REQ_XCOMP_PERM = 0x1023, XFEATURE_XTILEDATA = 18 };
+#endif
+
 static const char *const isa_names[KISA_COUNT] = {
     [KISA_AUTO] = "auto", [KISA_PORTABLE] = "portable", [KISA_AVX2] = "avx2", [KISA_AVX512] = "avx512",
 };
@@ -67,6 +75,29 @@ bool kern_bf16_cpu(void)
     return has == 1;
 }
 
+/* AMX's tile data is a 8 KB piece of state that Linux (5.16 on) gives a process only
+ * when asked, so that a process that never uses it costs nothing at a context switch:
+ * the CPU's bits (CPUID 7: AMX-BF16, AMX-TILE), the OS's (XCR0 bits 17, 18), then the
+ * request, which holds for every thread of the process. */
+bool kern_amx_cpu(void)
+{
+    static volatile int has;   /* 1 yes, 2 no */
+    if (!has) {
+        bool yes = false;
+#if defined KERN_X86_VARIANTS && defined __linux__
+        unsigned a, b, c, d, lo, hi;
+        const char *env = getenv("GRAPHC_AMX");
+        if (kern_bf16_cpu() && !(env && strcmp(env, "0") == 0) && __get_cpuid_count(7, 0, &a, &b, &c, &d) &&
+            (d >> 22 & 1) && (d >> 24 & 1)) {
+            __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+            yes = (lo >> 17 & 3) == 3 && syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0;
+        }
+#endif
+        has = yes ? 1 : 2;
+    }
+    return has == 1;
+}
+
 const char *kern_dtype_check(KIsa isa)
 {
     if (!kern_isa_bf16(isa))
@@ -80,7 +111,9 @@ const char *kern_dtype_check(KIsa isa)
 
 const char *kern_isa_label(KIsa isa)
 {
-    return kern_isa_bf16(isa) && !kern_dtype_check(isa) ? "avx512+bf16" : kern_isa_name(kern_isa_resolve(isa));
+    if (kern_isa_bf16(isa) && !kern_dtype_check(isa))
+        return kern_bf16_amx() ? "avx512+bf16+amx" : "avx512+bf16";
+    return kern_isa_name(kern_isa_resolve(isa));
 }
 
 const KernVariant *kern_variant(KIsa isa)

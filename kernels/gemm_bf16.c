@@ -125,6 +125,29 @@ BF16_FN static void pack_panel(const Src *s, size_t r0, size_t W, size_t p0, siz
     }
 }
 
+/* One row of a C tile, 32 columns (masks m0, m1) from its two accumulators: on the
+ * first K block C = alpha acc + beta C (beta 0 overwrites, NaN included), on the others
+ * C += alpha acc; + bias (bias0/1) on the last.  Both engines end a tile with it, so
+ * that they give the same bits. */
+BF16_INLINE void put_row(float *c, __m512 acc0, __m512 acc1, __mmask16 m0, __mmask16 m1, __m512 va, __m512 vb,
+                         float beta, bool first, bool add_bias, __m512 bias0, __m512 bias1)
+{
+    __m512 v0 = _mm512_mul_ps(va, acc0), v1 = _mm512_mul_ps(va, acc1);
+    if (!first) {
+        v0 = _mm512_add_ps(_mm512_maskz_loadu_ps(m0, c), v0);
+        v1 = _mm512_add_ps(_mm512_maskz_loadu_ps(m1, c + 16), v1);
+    } else if (beta != 0.0f) {
+        v0 = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m0, c), v0);
+        v1 = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m1, c + 16), v1);
+    }
+    if (add_bias) {
+        v0 = _mm512_add_ps(v0, bias0);
+        v1 = _mm512_add_ps(v1, bias1);
+    }
+    _mm512_mask_storeu_ps(c, m0, v0);
+    _mm512_mask_storeu_ps(c + 16, m1, v1);
+}
+
 /* C's tile [rows, cols] (rows <= MR, cols <= NR) from the packed panels a ([np][MR]) and
  * b ([np][NR]): first block C = alpha acc + beta C, else C += alpha acc; then, on the
  * last block, + bias. */
@@ -153,21 +176,7 @@ BF16_FN static void micro(size_t np, const uint32_t *a, const uint32_t *b, float
     for (int i = 0; i < MR; i++) {
         if ((size_t)i >= rows)
             break;
-        float *c = C + (size_t)i * ldc;
-        __m512 v0 = _mm512_mul_ps(va, acc[i][0]), v1 = _mm512_mul_ps(va, acc[i][1]);
-        if (!first) {
-            v0 = _mm512_add_ps(_mm512_maskz_loadu_ps(m0, c), v0);
-            v1 = _mm512_add_ps(_mm512_maskz_loadu_ps(m1, c + 16), v1);
-        } else if (beta != 0.0f) {   /* beta 0 overwrites, NaN included */
-            v0 = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m0, c), v0);
-            v1 = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m1, c + 16), v1);
-        }
-        if (bias) {
-            v0 = _mm512_add_ps(v0, bias0);
-            v1 = _mm512_add_ps(v1, bias1);
-        }
-        _mm512_mask_storeu_ps(c, m0, v0);
-        _mm512_mask_storeu_ps(c + 16, m1, v1);
+        put_row(C + (size_t)i * ldc, acc[i][0], acc[i][1], m0, m1, va, vb, beta, first, bias != NULL, bias0, bias1);
     }
 }
 
@@ -205,18 +214,165 @@ BF16_FN static void gemm_serial(const KGemm *g, uint32_t *buf)
     }
 }
 
+/* ---- The same products on AMX (Intel's tile unit, AMX-BF16) ----------------------
+ * TDPBF16PS is VDPBF16PS over a 16 x 16 tile of C and 16 pairs of K at once: per
+ * element, each pair's even product then its odd one added, rounded to nearest even,
+ * subnormals to zero.  Where the CPU has it and Linux grants this process the tile
+ * state (kern_amx_cpu), the products above run on it instead (about 3.5x the
+ * VDPBF16PS tile's rate on one core of the Xeon it was written on).  B is packed as
+ * above (panels of 32 columns, [pairs][32] words), its pairs padded with zero words
+ * to a multiple of 16; A in panels of 32 rows, each row's pairs contiguous ([32][ldp]
+ * words: what a tile row holds).  A block of C is 2 x 2 tiles (32 x 32, in tiles 0-3),
+ * two tiles of A (4, 5) and two of B (6, 7) a step of 16 pairs.  Same K blocks, and
+ * each block's tile ends with put_row.  The tile unit rounds its sums its own way, so
+ * the bits are not VDPBF16PS's (a few ulps off; test_amx holds both to one bound), but
+ * each element is still one chain over K in block order: the same bits on any pool,
+ * in both executors. */
+#define AMX_FN __attribute__((target("amx-tile,amx-bf16,avx512f,avx512bw,avx512vl,avx512bf16")))
+enum { AMX_R = 32, AMX_STEP = 16 };
+
+typedef struct TileCfg {
+    uint8_t palette, start_row, reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+} TileCfg;
+
+static size_t pairs16(size_t np) { return (np + AMX_STEP - 1) / AMX_STEP * AMX_STEP; }
+
+/* Words of buffer amx_serial takes: B's panels, A's block, pack_panel's [KC][16]. */
+static size_t amx_words(size_t M, size_t N)
+{
+    size_t mc = M < MC ? (M + AMX_R - 1) / AMX_R * AMX_R : MC;
+    return (size_t)KC * ((N + NR - 1) / NR * NR + mc + 16);
+}
+
+/* Rows [r0, r0 + 32) of s, pairs [p0, p1), into out ([32][ldp] words), zero past R, K
+ * and p1.  tmp: [p1 - p0][16] words for the transposing case. */
+AMX_FN static void pack_rows(const Src *s, size_t r0, size_t p0, size_t p1, size_t ldp, uint32_t *out,
+                             uint32_t *tmp)
+{
+    size_t np = p1 - p0;
+    if (s->k_major) {   /* K down the stored rows: pack_panel's [pairs][16], transposed */
+        for (size_t h = 0; h < AMX_R; h += 16) {
+            pack_panel(s, r0 + h, 16, p0, p1, tmp);
+            for (size_t q = 0; q < ldp; q += 16) {
+                __m512i v[16];
+                for (size_t i = 0; i < 16; i++)
+                    v[i] = q + i < np ? _mm512_load_si512(tmp + (q + i) * 16) : _mm512_setzero_si512();
+                transpose16(v);
+                for (size_t i = 0; i < 16; i++)
+                    _mm512_store_si512(out + (h + i) * ldp + q, v[i]);
+            }
+        }
+        return;
+    }
+    /* a row's floats k, k + 1 are its pair words as they stand: 32 floats, 16 words */
+    for (size_t i = 0; i < AMX_R; i++) {
+        uint32_t *o = out + i * ldp;
+        const float *x = r0 + i < s->R ? s->x + (r0 + i) * s->ld : NULL;
+        for (size_t q = 0; q < ldp; q += 16) {
+            size_t k = 2 * (p0 + q), nk = x && q < np && k < s->K ? (s->K - k < 32 ? s->K - k : 32) : 0;
+            __mmask16 m0 = nk >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << nk) - 1u);
+            __mmask16 m1 = nk >= 32 ? (__mmask16)0xffff : nk > 16 ? (__mmask16)((1u << (nk - 16)) - 1u) : 0;
+            __m512i v = nk ? (__m512i)_mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(m1, x + k + 16),
+                                                          _mm512_maskz_loadu_ps(m0, x + k))
+                           : _mm512_setzero_si512();
+            _mm512_store_si512(o + q, v);
+        }
+    }
+}
+
+/* The 32 x 32 block of A's panel a ([32][ldp]) by B's panel b ([ldp][32]) into tile
+ * ([32][32] floats). */
+AMX_FN static void amx_block(size_t ldp, const uint32_t *a, const uint32_t *b, float *tile)
+{
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+    for (size_t q = 0; q < ldp; q += AMX_STEP) {
+        _tile_loadd(4, a + q, ldp * 4);
+        _tile_loadd(5, a + 16 * ldp + q, ldp * 4);
+        _tile_loadd(6, b + q * NR, NR * 4);
+        _tile_loadd(7, b + q * NR + 16, NR * 4);
+        _tile_dpbf16ps(0, 4, 6);
+        _tile_dpbf16ps(1, 4, 7);
+        _tile_dpbf16ps(2, 5, 6);
+        _tile_dpbf16ps(3, 5, 7);
+    }
+    _tile_stored(0, tile, NR * 4);
+    _tile_stored(1, tile + 16, NR * 4);
+    _tile_stored(2, tile + 16 * NR, NR * 4);
+    _tile_stored(3, tile + 16 * NR + 16, NR * 4);
+}
+
+/* gemm_serial's product on AMX, buf (64-byte aligned) of amx_words. */
+AMX_FN static void amx_serial(const KGemm *g, uint32_t *buf)
+{
+    TileCfg cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.palette = 1;
+    for (int t = 0; t < 8; t++) {
+        cfg.rows[t] = 16;
+        cfg.colsb[t] = 64;
+    }
+    _tile_loadconfig(&cfg);   /* the tiles' shapes: this thread's own state */
+    Src a = { g->A, g->lda, g->M, g->K, g->ta }, b = { g->B, g->ldb, g->N, g->K, !g->tb };
+    size_t P = pairs_of(g->K), nb = (g->N + NR - 1) / NR;
+    uint32_t *bp = buf, *ap = buf + (size_t)KC * nb * NR, *tmp = ap + (size_t)KC * MC;
+    if (g->M < MC)
+        tmp = ap + (size_t)KC * ((g->M + AMX_R - 1) / AMX_R * AMX_R);
+    float tile[AMX_R * NR] __attribute__((aligned(64)));
+    __m512 va = _mm512_set1_ps(g->alpha), vb = _mm512_set1_ps(g->beta);
+    for (size_t p0 = 0; p0 < P; p0 += KC) {
+        size_t p1 = P - p0 < KC ? P : p0 + KC, np = p1 - p0, ldp = pairs16(np);
+        bool first = p0 == 0, last = p1 == P;
+        for (size_t j = 0; j < nb; j++) {
+            uint32_t *panel = bp + j * ldp * NR;
+            pack_panel(&b, j * NR, NR, p0, p1, panel);
+            memset(panel + np * NR, 0, (ldp - np) * NR * sizeof *panel);
+        }
+        for (size_t m0 = 0; m0 < g->M; m0 += MC) {
+            size_t m1 = g->M - m0 < MC ? g->M : m0 + MC, mb = (m1 - m0 + AMX_R - 1) / AMX_R;
+            for (size_t i = 0; i < mb; i++)
+                pack_rows(&a, m0 + i * AMX_R, p0, p1, ldp, ap + i * AMX_R * ldp, tmp);
+            for (size_t j = 0; j < nb; j++) {
+                size_t n0 = j * NR, cols = g->N - n0 < NR ? g->N - n0 : NR;
+                __mmask16 m0k = cols >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << cols) - 1u);
+                __mmask16 m1k = cols >= 32 ? (__mmask16)0xffff : cols > 16 ? (__mmask16)((1u << (cols - 16)) - 1u) : 0;
+                const float *bias = last && g->bias ? g->bias + n0 : NULL;
+                __m512 bias0 = bias ? _mm512_maskz_loadu_ps(m0k, bias) : _mm512_setzero_ps();
+                __m512 bias1 = bias ? _mm512_maskz_loadu_ps(m1k, bias + 16) : _mm512_setzero_ps();
+                for (size_t i = 0; i < mb; i++) {
+                    size_t r0 = m0 + i * AMX_R, rows = m1 - r0 < AMX_R ? m1 - r0 : AMX_R;
+                    amx_block(ldp, ap + i * AMX_R * ldp, bp + j * ldp * NR, tile);
+                    for (size_t r = 0; r < rows; r++)
+                        put_row(g->C + (r0 + r) * g->ldc + n0, _mm512_load_ps(tile + r * NR),
+                                _mm512_load_ps(tile + r * NR + 16), m0k, m1k, va, vb, g->beta, first, bias != NULL,
+                                bias0, bias1);
+                }
+            }
+        }
+    }
+    _tile_release();   /* leave no tile state for the kernel to save at a switch */
+}
+
+static int amx_mode;   /* test hook: 1 keeps products off AMX (kern.h) */
+void kern_bf16_set_amx(int mode) { amx_mode = mode; }
+bool kern_bf16_amx(void) { return amx_mode != 1 && kern_amx_cpu(); }
+
 /* The parts of a product cut over the pool: rows (split_m, in MR) or columns (in NR). */
 typedef struct Bf16Job {
     KGemm g;
     EwAct act;
-    bool split_m;
+    bool split_m, amx;
     size_t parts, stride;   /* stride: words of buffer per part */
     uint32_t *buf;
 } Bf16Job;
 
 static bool part_args(const Bf16Job *j, int part, KGemm *g)
 {
-    size_t total = j->split_m ? j->g.M : j->g.N, unit = j->split_m ? MR : NR, units = (total + unit - 1) / unit;
+    size_t total = j->split_m ? j->g.M : j->g.N, unit = j->split_m ? (j->amx ? AMX_R : MR) : NR, units = (total + unit - 1) / unit;
     size_t lo = units * (size_t)part / j->parts * unit, hi = units * ((size_t)part + 1) / j->parts * unit;
     hi = hi < total ? hi : total;
     if (hi <= lo)
@@ -243,7 +399,10 @@ static void bf16_part(void *arg, int part, int worker)
     KGemm g;
     if (!part_args(j, part, &g))
         return;
-    gemm_serial(&g, j->buf + (size_t)part * j->stride);
+    if (j->amx)
+        amx_serial(&g, j->buf + (size_t)part * j->stride);
+    else
+        gemm_serial(&g, j->buf + (size_t)part * j->stride);
     if (j->act.fn >= 0)
         for (size_t i = 0; i < g.M; i++)
             kern_unary((EwUnary)j->act.fn, j->act.p, g.C + i * g.ldc, g.C + i * g.ldc, g.N);
@@ -256,15 +415,15 @@ bool kern_gemm_bf16(Pool *pool, bool ta, bool tb, size_t M, size_t N, size_t K, 
     if (!kern_bf16_cpu() || M == 0 || N == 0 || K == 0)   /* nothing to round: the caller's path */
         return false;
     KGemm g = { ta, tb, M, N, K, alpha, beta, A, lda, B, ldb, C, ldc, bias };
-    Bf16Job j = { g, act, M > N, 1, 0, NULL };
-    size_t T = (size_t)pool_threads(pool), unit = j.split_m ? MR : NR, longer = j.split_m ? M : N;
+    Bf16Job j = { g, act, M > N, kern_bf16_amx(), 1, 0, NULL };
+    size_t T = (size_t)pool_threads(pool), unit = j.split_m ? (j.amx ? AMX_R : MR) : NR, longer = j.split_m ? M : N;
     if (T > 1 && 2.0 * (double)M * (double)N * (double)K >= SPLIT_FLOPS && longer >= 2 * unit * T)
         j.parts = T;
     size_t most = 0;
     for (size_t p = 0; p < j.parts; p++) {
         KGemm pg;
         if (part_args(&j, (int)p, &pg)) {
-            size_t w = serial_words(pg.M, pg.N);
+            size_t w = j.amx ? amx_words(pg.M, pg.N) : serial_words(pg.M, pg.N);
             most = w > most ? w : most;
         }
     }
@@ -282,6 +441,8 @@ bool kern_gemm_bf16(Pool *pool, bool ta, bool tb, size_t M, size_t N, size_t K, 
 }
 
 #else
+void kern_bf16_set_amx(int mode) { (void)mode; }
+bool kern_bf16_amx(void) { return false; }
 bool kern_gemm_bf16(Pool *pool, bool ta, bool tb, size_t M, size_t N, size_t K, float alpha, const float *A,
                     size_t lda, const float *B, size_t ldb, float beta, float *C, size_t ldc, const float *bias,
                     EwAct act)

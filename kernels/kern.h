@@ -53,10 +53,18 @@ static inline bool kern_isa_bf16(KIsa isa) { return (isa & KISA_BF16) != 0; }
 /* The CPU has AVX512_BF16 (VCVTNE2PS2BF16, VDPBF16PS) besides the avx512 variant's
  * features.  Detected once. */
 bool kern_bf16_cpu(void);
+/* The CPU has AMX-TILE and AMX-BF16 and Linux granted this process the tile state
+ * (asked once, here), unless GRAPHC_AMX=0 was set: then kern_gemm_bf16 runs on AMX's
+ * tiles (kernels/gemm_bf16.c; within the same bound, not the bits of VDPBF16PS). */
+bool kern_amx_cpu(void);
+/* kern_amx_cpu(), unless a test turned it off: kern_bf16_set_amx(1) (0 restores). */
+bool kern_bf16_amx(void);
+void kern_bf16_set_amx(int mode);
 /* NULL when `isa` runs; else why not, for a message ("needs avx512_bf16, which this
  * CPU lacks", or that the variant asked for is not avx512). */
 const char *kern_dtype_check(KIsa isa);
-/* "avx512+bf16", or kern_isa_name's: what runs for `isa`, for headers. */
+/* "avx512+bf16" ("avx512+bf16+amx" where the products run on AMX), or
+ * kern_isa_name's: what runs for `isa`, for headers. */
 const char *kern_isa_label(KIsa isa);
 /* C = alpha op(A) op(B) + beta C (+ bias[n] on each row, then act), lda/ldb/ldc the
  * stored row strides, with A and B rounded to bf16 (to nearest even; subnormals to

@@ -190,7 +190,8 @@ START_TEST(dtype_check)
     ck_assert_int_eq(kern_isa_resolve((KIsa)(KISA_AVX2 | KISA_BF16)), kern_isa_resolve(KISA_AVX2));
     if (kern_bf16_cpu()) {
         ck_assert_ptr_null(kern_dtype_check((KIsa)(KISA_AUTO | KISA_BF16)));
-        ck_assert_str_eq(kern_isa_label((KIsa)(KISA_AVX512 | KISA_BF16)), "avx512+bf16");
+        ck_assert_str_eq(kern_isa_label((KIsa)(KISA_AVX512 | KISA_BF16)),
+                         kern_bf16_amx() ? "avx512+bf16+amx" : "avx512+bf16");   /* test_amx: AMX's label */
     } else {
         ck_assert_ptr_nonnull(strstr(kern_dtype_check((KIsa)(KISA_AUTO | KISA_BF16)), "avx512_bf16"));
     }
