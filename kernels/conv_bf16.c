@@ -1,0 +1,287 @@
+/* The direct convolution's forward pass in bf16 (--dtype bf16, docs/bf16.md): the
+ * fp32 kernel's plan (kernels/conv_direct.c: each output row reads a zero-padded copy
+ * of the input rows under it, tiles of pixels x vectors of filters) with VDPBF16PS,
+ * which adds to each fp32 lane the products of a pair of bf16 taps:
+ *   the filter    packed once per call in pairs of consecutive taps (k even, k + 1),
+ *                 one 32-bit word per filter and pair, blocks of 16 filters;
+ *   the input     rounded to bf16 as its rows are copied into the strip, so that the
+ *                 taps (kx, c) of a kernel row, consecutive there, are pairs too:
+ *                 with C even no pair straddles two kernel rows (or two pixels), and
+ *                 a pair's word is broadcast from the strip as it stands;
+ *   the sums      fp32, one chain over the pairs in (ky, kx, c) order from +0, then
+ *                 the bias and relu as conv_direct_forward adds them.
+ * Half the instructions of the fp32 kernel per tap and half its bytes of input and
+ * filter.  Each output's chain does not depend on the tile, the band or the cut into
+ * rows, so threads and executors give the same bits.
+ * Rounding is to nearest even (VCVTNE2PS2BF16; subnormals to zero), as
+ * kernels/gemm_bf16.c rounds its operands. */
+#include "kernels/conv_bf16.h"
+#include "kernels/conv_direct.h"
+#include "kernels/variant.h"
+
+#include <string.h>
+
+#ifdef KERN_X86_VARIANTS
+#include <immintrin.h>
+
+#define BF16_FN __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
+#define BF16_INLINE static inline __attribute__((always_inline, target("avx512f,avx512bw,avx512vl,avx512bf16")))
+
+enum {
+    BLOCK = 16,             /* filters per packed block: one vector of words */
+    STRIP_HALVES = 32768,   /* bf16 of the input rows under a band of output rows (64 KiB, as
+                             * conv_direct.c's fp32 band) */
+    TILE_MAX = 12
+};
+
+bool conv_bf16_ok(KIsa isa, const KConv *p)
+{
+    return kern_isa_bf16(isa) && p->c > 4 && p->c % 2 == 0 && kern_bf16_cpu() && conv_direct_ok(p) &&
+           p->kh * p->kw * p->c <= STRIP_HALVES;
+}
+
+/* The pair word of two floats, rounded: the first in the low half (VDPBF16PS's even
+ * element). */
+BF16_INLINE __m512i pair_words(__m512 even, __m512 odd)
+{
+    const __m512i inter = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6,
+                                           21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+    return _mm512_permutexvar_epi16(inter, (__m512i)_mm512_cvtne2ps_pbh(odd, even));
+}
+
+static __mmask16 lanes(int64_t n) { return n >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << n) - 1u); }
+
+/* Blocks of 16 filters, a word per filter and pair of taps (2tp, 2tp + 1), zero past F. */
+BF16_FN void conv_bf16_pack(const KConv *p, const float *w, void *wp)
+{
+    const int64_t K = p->kh * p->kw * p->c, KP = K / 2, F = p->f;
+    uint32_t *d = wp;
+    for (int64_t f0 = 0; f0 < F; f0 += BLOCK) {
+        const __mmask16 m = lanes(F - f0);
+        for (int64_t tp = 0; tp < KP; tp++) {
+            const __m512 e = _mm512_maskz_loadu_ps(m, w + 2 * tp * F + f0), o = _mm512_maskz_loadu_ps(m, w + (2 * tp + 1) * F + f0);
+            _mm512_storeu_si512(d + (f0 / BLOCK * KP + tp) * BLOCK, pair_words(e, o));
+        }
+    }
+}
+
+/* q = the input gradient's forward convolution: its tap (ky, kx, f) of filter c is p's
+ * tap (KH-1-ky, KW-1-kx, c) of filter f (conv_pack_flipped's). */
+BF16_FN void conv_bf16_pack_flipped(const KConv *p, const float *w, void *wp)
+{
+    const int64_t C = p->c, F = p->f, KH = p->kh, KW = p->kw, KP = KH * KW * F / 2;
+    uint32_t *d = wp;
+    for (int64_t c0 = 0; c0 < C; c0 += BLOCK) {
+        const int64_t nc = C - c0 < BLOCK ? C - c0 : BLOCK;
+        for (int64_t tp = 0; tp < KP; tp++) {
+            float v[2][BLOCK] = { { 0 } };
+            for (int h = 0; h < 2; h++) {
+                const int64_t t = 2 * tp + h, f = t % F, kk = t / F, ky = kk / KW, kx = kk % KW;
+                const float *src = w + ((KH - 1 - ky) * KW + (KW - 1 - kx)) * C * F + f;
+                for (int64_t c = 0; c < nc; c++)
+                    v[h][c] = src[(c0 + c) * F];
+            }
+            _mm512_storeu_si512(d + (c0 / BLOCK * KP + tp) * BLOCK,
+                                pair_words(_mm512_loadu_ps(v[0]), _mm512_loadu_ps(v[1])));
+        }
+    }
+}
+
+/* n floats (n even) rounded into n / 2 words of bf16 pairs. */
+BF16_INLINE void round_run(const float *src, int64_t n, uint32_t *dst)
+{
+    for (int64_t i = 0; i < n; i += 32) {
+        const int64_t left = n - i;
+        const __mmask16 m0 = lanes(left), m1 = left > 16 ? lanes(left - 16) : 0;
+        const __m512bh h = _mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(m1, src + i + 16), _mm512_maskz_loadu_ps(m0, src + i));
+        _mm512_mask_storeu_epi32(dst + i / 2, lanes(left / 2), (__m512i)h);
+    }
+}
+
+/* Width of the strip in input columns (conv_direct.c's strip_w). */
+static int64_t strip_w(const KConv *p) { return (p->ow - 1) * p->sw + p->kw; }
+
+/* `rows` input rows from the first under output row oy of image n, rounded, into
+ * strip words (r * strip_w + s) * C / 2 + c / 2, zero outside the image (strip column
+ * s is input column s - pl). */
+BF16_FN static void fill_rows(const KConv *p, const float *x, int64_t n, int64_t oy, int64_t rows, uint32_t *strip)
+{
+    const int64_t C = p->c, sw = strip_w(p), rowlen = sw * C / 2;
+    int64_t s0 = p->pl < 0 ? 0 : p->pl < sw ? p->pl : sw, s1 = p->w + p->pl < sw ? p->w + p->pl : sw;
+    if (s1 < s0)
+        s1 = s0;
+    const float *xn = x + n * p->h * p->w * C;
+    for (int64_t r = 0; r < rows; r++) {
+        const int64_t iy = oy * p->sh - p->pt + r;
+        uint32_t *d = strip + r * rowlen;
+        if (iy < 0 || iy >= p->h || s1 == s0) {
+            memset(d, 0, (size_t)rowlen * sizeof *d);
+            continue;
+        }
+        memset(d, 0, (size_t)(s0 * C / 2) * sizeof *d);
+        round_run(xn + (iy * p->w + s0 - p->pl) * C, (s1 - s0) * C, d + s0 * C / 2);
+        memset(d + s1 * C / 2, 0, (size_t)((sw - s1) * C / 2) * sizeof *d);
+    }
+}
+
+/* One output row, or a tile of its columns (conv_direct.c's FwdRow, in words). */
+typedef struct Row {
+    const uint32_t *xs;   /* pixel 0's patch, kernel row 0 */
+    int64_t pstep, rowlen, npix;   /* words from a pixel to the next, a kernel row to the next */
+    int ky0, ky1;         /* the kernel rows inside the image */
+    int kp;               /* pairs per kernel row: KW * C / 2 */
+    const uint32_t *w;    /* the packed filter */
+    int64_t wblock;       /* words per block of 16 filters: K / 2 * 16 */
+    int64_t F;
+    const float *bias;
+    bool relu;
+    float *y;
+} Row;
+
+/* P pixels x NV vectors of filters from block w on, the last vector `mask`'s lanes. */
+BF16_INLINE void tile(const int P, const int NV, const Row *r, const uint32_t *xs, const uint32_t *w, __mmask16 mask,
+                      const float *bias, float *y)
+{
+    __m512 a[TILE_MAX][4];
+#pragma GCC unroll 12
+    for (int i = 0; i < P; i++)
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; v++)
+            a[i][v] = _mm512_setzero_ps();
+    const int64_t pstep = r->pstep;
+    for (int ky = r->ky0; ky < r->ky1; ky++) {
+        const uint32_t *xr = xs + ky * r->rowlen, *wr = w + (int64_t)ky * r->kp * BLOCK;
+        for (int t = 0; t < r->kp; t++) {
+            __m512bh wv[4];
+#pragma GCC unroll 4
+            for (int v = 0; v < NV; v++)
+                wv[v] = (__m512bh)_mm512_loadu_si512(wr + v * r->wblock + t * BLOCK);
+#pragma GCC unroll 12
+            for (int i = 0; i < P; i++) {
+                const __m512bh b = (__m512bh)_mm512_set1_epi32((int)xr[i * pstep + t]);
+#pragma GCC unroll 4
+                for (int v = 0; v < NV; v++)
+                    a[i][v] = _mm512_dpbf16_ps(a[i][v], b, wv[v]);
+            }
+        }
+    }
+    __m512 bv[4];
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; v++)
+        bv[v] = bias ? _mm512_maskz_loadu_ps(v < NV - 1 ? (__mmask16)0xffff : mask, bias + v * 16) : _mm512_setzero_ps();
+#pragma GCC unroll 12
+    for (int i = 0; i < P; i++)
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; v++) {
+            __m512 o = a[i][v];
+            if (bias)
+                o = _mm512_add_ps(o, bv[v]);
+            if (r->relu)
+                o = _mm512_max_ps(o, _mm512_setzero_ps());
+            _mm512_mask_storeu_ps(y + i * r->F + v * 16, v < NV - 1 ? (__mmask16)0xffff : mask, o);
+        }
+}
+
+#define CASES_6(C) case 1: C(1); break; case 2: C(2); break; case 3: C(3); break; \
+    case 4: C(4); break; case 5: C(5); break; case 6: C(6); break;
+#define CASES_12(C) CASES_6(C) case 7: C(7); break; case 8: C(8); break; case 9: C(9); break; \
+    case 10: C(10); break; case 11: C(11); break; case 12: C(12); break;
+
+/* The row in groups of 4, 2 or 1 vectors of filters (6, 12, 12 pixels a tile: 24 or 12
+ * accumulators, the filter vectors, a broadcast), each in nearly equal tiles. */
+BF16_FN static void row(const Row *r)
+{
+    const int64_t F = r->F;
+    for (int64_t f0 = 0; f0 < F;) {
+        const int64_t need = (F - f0 + 15) / 16;
+        const int nv = need >= 4 ? 4 : need >= 2 ? 2 : 1, pmax = nv == 4 ? 6 : 12;
+        const __mmask16 mask = lanes(F - f0 - (int64_t)(nv - 1) * 16);
+        const uint32_t *w = r->w + f0 / BLOCK * r->wblock;
+        const float *bias = r->bias ? r->bias + f0 : NULL;
+        const int64_t ntiles = (r->npix + pmax - 1) / pmax;
+        for (int64_t i = 0, ox = 0; i < ntiles; i++) {
+            const int P = (int)(r->npix / ntiles + (i < r->npix % ntiles));
+            const uint32_t *xs = r->xs + ox * r->pstep;
+            float *y = r->y + ox * F + f0;
+#define T1(PP) tile(PP, 1, r, xs, w, mask, bias, y)
+#define T2(PP) tile(PP, 2, r, xs, w, mask, bias, y)
+#define T4(PP) tile(PP, 4, r, xs, w, mask, bias, y)
+            switch (nv) {
+            case 4: switch (P) { CASES_6(T4) default: break; } break;
+            case 2: switch (P) { CASES_12(T2) default: break; } break;
+            default: switch (P) { CASES_12(T1) default: break; } break;
+            }
+#undef T1
+#undef T2
+#undef T4
+            ox += P;
+        }
+        f0 += (int64_t)nv * 16;
+    }
+}
+
+/* The kernel rows [*ky0, *ky1) of output row oy inside the image. */
+static void kernel_rows(const KConv *p, int64_t oy, int *ky0, int *ky1)
+{
+    const int64_t iy0 = oy * p->sh - p->pt;
+    *ky0 = iy0 < 0 ? (int)(-iy0 < p->kh ? -iy0 : p->kh) : 0;
+    *ky1 = p->h - iy0 < p->kh ? (int)(p->h - iy0) : (int)p->kh;
+    if (*ky1 < *ky0)
+        *ky1 = *ky0;
+}
+
+/* Bands and tiles as conv_direct_forward cuts them (its column_tile: the convolution
+ * seen from output columns [c0, c0 + cols), the left padding moved), with the strip's
+ * budget in bf16: a band of G output rows whose input rows fit, or one row in tiles of
+ * the columns whose patches do. */
+void conv_bf16_forward(const KConv *p, const float *x, const void *wp, const float *bias, EwAct act, float *y,
+                       int64_t r0, int64_t rc)
+{
+    uint32_t strip[STRIP_HALVES / 2] __attribute__((aligned(64)));
+    const int64_t F = p->f, C = p->c;
+    int64_t cols = (STRIP_HALVES / (p->kh * C) - p->kw) / p->sw + 1;
+    cols = cols < 1 ? 1 : cols < p->ow ? cols : p->ow;
+    const int64_t tiles = (p->ow + cols - 1) / cols, fit = STRIP_HALVES / (strip_w(p) * C);
+    const int64_t gmax = tiles > 1 || fit <= p->kh ? 1 : (fit - p->kh) / p->sh + 1;
+    Row rw = { .pstep = p->sw * C / 2, .kp = (int)(p->kw * C / 2), .w = wp, .wblock = p->kh * p->kw * C / 2 * BLOCK,
+               .F = F, .bias = bias, .relu = bias && act.fn == EW_RELU };
+    for (int64_t r = r0; r < r0 + rc;) {
+        const int64_t n = r / p->oh, oy = r % p->oh;
+        int64_t G = gmax < p->oh - oy ? gmax : p->oh - oy;
+        G = G < r0 + rc - r ? G : r0 + rc - r;
+        for (int64_t i = 0; i < tiles; i++) {
+            const int64_t c0 = p->ow / tiles * i + (i < p->ow % tiles ? i : p->ow % tiles);
+            const int64_t cw = p->ow / tiles + (i < p->ow % tiles);
+            KConv q = *p;
+            q.ow = cw;
+            q.pl = p->pl - c0 * p->sw;
+            fill_rows(&q, x, n, oy, (G - 1) * p->sh + p->kh, strip);
+            rw.rowlen = strip_w(&q) * C / 2;
+            rw.npix = cw;
+            for (int64_t g = 0; g < G; g++) {
+                kernel_rows(p, oy + g, &rw.ky0, &rw.ky1);
+                rw.xs = strip + g * p->sh * rw.rowlen;
+                rw.y = y + ((r + g - r0) * p->ow + c0) * F;
+                row(&rw);
+            }
+        }
+        if (bias && act.fn >= 0 && act.fn != EW_RELU)
+            kern_unary((EwUnary)act.fn, act.p, y + (r - r0) * p->ow * F, y + (r - r0) * p->ow * F, (size_t)(G * p->ow * F));
+        r += G;
+    }
+}
+
+#else
+bool conv_bf16_ok(KIsa isa, const KConv *p)
+{
+    (void)isa, (void)p;
+    return false;
+}
+void conv_bf16_pack(const KConv *p, const float *w, void *wp) { (void)p, (void)w, (void)wp; }
+void conv_bf16_pack_flipped(const KConv *p, const float *w, void *wp) { (void)p, (void)w, (void)wp; }
+void conv_bf16_forward(const KConv *p, const float *x, const void *wp, const float *bias, EwAct act, float *y,
+                       int64_t r0, int64_t rc)
+{
+    (void)p, (void)x, (void)wp, (void)bias, (void)act, (void)y, (void)r0, (void)rc;
+}
+#endif

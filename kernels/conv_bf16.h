@@ -1,0 +1,30 @@
+/* The direct convolution's forward pass in bf16 (conv_bf16.c, docs/bf16.md): used by
+ * conv.c in place of conv_direct_forward under --dtype bf16, for the forward pass, the
+ * fused conv2d_maxpool and the stride-1 input gradient.  Internal to kernels/. */
+#ifndef GRAPHC_KERN_CONV_BF16_H
+#define GRAPHC_KERN_CONV_BF16_H
+#include "kernels/kern.h"
+
+/* Does `isa` (with KISA_BF16) run p's direct forward in bf16?  p takes the direct
+ * kernel (conv_direct_ok), has an even number of channels above 4 (each kernel row's
+ * taps paired, VDPBF16PS's pairs; the few-channel first layers stay on the fp32 planar
+ * path), and the CPU has AVX512_BF16.  The same answer for the packing and the rows. */
+bool conv_bf16_ok(KIsa isa, const KConv *p);
+
+/* p's filter (HWIO, [K, F]) rounded to bf16 (nearest even) in pairs of taps, blocks of
+ * 16 filters ([F/16][K/2][16] words, zero past F): K F / 2 words rounded up to whole
+ * blocks, which the direct path's packing scratch (conv_pack_floats(p) floats) holds.
+ * _flipped: the filter of the forward convolution q whose output is p's input
+ * gradient (conv_direct_grad_input_ok), from p's. */
+void conv_bf16_pack(const KConv *p, const float *w, void *wp);
+void conv_bf16_pack_flipped(const KConv *p, const float *w, void *wp);
+
+/* conv_direct_forward's contract, in bf16: output rows [r0, r0 + rc) into y (row r0 at
+ * y[0]) from the packed filter, the input rounded to bf16 as its rows are copied, the
+ * products summed in fp32 (each output one chain over the taps in a fixed order, so
+ * the same bits however the rows are cut), then y = act(y + bias) when bias is not
+ * NULL. */
+void conv_bf16_forward(const KConv *p, const float *x, const void *wp, const float *bias, EwAct act, float *y,
+                       int64_t r0, int64_t rc);
+
+#endif
