@@ -271,6 +271,168 @@ void conv_bf16_forward(const KConv *p, const float *x, const void *wp, const flo
     }
 }
 
+
+/* ---- the filter gradient --------------------------------------------------------------
+ * dW[t, f] is a sum over the output pixels, so the pairs are pairs of pixels: a band's
+ * pixels (its output rows one after another, a zero pixel past an odd count) taken two
+ * at a time, dy's pair words [pairs][F] made once per band, the input's [pairs][KW C]
+ * once per kernel row, from the strip.  Each sum over a band is fp32 from +0 and then
+ * added to acc, as conv_direct_grad_filter adds its bands' (and its bands are cut from
+ * the rows as these are: the same sums whatever the row the call starts at). */
+enum { PAIR_WORDS = 16384 };   /* dy's pair words, and the input's, of a band (64 KiB each) */
+
+/* Pixel i of the band's npx (row i / ow, column i % ow): its input patch's kernel row ky
+ * in the strip (rows rstep words apart), its dy row. */
+typedef struct Band {
+    const uint32_t *strip;
+    int64_t rstep, pstep, rowlen, ow, npx;
+    const float *dy;
+    int64_t dyrow, F;
+    int kwc;
+} Band;
+
+/* The band's dy in pair words: d[j * F + f] = (dy(2j, f), dy(2j + 1, f)). */
+BF16_FN static void pair_dy(const Band *b, uint32_t *d)
+{
+    for (int64_t j = 0; 2 * j < b->npx; j++) {
+        const int64_t i0 = 2 * j, i1 = i0 + 1;
+        const float *e = b->dy + i0 / b->ow * b->dyrow + i0 % b->ow * b->F;
+        const float *o = i1 < b->npx ? b->dy + i1 / b->ow * b->dyrow + i1 % b->ow * b->F : NULL;
+        for (int64_t f0 = 0; f0 < b->F; f0 += BLOCK) {
+            const __mmask16 m = lanes(b->F - f0);
+            const __m512 ve = _mm512_maskz_loadu_ps(m, e + f0), vo = o ? _mm512_maskz_loadu_ps(m, o + f0) : _mm512_setzero_ps();
+            _mm512_mask_storeu_epi32(d + j * b->F + f0, m, pair_words(ve, vo));
+        }
+    }
+}
+
+/* Kernel row ky's taps in pair words: d[j * kwc + t] = (x(2j, t), x(2j + 1, t)), the
+ * halves of the strip (already bf16) interleaved. */
+BF16_FN static void pair_x(const Band *b, int64_t ky, uint32_t *d)
+{
+    const uint16_t *s = (const uint16_t *)b->strip;
+    const int kwc = b->kwc;
+    for (int64_t j = 0; 2 * j < b->npx; j++) {
+        const int64_t i0 = 2 * j, i1 = i0 + 1;
+        const uint16_t *e = s + 2 * (i0 / b->ow * b->rstep + ky * b->rowlen + i0 % b->ow * b->pstep);
+        const uint16_t *o = i1 < b->npx ? s + 2 * (i1 / b->ow * b->rstep + ky * b->rowlen + i1 % b->ow * b->pstep) : NULL;
+        for (int t = 0; t < kwc; t += 32) {
+            const __mmask32 m = kwc - t >= 32 ? 0xffffffffu : (__mmask32)((1u << (kwc - t)) - 1u);
+            const __m512i ve = _mm512_maskz_loadu_epi16(m, e + t), vo = o ? _mm512_maskz_loadu_epi16(m, o + t) : _mm512_setzero_si512();
+            /* halves t .. t+31 of each into words (e, o): the low 16 of each 128-bit
+             * lane from unpacklo, the high from unpackhi, then the lanes in order */
+            const __m512i lo = _mm512_unpacklo_epi16(ve, vo), hi = _mm512_unpackhi_epi16(ve, vo);
+            const __m512i w0 = _mm512_permutex2var_epi64(lo, _mm512_set_epi64(11, 10, 3, 2, 9, 8, 1, 0), hi);
+            const __m512i w1 = _mm512_permutex2var_epi64(lo, _mm512_set_epi64(15, 14, 7, 6, 13, 12, 5, 4), hi);
+            const int left = kwc - t;
+            _mm512_mask_storeu_epi32(d + j * kwc + t, left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1u), w0);
+            if (left > 16)
+                _mm512_mask_storeu_epi32(d + j * kwc + t + 16, (__mmask16)(left >= 32 ? 0xffff : (1u << (left - 16)) - 1u), w1);
+        }
+    }
+}
+
+/* T taps x NV vectors of filters over the band's pairs, added to acc[t * F]. */
+BF16_INLINE void gw_tile(const int T, const int NV, int64_t pairs, int kwc, int64_t F, const uint32_t *xp,
+                         const uint32_t *dp, __mmask16 mask, float *acc)
+{
+    __m512 a[TILE_MAX][4];
+#pragma GCC unroll 12
+    for (int t = 0; t < T; t++)
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; v++)
+            a[t][v] = _mm512_setzero_ps();
+    for (int64_t j = 0; j < pairs; j++) {
+        __m512bh d[4];
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; v++)
+            d[v] = (__m512bh)_mm512_maskz_loadu_epi32(v < NV - 1 ? (__mmask16)0xffff : mask, dp + j * F + v * 16);
+#pragma GCC unroll 12
+        for (int t = 0; t < T; t++) {
+            const __m512bh x = (__m512bh)_mm512_set1_epi32((int)xp[j * kwc + t]);
+#pragma GCC unroll 4
+            for (int v = 0; v < NV; v++)
+                a[t][v] = _mm512_dpbf16_ps(a[t][v], x, d[v]);
+        }
+    }
+#pragma GCC unroll 12
+    for (int t = 0; t < T; t++)
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; v++) {
+            float *dst = acc + t * F + v * 16;
+            const __mmask16 m = v < NV - 1 ? (__mmask16)0xffff : mask;
+            _mm512_mask_storeu_ps(dst, m, _mm512_add_ps(_mm512_maskz_loadu_ps(m, dst), a[t][v]));
+        }
+}
+
+/* acc[t * F + f] += the band's sums for kernel row ky's taps (acc at the row's first). */
+BF16_FN static void gw_row(int64_t pairs, int kwc, int64_t F, const uint32_t *xp, const uint32_t *dp, float *acc)
+{
+    for (int64_t f0 = 0; f0 < F;) {
+        const int64_t need = (F - f0 + 15) / 16;
+        const int nv = need >= 4 ? 4 : need >= 2 ? 2 : 1, tmax = nv == 4 ? 6 : 12;
+        const __mmask16 mask = lanes(F - f0 - (int64_t)(nv - 1) * 16);
+        const int ntiles = (kwc + tmax - 1) / tmax;
+        for (int i = 0, t0 = 0; i < ntiles; i++) {
+            const int T = kwc / ntiles + (i < kwc % ntiles);
+#define G1(TT) gw_tile(TT, 1, pairs, kwc, F, xp + t0, dp + f0, mask, acc + (int64_t)t0 * F + f0)
+#define G2(TT) gw_tile(TT, 2, pairs, kwc, F, xp + t0, dp + f0, mask, acc + (int64_t)t0 * F + f0)
+#define G4(TT) gw_tile(TT, 4, pairs, kwc, F, xp + t0, dp + f0, mask, acc + (int64_t)t0 * F + f0)
+            switch (nv) {
+            case 4: switch (T) { CASES_6(G4) default: break; } break;
+            case 2: switch (T) { CASES_12(G2) default: break; } break;
+            default: switch (T) { CASES_12(G1) default: break; } break;
+            }
+#undef G1
+#undef G2
+#undef G4
+            t0 += T;
+        }
+        f0 += (int64_t)nv * 16;
+    }
+}
+
+void conv_bf16_grad_filter(const KConv *p, const float *x, const float *dy, float *acc, int64_t r0, int64_t rc)
+{
+    uint32_t strip[STRIP_HALVES / 2] __attribute__((aligned(64)));
+    uint32_t dp[PAIR_WORDS] __attribute__((aligned(64))), xp[PAIR_WORDS] __attribute__((aligned(64)));
+    const int64_t F = p->f, C = p->c, kwc = p->kw * C / 2 * 2;
+    int64_t cols = (STRIP_HALVES / (p->kh * C) - p->kw) / p->sw + 1;
+    /* a tile's pairs must fit too: at least one */
+    const int64_t per_px = F > kwc ? F : kwc, pxmax = 2 * (PAIR_WORDS / per_px);
+    cols = cols < 1 ? 1 : cols < p->ow ? cols : p->ow;
+    cols = cols < pxmax ? cols : pxmax;
+    const int64_t tiles = (p->ow + cols - 1) / cols, fit = STRIP_HALVES / (strip_w(p) * C);
+    int64_t gmax = tiles > 1 || fit <= p->kh ? 1 : (fit - p->kh) / p->sh + 1;
+    gmax = gmax < pxmax / p->ow ? gmax : pxmax / p->ow > 0 ? pxmax / p->ow : 1;
+    Band b = { .strip = strip, .pstep = p->sw * C / 2, .dyrow = p->ow * F, .F = F, .kwc = (int)kwc };
+    for (int64_t r = r0; r < r0 + rc;) {
+        const int64_t n = r / p->oh, oy = r % p->oh;
+        int64_t G = gmax < p->oh - oy ? gmax : p->oh - oy;
+        G = G < r0 + rc - r ? G : r0 + rc - r;
+        for (int64_t i = 0; i < tiles; i++) {
+            const int64_t c0 = p->ow / tiles * i + (i < p->ow % tiles ? i : p->ow % tiles);
+            const int64_t cw = p->ow / tiles + (i < p->ow % tiles);
+            KConv q = *p;
+            q.ow = cw;
+            q.pl = p->pl - c0 * p->sw;
+            fill_rows(&q, x, n, oy, (G - 1) * p->sh + p->kh, strip);
+            b.rowlen = strip_w(&q) * C / 2;
+            b.rstep = p->sh * b.rowlen;
+            b.ow = cw;
+            b.npx = G * cw;
+            b.dy = dy + (r * p->ow + c0) * F;
+            pair_dy(&b, dp);
+            const int64_t pairs = (b.npx + 1) / 2;
+            for (int64_t ky = 0; ky < p->kh; ky++) {
+                pair_x(&b, ky, xp);
+                gw_row(pairs, (int)kwc, F, xp, dp, acc + ky * kwc * F);
+            }
+        }
+        r += G;
+    }
+}
+
 #else
 bool conv_bf16_ok(KIsa isa, const KConv *p)
 {
@@ -283,5 +445,9 @@ void conv_bf16_forward(const KConv *p, const float *x, const void *wp, const flo
                        int64_t r0, int64_t rc)
 {
     (void)p, (void)x, (void)wp, (void)bias, (void)act, (void)y, (void)r0, (void)rc;
+}
+void conv_bf16_grad_filter(const KConv *p, const float *x, const float *dy, float *acc, int64_t r0, int64_t rc)
+{
+    (void)p, (void)x, (void)dy, (void)acc, (void)r0, (void)rc;
 }
 #endif

@@ -1,6 +1,7 @@
-/* The direct convolution's forward pass in bf16 (conv_bf16.c, docs/bf16.md): used by
- * conv.c in place of conv_direct_forward under --dtype bf16, for the forward pass, the
- * fused conv2d_maxpool and the stride-1 input gradient.  Internal to kernels/. */
+/* The direct convolutions in bf16 (conv_bf16.c, docs/bf16.md): used by
+ * conv.c in place of conv_direct_forward and conv_direct_grad_filter under --dtype bf16:
+ * the forward pass, the fused conv2d_maxpool, the stride-1 input gradient and the
+ * filter gradient.  Internal to kernels/. */
 #ifndef GRAPHC_KERN_CONV_BF16_H
 #define GRAPHC_KERN_CONV_BF16_H
 #include "kernels/kern.h"
@@ -26,5 +27,11 @@ void conv_bf16_pack_flipped(const KConv *p, const float *w, void *wp);
  * NULL. */
 void conv_bf16_forward(const KConv *p, const float *x, const void *wp, const float *bias, EwAct act, float *y,
                        int64_t r0, int64_t rc);
+
+/* conv_direct_grad_filter's contract in bf16: acc[K, F] += the filter gradient's share
+ * of output rows [r0, r0 + rc), x and dy rounded to bf16, pairs of output pixels summed
+ * by VDPBF16PS in fp32, a band of rows at a time (each band's sum from +0, then added
+ * to acc). */
+void conv_bf16_grad_filter(const KConv *p, const float *x, const float *dy, float *acc, int64_t r0, int64_t rc);
 
 #endif

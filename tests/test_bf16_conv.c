@@ -1,5 +1,6 @@
 /* --dtype bf16's direct convolutions (kernels/conv_bf16.c, docs/bf16.md): the forward
- * pass, the stride-1 input gradient and the fused convolution and max pool, against a
+ * pass, the stride-1 input gradient, the filter gradient and the fused convolution
+ * and max pool, against a
  * reference that rounds the operands to bf16 (nearest even) and sums in double;
  * operands whose rounding is known exactly; the same bits on 1 to 3 threads and
  * fused or not.  On a CPU without AVX512_BF16 there is nothing to run, and the test
@@ -238,6 +239,67 @@ START_TEST(rounds_to_even)
 }
 END_TEST
 
+/* The filter gradient, 1 to 3 threads (each thread count's own partial sums: compared
+ * to the reference, not to each other), and its exactly rounded case: x all 1 + 3 2^-8,
+ * dy all 1 + 2^-8, so dW[t, f] is exactly the pixels whose tap t is inside the image
+ * times 1 + 2^-6. */
+START_TEST(grad_filter_reference)
+{
+    if (!have_bf16())
+        return;
+    const KConv p = conv_of(&shapes[_i]);
+    float *x = random_buf(in_len(&p), 9), *dy = random_buf(out_len(&p), 10), *dw = malloc((size_t)w_len(&p) * 4);
+    const int64_t npix = p.n * p.oh * p.ow;
+    for (int threads = 1; threads <= 3; threads++) {
+        tu_threads(threads);
+        float *scratch = scratch_for(&p, threads);
+        kern_conv2d_grad_filter(tu_pool, BF, &p, x, dy, dw, scratch);
+        free(scratch);
+        for (int64_t ky = 0; ky < p.kh; ky++)
+            for (int64_t kx = 0; kx < p.kw; kx++)
+                for (int64_t c = 0; c < p.c; c++)
+                    for (int64_t f = 0; f < p.f; f++) {
+                        double s = 0, mag = 0;
+                        for (int64_t n = 0; n < p.n; n++)
+                            for (int64_t oy = 0; oy < p.oh; oy++)
+                                for (int64_t ox = 0; ox < p.ow; ox++) {
+                                    const int64_t iy = oy * p.sh - p.pt + ky, ix = ox * p.sw - p.pl + kx;
+                                    if (iy < 0 || iy >= p.h || ix < 0 || ix >= p.w)
+                                        continue;
+                                    double t = (double)bf16_round(x[((n * p.h + iy) * p.w + ix) * p.c + c]) *
+                                               bf16_round(dy[((n * p.oh + oy) * p.ow + ox) * p.f + f]);
+                                    s += t;
+                                    mag += fabs(t);
+                                }
+                        const int64_t at = ((ky * p.kw + kx) * p.c + c) * p.f + f;
+                        check_near("grad filter", &p, at, dw[at], s, mag, npix);
+                    }
+    }
+    for (int64_t i = 0; i < in_len(&p); i++)
+        x[i] = 1.0f + 3 * 0x1p-8f;
+    for (int64_t i = 0; i < out_len(&p); i++)
+        dy[i] = 1.0f + 0x1p-8f;
+    tu_threads(1);
+    float *scratch = scratch_for(&p, 1);
+    kern_conv2d_grad_filter(tu_pool, BF, &p, x, dy, dw, scratch);
+    free(scratch);
+    for (int64_t ky = 0; ky < p.kh; ky++)
+        for (int64_t kx = 0; kx < p.kw; kx++) {
+            int64_t inside = 0;
+            for (int64_t oy = 0; oy < p.oh; oy++)
+                for (int64_t ox = 0; ox < p.ow; ox++) {
+                    const int64_t iy = oy * p.sh - p.pt + ky, ix = ox * p.sw - p.pl + kx;
+                    inside += iy >= 0 && iy < p.h && ix >= 0 && ix < p.w;
+                }
+            const float want = (float)(inside * p.n) * (1.0f + 0x1p-6f);
+            for (int64_t i = 0; i < p.c * p.f; i++)
+                ck_assert_msg(dw[(ky * p.kw + kx) * p.c * p.f + i] == want, "shape %d: dw[%lld, %lld, %lld] = %.9g, expected %.9g",
+                              _i, (long long)ky, (long long)kx, (long long)i, dw[(ky * p.kw + kx) * p.c * p.f + i], want);
+        }
+    free(x), free(dy), free(dw);
+}
+END_TEST
+
 /* conv2d_maxpool (and with its index) under bf16: the bits of the convolution and the
  * pool apart, 1 to 3 threads (the MNIST CNN's second layer and its 2x2 pool). */
 START_TEST(maxpool_same_bits)
@@ -278,6 +340,7 @@ static Suite *suite(void)
     tcase_add_loop_test(tc, forward_reference, 0, NSHAPES);
     tcase_add_loop_test(tc, grad_input_reference, 0, NSHAPES);
     tcase_add_loop_test(tc, rounds_to_even, 0, NSHAPES);
+    tcase_add_loop_test(tc, grad_filter_reference, 0, NSHAPES);
     tcase_add_test(tc, maxpool_same_bits);
     suite_add_tcase(s, tc);
     return s;
