@@ -34,4 +34,8 @@ void conv_bf16_forward(const KConv *p, const float *x, const void *wp, const flo
  * to acc). */
 void conv_bf16_grad_filter(const KConv *p, const float *x, const float *dy, float *acc, int64_t r0, int64_t rc);
 
+/* Test hook: mode < 0 keeps the forward off AMX's tiles (0: wherever the CPU has them
+ * and a kernel row's taps are whole tiles). */
+void conv_bf16_set_amx(int mode);
+
 #endif
