@@ -5,8 +5,8 @@
  * the median of --reps calls' process CPU time (--wall: wall time, for latency at
  * small batches).  Built on demand: make bench/convbench.
  *
- *   bench/convbench [--threads N] [--reps N] [--batch N] [--isa NAME] [--ops LETTERS]
- *                   [--wall] [NAME...]
+ *   bench/convbench [--threads N] [--reps N] [--batch N] [--isa NAME] [--bf16]
+ *                   [--ops LETTERS] [--wall] [NAME...]
  *
  * NAME: a convolution of the table below (a prefix picks several; none: all).  LETTERS:
  * f forward, b forward with bias and relu, i input gradient, g filter gradient, m the
@@ -15,7 +15,7 @@
  * filter gradient through that pool (kern_conv2d_grad_filter_pooled: its flops are
  * the dense gradient's), s the bias gradient through it (kern_maxpool_scatter_colsum_d,
  * the 8 parts of sum_to in one call), d the pool's dense gradient (kern_maxpool_scatter with relu's mask) that
- * those two spare. */
+ * those two spare.  --bf16: as --dtype bf16 runs them (docs/bf16.md). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -151,8 +151,8 @@ static void bench_shape(const Options *o, Pool *pool, const Shape *s)
         free(dd);
         qsort(t + 1, (size_t)o->reps, sizeof *t, cmp_double);
         double med = t[1 + o->reps / 2];
-        printf("%-12s batch %-4lld %-9s %-12s %9.4f ms %7.1f GFLOP/s\n", s->name, (long long)n,
-               kern_isa_name(kern_isa_resolve(o->isa)), op_name(*op), med / 1e6, flop / med);
+        printf("%-12s batch %-4lld %-11s %-12s %9.4f ms %7.1f GFLOP/s\n", s->name, (long long)n,
+               kern_isa_label(o->isa), op_name(*op), med / 1e6, flop / med);
         fflush(stdout);
     }
     free(t);
@@ -162,9 +162,11 @@ static void bench_shape(const Options *o, Pool *pool, const Shape *s)
 int main(int argc, char **argv)
 {
     Options o = { .threads = 1, .reps = 7, .ops = "figm" };
+    bool bf16 = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(a, "--wall") == 0) o.wall = true;
+        else if (strcmp(a, "--bf16") == 0) bf16 = true;
         else if (strcmp(a, "--threads") == 0 && v) o.threads = atoi(argv[++i]);
         else if (strcmp(a, "--reps") == 0 && v) o.reps = atoi(argv[++i]);
         else if (strcmp(a, "--batch") == 0 && v) o.batch = atoll(argv[++i]);
@@ -180,13 +182,20 @@ int main(int argc, char **argv)
             break;
         } else {
             fprintf(stderr, "usage: bench/convbench [--threads N] [--reps N] [--batch N] [--isa NAME] "
-                            "[--ops fbigm] [--wall] [NAME...]\n");
+                            "[--bf16] [--ops fbigm] [--wall] [NAME...]\n");
             return 2;
         }
     }
     if (o.threads < 1 || o.reps < 1 || o.batch < 0) {
         fprintf(stderr, "convbench: --threads and --reps at least 1, --batch at least 0\n");
         return 2;
+    }
+    if (bf16) {
+        o.isa = (KIsa)(o.isa | KISA_BF16);
+        if (kern_dtype_check(o.isa)) {
+            fprintf(stderr, "convbench: %s\n", kern_dtype_check(o.isa));
+            return 2;
+        }
     }
     /* one product first: kern_gemm makes BLAS single-threaded, whose idle threads would
      * otherwise yield in a loop, in the process's CPU time, until its first call */

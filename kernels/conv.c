@@ -26,6 +26,7 @@
 
 #include <string.h>
 
+#include "kernels/conv_bf16.h"
 #include "kernels/conv_direct.h"
 #include "kernels/pool.h"
 
@@ -84,6 +85,29 @@ static bool conv_direct(const KConv *p) { return !conv_is_identity(p) && conv_di
 static bool conv_direct_gi(const KConv *p, KConv *q) { return !conv_is_identity(p) && conv_direct_grad_input_ok(p, q); }
 
 static int64_t nchunks(int64_t m, int64_t rows) { return (m + rows - 1) / rows; }
+
+/* The direct forward's filter, packed into wp where the kernel that runs reads a copy:
+ * in bf16 pairs under --dtype bf16 (conv_bf16.c), else conv_pack's where needed. */
+static const float *direct_filter(KIsa isa, const KConv *p, const float *w, float *wp)
+{
+    if (conv_bf16_ok(isa, p))
+        conv_bf16_pack(p, w, wp);
+    else if (conv_pack_needed(p, w))
+        conv_pack(p, w, wp);
+    else
+        return w;
+    return wp;
+}
+
+/* The direct forward's rows [r0, r0 + rc), on direct_filter's filter. */
+static void direct_rows(KIsa isa, const KConv *p, const float *x, const float *w, const float *bias, EwAct act,
+                        float *y, int64_t r0, int64_t rc)
+{
+    if (conv_bf16_ok(isa, p))
+        conv_bf16_forward(p, x, w, bias, act, y, r0, rc);
+    else
+        conv_direct_forward(kern_variant(isa), p, x, w, bias, act, y, r0, rc);
+}
 
 /* How one of the three kernels runs for given sizes at the pool's thread count, decided
  * here only: the kernels follow it and kern_conv_scratch sizes their scratch by it, so
@@ -330,8 +354,8 @@ static void conv_direct_task(void *arg, int task, int worker)
     (void)worker;
     const ConvJob *j = arg;
     const int64_t R = j->p->n * j->p->oh, r0 = (int64_t)task * j->path->rows;
-    conv_direct_forward(kern_variant(j->isa), j->p, j->x, j->w, j->bias, j->act, j->y + r0 * j->p->ow * j->p->f, r0,
-                        R - r0 < j->path->rows ? R - r0 : j->path->rows);
+    direct_rows(j->isa, j->p, j->x, j->w, j->bias, j->act, j->y + r0 * j->p->ow * j->p->f, r0,
+                R - r0 < j->path->rows ? R - r0 : j->path->rows);
 }
 
 static void conv_forward(Pool *pool, KIsa isa, const KConv *p, const float *x, const float *w, const float *bias,
@@ -343,11 +367,7 @@ static void conv_forward(Pool *pool, KIsa isa, const KConv *p, const float *x, c
     ConvJob j = { .p = p, .path = &path, .isa = isa, .bias = bias, .act = act, .pool = pool, .x = x, .w = w,
                   .y = y, .scratch = scratch };
     if (path.direct) {
-        if (conv_pack_needed(p, w)) {
-            float *wp = pack_at(&path, scratch);
-            conv_pack(p, w, wp);
-            j.w = wp;
-        }
+        j.w = direct_filter(isa, p, w, pack_at(&path, scratch));
         pool_run(pool, (int)path.tasks, conv_direct_task, &j);
         return;
     }
@@ -397,7 +417,10 @@ void kern_conv2d_grad_input(Pool *pool, KIsa isa, const KConv *p, const float *d
     const ConvPath path = conv_path(p, KCONV_GRAD_INPUT, pool_threads(pool));
     if (path.direct) {   /* dx = q(dy), the flipped filter packed first */
         float *wp = pack_at(&path, scratch);
-        conv_pack_flipped(p, w, wp);
+        if (conv_bf16_ok(isa, &path.q))
+            conv_bf16_pack_flipped(p, w, wp);
+        else
+            conv_pack_flipped(p, w, wp);
         ConvJob j = { .p = &path.q, .path = &path, .isa = isa, .act = EW_NO_ACT, .pool = pool, .x = dy,
                       .w = wp, .y = dx };
         pool_run(pool, (int)path.tasks, conv_direct_task, &j);
@@ -429,6 +452,8 @@ static void conv_grad_filter_task(void *arg, int task, int worker)
         const int64_t R = p->n * p->oh, rc = R - m0 < rows ? R - m0 : rows;
         if (j->q)
             conv_direct_grad_filter_pooled(kern_variant(j->isa), p, j->q, j->x, j->idx, j->yv, j->dy, acc, m0, rc);
+        else if (conv_bf16_ok(j->isa, p))
+            conv_bf16_grad_filter(p, j->x, j->dy, acc, m0, rc);
         else
             conv_direct_grad_filter(kern_variant(j->isa), p, j->x, j->dy, acc, m0, rc);
         return;
@@ -576,7 +601,7 @@ static void convpool_conv_rows(const ConvPoolJob *j, int64_t n, int64_t a, int64
 {
     const KConv *p = j->p;
     if (j->direct) {
-        conv_direct_forward(kern_variant(j->isa), p, j->x, j->w, j->bias, j->act, dst, n * p->oh + a, b - a);
+        direct_rows(j->isa, p, j->x, j->w, j->bias, j->act, dst, n * p->oh + a, b - a);
         return;
     }
     const int64_t m0 = (n * p->oh + a) * p->ow, m1 = (n * p->oh + b) * p->ow, chunk = conv_chunk_rows(p);
@@ -645,8 +670,7 @@ static void convpool_rows_task(void *arg, int task, int worker)
     const KConv *p = j->p;
     const int64_t a = p->oh * task / j->shares, b = p->oh * (task + 1) / j->shares;
     if (b > a)
-        conv_direct_forward(kern_variant(j->isa), p, j->x, j->w, j->bias, j->act, j->scratch + a * p->ow * p->f, a,
-                            b - a);
+        direct_rows(j->isa, p, j->x, j->w, j->bias, j->act, j->scratch + a * p->ow * p->f, a, b - a);
 }
 
 static void convpool_run(Pool *pool, KIsa isa, const KConv *p, const KPool *q, const float *x, const float *w,
@@ -659,11 +683,8 @@ static void convpool_run(Pool *pool, KIsa isa, const KConv *p, const KPool *q, c
     ConvPoolJob j = { .p = p, .q = q, .x = x, .w = w, .bias = bias, .act = bias ? act : EW_NO_ACT, .pool = pool,
                       .isa = isa, .direct = conv_direct(p), .y = y, .scratch = scratch, .idx = idx,
                       .rows = (R + t - 1) / t, .band = convpool_band(p, q) };
-    if (j.direct && conv_pack_needed(p, w)) {
-        float *wp = scratch + (size_t)T * convpool_worker_floats(p, q);
-        conv_pack(p, w, wp);
-        j.w = wp;
-    }
+    if (j.direct)
+        j.w = direct_filter(isa, p, w, scratch + (size_t)T * convpool_worker_floats(p, q));
     j.planar = j.direct && conv_direct_pool_ok(kern_variant(isa), p, q, j.bias, j.act);
     if (!j.planar && convpool_whole(&j, t)) {
         j.shares = t;

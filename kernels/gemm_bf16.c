@@ -228,14 +228,8 @@ BF16_FN static void gemm_serial(const KGemm *g, uint32_t *buf)
  * the bits are not VDPBF16PS's (a few ulps off; test_amx holds both to one bound), but
  * each element is still one chain over K in block order: the same bits on any pool,
  * in both executors. */
-#define AMX_FN __attribute__((target("amx-tile,amx-bf16,avx512f,avx512bw,avx512vl,avx512bf16")))
 enum { AMX_R = 32, AMX_STEP = 16 };
 
-typedef struct TileCfg {
-    uint8_t palette, start_row, reserved[14];
-    uint16_t colsb[16];
-    uint8_t rows[16];
-} TileCfg;
 
 static size_t pairs16(size_t np) { return (np + AMX_STEP - 1) / AMX_STEP * AMX_STEP; }
 

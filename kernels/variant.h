@@ -178,4 +178,15 @@ extern const KernVariant kern_variant_avx2, kern_variant_avx512;
 #endif
 extern const KernVariant kern_variant_portable;
 
+#ifdef KERN_X86_VARIANTS
+/* AMX's code (kernels/gemm_bf16.c, conv_bf16.c), and the 64 bytes LDTILECFG reads:
+ * palette 1, then each tile's bytes a row and rows. */
+#define AMX_FN __attribute__((target("amx-tile,amx-bf16,avx512f,avx512bw,avx512vl,avx512bf16")))
+typedef struct TileCfg {
+    uint8_t palette, start_row, reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+} TileCfg;
+#endif
+
 #endif

@@ -15,7 +15,8 @@
 #                  test_api_shared: the same program linked with libgraphc.so)
 #   test_optim     the train block's optimizers, schedules and clipping (issue 14)
 #   test_bf16      --dtype bf16: its GEMM against a bf16-rounding reference, the executors
-#   test_amx       --dtype bf16 on AMX's tiles: bit for bit against the VDPBF16PS engine
+#   test_amx       --dtype bf16 on AMX's tiles: both GEMM engines against the reference
+#   test_bf16_conv --dtype bf16's direct convolutions against a bf16-rounding reference
 #   test_onnx      ONNX export and import: round trips, damaged files (when built with ONNX)
 #   test_checkpoint  checkpoints (crafted fields, streams, resuming) and output files
 #   test_ablate    graphc bench --ablate: every configuration against the interpreter, its output
@@ -43,7 +44,7 @@ AM_TESTS_ENVIRONMENT = top_srcdir='$(top_srcdir)'; top_builddir='$(top_builddir)
 CHECK_SUITES = tests/test_frontend tests/test_kernels tests/test_autodiff tests/test_exec tests/test_training \
 	tests/test_runloop tests/test_progress tests/test_bench \
 	tests/test_data tests/test_sources tests/test_image tests/test_plot tests/test_api tests/test_ablate tests/test_optim \
-	tests/test_bf16 tests/test_amx
+	tests/test_bf16 tests/test_bf16_conv tests/test_amx
 check_PROGRAMS += $(CHECK_SUITES)
 TESTS += $(CHECK_SUITES)
 tests_test_frontend_SOURCES = tests/test_frontend.c fuzz/modelgen.c fuzz/pipeline.c
@@ -101,6 +102,9 @@ tests_test_optim_LDADD = $(TEST_LIBS)
 tests_test_bf16_SOURCES = tests/test_bf16.c tests/testtrain.h tests/testutil.h tests/testgraph.h
 tests_test_bf16_CFLAGS = $(TEST_CFLAGS)
 tests_test_bf16_LDADD = $(TEST_LIBS)
+tests_test_bf16_conv_SOURCES = tests/test_bf16_conv.c tests/testtrain.h tests/testutil.h tests/testgraph.h
+tests_test_bf16_conv_CFLAGS = $(TEST_CFLAGS)
+tests_test_bf16_conv_LDADD = $(TEST_LIBS)
 tests_test_amx_SOURCES = tests/test_amx.c tests/testtrain.h tests/testutil.h tests/testgraph.h
 tests_test_amx_CFLAGS = $(TEST_CFLAGS)
 tests_test_amx_LDADD = $(TEST_LIBS)
