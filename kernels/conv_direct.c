@@ -494,10 +494,21 @@ void conv_direct_forward(const KernVariant *kv, const KConv *p, const float *x, 
             const KConv q = column_tile(p, c0, cw);
             fill_rows(&q, x, n, oy, (G - 1) * p->sh + p->kh, strip);
             fr.rowlen = strip_w(&q) * p->c;
+            fr.rstep = p->sh * fr.rowlen;
             fr.npix = cw;
-            for (int64_t g = 0; g < G; g++) {
-                kernel_rows(p, oy + g, &fr.ky0, &fr.ky1);
-                fr.xs = strip + g * p->sh * fr.rowlen;
+            /* the band's rows whose kernel rows are the same (the rows between the
+             * padding's) as one run of pixels: its tiles may span rows (G > 1 only
+             * for whole rows, so their outputs are consecutive) */
+            for (int64_t g = 0, g1; g < G; g = g1) {
+                int ky0, ky1, k0, k1;
+                kernel_rows(p, oy + g, &ky0, &ky1);
+                for (g1 = g + 1; g1 < G; g1++) {
+                    kernel_rows(p, oy + g1, &k0, &k1);
+                    if (k0 != ky0 || k1 != ky1)
+                        break;
+                }
+                fr.ky0 = ky0, fr.ky1 = ky1, fr.rows = g1 - g;
+                fr.xs = strip + g * fr.rstep;
                 fr.y = y + ((r + g - r0) * p->ow + c0) * F;
                 kv->fwd_row(&fr);
             }

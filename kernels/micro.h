@@ -27,6 +27,14 @@
 
 #define TILE_MAX 12
 
+/* x kept in a vector register here (an empty asm that claims to change it), so that
+ * GCC does not fold its load into every instruction that reads it */
+#if defined(__x86_64__) || defined(__i386__)
+#define v_keep(x) __asm__("" : "+v"(x))
+#else
+#define v_keep(x) ((void)0)
+#endif
+
 /* switch cases P = 1 .. N with P a constant in each, so that a tile's accumulators are
  * registers */
 #define CASES_3(C) case 1: C(1); break; case 2: C(2); break; case 3: C(3); break;
@@ -62,10 +70,10 @@ ISA_INLINE NAME(Group) NAME(group)(int64_t left)
 }
 
 /* Forward tile: P pixels x NV vectors of filters, over the taps of kernel rows
- * [ky0, ky1); wv[v]: vector v's filters at tap 0; bias: the
- * group's (NULL: none). */
-ISA_INLINE void NAME(fwd_tile)(const int P, const int NV, const FwdRow *r, const float *xs, const float *const *wv,
-                               const NAME(Group) *g, const float *bias, float *y)
+ * [ky0, ky1); pixel p's patch at xs + xo[p]; wv[v]: vector v's filters at tap 0; bias:
+ * the group's (NULL: none). */
+ISA_INLINE void NAME(fwd_tile)(const int P, const int NV, const FwdRow *r, const float *xs, const int64_t *xo,
+                               const float *const *wv, const NAME(Group) *g, const float *bias, float *y)
 {
     V a[TILE_MAX][NV_MAX];
 #pragma GCC unroll 12
@@ -73,18 +81,25 @@ ISA_INLINE void NAME(fwd_tile)(const int P, const int NV, const FwdRow *r, const
 #pragma GCC unroll 4
         for (int v = 0; v < NV; v++)
             a[p][v] = v_zero();
-    const int64_t pstep = r->pstep;
+    int64_t xoff[TILE_MAX];
+#pragma GCC unroll 12
+    for (int p = 0; p < P; p++)
+        xoff[p] = xo[p];
     for (int ky = r->ky0; ky < r->ky1; ky++) {
         const float *xr = xs + ky * r->rowlen;
         const int64_t tb = (int64_t)ky * r->kwc * r->wtap;
         for (int t = 0; t < r->kwc; t++) {
             V w[NV_MAX];
 #pragma GCC unroll 4
-            for (int v = 0; v < NV; v++)
+            for (int v = 0; v < NV; v++) {
                 w[v] = v_load(wv[v] + tb + t * r->wtap);
+                /* in a register: else GCC folds the load into each of the P FMAs that
+                 * use it, P loads where one does (from L2 past L1's 48 KiB of filter) */
+                v_keep(w[v]);
+            }
 #pragma GCC unroll 12
             for (int p = 0; p < P; p++) {
-                const V b = v_bcast(xr + p * pstep + t);
+                const V b = v_bcast(xr + xoff[p] + t);
 #pragma GCC unroll 4
                 for (int v = 0; v < NV; v++)
                     a[p][v] = v_fma(b, w[v], a[p][v]);
@@ -122,16 +137,23 @@ ISA_FN static void NAME(fwd_row)(const FwdRow *r)
             int64_t fv = f0 + (int64_t)v * VL;
             wv[v] = r->wp + fv / PACK_BLOCK * r->wblock + fv % PACK_BLOCK;
         }
-        /* the row in nearly equal tiles (14 = 5 + 5 + 4: no short tile waiting on FMA
-         * latency) */
-        const int64_t ntiles = (r->npix + g.pmax - 1) / g.pmax;
-        for (int64_t i = 0, ox = 0; i < ntiles; i++) {
-            const int P = (int)(r->npix / ntiles + (i < r->npix % ntiles));
-            const float *xs = r->xs + ox * r->pstep;
-            float *y = r->y + ox * F + f0;
-#define FWD1(PP) NAME(fwd_tile)(PP, 1, r, xs, wv, &g, bias, y)
-#define FWD2(PP) NAME(fwd_tile)(PP, 2, r, xs, wv, &g, bias, y)
-#define FWD4(PP) NAME(fwd_tile)(PP, 4, r, xs, wv, &g, bias, y)
+        /* the rows' pixels, one run, in nearly equal tiles (14 = 5 + 5 + 4: no short
+         * tile waiting on FMA latency); a tile may span rows (7x7 maps: 5 rows of 7
+         * are 6 tiles of 5-6 pixels, not 10 of 3-4, each reading the whole filter) */
+        const int64_t npix = r->npix * (r->rows > 1 ? r->rows : 1);
+        const int64_t ntiles = (npix + g.pmax - 1) / g.pmax;
+        for (int64_t i = 0, q = 0; i < ntiles; i++) {
+            const int P = (int)(npix / ntiles + (i < npix % ntiles));
+            int64_t xo[TILE_MAX];
+            for (int p = 0, gr = (int)(q / r->npix), ox = (int)(q % r->npix); p < P; p++) {
+                xo[p] = gr * r->rstep + ox * r->pstep;
+                if (++ox == r->npix)
+                    ox = 0, gr++;
+            }
+            float *y = r->y + q * F + f0;
+#define FWD1(PP) NAME(fwd_tile)(PP, 1, r, r->xs, xo, wv, &g, bias, y)
+#define FWD2(PP) NAME(fwd_tile)(PP, 2, r, r->xs, xo, wv, &g, bias, y)
+#define FWD4(PP) NAME(fwd_tile)(PP, 4, r, r->xs, xo, wv, &g, bias, y)
             switch (g.nv) {
 #if NV_MAX >= 4
             case 4: switch (P) { CASES(TILE_NV4, FWD4) default: break; } break;
@@ -142,7 +164,7 @@ ISA_FN static void NAME(fwd_row)(const FwdRow *r)
 #undef FWD1
 #undef FWD2
 #undef FWD4
-            ox += P;
+            q += P;
         }
         f0 += (int64_t)g.nv * VL;
     }

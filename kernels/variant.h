@@ -12,12 +12,14 @@
  * other addresses. */
 enum { PACK_BLOCK = 16 };
 
-/* One output row of a direct convolution, or a piece of one: npix pixels, pixel i's
- * patch starting at strip xs + i*pstep, its kernel row ky at + ky*rowlen, taps (kx, c)
- * of a kernel row consecutive there and in the packed filter. */
+/* Output rows of a direct convolution, or a piece of one: `rows` rows of npix pixels
+ * each, pixel i of row g's patch starting at strip xs + g*rstep + i*pstep, its kernel
+ * row ky at + ky*rowlen, taps (kx, c) of a kernel row consecutive there and in the
+ * packed filter; the rows' outputs consecutive in y (rows > 1: whole rows). */
 typedef struct FwdRow {
     const float *xs;
     int64_t pstep, rowlen, npix;
+    int64_t rows, rstep;   /* rows > 1: one run of pixels, so a tile may span rows */
     int ky0, ky1;          /* the kernel rows that fall inside the image (the others: padding) */
     int kwc;               /* taps per kernel row: KW * C */
     const float *wp;       /* the filter, packed or as stored */

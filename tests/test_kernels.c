@@ -2608,6 +2608,78 @@ START_TEST(test_conv_variants_agree)
 }
 END_TEST
 
+/* The forward kernel's promise, bit for bit: each output is fmaf(x, w, acc) from +0
+ * over the kernel rows that are not padding, then (kx, c) in order (a padding column's
+ * x is 0), then + bias and relu.  Shapes whose tiles span rows (a band's rows between
+ * the padding's are one run of pixels: fashion-resnet's 7x7 stage, a 2-pixel row whose
+ * tiles span 3 rows, stride 2 down) and the many-channel table, on 1 and 2 threads, in
+ * the x86 variants (the portable one rounds a*b + c twice). */
+static const ConvCase chain_cases[] = {
+    /*  n  h  w  c   kh kw f    sh sw pt pl pb pr */
+    {2, 7, 7, 24, 3, 3, 128, 1, 1, 1, 1, 1, 1},   /* 7x7, 2 groups of 64: 5 rows of 7 in tiles of 5-6 */
+    {1, 9, 2, 16, 3, 3, 64, 1, 1, 1, 1, 1, 1},    /* 2 wide: 7 rows in tiles of 5, 5, 4 */
+    {2, 9, 9, 16, 3, 3, 40, 2, 2, 1, 1, 1, 1},    /* stride 2 down and across, 16 + 16 + 8 filters */
+    {3, 5, 5, 12, 5, 5, 32, 1, 1, 2, 2, 2, 2},    /* 5x5 on 5x5: one row with all its kernel rows */
+};
+#define N_CHAIN_CASES ((int)(sizeof chain_cases / sizeof chain_cases[0]))
+
+START_TEST(test_conv_forward_chain)
+{
+    KConv p = conv_params(_i < N_CHAIN_CASES ? &chain_cases[_i] : &wide_cases[_i - N_CHAIN_CASES]);
+    size_t nx = conv_nx(&p), nw = conv_nw(&p), ny = conv_ny(&p);
+    float *x = tu_alloc_uniform(nx, -1.0f, 1.0f, 700 + (uint64_t)_i), *w = aligned_alloc(64, (nw + 16) / 16 * 64);
+    float *bias = tu_alloc_uniform((size_t)p.f, -0.5f, 0.5f, 702), *want = tu_alloc(ny), *y = tu_alloc(ny);
+    ck_assert(w != NULL);
+    tu_fill_uniform(w, nw, -1.0f, 1.0f, 701);
+    ck_assert(kern_conv_direct_used(&p));
+    if (p.f < 8) {   /* forward on im2col + sgemm (other sums); the input gradient only */
+        free(x), free(w), free(bias), free(want), free(y);
+        return;
+    }
+    for (int64_t n = 0; n < p.n; n++)
+        for (int64_t oy = 0; oy < p.oh; oy++)
+            for (int64_t ox = 0; ox < p.ow; ox++)
+                for (int64_t f = 0; f < p.f; f++) {
+                    float acc = 0.0f;
+                    for (int64_t ky = 0; ky < p.kh; ky++) {
+                        const int64_t iy = oy * p.sh - p.pt + ky;
+                        if (iy < 0 || iy >= p.h)
+                            continue;
+                        for (int64_t kx = 0; kx < p.kw; kx++)
+                            for (int64_t c = 0; c < p.c; c++) {
+                                const int64_t ix = ox * p.sw - p.pl + kx;
+                                const float xv = ix < 0 || ix >= p.w ? 0.0f : x[((n * p.h + iy) * p.w + ix) * p.c + c];
+                                acc = fmaf(xv, w[((ky * p.kw + kx) * p.c + c) * p.f + f], acc);
+                            }
+                    }
+                    acc += bias[f];
+                    want[((n * p.oh + oy) * p.ow + ox) * p.f + f] = acc > 0.0f ? acc : 0.0f;
+                }
+    for (int threads = 1; threads <= 2; threads++) {
+        tu_threads(threads);
+        size_t sbytes = kern_conv2d_scratch(&p, tu_nthreads());
+        float *scratch = sbytes ? malloc(sbytes) : NULL;
+        FOR_EACH_ISA {
+            if (conv_isa == KISA_PORTABLE)
+                continue;
+            kern_fill(y, NAN, ny);
+            kern_conv2d_bias_act(tu_pool, conv_isa, &p, x, w, bias, (EwAct){ EW_RELU, 0.0f }, y, scratch);
+            for (size_t i = 0; i < ny; i++)
+                if (memcmp(&y[i], &want[i], sizeof *y) != 0)
+                    ck_abort_msg("case %d, %s, %d threads: y[%zu] = %a, the chain gives %a", _i,
+                                 kern_isa_name(conv_isa), threads, i, (double)y[i], (double)want[i]);
+        }
+        free(scratch);
+    }
+    tu_threads(1);
+    free(x);
+    free(w);
+    free(bias);
+    free(want);
+    free(y);
+}
+END_TEST
+
 /* GRAPHC_ISA's and --isa's names (kern_isa_parse), for a CPU of each kind: a variant
  * above the CPU's best is refused, an unknown name too; kern_isa_resolve never hands
  * out one the CPU cannot run. */
@@ -4035,6 +4107,7 @@ static Suite *make_kernels_suite(void)
     tcase_add_loop_test(tc, test_pooled_bias_ties, 0, 5);
     tcase_add_loop_test(tc, test_conv_tiles, 0, N_TILE_CASES);
     tcase_add_loop_test(tc, test_conv_variants_agree, 0, N_DIRECT_CASES + N_WIDE_CASES + N_CONV_CASES);
+    tcase_add_loop_test(tc, test_conv_forward_chain, 0, N_CHAIN_CASES + N_WIDE_CASES);
     tcase_add_test(tc, test_isa_names);
     suite_add_tcase(s, tc);
 
