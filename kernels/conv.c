@@ -452,7 +452,7 @@ static void conv_grad_filter_task(void *arg, int task, int worker)
         const int64_t R = p->n * p->oh, rc = R - m0 < rows ? R - m0 : rows;
         if (j->q)
             conv_direct_grad_filter_pooled(kern_variant(j->isa), p, j->q, j->x, j->idx, j->yv, j->dy, acc, m0, rc);
-        else if (conv_bf16_ok(j->isa, p))
+        else if (conv_bf16_grad_filter_ok(j->isa, p))
             conv_bf16_grad_filter(p, j->x, j->dy, acc, m0, rc);
         else
             conv_direct_grad_filter(kern_variant(j->isa), p, j->x, j->dy, acc, m0, rc);

@@ -201,6 +201,11 @@ static int amx_mode;   /* test hook: < 0 never */
 void conv_bf16_set_amx(int mode) { amx_mode = mode; }
 
 /* kern_bf16_amx(): the CPU, Linux's grant and GRAPHC_AMX, asked once (kernels/cpu.c) */
+bool conv_bf16_grad_filter_ok(KIsa isa, const KConv *p)
+{
+    return conv_bf16_ok(isa, p) && !(amx_mode >= 0 && kern_bf16_amx());
+}
+
 static bool amx_ok(const KConv *p) { return amx_mode >= 0 && p->kw * p->c % 32 == 0 && kern_bf16_amx(); }
 
 
@@ -540,6 +545,7 @@ bool conv_bf16_ok(KIsa isa, const KConv *p)
     (void)isa, (void)p;
     return false;
 }
+bool conv_bf16_grad_filter_ok(KIsa isa, const KConv *p) { return conv_bf16_ok(isa, p); }
 void conv_bf16_pack(const KConv *p, const float *w, void *wp) { (void)p, (void)w, (void)wp; }
 void conv_bf16_pack_flipped(const KConv *p, const float *w, void *wp) { (void)p, (void)w, (void)wp; }
 void conv_bf16_forward(const KConv *p, const float *x, const void *wp, const float *bias, EwAct act, float *y,

@@ -32,6 +32,10 @@ void conv_bf16_forward(const KConv *p, const float *x, const void *wp, const flo
  * of output rows [r0, r0 + rc), x and dy rounded to bf16, pairs of output pixels summed
  * by VDPBF16PS in fp32, a band of rows at a time (each band's sum from +0, then added
  * to acc). */
+/* conv_bf16_ok, but for the filter gradient, which has no tile path yet: false where
+ * the convolutions run on AMX's tiles (there VDPBF16PS has a quarter of the FMA's
+ * rate, and this kernel ran at 0.53-0.67x fp32's), so it stays fp32 on those CPUs. */
+bool conv_bf16_grad_filter_ok(KIsa isa, const KConv *p);
 void conv_bf16_grad_filter(const KConv *p, const float *x, const float *dy, float *acc, int64_t r0, int64_t rc);
 
 /* Test hook: mode < 0 keeps the forward off AMX's tiles (0: wherever the CPU has them

@@ -251,6 +251,7 @@ START_TEST(grad_filter_reference)
 {
     if (!have_bf16())
         return;
+    conv_bf16_set_amx(-1);   /* the VDPBF16PS kernel: where the tiles run it is not taken */
     const KConv p = conv_of(&shapes[_i]);
     float *x = random_buf(in_len(&p), 9), *dy = random_buf(out_len(&p), 10), *dw = malloc((size_t)w_len(&p) * 4);
     const int64_t npix = p.n * p.oh * p.ow;
@@ -300,7 +301,34 @@ START_TEST(grad_filter_reference)
                 ck_assert_msg(dw[(ky * p.kw + kx) * p.c * p.f + i] == want, "shape %d: dw[%lld, %lld, %lld] = %.9g, expected %.9g",
                               _i, (long long)ky, (long long)kx, (long long)i, dw[(ky * p.kw + kx) * p.c * p.f + i], want);
         }
+    conv_bf16_set_amx(0);
     free(x), free(dy), free(dw);
+}
+END_TEST
+
+/* Where the convolutions run on AMX's tiles the filter gradient stays fp32
+ * (conv_bf16_grad_filter_ok): under bf16 it gives fp32's bits there, 1 and 2 threads;
+ * elsewhere it is the bf16 kernel checked above. */
+START_TEST(grad_filter_fp32_on_amx)
+{
+    if (!have_bf16())
+        return;
+    if (!kern_bf16_amx()) {
+        fprintf(stderr, "test_bf16_conv: no AMX: the filter gradient is bf16 here (grad_filter_reference)\n");
+        return;
+    }
+    const KConv p = conv_of(&shapes[_i]);
+    float *x = random_buf(in_len(&p), 11), *dy = random_buf(out_len(&p), 12);
+    float *dw = malloc((size_t)w_len(&p) * 4), *want = malloc((size_t)w_len(&p) * 4);
+    for (int threads = 1; threads <= 2; threads++) {
+        tu_threads(threads);
+        float *scratch = scratch_for(&p, threads);
+        kern_conv2d_grad_filter(tu_pool, KISA_AUTO, &p, x, dy, want, scratch);
+        kern_conv2d_grad_filter(tu_pool, BF, &p, x, dy, dw, scratch);
+        free(scratch);
+        ck_assert_msg(memcmp(dw, want, (size_t)w_len(&p) * 4) == 0, "shape %d, %d threads: not fp32's bits", _i, threads);
+    }
+    free(x), free(dy), free(dw), free(want);
 }
 END_TEST
 
@@ -345,6 +373,7 @@ static Suite *suite(void)
     tcase_add_loop_test(tc, grad_input_reference, 0, 2 * NSHAPES);
     tcase_add_loop_test(tc, rounds_to_even, 0, 2 * NSHAPES);
     tcase_add_loop_test(tc, grad_filter_reference, 0, NSHAPES);
+    tcase_add_loop_test(tc, grad_filter_fp32_on_amx, 0, NSHAPES);
     tcase_add_test(tc, maxpool_same_bits);
     suite_add_tcase(s, tc);
     return s;
