@@ -19,17 +19,6 @@ static bool have_amx(void)
     return false;
 }
 
-/* x rounded to bf16, to nearest, ties to even (x finite and normal), back in a float. */
-static float bf16_round(float x)
-{
-    uint32_t u;
-    memcpy(&u, &x, 4);
-    u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
-    float r;
-    memcpy(&r, &u, 4);
-    return r;
-}
-
 typedef struct Case {
     size_t M, N, K;
 } Case;

@@ -14,16 +14,6 @@
 
 static const KIsa BF = (KIsa)(KISA_AUTO | KISA_BF16);
 
-static float bf16_round(float x)
-{
-    uint32_t u;
-    memcpy(&u, &x, 4);
-    u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
-    float r;
-    memcpy(&r, &u, 4);
-    return r;
-}
-
 static bool have_bf16(void)
 {
     if (kern_bf16_cpu())

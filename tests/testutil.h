@@ -11,6 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include <string.h>
+
 #include "util/pool.h"
 #include "util/rng.h"
 
@@ -189,6 +191,18 @@ static inline void tu_rmtree(const char *dir)
     char cmd[1100];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     ck_assert_int_eq(system(cmd), 0);
+}
+
+/* x rounded to bf16, to nearest, ties to even (x finite and normal), back in a float:
+ * the rounding --dtype bf16's packing does, for the bf16 suites' references. */
+static inline float bf16_round(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+    float r;
+    memcpy(&r, &u, 4);
+    return r;
 }
 
 #endif
