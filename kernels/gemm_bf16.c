@@ -33,6 +33,10 @@ enum { MR = 12, NR = 32, KC = 128, MC = 96 * 2, SPLIT_FLOPS = 4000000 };
 
 static size_t pairs_of(size_t K) { return (K + 1) / 2; }
 
+/* The first n lanes of 16 (all of them for n >= 16): a masked load or store of n floats
+ * or words.  The next 16's are lanes(n > 16 ? n - 16 : 0). */
+static inline __mmask16 lanes(size_t n) { return n >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << n) - 1u); }
+
 /* x(r, k) of a matrix seen as [R, K]: at x[r * ld + k] (k_major false) or x[k * ld + r]. */
 typedef struct Src {
     const float *x;
@@ -90,7 +94,7 @@ BF16_FN static void pack_panel(const Src *s, size_t r0, size_t W, size_t p0, siz
             bool has_odd = k + 1 < s->K;
             for (size_t j = 0; j < W; j += 16) {
                 size_t n = rows > j ? rows - j : 0, w = W - j < 16 ? W - j : 16;
-                __mmask16 m = n >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << n) - 1u);
+                __mmask16 m = lanes(n);
                 __m512 ve = _mm512_maskz_loadu_ps(m, e + j);
                 __m512 vo = has_odd ? _mm512_maskz_loadu_ps(m, o + j) : _mm512_setzero_ps();
                 _mm512_mask_storeu_epi32(out + j, (__mmask16)((1u << w) - 1u), pack_pairs(ve, vo));
@@ -107,8 +111,8 @@ BF16_FN static void pack_panel(const Src *s, size_t r0, size_t W, size_t p0, siz
         __mmask16 mw = (__mmask16)((1u << wg) - 1u);
         for (size_t q = 0; q < np; q += 16) {
             size_t k = 2 * (p0 + q), nk = s->K - k < 32 ? s->K - k : 32, nq = np - q < 16 ? np - q : 16;
-            __mmask16 m0 = nk >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << nk) - 1u);
-            __mmask16 m1 = nk >= 32 ? (__mmask16)0xffff : nk > 16 ? (__mmask16)((1u << (nk - 16)) - 1u) : 0;
+            __mmask16 m0 = lanes(nk);
+            __mmask16 m1 = lanes(nk > 16 ? nk - 16 : 0);
             __m512i v[16];
             for (size_t i = 0; i < 16; i++) {
                 if (g + i >= rows) {
@@ -127,8 +131,8 @@ BF16_FN static void pack_panel(const Src *s, size_t r0, size_t W, size_t p0, siz
 
 /* One row of a C tile, 32 columns (masks m0, m1) from its two accumulators: on the
  * first K block C = alpha acc + beta C (beta 0 overwrites, NaN included), on the others
- * C += alpha acc; + bias (bias0/1) on the last.  Both engines end a tile with it, so
- * that they give the same bits. */
+ * C += alpha acc; + bias (bias0/1) on the last.  Both engines end a tile with it: one
+ * epilogue, whatever summed the tile. */
 BF16_INLINE void put_row(float *c, __m512 acc0, __m512 acc1, __mmask16 m0, __mmask16 m1, __m512 va, __m512 vb,
                          float beta, bool first, bool add_bias, __m512 bias0, __m512 bias1)
 {
@@ -167,8 +171,8 @@ BF16_FN static void micro(size_t np, const uint32_t *a, const uint32_t *b, float
             acc[i][1] = _mm512_dpbf16_ps(acc[i][1], ai, b1);
         }
     }
-    __mmask16 m0 = cols >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << cols) - 1u);
-    __mmask16 m1 = cols >= 32 ? (__mmask16)0xffff : cols > 16 ? (__mmask16)((1u << (cols - 16)) - 1u) : 0;
+    __mmask16 m0 = lanes(cols);
+    __mmask16 m1 = lanes(cols > 16 ? cols - 16 : 0);
     __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
     __m512 bias0 = bias ? _mm512_maskz_loadu_ps(m0, bias) : _mm512_setzero_ps();
     __m512 bias1 = bias ? _mm512_maskz_loadu_ps(m1, bias + 16) : _mm512_setzero_ps();
@@ -230,15 +234,13 @@ BF16_FN static void gemm_serial(const KGemm *g, uint32_t *buf)
  * in both executors. */
 enum { AMX_R = 32, AMX_STEP = 16 };
 
-
 static size_t pairs16(size_t np) { return (np + AMX_STEP - 1) / AMX_STEP * AMX_STEP; }
 
+/* Rows of A's packed block for M rows: MC, or M in whole panels of 32. */
+static size_t amx_block_rows(size_t M) { return M < MC ? (M + AMX_R - 1) / AMX_R * AMX_R : MC; }
+
 /* Words of buffer amx_serial takes: B's panels, A's block, pack_panel's [KC][16]. */
-static size_t amx_words(size_t M, size_t N)
-{
-    size_t mc = M < MC ? (M + AMX_R - 1) / AMX_R * AMX_R : MC;
-    return (size_t)KC * ((N + NR - 1) / NR * NR + mc + 16);
-}
+static size_t amx_words(size_t M, size_t N) { return (size_t)KC * ((N + NR - 1) / NR * NR + amx_block_rows(M) + 16); }
 
 /* Rows [r0, r0 + 32) of s, pairs [p0, p1), into out ([32][ldp] words), zero past R, K
  * and p1.  tmp: [p1 - p0][16] words for the transposing case. */
@@ -266,8 +268,8 @@ AMX_FN static void pack_rows(const Src *s, size_t r0, size_t p0, size_t p1, size
         const float *x = r0 + i < s->R ? s->x + (r0 + i) * s->ld : NULL;
         for (size_t q = 0; q < ldp; q += 16) {
             size_t k = 2 * (p0 + q), nk = x && q < np && k < s->K ? (s->K - k < 32 ? s->K - k : 32) : 0;
-            __mmask16 m0 = nk >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << nk) - 1u);
-            __mmask16 m1 = nk >= 32 ? (__mmask16)0xffff : nk > 16 ? (__mmask16)((1u << (nk - 16)) - 1u) : 0;
+            __mmask16 m0 = lanes(nk);
+            __mmask16 m1 = lanes(nk > 16 ? nk - 16 : 0);
             __m512i v = nk ? (__m512i)_mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(m1, x + k + 16),
                                                           _mm512_maskz_loadu_ps(m0, x + k))
                            : _mm512_setzero_si512();
@@ -313,9 +315,7 @@ AMX_FN static void amx_serial(const KGemm *g, uint32_t *buf)
     _tile_loadconfig(&cfg);   /* the tiles' shapes: this thread's own state */
     Src a = { g->A, g->lda, g->M, g->K, g->ta }, b = { g->B, g->ldb, g->N, g->K, !g->tb };
     size_t P = pairs_of(g->K), nb = (g->N + NR - 1) / NR;
-    uint32_t *bp = buf, *ap = buf + (size_t)KC * nb * NR, *tmp = ap + (size_t)KC * MC;
-    if (g->M < MC)
-        tmp = ap + (size_t)KC * ((g->M + AMX_R - 1) / AMX_R * AMX_R);
+    uint32_t *bp = buf, *ap = buf + (size_t)KC * nb * NR, *tmp = ap + (size_t)KC * amx_block_rows(g->M);
     float tile[AMX_R * NR] __attribute__((aligned(64)));
     __m512 va = _mm512_set1_ps(g->alpha), vb = _mm512_set1_ps(g->beta);
     for (size_t p0 = 0; p0 < P; p0 += KC) {
@@ -332,8 +332,8 @@ AMX_FN static void amx_serial(const KGemm *g, uint32_t *buf)
                 pack_rows(&a, m0 + i * AMX_R, p0, p1, ldp, ap + i * AMX_R * ldp, tmp);
             for (size_t j = 0; j < nb; j++) {
                 size_t n0 = j * NR, cols = g->N - n0 < NR ? g->N - n0 : NR;
-                __mmask16 m0k = cols >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << cols) - 1u);
-                __mmask16 m1k = cols >= 32 ? (__mmask16)0xffff : cols > 16 ? (__mmask16)((1u << (cols - 16)) - 1u) : 0;
+                __mmask16 m0k = lanes(cols);
+                __mmask16 m1k = lanes(cols > 16 ? cols - 16 : 0);
                 const float *bias = last && g->bias ? g->bias + n0 : NULL;
                 __m512 bias0 = bias ? _mm512_maskz_loadu_ps(m0k, bias) : _mm512_setzero_ps();
                 __m512 bias1 = bias ? _mm512_maskz_loadu_ps(m1k, bias + 16) : _mm512_setzero_ps();
