@@ -2680,6 +2680,68 @@ START_TEST(test_conv_forward_chain)
 }
 END_TEST
 
+/* The direct stride-1 input gradient is the forward of the flipped convolution (dy with
+ * the filter flipped and transposed, packed by conv_pack_flipped): bit for bit the
+ * forward kernel's output for that convolution, called as a forward.  This holds any
+ * faster input-gradient kernel to the same chain of FMAs.  The many-channel cases that
+ * take that path, and shapes for its tiles: 7x7 maps, 16 + 4 and 32 + 16 + 1 channels
+ * (a group of two vectors, then one, masked), a row wider than the strip, a kernel row
+ * of more taps than a block; one thread and two, every variant. */
+static const ConvCase gradx_cases[] = {
+    /*  n  h   w    c   kh kw f    sh sw pt pl pb pr */
+    {2, 7, 7, 64, 3, 3, 20, 1, 1, 1, 1, 1, 1},
+    {1, 7, 7, 49, 3, 3, 128, 1, 1, 1, 1, 1, 1},
+    {1, 3, 200, 20, 3, 3, 24, 1, 1, 1, 1, 1, 1},
+    {1, 6, 5, 36, 5, 5, 80, 1, 1, 2, 2, 2, 2},
+};
+#define N_GRADX_CASES ((int)(sizeof gradx_cases / sizeof gradx_cases[0]))
+
+START_TEST(test_conv_grad_input_bits)
+{
+    const int nw_ = N_WIDE_CASES;
+    KConv p = conv_params(_i < nw_ ? &wide_cases[_i] : &gradx_cases[_i - nw_]);
+    if (p.sh != 1 || p.sw != 1 || p.pt > p.kh - 1 || p.pl > p.kw - 1 || p.kh * p.kw == 1)
+        return;
+    const KConv q = { .n = p.n, .h = p.oh, .w = p.ow, .c = p.f, .kh = p.kh, .kw = p.kw, .f = p.c, .sh = 1, .sw = 1,
+                      .pt = p.kh - 1 - p.pt, .pl = p.kw - 1 - p.pl, .oh = p.h, .ow = p.w };
+    /* both on the direct strip path (kern_conv_direct_used(&q) also holds where only
+     * q's input gradient is direct: fewer than 8 filters go to sgemm) */
+    if (!kern_conv_direct_used(&q) || q.c <= 4 || q.f < 8)
+        return;
+    const size_t nx = conv_nx(&p), nw = conv_nw(&p), ny = conv_ny(&p);
+    float *w = tu_alloc_uniform(nw, -1.0f, 1.0f, 400 + (uint64_t)_i), *dy = tu_alloc_uniform(ny, -1.0f, 1.0f, 401);
+    float *wq = aligned_alloc(64, (nw + 16) / 16 * 64), *dx = tu_alloc(nx), *want = tu_alloc(nx);
+    ck_assert(wq != NULL);
+    for (int64_t ky = 0; ky < p.kh; ky++)   /* q's filter [KH, KW, F, C] */
+        for (int64_t kx = 0; kx < p.kw; kx++)
+            for (int64_t f = 0; f < p.f; f++)
+                for (int64_t c = 0; c < p.c; c++)
+                    wq[((ky * p.kw + kx) * p.f + f) * p.c + c] =
+                        w[(((p.kh - 1 - ky) * p.kw + (p.kw - 1 - kx)) * p.c + c) * p.f + f];
+    for (int threads = 1; threads <= 2; threads++) {
+        tu_threads(threads);
+        size_t sp = kern_conv2d_scratch(&p, tu_nthreads()), sq = kern_conv2d_scratch(&q, tu_nthreads());
+        float *scratch = malloc((sp > sq ? sp : sq) + 64);
+        ck_assert(scratch != NULL);
+        FOR_EACH_ISA {
+            kern_fill(dx, NAN, nx);
+            kern_fill(want, NAN, nx);
+            kern_conv2d_grad_input(tu_pool, conv_isa, &p, dy, w, dx, scratch);
+            kern_conv2d(tu_pool, conv_isa, &q, dy, wq, want, scratch);
+            ck_assert_msg(memcmp(dx, want, nx * sizeof *dx) == 0, "case %d, %s, %d threads: not the forward's bits", _i,
+                          kern_isa_name(conv_isa), threads);
+        }
+        free(scratch);
+    }
+    tu_threads(1);
+    free(w);
+    free(wq);
+    free(dy);
+    free(dx);
+    free(want);
+}
+END_TEST
+
 /* GRAPHC_ISA's and --isa's names (kern_isa_parse), for a CPU of each kind: a variant
  * above the CPU's best is refused, an unknown name too; kern_isa_resolve never hands
  * out one the CPU cannot run. */
@@ -4106,6 +4168,7 @@ static Suite *make_kernels_suite(void)
     tcase_add_loop_test(tc, test_conv_grad_filter_pooled, 0, N_DIRECT_CASES + N_WIDE_CASES + N_CONV_CASES);
     tcase_add_loop_test(tc, test_pooled_bias_ties, 0, 5);
     tcase_add_loop_test(tc, test_conv_tiles, 0, N_TILE_CASES);
+    tcase_add_loop_test(tc, test_conv_grad_input_bits, 0, N_WIDE_CASES + N_GRADX_CASES);
     tcase_add_loop_test(tc, test_conv_variants_agree, 0, N_DIRECT_CASES + N_WIDE_CASES + N_CONV_CASES);
     tcase_add_loop_test(tc, test_conv_forward_chain, 0, N_CHAIN_CASES + N_WIDE_CASES);
     tcase_add_test(tc, test_isa_names);
