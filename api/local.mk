@@ -1,2 +1,2 @@
-libgraphc_a_SOURCES += %D%/graphc.c include/graphc.h
+libgraphc_core_la_SOURCES += %D%/graphc.c include/graphc.h
 EXTRA_DIST += examples/classify.c examples/README.md

@@ -4,9 +4,9 @@
 EXTRA_DIST += %D%/local.mk
 if HAVE_ONNX
 AM_CPPFLAGS += $(PROTOBUF_C_CFLAGS)
-libgraphc_a_SOURCES += %D%/onnx.h %D%/opmap.h %D%/opmap.c %D%/pb.h %D%/pb.c %D%/export.c \
+libgraphc_core_la_SOURCES += %D%/onnx.h %D%/opmap.h %D%/opmap.c %D%/pb.h %D%/pb.c %D%/export.c \
 	%D%/imp.h %D%/import.c %D%/import_ops.c %D%/emit.c %D%/match.c
-nodist_libgraphc_a_SOURCES += %D%/onnx.pb-c.c %D%/onnx.pb-c.h
+nodist_libgraphc_core_la_SOURCES += %D%/onnx.pb-c.c %D%/onnx.pb-c.h
 BUILT_SOURCES += %D%/onnx.pb-c.c %D%/onnx.pb-c.h
 CLEANFILES += %D%/onnx.pb-c.c %D%/onnx.pb-c.h
 # protoc-c writes both files at once; the header is made with the C file

@@ -1,2 +1,2 @@
-libgraphc_a_SOURCES += %D%/lexer.l %D%/parser.y %D%/ast.h %D%/ast.c %D%/lexstate.h
+libgraphc_core_la_SOURCES += %D%/lexer.l %D%/parser.y %D%/ast.h %D%/ast.c %D%/lexstate.h
 BUILT_SOURCES += %D%/parser.h
