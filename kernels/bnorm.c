@@ -2,8 +2,8 @@
  * normalization, its backward in two passes, the running statistics' update.  See
  * kern.h.
  *
- * Sums over the rows are taken in double, in BN_PARTS fixed blocks of rows (split over
- * the pool; a block's sums in its own part of the scratch) added in block order, so the
+ * Sums over the rows are taken in BN_PARTS fixed blocks of rows (split over the pool; a
+ * block's sums, in double, in its own part of the scratch) added in block order, so the
  * bits do not depend on the thread count.  The statistics are shifted sums: each
  * column's values minus the column's first value, so that a large mean does not eat
  * the variance's digits. */
@@ -15,8 +15,8 @@
 enum { BN_PARTS = 16 };
 
 /* ---- the loops over rows -------------------------------------------------------------
- * Each written once with GCC's vector types (4 channels in double, 8 in float; the
- * channels past a multiple of that one at a time), and compiled twice: as is, and on
+ * Each written once with GCC's vector types (8 channels in float, 4 in double; the
+ * channels past a multiple of 8 one at a time), and compiled twice: as is, and on
  * x86 for AVX2 (taken when the CPU has it).  Without FMA in either: each lane does the
  * scalar operations in the same order, so both give the same bits, and the bits of a
  * channel do not depend on where it falls in a vector. */
@@ -27,43 +27,119 @@ typedef double v4d __attribute__((vector_size(32), aligned(8), may_alias));
 
 #define to_d(p) __builtin_convertvector(*(const v4f *)(p), v4d)
 
+/* Sums over rows in float over runs of BN_RUN rows, each run's sums then added in
+ * double (both sums of a run in registers, 32 channels at a time): the loops read x at
+ * memory speed, where a double add per value through memory ran at 9.5 GB/s (stats)
+ * and 16.5 GB/s (grad_params) on one thread.  The runs start at the block's first row,
+ * so they are fixed by rows alone.  A run's float sum of terms t_i is within
+ * (BN_RUN - 1) u sum |t_i| of the exact one (u = 2^-24), and the difference x - k is
+ * rounded once (u |x - k|): so each double sum is within about BN_RUN u = 1e-6 of its
+ * terms' absolute sum (tests/test_bnorm.c holds the kernels to that against a double
+ * reference). */
+enum { BN_RUN = 16 };
+
+/* Adds the float sums fs[0, n) to the double ones at S, n a multiple of 4. */
+INLINE void add_run(const float *fs, size_t n, double *S)
+{
+#pragma GCC unroll 8
+    for (size_t c = 0; c < n; c += 4) *(v4d *)(S + c) += to_d(fs + c);
+}
+
+/* Rows [r0, r1) of channels [c0, c0 + 8 nv):  S += sum (x - k0), Q += sum (x - k0)^2 */
+INLINE void stats_run(const float *x, size_t r0, size_t r1, size_t C, size_t c0, int nv, const float *k0, double *S,
+                      double *Q)
+{
+    v8f s[4], q[4], k[4];
+#pragma GCC unroll 4
+    for (int v = 0; v < nv; v++) {
+        s[v] = q[v] = (v8f){ 0 };
+        k[v] = *(const v8f *)(k0 + c0 + 8 * v);
+    }
+    for (size_t r = r0; r < r1; r++) {
+        const float *xr = x + r * C + c0;
+#pragma GCC unroll 4
+        for (int v = 0; v < nv; v++) {
+            v8f d = *(const v8f *)(xr + 8 * v) - k[v];
+            s[v] += d;
+            q[v] += d * d;
+        }
+    }
+    float fs[32], fq[32];
+#pragma GCC unroll 4
+    for (int v = 0; v < nv; v++) {
+        *(v8f *)(fs + 8 * v) = s[v];
+        *(v8f *)(fq + 8 * v) = q[v];
+    }
+    add_run(fs, 8 * (size_t)nv, S + c0);
+    add_run(fq, 8 * (size_t)nv, Q + c0);
+}
+
 /* s += x - k0, q += (x - k0)^2 per column, over rows [lo, hi) */
 INLINE void stats_rows_body(const float *x, size_t lo, size_t hi, size_t C, const float *k0, double *s, double *q)
 {
-    size_t C4 = C & ~(size_t)3;
-    for (size_t r = lo; r < hi; r++) {
-        const float *xr = x + r * C;
-        size_t c = 0;
-        for (; c < C4; c += 4) {
-            v4d d = to_d(xr + c) - to_d(k0 + c);
-            *(v4d *)(s + c) += d;
-            *(v4d *)(q + c) += d * d;
-        }
+    for (size_t r0 = lo; r0 < hi; r0 += BN_RUN) {
+        size_t r1 = hi - r0 > BN_RUN ? r0 + BN_RUN : hi, c = 0;
+        for (; c + 32 <= C; c += 32) stats_run(x, r0, r1, C, c, 4, k0, s, q);
+        for (; c + 8 <= C; c += 8) stats_run(x, r0, r1, C, c, 1, k0, s, q);
         for (; c < C; c++) {
-            double d = (double)xr[c] - (double)k0[c];
-            s[c] += d;
-            q[c] += d * d;
+            float fs = 0, fq = 0;
+            for (size_t r = r0; r < r1; r++) {
+                float d = x[r * C + c] - k0[c];
+                fs += d;
+                fq += d * d;
+            }
+            s[c] += (double)fs;
+            q[c] += (double)fq;
         }
     }
+}
+
+/* Rows [r0, r1) of channels [c0, c0 + 8 nv):  SXY += sum dy (x - mean), SY += sum dy */
+INLINE void grad_params_run(const float *x, const float *dy, size_t r0, size_t r1, size_t C, size_t c0, int nv,
+                            const float *mean, double *SXY, double *SY)
+{
+    v8f sxy[4], sy[4], m[4];
+#pragma GCC unroll 4
+    for (int v = 0; v < nv; v++) {
+        sxy[v] = sy[v] = (v8f){ 0 };
+        m[v] = *(const v8f *)(mean + c0 + 8 * v);
+    }
+    for (size_t r = r0; r < r1; r++) {
+        const float *xr = x + r * C + c0, *dr = dy + r * C + c0;
+#pragma GCC unroll 4
+        for (int v = 0; v < nv; v++) {
+            v8f g = *(const v8f *)(dr + 8 * v);
+            sxy[v] += g * (*(const v8f *)(xr + 8 * v) - m[v]);
+            sy[v] += g;
+        }
+    }
+    float fxy[32], fy[32];
+#pragma GCC unroll 4
+    for (int v = 0; v < nv; v++) {
+        *(v8f *)(fxy + 8 * v) = sxy[v];
+        *(v8f *)(fy + 8 * v) = sy[v];
+    }
+    add_run(fxy, 8 * (size_t)nv, SXY + c0);
+    add_run(fy, 8 * (size_t)nv, SY + c0);
 }
 
 /* sxy += dy (x - mean), sy += dy per column */
 INLINE void grad_params_rows_body(const float *x, const float *dy, size_t lo, size_t hi, size_t C, const float *mean,
                                   double *sxy, double *sy)
 {
-    size_t C4 = C & ~(size_t)3;
-    for (size_t r = lo; r < hi; r++) {
-        const float *xr = x + r * C, *dr = dy + r * C;
-        size_t c = 0;
-        for (; c < C4; c += 4) {
-            v4d g = to_d(dr + c);
-            *(v4d *)(sxy + c) += g * (to_d(xr + c) - to_d(mean + c));
-            *(v4d *)(sy + c) += g;
-        }
+    for (size_t r0 = lo; r0 < hi; r0 += BN_RUN) {
+        size_t r1 = hi - r0 > BN_RUN ? r0 + BN_RUN : hi, c = 0;
+        for (; c + 32 <= C; c += 32) grad_params_run(x, dy, r0, r1, C, c, 4, mean, sxy, sy);
+        for (; c + 8 <= C; c += 8) grad_params_run(x, dy, r0, r1, C, c, 1, mean, sxy, sy);
         for (; c < C; c++) {
-            double g = dr[c];
-            sxy[c] += g * ((double)xr[c] - (double)mean[c]);
-            sy[c] += g;
+            float fxy = 0, fy = 0;
+            for (size_t r = r0; r < r1; r++) {
+                float g = dy[r * C + c];
+                fxy += g * (x[r * C + c] - mean[c]);
+                fy += g;
+            }
+            sxy[c] += (double)fxy;
+            sy[c] += (double)fy;
         }
     }
 }
