@@ -34,7 +34,7 @@ typedef double v4d __attribute__((vector_size(32), aligned(8), may_alias));
  * so they are fixed by rows alone.  A run's float sum of terms t_i is within
  * (BN_RUN - 1) u sum |t_i| of the exact one (u = 2^-24), and the difference x - k is
  * rounded once (u |x - k|): so each double sum is within about BN_RUN u = 1e-6 of its
- * terms' absolute sum (tests/test_bnorm.c holds the kernels to that against a double
+ * terms' absolute sum (test_bn_sums holds the kernels to that against a double
  * reference). */
 enum { BN_RUN = 16 };
 
