@@ -3874,9 +3874,9 @@ START_TEST(test_bn_grad_fd)
     float *dy = tu_alloc_uniform(n, -1, 1, 7), *st = tu_alloc(2 * C), *d = tu_alloc(2 * C), *dx = tu_alloc(n);
     double *scratch = bn_scratch(C);
     kern_bn_stats(tu_pool, b.x, rows, C, st, scratch);
-    kern_bn_grad_params(tu_pool, b.x, dy, rows, C, st, 1e-3f, d, scratch);
+    kern_bn_grad_params(tu_pool, b.x, dy, rows, C, st, 1e-3f, BN_NO_RELU, d, scratch);
     memcpy(dx, dy, n * sizeof *dx);
-    kern_bn_grad_input(tu_pool, dx, b.x, rows, C, st, b.gamma, d, 1e-3f, dx, (float *)scratch);
+    kern_bn_grad_input(tu_pool, dx, b.x, rows, C, st, b.gamma, d, 1e-3f, BN_NO_RELU, dx, (float *)scratch);
     ck_assert_grad_fd(bn_train_f, &b, b.x, n, n, dy, dx, 3e-3f, 2e-3, 1e-4);
     b.wrt = 1;
     ck_assert_grad_fd(bn_train_f, &b, b.gamma, C, n, dy, d, 3e-3f, 2e-3, 1e-4);
@@ -3899,8 +3899,8 @@ START_TEST(test_bn_threads)
         float *y = out[t][2] = tu_alloc(n), *dx = out[t][3] = tu_alloc(n);
         kern_bn_stats(tu_pool, x, rows, C, st, scratch);
         kern_bn_apply(tu_pool, x, rows, C, st, gamma, dy, (EwAct){ EW_TANH, 0 }, y);
-        kern_bn_grad_params(tu_pool, x, dy, rows, C, st, 1e-5f, d, scratch);
-        kern_bn_grad_input(tu_pool, dy, x, rows, C, st, gamma, d, 1e-5f, dx, (float *)scratch);
+        kern_bn_grad_params(tu_pool, x, dy, rows, C, st, 1e-5f, BN_NO_RELU, d, scratch);
+        kern_bn_grad_input(tu_pool, dy, x, rows, C, st, gamma, d, 1e-5f, BN_NO_RELU, dx, (float *)scratch);
     }
     static const size_t len[4] = { 2, 2, 0, 0 };
     for (int t = 1; t < 3; t++)
@@ -3926,14 +3926,14 @@ START_TEST(test_bn_lanes)
     double *scratch = bn_scratch(C);
     kern_bn_stats(NULL, x, rows, C, st, scratch);
     kern_bn_apply(NULL, x, rows, C, st, gamma, dy, EW_NO_ACT, y);
-    kern_bn_grad_params(NULL, x, dy, rows, C, st, 1e-3f, d, scratch);
-    kern_bn_grad_input(NULL, dy, x, rows, C, st, gamma, d, 1e-3f, dx, (float *)scratch);
+    kern_bn_grad_params(NULL, x, dy, rows, C, st, 1e-3f, BN_NO_RELU, d, scratch);
+    kern_bn_grad_input(NULL, dy, x, rows, C, st, gamma, d, 1e-3f, BN_NO_RELU, dx, (float *)scratch);
     for (size_t c = 0; c < C; c++) {
         for (size_t r = 0; r < rows; r++) xc[r] = x[r * C + c], dyc[r] = dy[r * C + c];
         kern_bn_stats(NULL, xc, rows, 1, stc, scratch);
         kern_bn_apply(NULL, xc, rows, 1, stc, &gamma[c], &dy[c], EW_NO_ACT, yc);
-        kern_bn_grad_params(NULL, xc, dyc, rows, 1, stc, 1e-3f, dc, scratch);
-        kern_bn_grad_input(NULL, dyc, xc, rows, 1, stc, &gamma[c], dc, 1e-3f, dxc, (float *)scratch);
+        kern_bn_grad_params(NULL, xc, dyc, rows, 1, stc, 1e-3f, BN_NO_RELU, dc, scratch);
+        kern_bn_grad_input(NULL, dyc, xc, rows, 1, stc, &gamma[c], dc, 1e-3f, BN_NO_RELU, dxc, (float *)scratch);
         ck_assert_msg(stc[0] == st[c] && stc[1] == st[C + c] && dc[0] == d[c] && dc[1] == d[C + c],
                       "channel %zu: the statistics or dgamma, dbeta differ alone", c);
         for (size_t r = 0; r < rows; r++)
@@ -3964,7 +3964,7 @@ START_TEST(test_bn_sums)
     for (size_t i = 0; i < n; i++) dy[i] += 0.25f;   /* dbeta far from zero */
     tu_threads(2);
     kern_bn_stats(tu_pool, x, rows, C, st, scratch);
-    kern_bn_grad_params(tu_pool, x, dy, rows, C, st, 1e-5f, d, scratch);
+    kern_bn_grad_params(tu_pool, x, dy, rows, C, st, 1e-5f, BN_NO_RELU, d, scratch);
     for (size_t c = 0; c < C; c++) {
         double s = 0, a = 0, q = 0, k = x[c];
         for (size_t r = 0; r < rows; r++) {
@@ -3990,6 +3990,41 @@ START_TEST(test_bn_sums)
     }
     tu_threads(1);
     free(x), free(dy), free(st), free(d), free(scratch);
+}
+END_TEST
+
+/* The backward through the batch norm's own relu (BnRelu: dy masked where the
+ * normalized value is not positive) gives the bits of relu's gradient on the output
+ * followed by the backward without it, on 2 threads, with 32-, 8- and 1-channel paths,
+ * dx in place over dy as the plan runs it. */
+static const size_t bn_relu_cases[][2] = { { 37, 43 }, { 5000, 9 }, { 3000, 64 } };
+
+START_TEST(test_bn_relu)
+{
+    size_t rows = bn_relu_cases[_i][0], C = bn_relu_cases[_i][1], n = rows * C;
+    float *x = bn_input(rows, C, 31), *g = tu_alloc_uniform(n, -1, 1, 32), *gamma = tu_alloc_uniform(C, 0.5f, 2, 33);
+    float *beta = tu_alloc_uniform(C, -1, 1, 34), *st = tu_alloc(2 * C), *scale = tu_alloc(C), *y = tu_alloc(n);
+    float *dy = tu_alloc(n), *want_d = tu_alloc(2 * C), *want_dx = tu_alloc(n), *d = tu_alloc(2 * C), *dx = tu_alloc(n);
+    double *scratch = bn_scratch(C);
+    tu_threads(2);
+    kern_bn_stats(tu_pool, x, rows, C, st, scratch);
+    kern_bn_scale(st + C, gamma, 1e-3f, C, scale);
+    kern_bn_apply(tu_pool, x, rows, C, st, scale, beta, (EwAct){ EW_RELU, 0 }, y);
+    size_t zeros = 0;
+    for (size_t i = 0; i < n; i++) zeros += y[i] == 0;
+    ck_assert_msg(zeros > n / 8 && zeros < n - n / 8, "%zu of %zu outputs zero: the mask is not tested", zeros, n);
+    kern_unary_grad(EW_RELU, 0, y, g, dy, n);
+    kern_bn_grad_params(tu_pool, x, dy, rows, C, st, 1e-3f, BN_NO_RELU, want_d, scratch);
+    kern_bn_grad_input(tu_pool, dy, x, rows, C, st, gamma, want_d, 1e-3f, BN_NO_RELU, want_dx, (float *)scratch);
+    BnRelu relu = { gamma, beta };
+    kern_bn_grad_params(tu_pool, x, g, rows, C, st, 1e-3f, relu, d, scratch);
+    memcpy(dx, g, n * sizeof *dx);
+    kern_bn_grad_input(tu_pool, dx, x, rows, C, st, gamma, d, 1e-3f, relu, dx, (float *)scratch);
+    ck_assert_mem_eq(d, want_d, 2 * C * sizeof *d);
+    ck_assert_mem_eq(dx, want_dx, n * sizeof *dx);
+    tu_threads(1);
+    free(x), free(g), free(gamma), free(beta), free(st), free(scale), free(y), free(dy), free(want_d), free(want_dx);
+    free(d), free(dx), free(scratch);
 }
 END_TEST
 
@@ -4208,6 +4243,7 @@ static Suite *make_kernels_suite(void)
     tcase_add_test(tc, test_bn_threads);
     tcase_add_test(tc, test_bn_lanes);
     tcase_add_loop_test(tc, test_bn_sums, 0, (int)(sizeof bn_sum_cases / sizeof bn_sum_cases[0]));
+    tcase_add_loop_test(tc, test_bn_relu, 0, (int)(sizeof bn_relu_cases / sizeof bn_relu_cases[0]));
     tcase_add_test(tc, test_bn_update);
     suite_add_tcase(s, tc);
 
