@@ -33,10 +33,10 @@ typedef int32_t v8i __attribute__((vector_size(32)));
  * memory speed, where a double add per value through memory ran at 9.5 GB/s (stats)
  * and 16.5 GB/s (grad_params) on one thread.  The runs start at the block's first row,
  * so they are fixed by rows alone.  A run's float sum of terms t_i is within
- * (BN_RUN - 1) u sum |t_i| of the exact one (u = 2^-24), and the difference x - k is
- * rounded once (u |x - k|): so each double sum is within about BN_RUN u = 1e-6 of its
- * terms' absolute sum (test_bn_sums holds the kernels to that against a double
- * reference). */
+ * (BN_RUN - 1) u sum |t_i| of the exact one (u = 2^-24), and each term is rounded at
+ * most twice more (x - k, then the square or the product with dy): so each double sum
+ * is within (BN_RUN + 2) u = 1.1e-6 of its terms' absolute sum (test_bn_sums holds the
+ * kernels to that against a double reference). */
 enum { BN_RUN = 16 };
 
 /* Adds the float sums fs[0, n) to the double ones at S, n a multiple of 4. */
