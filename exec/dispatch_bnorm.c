@@ -48,23 +48,27 @@ int k_batch_norm(const KCall *c)
     return 0;
 }
 
-/* (x, stats, dy) -> [2, C] */
+/* (x, stats, dy) -> [2, C]; with the batch norm's relu (pass bn_relu_grad),
+ * (x, stats, dy, gamma, beta) */
 int k_bn_grad_params(const KCall *c)
 {
     size_t rows, C;
     bn_dims(c, &rows, &C);
-    kern_bn_grad_params(c->pool, in_f(c, 0), in_f(c, 2), rows, C, in_f(c, 1), c->n->a.bn.eps, c->out,
+    BnRelu relu = c->n->a.bn.act == OP_RELU ? (BnRelu){ in_f(c, 3), in_f(c, 4) } : BN_NO_RELU;
+    kern_bn_grad_params(c->pool, in_f(c, 0), in_f(c, 2), rows, C, in_f(c, 1), c->n->a.bn.eps, relu, c->out,
                         (double *)(void *)c->scratch);
     return 0;
 }
 
-/* (dy, x, stats, gamma, d) -> dx */
+/* (dy, x, stats, gamma, d) -> dx; with the batch norm's relu, (dy, x, stats, gamma, d,
+ * beta) */
 int k_bn_grad(const KCall *c)
 {
     size_t rows, C;
     bn_dims(c, &rows, &C);
+    BnRelu relu = c->n->a.bn.act == OP_RELU ? (BnRelu){ in_f(c, 3), in_f(c, 5) } : BN_NO_RELU;
     kern_bn_grad_input(c->pool, in_f(c, 0), in_f(c, 1), rows, C, in_f(c, 2), in_f(c, 3), in_f(c, 4), c->n->a.bn.eps,
-                       c->out, c->scratch);
+                       relu, c->out, c->scratch);
     return 0;
 }
 

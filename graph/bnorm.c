@@ -230,3 +230,84 @@ done:
     gc_free(keep);
     return out;
 }
+
+/* Node j is one of batch norm b's backward ops that reads u as its dy, without an
+ * activation of its own yet. */
+static bool grad_reads(const Graph *g, int32_t j, int32_t b, int32_t u)
+{
+    const Node *n = &g->nodes[j], *bn = &g->nodes[b];
+    int32_t x = bn->in[0], st = bn->in[1], gamma = bn->in[2];
+    if (n->a.bn.act >= 0 || n->a.bn.eps != bn->a.bn.eps) return false;
+    if (n->op == OP_BATCH_NORM_GRAD_PARAMS)
+        return n->nin == 3 && n->in[0] == x && n->in[1] == st && n->in[2] == u;
+    return n->op == OP_BATCH_NORM_GRAD && n->nin == 5 && n->in[0] == u && n->in[1] == x && n->in[2] == st &&
+           n->in[3] == gamma;
+}
+
+/* Appends `extra` to node j's inputs (in c's arena); false when out of memory. */
+static bool add_inputs(Graph *c, int32_t j, const int32_t *extra, int nextra)
+{
+    Node *n = &c->nodes[j];
+    int32_t *in = arena_alloc(&c->arena, (size_t)(n->nin + nextra) * sizeof *in);
+    if (!in) return false;
+    memcpy(in, n->in, (size_t)n->nin * sizeof *in);
+    memcpy(in + n->nin, extra, (size_t)nextra * sizeof *in);
+    n->in = in;
+    n->nin += nextra;
+    return true;
+}
+
+/* relu's gradient taken into the backward of the batch norm that applied it (bn_act's
+ * a.bn.act relu):
+ *   dy = unary_grad[relu](y, g),  batch_norm_grad_params(x, s, dy),  batch_norm_grad(dy, x, s, gamma, p)
+ *     =>  batch_norm_grad_params(x, s, g, gamma, beta),  batch_norm_grad(g, x, s, gamma, p, beta)
+ * both through=relu, where dy is read by nothing else: they mask g where (x - mean) *
+ * scale + beta is not positive, as the forward computed it, so dy is g or +0 as relu's
+ * gradient made it and the bits are those of the ops apart.  Per layer of n floats:
+ * relu's gradient read y and g and wrote dy, and both ops read dy, 8n in all with x;
+ * now 5n (g and x twice, dx once), and y is read by one op fewer. */
+Graph *pass_bn_relu_grad(const Graph *g, DiagSink *d)
+{
+    int n = g->nnodes;
+    Graph *c = graph_clone(g), *out = NULL;
+    int32_t *nreaders = readers(g), *alias = gc_calloc((size_t)(n ? n : 1), sizeof *alias);
+    bool *keep = gc_calloc((size_t)(n ? n : 1), sizeof *keep);
+    if (!c || !nreaders || !alias || !keep) { diag_plain(d, "out of memory"); goto done; }
+    for (int32_t i = 0; i < n; i++) {
+        keep[i] = true;
+        alias[i] = i;
+    }
+    for (int32_t u = 0; u < n; u++) {
+        const Node *un = &c->nodes[u];
+        if (un->op != OP_UNARY_GRAD || un->a.unary.op != OP_RELU) continue;
+        int32_t b = un->in[0], gin = un->in[1];
+        if (c->nodes[b].op != OP_BATCH_NORM || c->nodes[b].a.bn.act != OP_RELU) continue;
+        int found = 0;
+        for (int32_t j = u + 1; j < n; j++)
+            for (int k = 0; k < c->nodes[j].nin; k++)
+                if (c->nodes[j].in[k] == u) found += grad_reads(c, j, b, u) ? 1 : n + 1;
+        if (found == 0 || found != nreaders[u]) continue;   /* another reader, or an output */
+        const Node *bn = &c->nodes[b];
+        int32_t gamma_beta[2] = { bn->in[2], bn->in[3] };
+        for (int32_t j = u + 1; j < n; j++) {
+            Node *r = &c->nodes[j];
+            bool params = r->op == OP_BATCH_NORM_GRAD_PARAMS;
+            if (!(params ? r->in[2] == u : r->op == OP_BATCH_NORM_GRAD && r->in[0] == u)) continue;
+            r->in[params ? 2 : 0] = gin;
+            if (!add_inputs(c, j, params ? gamma_beta : gamma_beta + 1, params ? 2 : 1)) {
+                diag_plain(d, "out of memory");
+                goto done;
+            }
+            r->a.bn.act = OP_RELU;
+            r->a.bn.act_p = bn->a.bn.act_p;
+        }
+        keep[u] = false;
+    }
+    out = graph_rebuild(c, keep, alias, g->stage, d);
+done:
+    graph_free(c);
+    gc_free(nreaders);
+    gc_free(alias);
+    gc_free(keep);
+    return out;
+}

@@ -227,7 +227,9 @@ static void attrs_str(const Graph *g, const Node *n, char *buf, size_t len)
     case OP_ALLREDUCE: put(buf, len, &at, "bucket=%d gradients=%d", n->a.allreduce.bucket, n->nin); break;
     case OP_ALLREDUCE_WAIT: put(buf, len, &at, "bucket=%d mean", n->a.allreduce.bucket); break;
     case OP_BATCH_NORM: case OP_BATCH_NORM_INFER: bn_attrs(n, buf, len); break;
-    case OP_BATCH_NORM_GRAD_PARAMS: case OP_BATCH_NORM_GRAD: put(buf, len, &at, "eps=%g", n->a.bn.eps); break;
+    case OP_BATCH_NORM_GRAD_PARAMS: case OP_BATCH_NORM_GRAD:
+        put(buf, len, &at, "eps=%g%s", n->a.bn.eps, n->a.bn.act == OP_RELU ? " through=relu" : "");
+        break;
     case OP_SOFTMAX: case OP_LOG_SOFTMAX: case OP_SOFTMAX_GRAD: case OP_LOG_SOFTMAX_GRAD:
     case OP_REDUCE_SUM: case OP_REDUCE_MEAN: case OP_REDUCE_MAX: case OP_REDUCE_MAX_GRAD: case OP_EXPAND:
     case OP_LAYER_NORM: case OP_LAYER_NORM_GRAD: case OP_LAYER_NORM_GRAD_SCALE:

@@ -9,6 +9,7 @@ const GraphPass graph_passes[] = {
     /* batch norm (graph/bnorm.c), before bias_act, which then fuses the folded layer's bias and activation */
     { "bn_fold", pass_bn_fold, "batch norm folded into the conv2d or dense before it (inference)", true },
     { "bn_act", pass_bn_act, "batch norm + activation as one op", false },
+    { "bn_relu_grad", pass_bn_relu_grad, "a batch norm's relu taken into its backward (training)", false },
     { "bias_act", pass_fuse_bias_act, "conv2d/matmul + bias + activation as one op", false },
     { "maxpool_grad_relu", pass_fuse_maxpool_grad_relu, "a relu's gradient inside the max pool's gradient", false },
     { "masked_softmax", pass_fuse_masked_softmax, "causal attention's mask and softmax (and their gradients) as one op", false },

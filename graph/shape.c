@@ -740,14 +740,27 @@ static bool bn_operand(Ctx *c, Node *n, int i, const Shape *want, const char *wh
                 dtype_name(in_dtype(c, n, i)), sname(c, s, b2, sizeof b2));
 }
 
-/* batch_norm_stats(x) and batch_norm_grad_params(x, stats, dy): [2, C] */
+/* The backward's inputs: `plain` of them, or `with_relu` with the batch norm's relu
+ * (a.bn.act, pass bn_relu_grad), gamma and beta among them at `gamma` and `beta`. */
+static bool bn_grad_arity(Ctx *c, Node *n, int plain, int with_relu, int gamma, int beta, const Shape *vec)
+{
+    bool relu = n->a.bn.act == OP_RELU;
+    if (n->a.bn.act >= 0 && !relu) return fail(c, n, "%s: relu is the only activation its backward takes", op_name(n->op));
+    int want = relu ? with_relu : plain;
+    if (n->nin != want)
+        return fail(c, n, "%s: %d inputs, it takes %d%s", op_name(n->op), n->nin, want, relu ? " with relu" : "");
+    return !relu || (bn_operand(c, n, gamma, vec, "gamma") && bn_operand(c, n, beta, vec, "beta"));
+}
+
+/* batch_norm_stats(x) and batch_norm_grad_params(x, stats, dy [, gamma, beta]): [2, C] */
 static bool r_bn_stats(Ctx *c, Node *n)
 {
     Dim ch;
     if (!bn_input(c, n, 0, &ch)) return false;
-    Shape st = { 2, { { 2, -1 }, ch } };
+    Shape st = { 2, { { 2, -1 }, ch } }, vec = { 1, { ch } };
     if (n->op == OP_BATCH_NORM_GRAD_PARAMS &&
-        (!bn_operand(c, n, 1, &st, "the statistics") || !bn_operand(c, n, 2, in_shape(c, n, 0), "the gradient")))
+        (!bn_grad_arity(c, n, 3, 5, 3, 4, &vec) || !bn_operand(c, n, 1, &st, "the statistics") ||
+         !bn_operand(c, n, 2, in_shape(c, n, 0), "the gradient")))
         return false;
     n->dtype = DT_F32;
     n->shape = st;
@@ -771,13 +784,13 @@ static bool r_batch_norm(Ctx *c, Node *n)
     return true;
 }
 
-/* batch_norm_grad(dy, x, stats, gamma, dparams): dy's shape */
+/* batch_norm_grad(dy, x, stats, gamma, dparams [, beta]): dy's shape */
 static bool r_bn_grad(Ctx *c, Node *n)
 {
     Dim ch;
     if (!bn_input(c, n, 1, &ch)) return false;
     Shape vec = { 1, { ch } }, st = { 2, { { 2, -1 }, ch } };
-    if (!bn_operand(c, n, 0, in_shape(c, n, 1), "the gradient") || !bn_operand(c, n, 2, &st, "the statistics") ||
+    if (!bn_grad_arity(c, n, 5, 6, 3, 5, &vec) || !bn_operand(c, n, 0, in_shape(c, n, 1), "the gradient") || !bn_operand(c, n, 2, &st, "the statistics") ||
         !bn_operand(c, n, 3, &vec, "gamma") || !bn_operand(c, n, 4, &st, "the parameters' gradients"))
         return false;
     n->dtype = DT_F32;

@@ -2,8 +2,8 @@
  * normalization, its backward in two passes, the running statistics' update.  See
  * kern.h.
  *
- * Sums over the rows are taken in double, in BN_PARTS fixed blocks of rows (split over
- * the pool; a block's sums in its own part of the scratch) added in block order, so the
+ * Sums over the rows are taken in BN_PARTS fixed blocks of rows (split over the pool; a
+ * block's sums, in double, in its own part of the scratch) added in block order, so the
  * bits do not depend on the thread count.  The statistics are shifted sums: each
  * column's values minus the column's first value, so that a large mean does not eat
  * the variance's digits. */
@@ -15,55 +15,140 @@
 enum { BN_PARTS = 16 };
 
 /* ---- the loops over rows -------------------------------------------------------------
- * Each written once with GCC's vector types (4 channels in double, 8 in float; the
- * channels past a multiple of that one at a time), and compiled twice: as is, and on
+ * Each written once with GCC's vector types (8 channels in float, 4 in double; the
+ * channels past a multiple of 8 one at a time), and compiled twice: as is, and on
  * x86 for AVX2 (taken when the CPU has it).  Without FMA in either: each lane does the
  * scalar operations in the same order, so both give the same bits, and the bits of a
  * channel do not depend on where it falls in a vector. */
 typedef float v4f __attribute__((vector_size(16), aligned(4), may_alias));
 typedef float v8f __attribute__((vector_size(32), aligned(4), may_alias));
 typedef double v4d __attribute__((vector_size(32), aligned(8), may_alias));
+typedef int32_t v8i __attribute__((vector_size(32)));
 #define INLINE static inline __attribute__((always_inline))
 
 #define to_d(p) __builtin_convertvector(*(const v4f *)(p), v4d)
 
+/* Sums over rows in float over runs of BN_RUN rows, each run's sums then added in
+ * double (both sums of a run in registers, 32 channels at a time): the loops read x at
+ * memory speed, where a double add per value through memory ran at 9.5 GB/s (stats)
+ * and 16.5 GB/s (grad_params) on one thread.  The runs start at the block's first row,
+ * so they are fixed by rows alone.  A run's float sum of terms t_i is within
+ * (BN_RUN - 1) u sum |t_i| of the exact one (u = 2^-24), and each term is rounded at
+ * most twice more (x - k, then the square or the product with dy): so each double sum
+ * is within (BN_RUN + 2) u = 1.1e-6 of its terms' absolute sum (test_bn_sums holds the
+ * kernels to that against a double reference). */
+enum { BN_RUN = 16 };
+
+/* Adds the float sums fs[0, n) to the double ones at S, n a multiple of 4. */
+INLINE void add_run(const float *fs, size_t n, double *S)
+{
+#pragma GCC unroll 8
+    for (size_t c = 0; c < n; c += 4) *(v4d *)(S + c) += to_d(fs + c);
+}
+
+/* Rows [r0, r1) of channels [c0, c0 + 8 nv):  S += sum (x - k0), Q += sum (x - k0)^2 */
+INLINE void stats_run(const float *x, size_t r0, size_t r1, size_t C, size_t c0, int nv, const float *k0, double *S,
+                      double *Q)
+{
+    v8f s[4], q[4], k[4];
+#pragma GCC unroll 4
+    for (int v = 0; v < nv; v++) {
+        s[v] = q[v] = (v8f){ 0 };
+        k[v] = *(const v8f *)(k0 + c0 + 8 * v);
+    }
+    for (size_t r = r0; r < r1; r++) {
+        const float *xr = x + r * C + c0;
+#pragma GCC unroll 4
+        for (int v = 0; v < nv; v++) {
+            v8f d = *(const v8f *)(xr + 8 * v) - k[v];
+            s[v] += d;
+            q[v] += d * d;
+        }
+    }
+    float fs[32], fq[32];
+#pragma GCC unroll 4
+    for (int v = 0; v < nv; v++) {
+        *(v8f *)(fs + 8 * v) = s[v];
+        *(v8f *)(fq + 8 * v) = q[v];
+    }
+    add_run(fs, 8 * (size_t)nv, S + c0);
+    add_run(fq, 8 * (size_t)nv, Q + c0);
+}
+
 /* s += x - k0, q += (x - k0)^2 per column, over rows [lo, hi) */
 INLINE void stats_rows_body(const float *x, size_t lo, size_t hi, size_t C, const float *k0, double *s, double *q)
 {
-    size_t C4 = C & ~(size_t)3;
-    for (size_t r = lo; r < hi; r++) {
-        const float *xr = x + r * C;
-        size_t c = 0;
-        for (; c < C4; c += 4) {
-            v4d d = to_d(xr + c) - to_d(k0 + c);
-            *(v4d *)(s + c) += d;
-            *(v4d *)(q + c) += d * d;
-        }
+    for (size_t r0 = lo; r0 < hi; r0 += BN_RUN) {
+        size_t r1 = hi - r0 > BN_RUN ? r0 + BN_RUN : hi, c = 0;
+        for (; c + 32 <= C; c += 32) stats_run(x, r0, r1, C, c, 4, k0, s, q);
+        for (; c + 8 <= C; c += 8) stats_run(x, r0, r1, C, c, 1, k0, s, q);
         for (; c < C; c++) {
-            double d = (double)xr[c] - (double)k0[c];
-            s[c] += d;
-            q[c] += d * d;
+            float fs = 0, fq = 0;
+            for (size_t r = r0; r < r1; r++) {
+                float d = x[r * C + c] - k0[c];
+                fs += d;
+                fq += d * d;
+            }
+            s[c] += (double)fs;
+            q[c] += (double)fq;
         }
     }
 }
 
-/* sxy += dy (x - mean), sy += dy per column */
-INLINE void grad_params_rows_body(const float *x, const float *dy, size_t lo, size_t hi, size_t C, const float *mean,
-                                  double *sxy, double *sy)
+/* Rows [r0, r1) of channels [c0, c0 + 8 nv):  SXY += sum dy (x - mean), SY += sum dy;
+ * with relu, dy where (x - mean) * scale + beta > 0, else +0 (relu_grad's). */
+INLINE void grad_params_run(const float *x, const float *dy, size_t r0, size_t r1, size_t C, size_t c0, int nv,
+                            const float *mean, bool relu, const float *scale, const float *beta, double *SXY,
+                            double *SY)
 {
-    size_t C4 = C & ~(size_t)3;
-    for (size_t r = lo; r < hi; r++) {
-        const float *xr = x + r * C, *dr = dy + r * C;
-        size_t c = 0;
-        for (; c < C4; c += 4) {
-            v4d g = to_d(dr + c);
-            *(v4d *)(sxy + c) += g * (to_d(xr + c) - to_d(mean + c));
-            *(v4d *)(sy + c) += g;
+    v8f sxy[4], sy[4], m[4], k[4], b[4];
+#pragma GCC unroll 4
+    for (int v = 0; v < nv; v++) {
+        sxy[v] = sy[v] = (v8f){ 0 };
+        m[v] = *(const v8f *)(mean + c0 + 8 * v);
+        if (relu) {
+            k[v] = *(const v8f *)(scale + c0 + 8 * v);
+            b[v] = *(const v8f *)(beta + c0 + 8 * v);
         }
+    }
+    for (size_t r = r0; r < r1; r++) {
+        const float *xr = x + r * C + c0, *dr = dy + r * C + c0;
+#pragma GCC unroll 4
+        for (int v = 0; v < nv; v++) {
+            v8f g = *(const v8f *)(dr + 8 * v), t = *(const v8f *)(xr + 8 * v) - m[v];
+            if (relu) g = (v8f)((v8i)g & (t * k[v] + b[v] > (v8f){ 0 }));
+            sxy[v] += g * t;
+            sy[v] += g;
+        }
+    }
+    float fxy[32], fy[32];
+#pragma GCC unroll 4
+    for (int v = 0; v < nv; v++) {
+        *(v8f *)(fxy + 8 * v) = sxy[v];
+        *(v8f *)(fy + 8 * v) = sy[v];
+    }
+    add_run(fxy, 8 * (size_t)nv, SXY + c0);
+    add_run(fy, 8 * (size_t)nv, SY + c0);
+}
+
+/* sxy += dy (x - mean), sy += dy per column (dy masked with relu: grad_params_run) */
+INLINE void grad_params_rows_body(const float *x, const float *dy, size_t lo, size_t hi, size_t C, const float *mean,
+                                  bool relu, const float *scale, const float *beta, double *sxy, double *sy)
+{
+    for (size_t r0 = lo; r0 < hi; r0 += BN_RUN) {
+        size_t r1 = hi - r0 > BN_RUN ? r0 + BN_RUN : hi, c = 0;
+        for (; c + 32 <= C; c += 32) grad_params_run(x, dy, r0, r1, C, c, 4, mean, relu, scale, beta, sxy, sy);
+        for (; c + 8 <= C; c += 8) grad_params_run(x, dy, r0, r1, C, c, 1, mean, relu, scale, beta, sxy, sy);
         for (; c < C; c++) {
-            double g = dr[c];
-            sxy[c] += g * ((double)xr[c] - (double)mean[c]);
-            sy[c] += g;
+            float fxy = 0, fy = 0;
+            for (size_t r = r0; r < r1; r++) {
+                float g = dy[r * C + c], t = x[r * C + c] - mean[c];
+                if (relu && !(t * scale[c] + beta[c] > 0.0f)) g = 0.0f;
+                fxy += g * t;
+                fy += g;
+            }
+            sxy[c] += (double)fxy;
+            sy[c] += (double)fy;
         }
     }
 }
@@ -84,20 +169,26 @@ INLINE void apply_rows_body(const float *x, float *y, size_t rows, size_t C, con
     }
 }
 
-/* dx = a dy - k (x - mean) - b */
+/* dx = a dy - k (x - mean) - b; with relu, dy masked as in grad_params_run */
 INLINE void grad_input_rows_body(const float *dy, const float *x, float *dx, size_t rows, size_t C, const float *a,
-                                 const float *k, const float *mean, const float *b)
+                                 const float *k, const float *mean, const float *b, bool relu, const float *scale,
+                                 const float *beta)
 {
     size_t C8 = C & ~(size_t)7;
     for (size_t r = 0; r < rows; r++) {
         const float *xr = x + r * C, *dr = dy + r * C;
         float *out = dx + r * C;
         size_t c = 0;
-        for (; c < C8; c += 8)
-            *(v8f *)(out + c) = *(const v8f *)(a + c) * *(const v8f *)(dr + c) -
-                                *(const v8f *)(k + c) * (*(const v8f *)(xr + c) - *(const v8f *)(mean + c)) -
-                                *(const v8f *)(b + c);
-        for (; c < C; c++) out[c] = a[c] * dr[c] - k[c] * (xr[c] - mean[c]) - b[c];
+        for (; c < C8; c += 8) {
+            v8f g = *(const v8f *)(dr + c), t = *(const v8f *)(xr + c) - *(const v8f *)(mean + c);
+            if (relu) g = (v8f)((v8i)g & (t * *(const v8f *)(scale + c) + *(const v8f *)(beta + c) > (v8f){ 0 }));
+            *(v8f *)(out + c) = *(const v8f *)(a + c) * g - *(const v8f *)(k + c) * t - *(const v8f *)(b + c);
+        }
+        for (; c < C; c++) {
+            float g = dr[c], t = xr[c] - mean[c];
+            if (relu && !(t * scale[c] + beta[c] > 0.0f)) g = 0.0f;
+            out[c] = a[c] * g - k[c] * t - b[c];
+        }
     }
 }
 
@@ -108,9 +199,13 @@ INLINE void grad_input_rows_body(const float *dy, const float *x, float *dx, siz
         stats_rows_body(x, lo, hi, C, k0, s, q);                                                                     \
     }                                                                                                                \
     ATTR static void grad_params_rows##SUFFIX(const float *x, const float *dy, size_t lo, size_t hi, size_t C,        \
-                                              const float *mean, double *sxy, double *sy)                            \
+                                              const float *mean, const float *scale, const float *beta, double *sxy, \
+                                              double *sy)                                                            \
     {                                                                                                                \
-        grad_params_rows_body(x, dy, lo, hi, C, mean, sxy, sy);                                                      \
+        if (scale)                                                                                                   \
+            grad_params_rows_body(x, dy, lo, hi, C, mean, true, scale, beta, sxy, sy);                               \
+        else                                                                                                         \
+            grad_params_rows_body(x, dy, lo, hi, C, mean, false, NULL, NULL, sxy, sy);                               \
     }                                                                                                                \
     ATTR static void apply_rows##SUFFIX(const float *x, float *y, size_t rows, size_t C, const float *mean,           \
                                         const float *scale, const float *beta)                                       \
@@ -118,9 +213,13 @@ INLINE void grad_input_rows_body(const float *dy, const float *x, float *dx, siz
         apply_rows_body(x, y, rows, C, mean, scale, beta);                                                           \
     }                                                                                                                \
     ATTR static void grad_input_rows##SUFFIX(const float *dy, const float *x, float *dx, size_t rows, size_t C,       \
-                                             const float *a, const float *k, const float *mean, const float *b)      \
+                                             const float *a, const float *k, const float *mean, const float *b,      \
+                                             const float *scale, const float *beta)                                  \
     {                                                                                                                \
-        grad_input_rows_body(dy, x, dx, rows, C, a, k, mean, b);                                                     \
+        if (scale)                                                                                                   \
+            grad_input_rows_body(dy, x, dx, rows, C, a, k, mean, b, true, scale, beta);                              \
+        else                                                                                                         \
+            grad_input_rows_body(dy, x, dx, rows, C, a, k, mean, b, false, NULL, NULL);                              \
     }
 BN_LOOPS(_plain, )
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
@@ -132,13 +231,25 @@ BN_LOOPS(_avx2, __attribute__((target("avx2"))))
 #define PICK(fn) fn##_plain
 #endif
 
-size_t kern_bn_scratch(size_t C) { return (size_t)BN_PARTS * 2 * C * sizeof(double) + 4 * C * sizeof(float); }
+/* The blocks' sums; then 5C floats: the two totals as 2C doubles (stats, grad_params) or
+ * grad_input's coefficients (4C floats); then relu's scale (C floats). */
+size_t kern_bn_scratch(size_t C) { return (size_t)BN_PARTS * 2 * C * sizeof(double) + 5 * C * sizeof(float); }
+
+/* The scale of relu's mask in the scratch (after the sums and coefficients), or NULL. */
+static const float *relu_scale(BnRelu relu, const float *stats, float eps, size_t C, void *scratch)
+{
+    if (!relu.gamma) return NULL;
+    float *scale = (float *)(void *)((char *)scratch + (size_t)BN_PARTS * 2 * C * sizeof(double)) + 4 * C;
+    kern_bn_scale(stats + C, relu.gamma, eps, C, scale);
+    return scale;
+}
 
 typedef struct BnJob {
     const float *x, *dy;     /* x [rows, C]; dy: the gradient (grad_params, grad_input) */
     float *y;                /* apply, grad_input: the output */
     size_t rows, C;
     const float *k0, *k1, *k2;   /* per-channel coefficients (which: see each part function) */
+    const float *scale, *beta;   /* grad_params, grad_input: relu's mask (BnRelu), or NULL */
     EwAct act;
     double *part;            /* sums: part p's two rows of C at part + 2 * C * p */
     Range r;                 /* apply, grad_input: over rows */
@@ -239,14 +350,15 @@ static void grad_params_part(void *arg, int p, int worker)
     block_of(j->rows, p, &lo, &hi);
     double *sxy = j->part + 2 * C * (size_t)p;
     memset(sxy, 0, 2 * C * sizeof *sxy);
-    PICK(grad_params_rows)(j->x, j->dy, lo, hi, C, j->k0, sxy, sxy + C);
+    PICK(grad_params_rows)(j->x, j->dy, lo, hi, C, j->k0, j->scale, j->beta, sxy, sxy + C);
 }
 
 void kern_bn_grad_params(Pool *pool, const float *x, const float *dy, size_t rows, size_t C, const float *stats, float eps,
-                         float *d, double *scratch)
+                         BnRelu relu, float *d, double *scratch)
 {
     double *part = scratch, *sxy = part + (size_t)BN_PARTS * 2 * C, *sy = sxy + C;
-    BnJob j = { .x = x, .dy = dy, .rows = rows, .C = C, .k0 = stats, .part = part };
+    BnJob j = { .x = x, .dy = dy, .rows = rows, .C = C, .k0 = stats, .part = part, .beta = relu.beta };
+    j.scale = relu_scale(relu, stats, eps, C, scratch);
     run_blocks(pool, rows * C, grad_params_part, &j);
     add_blocks(part, C, 0, sxy);
     add_blocks(part, C, 1, sy);
@@ -263,11 +375,12 @@ static void grad_input_part(void *arg, int part, int worker)
     const BnJob *j = arg;
     size_t lo, hi, C = j->C;
     range_of(&j->r, part, &lo, &hi);
-    PICK(grad_input_rows)(j->dy + lo * C, j->x + lo * C, j->y + lo * C, hi - lo, C, j->k0, j->k1, j->k2, j->k2 + C);
+    PICK(grad_input_rows)(j->dy + lo * C, j->x + lo * C, j->y + lo * C, hi - lo, C, j->k0, j->k1, j->k2, j->k2 + C, j->scale,
+                          j->beta);
 }
 
 void kern_bn_grad_input(Pool *pool, const float *dy, const float *x, size_t rows, size_t C, const float *stats,
-                        const float *gamma, const float *d, float eps, float *dx, float *scratch)
+                        const float *gamma, const float *d, float eps, BnRelu relu, float *dx, float *scratch)
 {
     /* dx = gamma invstd (dy - dbeta / n - (x - mean) invstd dgamma / n) */
     float *a = scratch, *k = a + C, *mb = k + C;   /* mb: the mean, then b */
@@ -279,7 +392,8 @@ void kern_bn_grad_input(Pool *pool, const float *dy, const float *x, size_t rows
         mb[c] = stats[c];
         mb[C + c] = a[c] * d[C + c] / n;
     }
-    BnJob j = { .x = x, .dy = dy, .y = dx, .rows = rows, .C = C, .k0 = a, .k1 = k, .k2 = mb };
+    BnJob j = { .x = x, .dy = dy, .y = dx, .rows = rows, .C = C, .k0 = a, .k1 = k, .k2 = mb, .beta = relu.beta };
+    j.scale = relu_scale(relu, stats, eps, C, scratch);
     j.r = split_range(rows * C, C, pool_threads(pool));
     j.r.n = rows;
     j.r.unit = 1;

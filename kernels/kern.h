@@ -448,8 +448,8 @@ void kern_bce_logits_grad(const float *x, const float *t, float dloss, size_t n,
  * inner] at offset off along the middle axis. */
 void kern_slice_add(const float *x, int64_t total_len, int64_t off, int64_t len, size_t outer, size_t inner, float *y);
 /* ---- batch norm over the last axis of x [rows, C] (bnorm.c) --------------------------
- * Sums over the rows in double, in a fixed grid of blocks added in order: the bits do
- * not depend on the thread count.  Every function here that takes scratch takes
+ * Sums over the rows in float over runs of 16 rows, added in double, in a fixed grid of
+ * blocks added in order: the bits do not depend on the thread count.  Every function here that takes scratch takes
  * kern_bn_scratch(C) bytes (8-byte aligned). */
 size_t kern_bn_scratch(size_t C);
 /* stats [2, C]: the mean and the (biased) variance of each column. */
@@ -462,15 +462,23 @@ void kern_bn_scale(const float *var, const float *gamma, float eps, size_t C, fl
 /* y[r, c] = act((x[r, c] - mean[c]) * scale[c] + beta[c]); y may be x. */
 void kern_bn_apply(Pool *pool, const float *x, size_t rows, size_t C, const float *mean, const float *scale,
                    const float *beta, EwAct act, float *y);
+/* The relu a batch norm applied (kern_bn_apply with EW_RELU), taken by its backward
+ * instead of relu's gradient: dy where (x - mean) * scale + beta > 0, else +0 (the
+ * bits of kern_unary_grad's relu on the output), scale = kern_bn_scale(var, gamma,
+ * eps).  So the backward never reads the output.  gamma NULL: dy as given. */
+typedef struct BnRelu {
+    const float *gamma, *beta;
+} BnRelu;
+#define BN_NO_RELU ((BnRelu){ NULL, NULL })
 /* The backward's first pass: d [2, C] = the sums over the rows of dy (x - mean) / sqrt(var
  * + eps) (gamma's gradient) and of dy (beta's), stats as kern_bn_stats gives them. */
 void kern_bn_grad_params(Pool *pool, const float *x, const float *dy, size_t rows, size_t C, const float *stats, float eps,
-                         float *d, double *scratch);
+                         BnRelu relu, float *d, double *scratch);
 /* The second: dx = gamma / sqrt(var + eps) * (dy - d[1] / rows - (x - mean) / sqrt(var
  * + eps) * d[0] / rows), the gradient through the batch's statistics included; dx may
  * be dy. */
 void kern_bn_grad_input(Pool *pool, const float *dy, const float *x, size_t rows, size_t C, const float *stats,
-                        const float *gamma, const float *d, float eps, float *dx, float *scratch);
+                        const float *gamma, const float *d, float eps, BnRelu relu, float *dx, float *scratch);
 /* The running statistics, Keras' way: mean = momentum * mean + (1 - momentum) * the
  * batch's; var the same with the batch's variance times count / (count - 1), count the
  * values per channel (Bessel's correction, as PyTorch keeps it). */

@@ -1676,6 +1676,42 @@ START_TEST(bn_running_stats)
 }
 END_TEST
 
+/* relu(batch_norm(...)) in training, on 40 channels (the kernels' 32- and 8-channel
+ * paths): the backward takes the relu itself (pass bn_relu_grad), so the fused step
+ * has no relu gradient of a batch norm's output left and both backward ops of each
+ * such layer read the incoming gradient through relu; the second layer's relu follows
+ * an add, and stays.  The compiled plan and the interpreter, on the graph before the
+ * passes and after them, give the same bits. */
+static const char bn_relu_model[] =
+    "input x: f32[B, 6, 5, 3]\ninput y: i32[B]\n"
+    "h = relu(batch_norm(conv2d(x, filters=40, kernel=3, padding=\"same\", use_bias=false)))\n"
+    "r = relu(batch_norm(conv2d(h, filters=40, kernel=3, padding=\"same\", use_bias=false)) + h)\n"
+    "q = relu(batch_norm(dense(flatten(r), units=12)))\n"
+    "loss = cross_entropy(dense(q, units=5), y)\n"
+    "train { data = synthetic(count=8)\noptimizer = sgd(lr=0.1)\nminimize = loss }\n";
+
+START_TEST(bn_relu_backward)
+{
+    Compiled c;
+    compile_str(&c, bn_relu_model);
+    Step st;
+    CompileOptions co = { .mode = MODE_COMPILED, .threads = 1, .stop_after = "fused" };
+    ck_assert_msg(prepare(c.g, FOR_TRAINING, 3, &co, NULL, &st, &c.d) == 0, "%s", c.d.buf ? c.d.buf : "");
+    int through = 0, relu_grads = 0;
+    for (int i = 0; i < st.run->nnodes; i++) {
+        const Node *n = &st.run->nodes[i];
+        if ((n->op == OP_BATCH_NORM_GRAD_PARAMS || n->op == OP_BATCH_NORM_GRAD) && n->a.bn.act == OP_RELU) through++;
+        if (n->op == OP_UNARY_GRAD && st.run->nodes[n->in[0]].op == OP_BATCH_NORM) relu_grads++;
+    }
+    step_free(&st);
+    ck_assert_int_eq(through, 4);   /* h's and q's layers, two ops each */
+    ck_assert_int_eq(relu_grads, 0);
+    assert_modes_agree_as(&c, "bn relu, unfused", 3, 5, false);
+    assert_modes_agree_as(&c, "bn relu, fused", 3, 5, true);
+    compiled_free_all(&c);
+}
+END_TEST
+
 /* A model of every place batch norm can stand at inference: after a convolution with
  * its bias (then relu), after one without, after a dense layer, after an add and on an
  * input (neither folds; the latter with relu: one node). */
@@ -1968,6 +2004,7 @@ static Suite *make_exec_suite(void)
     tcase_add_test(tc, cse_merges);
     tcase_add_test(tc, fold_constants);
     tcase_add_test(tc, bn_running_stats);
+    tcase_add_test(tc, bn_relu_backward);
     tcase_add_test(tc, bn_fold_inference);
     tcase_add_test(tc, bn_checkpoint_needs_buffers);
     tcase_add_loop_test(tc, attention_fused_matches, 0, (int)(sizeof attn_cases / sizeof *attn_cases));

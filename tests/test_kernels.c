@@ -3936,9 +3936,9 @@ START_TEST(test_bn_grad_fd)
     float *dy = tu_alloc_uniform(n, -1, 1, 7), *st = tu_alloc(2 * C), *d = tu_alloc(2 * C), *dx = tu_alloc(n);
     double *scratch = bn_scratch(C);
     kern_bn_stats(tu_pool, b.x, rows, C, st, scratch);
-    kern_bn_grad_params(tu_pool, b.x, dy, rows, C, st, 1e-3f, d, scratch);
+    kern_bn_grad_params(tu_pool, b.x, dy, rows, C, st, 1e-3f, BN_NO_RELU, d, scratch);
     memcpy(dx, dy, n * sizeof *dx);
-    kern_bn_grad_input(tu_pool, dx, b.x, rows, C, st, b.gamma, d, 1e-3f, dx, (float *)scratch);
+    kern_bn_grad_input(tu_pool, dx, b.x, rows, C, st, b.gamma, d, 1e-3f, BN_NO_RELU, dx, (float *)scratch);
     ck_assert_grad_fd(bn_train_f, &b, b.x, n, n, dy, dx, 3e-3f, 2e-3, 1e-4);
     b.wrt = 1;
     ck_assert_grad_fd(bn_train_f, &b, b.gamma, C, n, dy, d, 3e-3f, 2e-3, 1e-4);
@@ -3961,8 +3961,8 @@ START_TEST(test_bn_threads)
         float *y = out[t][2] = tu_alloc(n), *dx = out[t][3] = tu_alloc(n);
         kern_bn_stats(tu_pool, x, rows, C, st, scratch);
         kern_bn_apply(tu_pool, x, rows, C, st, gamma, dy, (EwAct){ EW_TANH, 0 }, y);
-        kern_bn_grad_params(tu_pool, x, dy, rows, C, st, 1e-5f, d, scratch);
-        kern_bn_grad_input(tu_pool, dy, x, rows, C, st, gamma, d, 1e-5f, dx, (float *)scratch);
+        kern_bn_grad_params(tu_pool, x, dy, rows, C, st, 1e-5f, BN_NO_RELU, d, scratch);
+        kern_bn_grad_input(tu_pool, dy, x, rows, C, st, gamma, d, 1e-5f, BN_NO_RELU, dx, (float *)scratch);
     }
     static const size_t len[4] = { 2, 2, 0, 0 };
     for (int t = 1; t < 3; t++)
@@ -3977,25 +3977,25 @@ START_TEST(test_bn_threads)
 END_TEST
 
 /* A channel's values do not depend on where it falls in a vector of the kernels (or
- * past the last whole one): each of 11 columns alone as [rows, 1] gives the bits it
- * gets among the others. */
+ * past the last whole one): each of 43 columns (32 at a time, then 8, then one by one)
+ * alone as [rows, 1] gives the bits it gets among the others. */
 START_TEST(test_bn_lanes)
 {
-    size_t rows = 37, C = 11, n = rows * C;
+    size_t rows = 37, C = 43, n = rows * C;
     float *x = bn_input(rows, C, 11), *dy = tu_alloc_uniform(n, -1, 1, 12), *gamma = tu_alloc_uniform(C, 0.5f, 2, 13);
     float *st = tu_alloc(2 * C), *d = tu_alloc(2 * C), *y = tu_alloc(n), *dx = tu_alloc(n);
     float *xc = tu_alloc(rows), *dyc = tu_alloc(rows), *yc = tu_alloc(rows), *dxc = tu_alloc(rows), stc[2], dc[2];
     double *scratch = bn_scratch(C);
     kern_bn_stats(NULL, x, rows, C, st, scratch);
     kern_bn_apply(NULL, x, rows, C, st, gamma, dy, EW_NO_ACT, y);
-    kern_bn_grad_params(NULL, x, dy, rows, C, st, 1e-3f, d, scratch);
-    kern_bn_grad_input(NULL, dy, x, rows, C, st, gamma, d, 1e-3f, dx, (float *)scratch);
+    kern_bn_grad_params(NULL, x, dy, rows, C, st, 1e-3f, BN_NO_RELU, d, scratch);
+    kern_bn_grad_input(NULL, dy, x, rows, C, st, gamma, d, 1e-3f, BN_NO_RELU, dx, (float *)scratch);
     for (size_t c = 0; c < C; c++) {
         for (size_t r = 0; r < rows; r++) xc[r] = x[r * C + c], dyc[r] = dy[r * C + c];
         kern_bn_stats(NULL, xc, rows, 1, stc, scratch);
         kern_bn_apply(NULL, xc, rows, 1, stc, &gamma[c], &dy[c], EW_NO_ACT, yc);
-        kern_bn_grad_params(NULL, xc, dyc, rows, 1, stc, 1e-3f, dc, scratch);
-        kern_bn_grad_input(NULL, dyc, xc, rows, 1, stc, &gamma[c], dc, 1e-3f, dxc, (float *)scratch);
+        kern_bn_grad_params(NULL, xc, dyc, rows, 1, stc, 1e-3f, BN_NO_RELU, dc, scratch);
+        kern_bn_grad_input(NULL, dyc, xc, rows, 1, stc, &gamma[c], dc, 1e-3f, BN_NO_RELU, dxc, (float *)scratch);
         ck_assert_msg(stc[0] == st[c] && stc[1] == st[C + c] && dc[0] == d[c] && dc[1] == d[C + c],
                       "channel %zu: the statistics or dgamma, dbeta differ alone", c);
         for (size_t r = 0; r < rows; r++)
@@ -4003,6 +4003,90 @@ START_TEST(test_bn_lanes)
     }
     free(x), free(dy), free(gamma), free(st), free(d), free(y), free(dx), free(xc), free(dyc), free(yc), free(dxc);
     free(scratch);
+}
+END_TEST
+
+/* The sums of the statistics and of dgamma, dbeta against a double reference, held to
+ * the bound kernels/bnorm.c keeps: each sum is float over runs of 16 rows, the runs
+ * added in double, so within (16 + 2) u of its terms' absolute sum (16 - 1 additions,
+ * the difference x - k and the square or product rounded once each; u = 2^-24), plus
+ * the result's own rounding to float.  A sum kept in float over a whole block breaks
+ * it (the last case: blocks of 65536 rows).  The sizes take each path: 32 channels at
+ * a time, 8, one; and x far from its first row, so that the shifted sums are large. */
+static const size_t bn_sum_cases[][2] = { { 20000, 43 }, { 4099, 64 }, { 777, 5 }, { 1 << 20, 8 } };
+
+START_TEST(test_bn_sums)
+{
+    size_t rows = bn_sum_cases[_i][0], C = bn_sum_cases[_i][1], n = rows * C;
+    const double u = 0x1p-24, run = 18 * u;
+    float *x = tu_alloc_uniform(n, -1, 1, 21), *dy = tu_alloc_uniform(n, -1, 1, 22), *st = tu_alloc(2 * C);
+    float *d = tu_alloc(2 * C);
+    double *scratch = bn_scratch(C);
+    for (size_t i = 0; i < n; i++) x[i] = 50.0f + 8.0f * x[i] + (float)(i % C) + (i < C ? -20.0f : 0.0f);
+    for (size_t i = 0; i < n; i++) dy[i] += 0.25f;   /* dbeta far from zero */
+    tu_threads(2);
+    kern_bn_stats(tu_pool, x, rows, C, st, scratch);
+    kern_bn_grad_params(tu_pool, x, dy, rows, C, st, 1e-5f, BN_NO_RELU, d, scratch);
+    for (size_t c = 0; c < C; c++) {
+        double s = 0, a = 0, q = 0, k = x[c];
+        for (size_t r = 0; r < rows; r++) {
+            double t = x[r * C + c] - k;
+            s += t, a += fabs(t), q += t * t;
+        }
+        double m = s / (double)rows, v = q / (double)rows - m * m;
+        double em = run * a / (double)rows, ev = run * q / (double)rows + 2 * fabs(m) * em + em * em;
+        ck_assert_msg(fabs(st[c] - (k + m)) <= em + u * fabs(k + m), "channel %zu: mean %.9g, want %.9g +- %.3g", c,
+                      st[c], k + m, em + u * fabs(k + m));
+        ck_assert_msg(fabs(st[C + c] - v) <= ev + u * v, "channel %zu: variance %.9g, want %.9g +- %.3g", c, st[C + c], v,
+                      ev + u * v);
+        double sxy = 0, axy = 0, sy = 0, ay = 0, mean = st[c];
+        for (size_t r = 0; r < rows; r++) {
+            double g = dy[r * C + c], t = g * (x[r * C + c] - mean);
+            sxy += t, axy += fabs(t), sy += g, ay += fabs(g);
+        }
+        double inv = 1 / sqrt((double)st[C + c] + 1e-5), dg = sxy * inv;
+        ck_assert_msg(fabs(d[c] - dg) <= run * axy * inv + u * fabs(dg), "channel %zu: dgamma %.9g, want %.9g +- %.3g", c,
+                      d[c], dg, run * axy * inv + u * fabs(dg));
+        ck_assert_msg(fabs(d[C + c] - sy) <= run * ay + u * fabs(sy), "channel %zu: dbeta %.9g, want %.9g +- %.3g", c,
+                      d[C + c], sy, run * ay + u * fabs(sy));
+    }
+    tu_threads(1);
+    free(x), free(dy), free(st), free(d), free(scratch);
+}
+END_TEST
+
+/* The backward through the batch norm's own relu (BnRelu: dy masked where the
+ * normalized value is not positive) gives the bits of relu's gradient on the output
+ * followed by the backward without it, on 2 threads, with 32-, 8- and 1-channel paths,
+ * dx in place over dy as the plan runs it. */
+static const size_t bn_relu_cases[][2] = { { 37, 43 }, { 5000, 9 }, { 3000, 64 } };
+
+START_TEST(test_bn_relu)
+{
+    size_t rows = bn_relu_cases[_i][0], C = bn_relu_cases[_i][1], n = rows * C;
+    float *x = bn_input(rows, C, 31), *g = tu_alloc_uniform(n, -1, 1, 32), *gamma = tu_alloc_uniform(C, 0.5f, 2, 33);
+    float *beta = tu_alloc_uniform(C, -1, 1, 34), *st = tu_alloc(2 * C), *scale = tu_alloc(C), *y = tu_alloc(n);
+    float *dy = tu_alloc(n), *want_d = tu_alloc(2 * C), *want_dx = tu_alloc(n), *d = tu_alloc(2 * C), *dx = tu_alloc(n);
+    double *scratch = bn_scratch(C);
+    tu_threads(2);
+    kern_bn_stats(tu_pool, x, rows, C, st, scratch);
+    kern_bn_scale(st + C, gamma, 1e-3f, C, scale);
+    kern_bn_apply(tu_pool, x, rows, C, st, scale, beta, (EwAct){ EW_RELU, 0 }, y);
+    size_t zeros = 0;
+    for (size_t i = 0; i < n; i++) zeros += y[i] == 0;
+    ck_assert_msg(zeros > n / 8 && zeros < n - n / 8, "%zu of %zu outputs zero: the mask is not tested", zeros, n);
+    kern_unary_grad(EW_RELU, 0, y, g, dy, n);
+    kern_bn_grad_params(tu_pool, x, dy, rows, C, st, 1e-3f, BN_NO_RELU, want_d, scratch);
+    kern_bn_grad_input(tu_pool, dy, x, rows, C, st, gamma, want_d, 1e-3f, BN_NO_RELU, want_dx, (float *)scratch);
+    BnRelu relu = { gamma, beta };
+    kern_bn_grad_params(tu_pool, x, g, rows, C, st, 1e-3f, relu, d, scratch);
+    memcpy(dx, g, n * sizeof *dx);
+    kern_bn_grad_input(tu_pool, dx, x, rows, C, st, gamma, d, 1e-3f, relu, dx, (float *)scratch);
+    ck_assert_mem_eq(d, want_d, 2 * C * sizeof *d);
+    ck_assert_mem_eq(dx, want_dx, n * sizeof *dx);
+    tu_threads(1);
+    free(x), free(g), free(gamma), free(beta), free(st), free(scale), free(y), free(dy), free(want_d), free(want_dx);
+    free(d), free(dx), free(scratch);
 }
 END_TEST
 
@@ -4221,6 +4305,8 @@ static Suite *make_kernels_suite(void)
     tcase_add_loop_test(tc, test_bn_grad_fd, 0, 2);
     tcase_add_test(tc, test_bn_threads);
     tcase_add_test(tc, test_bn_lanes);
+    tcase_add_loop_test(tc, test_bn_sums, 0, (int)(sizeof bn_sum_cases / sizeof bn_sum_cases[0]));
+    tcase_add_loop_test(tc, test_bn_relu, 0, (int)(sizeof bn_relu_cases / sizeof bn_relu_cases[0]));
     tcase_add_test(tc, test_bn_update);
     suite_add_tcase(s, tc);
 
