@@ -46,7 +46,7 @@ enum {
     PLANAR_FLOATS = 32768,  /* the ring of planes (128 KiB) */
     POOLED_MAX_RS = 8192,   /* the pooled filter gradient's sums, [F][KH][KW * C rounded up
                              * to 16] on the stack */
-    POOLED_BAND_FLOATS = 65536 /* its input rows, several bands' (256 KiB) */
+    POOLED_BAND_FLOATS = 32768 /* its input rows, several bands' (128 KiB, two of them) */
 };
 
 /* 0: automatic; < 0: never (test hook, kern.h) */
@@ -617,19 +617,118 @@ static void pooled_prefetch(const KConv *p, const float *x, int64_t n, int64_t i
     }
 }
 
-/* The input rows of output rows [oy, oy + *rows) of image n copied into band (their
- * first at band[0], then 16 zeros), as many of the rows from oy on as fit
- * POOLED_BAND_FLOATS, at most `left`: each input row is copied once where the bands'
- * rows overlap (read 1.1 times instead of 1.5 for large's conv1, 3 rows a band at
- * stride 2), the chains still band by band. */
-static void pooled_fill(const KConv *p, const float *x, int64_t n, int64_t oy, int64_t left, float *band,
-                        int64_t *rows)
+/* A fill: the input rows of output rows [oy, oy + rows) of image n (as many from oy on
+ * as fit POOLED_BAND_FLOATS, at most `left`) in a band buffer, as fill_rows lays them
+ * out, then 16 zeros; the chains still band by band.  Where bands are one output row
+ * (large's conv1) the next fill is made in the other of two buffers while this one is
+ * read: its rows from memory a slice after each filter's terms, the slice after that
+ * asked for (prefetched) among those terms (PooledNext), and the rows two fills share
+ * (at stride 2, one of 5) copied from the last fill, so that each input row is read
+ * from memory once.  Filled at once, the copies waited for memory with nothing to
+ * overlap: two thirds of the kernel's time was in memmove (perf, one thread, Xeon). */
+typedef struct PooledFill {
+    int64_t n, oy, rows;   /* the output rows [oy, oy + rows) of image n whose input rows are held */
+    int64_t iy0, in;       /* those input rows */
+    float *band;
+} PooledFill;
+
+/* The rows of a fill still to come from x: floats [at, total) of `count` rows' inside
+ * parts (len floats each), row i from src + i * xrow into dst + i * drow. */
+typedef struct PooledNext {
+    PooledFill f;
+    bool on;
+    const float *src;
+    float *dst;
+    int64_t len, xrow, drow, count, at, total, slice;
+} PooledNext;
+
+static void pooled_layout(const KConv *p, int64_t *rowlen, int64_t *s0, int64_t *s1)
 {
-    const int64_t rowlen = strip_w(p) * p->c, fit = (POOLED_BAND_FLOATS / rowlen - p->kh) / p->sh + 1;
-    *rows = fit < left ? fit : left;
-    const int64_t in = (*rows - 1) * p->sh + p->kh;
-    fill_rows(p, x, n, oy, in, band);
-    memset(band + in * rowlen, 0, 16 * sizeof *band);
+    const int64_t sw = strip_w(p);
+    *rowlen = sw * p->c;
+    *s0 = p->pl < 0 ? 0 : p->pl < sw ? p->pl : sw;
+    *s1 = p->w + p->pl < sw ? p->w + p->pl : sw;
+    if (*s1 < *s0)
+        *s1 = *s0;
+}
+
+/* Fill f (f->band set) for output row oy of image n, at most `left` rows: the zeros and
+ * the rows the previous fill `prev` holds (from the cache) now, the others from x into
+ * *nx (copied by pooled_copy), or now where nx is NULL. */
+static void pooled_start(const KConv *p, const float *x, int64_t n, int64_t oy, int64_t left, const PooledFill *prev,
+                         PooledFill *f, PooledNext *nx)
+{
+    int64_t rowlen, s0, s1;
+    pooled_layout(p, &rowlen, &s0, &s1);
+    const int64_t fit = (POOLED_BAND_FLOATS / rowlen - p->kh) / p->sh + 1, C = p->c;
+    f->n = n, f->oy = oy;
+    f->rows = fit < left ? fit : left;
+    f->in = (f->rows - 1) * p->sh + p->kh;
+    f->iy0 = oy * p->sh - p->pt;
+    const float *xn = x + n * p->h * p->w * C;
+    int64_t first = -1, count = 0;   /* the rows from x: [first, first + count) of the fill */
+    for (int64_t r = 0; r < f->in; r++) {
+        const int64_t iy = f->iy0 + r;
+        float *d = f->band + r * rowlen;
+        if (iy < 0 || iy >= p->h || s1 == s0) {
+            memset(d, 0, (size_t)rowlen * sizeof *d);
+            continue;
+        }
+        memset(d, 0, (size_t)(s0 * C) * sizeof *d);
+        memset(d + s1 * C, 0, (size_t)((rowlen - s1 * C)) * sizeof *d);
+        if (prev && prev->n == n && iy >= prev->iy0 && iy < prev->iy0 + prev->in)
+            memcpy(d + s0 * C, prev->band + (iy - prev->iy0) * rowlen + s0 * C, (size_t)((s1 - s0) * C) * sizeof *d);
+        else if (!nx)
+            memcpy(d + s0 * C, xn + (iy * p->w + s0 - p->pl) * C, (size_t)((s1 - s0) * C) * sizeof *d);
+        else {
+            if (first < 0)
+                first = r;
+            count = r - first + 1;   /* the rows from x follow those of prev: one run */
+        }
+    }
+    memset(f->band + f->in * rowlen, 0, 16 * sizeof *f->band);
+    if (!nx)
+        return;
+    nx->f = *f;
+    nx->on = true;
+    nx->len = (s1 - s0) * C;
+    nx->xrow = p->w * C;
+    nx->drow = rowlen;
+    nx->count = first < 0 ? 0 : count;
+    nx->src = first < 0 ? NULL : xn + ((f->iy0 + first) * p->w + s0 - p->pl) * C;
+    nx->dst = first < 0 ? NULL : f->band + first * rowlen + s0 * C;
+    nx->at = 0;
+    nx->total = nx->count * nx->len;
+}
+
+/* The lines of nx's next slice (from nx->at to the end of the slice or of its row). */
+static void pooled_next_lines(const PooledNext *nx, const float **pf, int64_t *npf)
+{
+    *pf = NULL, *npf = 0;
+    if (nx->at >= nx->total)
+        return;
+    const int64_t i = nx->at / nx->len, j = nx->at % nx->len, k = nx->len - j < nx->slice ? nx->len - j : nx->slice;
+    *pf = nx->src + i * nx->xrow + j;
+    *npf = (k + 15) / 16;
+}
+
+/* The next slice of nx's rows from x (all of them where `all`; a slice never spans two
+ * rows).  The lines of the slice after it are then *pf, *npf of them (to be asked for
+ * while the next filter's terms are summed). */
+static void pooled_copy(PooledNext *nx, bool all, const float **pf, int64_t *npf)
+{
+    int64_t end = nx->total;
+    if (!all && nx->at < nx->total) {
+        const int64_t row_end = (nx->at / nx->len + 1) * nx->len;
+        end = nx->at + nx->slice < row_end ? nx->at + nx->slice : row_end;
+    }
+    while (nx->at < end) {
+        const int64_t i = nx->at / nx->len, j = nx->at % nx->len;
+        const int64_t k = nx->len - j < end - nx->at ? nx->len - j : end - nx->at;
+        memcpy(nx->dst + i * nx->drow + j, nx->src + i * nx->xrow + j, (size_t)k * sizeof *nx->dst);
+        nx->at += k;
+    }
+    pooled_next_lines(nx, pf, npf);
 }
 
 void conv_direct_grad_filter_pooled(const KernVariant *kv, const KConv *p, const KPool *q, const float *x,
@@ -642,7 +741,7 @@ void conv_direct_grad_filter_pooled(const KernVariant *kv, const KConv *p, const
      * dense kernel's 15, large's conv1 at batch 4, one thread), and past them the floats
      * that a patch's last row reads beyond its taps, into the sums' padding */
     static_assert(POOLED_BAND_FLOATS >= BAND_FLOATS, "the pooled band holds the dense kernel's");
-    float band[POOLED_BAND_FLOATS + 16];
+    float bands[2][POOLED_BAND_FLOATS + 16], *band = bands[0];
     PoolHits h;
     h.n = -1;
     const int64_t F = p->f, C = p->c;
@@ -650,8 +749,9 @@ void conv_direct_grad_filter_pooled(const KernVariant *kv, const KConv *p, const
     SparseRows s = { .pstep = p->sw * C, .ox0 = 0, .kh = (int)p->kh, .rsk = (int)rsk };
     int64_t tiles, gmax;   /* conv_direct_grad_filter's bands and tiles: its chains */
     gradw_tiling(p, &tiles, &gmax);
-    /* tiles == 1: the output rows whose input rows band holds, [have, have + held) of image hn */
-    int64_t hn = -1, have = 0, held = 0;
+    /* tiles == 1: the fill the bands read, and the next one as far as it is made */
+    PooledFill cur = { .band = NULL };
+    PooledNext nx = { .on = false };
     for (int64_t r = r0; r < r0 + rc;) {
         const int64_t n = r / p->oh, oy = r % p->oh, G = band_of(p, gmax, r, oy, r0 + rc);
         for (int64_t i = 0; i < tiles; i++) {
@@ -667,16 +767,31 @@ void conv_direct_grad_filter_pooled(const KernVariant *kv, const KConv *p, const
                     pooled_prefetch(p, x, n, (oy + G) * p->sh - p->pt + (p->kh > p->sh ? p->kh - p->sh : 0),
                                     (oy + G) * p->sh - p->pt + rows);
             } else {
-                if (n != hn || oy + G > have + held) {
+                if (!cur.band || n != cur.n || oy + G > cur.oy + cur.rows) {
                     const int64_t left = p->oh - oy < r0 + rc - r ? p->oh - oy : r0 + rc - r;
-                    pooled_fill(p, x, n, oy, left, band, &held);
-                    hn = n, have = oy;
+                    if (nx.on && nx.f.n == n && nx.f.oy == oy) {   /* the next fill, made so far */
+                        pooled_copy(&nx, true, &s.pf, &s.npf);
+                        nx.on = false;
+                    } else {
+                        PooledFill f = { .band = cur.band == bands[0] ? bands[1] : bands[0] };
+                        pooled_start(p, x, n, oy, left, NULL, &f, NULL);
+                        nx.f = f;
+                        nx.on = false;
+                    }
+                    cur = nx.f;
+                    /* the next fill into the other buffer, a slice per filter of each band */
+                    const int64_t r1 = r + cur.rows, nl = r1 < r0 + rc ? r0 + rc - r1 : 0;
+                    if (gmax == 1 && nl > 0) {
+                        const int64_t n1 = r1 / p->oh, oy1 = r1 % p->oh;
+                        PooledFill f = { .band = cur.band == bands[0] ? bands[1] : bands[0] };
+                        pooled_start(p, x, n1, oy1, p->oh - oy1 < nl ? p->oh - oy1 : nl, &cur, &f, &nx);
+                        /* slices of equal parts of a row, about one per filter and band */
+                        const int64_t per_row = nx.count > 0 ? (cur.rows * F + nx.count - 1) / nx.count : 1;
+                        nx.slice = ((nx.len + per_row - 1) / per_row + 15) / 16 * 16;
+                        pooled_next_lines(&nx, &s.pf, &s.npf);
+                    }
                 }
-                /* a share of the next fill's new rows, band by band */
-                const int64_t nx0 = (have + held) * p->sh - p->pt + (p->kh > p->sh ? p->kh - p->sh : 0);
-                const int64_t nrows = held * p->sh;
-                pooled_prefetch(p, x, n, nx0 + nrows * (oy - have) / held, nx0 + nrows * (oy + G - have) / held);
-                xs = band + (oy - have) * p->sh * rowlen;
+                xs = cur.band + (oy - cur.oy) * p->sh * rowlen;
             }
             memset(rs, 0, (size_t)(rsf * F) * sizeof *rs);
             s.xrow = rowlen;
@@ -698,6 +813,12 @@ void conv_direct_grad_filter_pooled(const KernVariant *kv, const KConv *p, const
                     s.rs = rs + f * rsf;
                     if (k)
                         kv->sparse_rows(&s);
+                    else
+                        for (int64_t l = 0; l < s.npf; l++)
+                            __builtin_prefetch((const char *)s.pf + 64 * l);
+                    s.pf = NULL, s.npf = 0;
+                    if (nx.on)
+                        pooled_copy(&nx, false, &s.pf, &s.npf);
                 }
             }
             for (int64_t ky = 0, t = 0; ky < p->kh; ky++)   /* as gradw_tile adds a tile's sums */

@@ -485,9 +485,13 @@ ISA_INLINE void NAME(sparse_tile)(const int NA, const SparseRows *s, const int64
 #pragma GCC unroll 12
     for (int v = 0; v < NA; v++)
         a[v] = v_load(s->rs + v * VL);
+    const int64_t per = s->n > 0 ? (s->npf + s->n - 1) / s->n : 0;
+    const char *pf = (const char *)s->pf, *pf1 = pf + 64 * s->npf;
     for (int64_t i = 0; i < s->n; i++) {
         const float *px = s->xs + (s->ox[i] - s->ox0) * s->pstep;
         const V g = v_bcast(s->g + i);
+        for (int64_t l = 0; l < per && pf < pf1; l++, pf += 64)
+            __builtin_prefetch(pf);
 #pragma GCC unroll 12
         for (int v = 0; v < NA; v++)
             a[v] = v_fma(v_load(px + off[v]), g, a[v]);
@@ -509,6 +513,8 @@ ISA_FN static void NAME(sparse_rows)(const SparseRows *s)
 #undef SPARSE
         return;
     }
+    for (int64_t l = 0; l < s->npf; l++)
+        __builtin_prefetch((const char *)s->pf + 64 * l);
     for (int64_t i = 0; i < s->n; i++) {   /* more sums than registers: through memory */
         const float *px = s->xs + (s->ox[i] - s->ox0) * s->pstep;
         const V g = v_bcast(s->g + i);

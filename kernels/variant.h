@@ -99,6 +99,11 @@ typedef struct SparseRows {
     int32_t ox0;
     int kh, rsk;
     float *rs;
+    /* lines to ask for while the terms are summed, a share after each term (the next
+     * input rows the caller copies after this call, so that their reads overlap these
+     * FMAs): npf lines from pf on, 64 bytes apart */
+    const float *pf;
+    int64_t npf;
 } SparseRows;
 
 /* One product for graphc's own GEMM (kernels/gemm_micro.h): C = alpha op(A) op(B) +
