@@ -235,6 +235,8 @@ void kern_where(const float *cond, const int64_t *cshape, int crank, const float
     }
 }
 
+static const KernVariant *vmath(void);
+
 /* A row of keys with those from `keep` on replaced by value (yr may be xr). */
 static void mask_row(const float *xr, float *yr, size_t keep, size_t S, float value)
 {
@@ -252,17 +254,19 @@ void kern_causal_mask(const float *x, float *y, size_t mats, size_t T, size_t S,
 }
 
 /* Causal attention's softmax and its gradient with the mask, over rows [r0, r1) of the
- * [mats * T, S] scores, a matrix (or the part of one in the range) at a time: its rows
- * masked, then normalized (or differentiated, then masked) while they are in L1 (a
- * 64 x 64 matrix is 16 KiB), with the bits of the two ops apart.  One call of the
- * variant's rows per matrix: one per row cost as much as the pass saved. */
+ * [mats * T, S] scores, a matrix (or the part of one in the range) at a time, with the
+ * bits of the two ops apart: the softmax by the vector math's masked rows (the mask in
+ * registers, kernels/vmath.h), the gradient's rows differentiated, then masked, while
+ * they are in L1 (a 64 x 64 matrix is 16 KiB).  One call of the variant's rows per
+ * matrix: one per row cost as much as the pass saved. */
 void kern_softmax_causal(const float *x, float *y, size_t r0, size_t r1, size_t T, size_t S, float value)
 {
+    if (S == 0)
+        return;
+    const KernVariant *vm = vmath();
     for (size_t lo = r0, hi; lo < r1; lo = hi) {
         hi = (lo / T + 1) * T < r1 ? (lo / T + 1) * T : r1;
-        for (size_t r = lo; r < hi; r++)
-            mask_row(x + r * S, y + r * S, r % T + 1 + (S - T), S, value);
-        kern_softmax(y + lo * S, y + lo * S, hi - lo, S);
+        vm->softmax_keep(x + lo * S, y + lo * S, hi - lo, S, S, lo % T + 1 + (S - T), value);
     }
 }
 

@@ -158,6 +158,9 @@ typedef struct KernVariant {
     float (*exp_sum)(const float *x, float m, float *y, size_t n);
     /* kern_softmax's rows (cols >= 1), from those two and a scaling */
     void (*softmax)(const float *x, float *y, size_t rows, size_t cols);
+    /* a causal mask's rows: rows [0, rows) (ld apart) over n entries each, row r's from
+     * keep + r on taken as `value`, then softmax's rows: their bits, y may be x */
+    void (*softmax_keep)(const float *x, float *y, size_t rows, size_t n, size_t ld, size_t keep, float value);
     /* Layer norm's (kern.h) and softmax's gradient's rows, their sums in VM_ACC lanes;
      * row_stats is one row's mean and 1 / sqrt(var + eps) */
     void (*row_stats)(const float *x, size_t n, float eps, float *mean, float *rstd);

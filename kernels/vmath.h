@@ -75,6 +75,19 @@ ISA_FN static size_t NAME(vm_unary_grad)(EwUnary op, const float *v, const float
  * defines VM_REG_MAX (one vector of VM_ACC lanes) has NAME(vm_lanes_max) pick the lanes'
  * answer in registers: the scalar loop over the stored lanes, 15 dependent compares,
  * was much of a short row's time (attention's rows of 16 to 64 scores). */
+ISA_INLINE float NAME(vm_max_of)(const VF *m)   /* the lanes' answer, lane 0 first */
+{
+#ifdef VM_REG_MAX
+    return NAME(vm_lanes_max)(m[0]);   /* VM_NACC == 1 */
+#else
+    float lane[VM_ACC];
+    for (int k = 0; k < VM_NACC; k++) vm_store(lane + k * VL, m[k]);
+    float r = lane[0];
+    for (int j = 1; j < VM_ACC; j++) r = lane[j] > r ? lane[j] : r;
+    return r;
+#endif
+}
+
 ISA_FN static float NAME(vm_row_max)(const float *x, size_t n)
 {
     VF m[VM_NACC];
@@ -85,14 +98,7 @@ ISA_FN static float NAME(vm_row_max)(const float *x, size_t n)
             VF v = vm_load(x + i + (size_t)k * VL);
             m[k] = vm_sel(vm_lt(m[k], v), v, m[k]);
         }
-#ifdef VM_REG_MAX
-    float r = NAME(vm_lanes_max)(m[0]);   /* VM_NACC == 1 */
-#else
-    float lane[VM_ACC];
-    for (int k = 0; k < VM_NACC; k++) vm_store(lane + k * VL, m[k]);
-    float r = lane[0];
-    for (int j = 1; j < VM_ACC; j++) r = lane[j] > r ? lane[j] : r;
-#endif
+    float r = NAME(vm_max_of)(m);
     for (; i < n; i++) r = x[i] > r ? x[i] : r;
     return r;
 }
@@ -136,6 +142,76 @@ ISA_FN static void NAME(vm_softmax)(const float *x, float *y, size_t rows, size_
         VM_LOOP(vm_store(y + i, vm_mul(vm_load(y + i), iv)))
         for (; i < n; i++) y[i] *= inv;
     }
+}
+
+/* ---- a causal mask's softmax rows ----
+ * Rows [0, rows) of x (ld apart) into y (y may be x), each over its first n entries,
+ * row r's entries from keep + r on taken as `value`: the bits of writing value there,
+ * then vm_softmax's row (vm_row_max, vm_exp_sum, the scaling).  Attention's rows are
+ * short (16 to 64 scores), and one at a time the exponentials' chain of one row left
+ * the vector units waiting on it: VM_ROWS rows go through each step together, the
+ * mask applied in registers.  n not a whole number of VM_ACC groups takes the rows
+ * one at a time. */
+enum { VM_ROWS = 4 };
+
+/* Entries [at, at + VL) of a row whose entries from keep on are `value`. */
+ISA_INLINE VF NAME(vm_kept)(const float *row, size_t at, size_t keep, VF value, VF iota)
+{
+    VF v = vm_load(row + at);
+    if (at + VL <= keep) return v;
+    return vm_sel(vm_lt(vm_add(iota, vm_set1((float)at)), vm_set1((float)keep)), v, value);
+}
+
+ISA_INLINE void NAME(vm_softmax_keep_r)(const float *x, float *y, size_t n, size_t ld, size_t keep, VF value,
+                                       VF iota, const int R)
+{
+    VF m[VM_ROWS][VM_NACC], s[VM_ROWS][VM_NACC];
+    for (int r = 0; r < R; r++)
+        for (int k = 0; k < VM_NACC; k++) {
+            m[r][k] = keep + (size_t)r > 0 ? vm_set1(x[(size_t)r * ld]) : value;
+            s[r][k] = vm_set1(0.0f);
+        }
+    for (size_t i = 0; i < n; i += VM_ACC)
+        for (int r = 0; r < R; r++)
+            for (int k = 0; k < VM_NACC; k++) {
+                VF v = NAME(vm_kept)(x + (size_t)r * ld, i + (size_t)k * VL, keep + (size_t)r, value, iota);
+                m[r][k] = vm_sel(vm_lt(m[r][k], v), v, m[r][k]);
+            }
+    VF mv[VM_ROWS];
+    for (int r = 0; r < R; r++) mv[r] = vm_set1(NAME(vm_max_of)(m[r]));
+    for (size_t i = 0; i < n; i += VM_ACC)
+        for (int r = 0; r < R; r++)
+            for (int k = 0; k < VM_NACC; k++) {
+                size_t at = i + (size_t)k * VL;
+                VF e = NAME(vm_exp)(vm_sub(NAME(vm_kept)(x + (size_t)r * ld, at, keep + (size_t)r, value, iota), mv[r]));
+                vm_store(y + (size_t)r * ld + at, e);
+                s[r][k] = vm_add(s[r][k], e);
+            }
+    VF iv[VM_ROWS];
+    for (int r = 0; r < R; r++) iv[r] = vm_set1(1.0f / NAME(vm_tree)(s[r]));
+    for (size_t i = 0; i < n; i += VL)
+        for (int r = 0; r < R; r++) vm_store(y + (size_t)r * ld + i, vm_mul(vm_load(y + (size_t)r * ld + i), iv[r]));
+}
+
+ISA_FN static void NAME(vm_softmax_keep)(const float *x, float *y, size_t rows, size_t n, size_t ld, size_t keep,
+                                         float value)
+{
+    if (n == 0) return;
+    if (n % VM_ACC || n >= (size_t)1 << 24) {   /* (the lanes' indices exact as floats) */
+        for (size_t r = 0; r < rows; r++, x += ld, y += ld) {
+            size_t k = keep + r < n ? keep + r : n;
+            if (y != x) memcpy(y, x, k * sizeof *y);
+            for (size_t j = k; j < n; j++) y[j] = value;
+            NAME(vm_softmax)(y, y, 1, n);
+        }
+        return;
+    }
+    static const float lanes[16] = { 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15 };
+    const VF iota = vm_load(lanes), vv = vm_set1(value);
+    size_t r = 0;
+    for (; r + VM_ROWS <= rows; r += VM_ROWS)
+        NAME(vm_softmax_keep_r)(x + r * ld, y + r * ld, n, ld, keep + r, vv, iota, VM_ROWS);
+    for (; r < rows; r++) NAME(vm_softmax_keep_r)(x + r * ld, y + r * ld, n, ld, keep + r, vv, iota, 1);
 }
 
 /* ---- row sums for layer norm and softmax's gradient ----
@@ -271,6 +347,7 @@ ISA_FN static void NAME(vm_ln_scale_d)(const float *x, const float *dy, size_t r
 
 #define VMATH_FNS                                                                              \
     .unary = NAME(vm_unary), .unary_grad = NAME(vm_unary_grad), .row_max = NAME(vm_row_max),  \
-    .exp_sum = NAME(vm_exp_sum), .softmax = NAME(vm_softmax), .row_stats = NAME(vm_row_stats), \
+    .exp_sum = NAME(vm_exp_sum), .softmax = NAME(vm_softmax), .softmax_keep = NAME(vm_softmax_keep), \
+    .row_stats = NAME(vm_row_stats),                                                          \
     .layer_norm = NAME(vm_layer_norm), .layer_norm_grad = NAME(vm_layer_norm_grad),            \
     .softmax_grad = NAME(vm_softmax_grad), .ln_scale_d = NAME(vm_ln_scale_d)

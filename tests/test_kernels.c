@@ -1307,6 +1307,44 @@ START_TEST(test_vmath_rows)
 }
 END_TEST
 
+/* The causal mask's softmax rows (softmax_keep): in every variant the bits of writing
+ * the mask's value into each row, then the variant's softmax rows; rows ld apart with
+ * the entries past n left alone; in place; whole groups of 16 (the rows in registers,
+ * several at a time) and not (a row at a time); a row masked from its first entry. */
+START_TEST(test_vmath_softmax_keep)
+{
+    const size_t ns[] = { 16, 32, 64, 80, 5, 37 }, keeps[] = { 0, 1, 3, 17, 70 };
+    const float values[] = { -1e9f, 0.0f, -INFINITY, 2.5f };
+    const size_t rows = 11, ld = 83;
+    float *x = tu_alloc_uniform(rows * ld, -30.0f, 30.0f, 930), *want = tu_alloc(rows * ld), *y = tu_alloc(rows * ld);
+    FOR_EACH_ISA {
+        const KernVariant *kv = kern_variant(conv_isa);
+        for (size_t a = 0; a < sizeof ns / sizeof *ns; a++)
+            for (size_t b = 0; b < sizeof keeps / sizeof *keeps; b++)
+                for (size_t c = 0; c < sizeof values / sizeof *values; c++) {
+                    size_t n = ns[a], keep = keeps[b];
+                    for (size_t r = 0; r < rows; r++) {
+                        memcpy(want + r * ld, x + r * ld, ld * sizeof *want);
+                        for (size_t j = keep + r; j < n; j++) want[r * ld + j] = values[c];
+                        kv->softmax(want + r * ld, want + r * ld, 1, n);
+                    }
+                    for (int inplace = 0; inplace < 2; inplace++) {
+                        if (inplace)
+                            memcpy(y, x, rows * ld * sizeof *y);
+                        else
+                            for (size_t e = 0; e < rows * ld; e++) y[e] = x[e];
+                        kv->softmax_keep(inplace ? y : x, y, rows, n, ld, keep, values[c]);
+                        ck_assert_msg(memcmp(y, want, rows * ld * sizeof *y) == 0, "%s: n %zu keep %zu value %g%s",
+                                      kern_isa_name(conv_isa), n, keep, (double)values[c], inplace ? ", in place" : "");
+                    }
+                }
+    }
+    free(x);
+    free(want);
+    free(y);
+}
+END_TEST
+
 /* Layer norm's rows, its gradient's and softmax's gradient's: the same bits in every
  * variant at every row length (whole groups of 16 lanes and a partial one), and within
  * float rounding of the formulas in double. */
@@ -4264,6 +4302,7 @@ static Suite *make_kernels_suite(void)
     tcase_add_test(tc, test_vmath_accuracy);
     tcase_add_test(tc, test_vmath_functions);
     tcase_add_test(tc, test_vmath_rows);
+    tcase_add_test(tc, test_vmath_softmax_keep);
     tcase_add_test(tc, test_vmath_norm_rows);
     tcase_add_test(tc, test_vmath_colsums);
     suite_add_tcase(s, tc);
