@@ -25,8 +25,21 @@ typedef struct PerOp {
     int64_t allocs, bytes;   /* allocations made over every run, and their bytes */
 } PerOp;
 
+/* A dense layer's weights packed once for its call (kern_gemm_pack): in a plan that
+ * does not write them (inference), where the product streams them (kern_gemm_pack_ok),
+ * made again before a run whenever the var's version has moved since. */
+typedef struct Pack {
+    int call;
+    int var;
+    uint64_t version;        /* w->version[var] when packed; 0: not yet */
+    KGemmPack pk;            /* pk.isa: the variant it was made for */
+} Pack;
+
 struct CompiledPlan {
     const Graph *g;          /* the graph executed (the caller's, after the compiler's passes) */
+    Weights *w;              /* the weights its calls point into */
+    Pack *packs;
+    int npacks;
     Pool *pool;              /* its threads: the scratch is sized for them */
     MemPlan mp;
     unsigned char *arena;    /* NULL with per-op allocation */
@@ -190,6 +203,48 @@ static void perop_free(PerOp *po, int s)
     }
 }
 
+/* The calls whose weights are worth packing once: matmul_bias_act with a parameter
+ * as B (as stored), in a graph with no update op.  The ISA is the run's (StepEnv),
+ * so the pack is made at the first run (compiled_packs).  Without memory for the
+ * table, no packs. */
+static void plan_packs(CompiledPlan *p)
+{
+    const Graph *g = p->g;
+    for (int i = 0; i < g->nnodes; i++)
+        if (op_info[g->nodes[i].op].traits & OPT_UPDATE) return;
+    for (int c = 0; c < p->ncalls; c++) {
+        const Node *n = p->calls[c].n;
+        if (n->op != OP_MATMUL_BIAS_ACT || n->a.matmul.tb) continue;
+        const Node *b = &g->nodes[base_of(g, n->in[1])];
+        if (b->op != OP_PARAM) continue;
+        if (!p->packs && !(p->packs = gc_calloc((size_t)p->ncalls, sizeof *p->packs))) return;
+        p->packs[p->npacks++] = (Pack){ .call = c, .var = b->a.param.var };
+    }
+}
+
+/* Before a run: each pack made (again) where the variant's product streams B and the
+ * weights or the variant changed since; the call reads it, or B as stored where it
+ * could not be made. */
+static void compiled_packs(CompiledPlan *p, KIsa isa)
+{
+    for (int i = 0; i < p->npacks; i++) {
+        Pack *k = &p->packs[i];
+        KCall *c = &p->calls[k->call];
+        const Node *n = c->n;
+        const Shape *a = &p->g->nodes[n->in[0]].shape;
+        bool ta = n->a.matmul.ta;
+        size_t M = (size_t)n->shape.d[0].v, N = (size_t)n->shape.d[1].v, K = (size_t)a->d[ta ? 0 : 1].v;
+        c->pack = NULL;
+        if (!kern_gemm_pack_ok(isa, ta, false, M, N, K)) continue;
+        if (k->version != p->w->version[k->var] || k->pk.isa != isa || !k->pk.data) {
+            k->version = 0;
+            if (!kern_gemm_pack(isa, K, N, p->w->data[k->var], &k->pk)) continue;
+            k->version = p->w->version[k->var];
+        }
+        c->pack = &k->pk;
+    }
+}
+
 CompiledPlan *compiled_plan(const Graph *g, Weights *w, Pool *pool, MemPlan *mp, DiagSink *d)
 {
     CompiledPlan *p = gc_calloc(1, sizeof *p);
@@ -257,6 +312,8 @@ CompiledPlan *compiled_plan(const Graph *g, Weights *w, Pool *pool, MemPlan *mp,
         p->ncalls++;
     }
     p->stage_call[p->nstages] = p->ncalls;
+    p->w = w;
+    plan_packs(p);
     for (int i = 0; i < g->noutputs; i++) {
         int32_t o = g->outputs[i].node;
         p->out_ptr[i] = node_data(p, w, o);
@@ -312,6 +369,7 @@ int compiled_run(CompiledPlan *p, const void *const *feeds, float *const *outs, 
         const FeedSlot *f = &p->feeds[i];
         ((const void **)p->calls[f->call].in)[f->arg] = feeds[f->input];
     }
+    compiled_packs(p, env->isa);
     int rc = 0;
     for (int s = 0; s < p->nstages && rc == 0; s++) {
         if (p->po && perop_alloc(p, s, env->d) != 0) rc = -1;
@@ -344,6 +402,8 @@ void compiled_free(CompiledPlan *p)
 {
     if (!p) return;
     if (p->own_arena) free(p->arena);
+    for (int i = 0; i < p->npacks; i++) kern_gemm_pack_free(&p->packs[i].pk);
+    gc_free(p->packs);
     perop_free_tables(p->po);
     gc_free(p->calls);
     gc_free(p->stage_call);

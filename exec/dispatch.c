@@ -121,8 +121,12 @@ static int k_matmul_bias_act(const KCall *c)
     const Shape *a = ishape(c, 0);
     bool ta = c->n->a.matmul.ta, tb = c->n->a.matmul.tb;
     size_t M = (size_t)c->n->shape.d[0].v, N = (size_t)c->n->shape.d[1].v, K = (size_t)a->d[ta ? 0 : 1].v;
-    kern_gemm_bias_act(c->pool, c->env->isa, ta, tb, M, N, K, fin(c, 0), fin(c, 1), fin(c, 2),
-                       act_of(c->n->a.matmul.act, c->n->a.matmul.act_p), fout(c));
+    if (c->pack && !tb)   /* the compiled plan's weights packed once: the same bits */
+        kern_gemm_bias_act_packed(c->pool, c->env->isa, ta, M, N, K, fin(c, 0), c->pack, fin(c, 1), fin(c, 2),
+                                  act_of(c->n->a.matmul.act, c->n->a.matmul.act_p), fout(c));
+    else
+        kern_gemm_bias_act(c->pool, c->env->isa, ta, tb, M, N, K, fin(c, 0), fin(c, 1), fin(c, 2),
+                           act_of(c->n->a.matmul.act, c->n->a.matmul.act_p), fout(c));
     return 0;
 }
 

@@ -18,6 +18,9 @@ typedef struct Weights {
     Shape *shapes;
     VarRole *roles;
     int64_t step;        /* optimizer steps taken (Adam's t) */
+    uint64_t *version;   /* version[v]: bumped by every write of var v after weights_init
+                          * (weights_touch), so that a copy made from it (a compiled
+                          * plan's packed weights) is made again, never used stale */
 } Weights;
 
 /* Allocates and initialises every var of g (Glorot etc. seeded by `seed`; the values
@@ -27,6 +30,10 @@ void weights_free(Weights *w);
 /* Copies values of vars present in both by name and shape (e.g. a trained forward
  * model into a fresh train graph's weights). */
 void weights_copy_matching(Weights *dst, const Weights *src);
+/* Var v's storage was written (v < 0: every var's): every writer outside a graph's own
+ * updates calls it (checkpoint loads, imports, copies); executor_run calls it after a
+ * graph that has an update op. */
+void weights_touch(Weights *w, int v);
 
 typedef struct Comm Comm;   /* exec/comm.h */
 
@@ -64,6 +71,7 @@ typedef struct KCall {
     float *scratch;          /* dispatch_scratch_bytes(g, n, pool_threads(pool)) bytes */
     Pool *pool;              /* the threads the kernel may split its work over */
     const StepEnv *env;
+    const KGemmPack *pack;   /* a dense layer's weights packed once (compiled.c), or NULL */
 } KCall;
 
 /* Runs one node's kernel.  0, or -1 after reporting to c->env->d. */

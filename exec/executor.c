@@ -10,6 +10,7 @@ struct Executor {
     Pool *pool;
     InterpStats stats;    /* interpreter */
     CompiledPlan *plan;   /* compiled */
+    bool writes;          /* g updates weights (an optimizer step): their versions move */
 };
 
 Executor *executor_new(ExecMode mode, const Graph *g, Weights *w, Pool *pool, MemPlan *mp, DiagSink *d)
@@ -29,6 +30,8 @@ Executor *executor_new(ExecMode mode, const Graph *g, Weights *w, Pool *pool, Me
     e->mode = mode;
     e->g = g;
     e->pool = pool;
+    for (int i = 0; i < g->nnodes; i++)
+        if (op_info[g->nodes[i].op].traits & OPT_UPDATE) e->writes = true;
     if (mode == MODE_COMPILED) {
         if (!mp) {
             diag_plain(d, "internal error: a compiled executor without a memory plan");
@@ -45,8 +48,11 @@ Executor *executor_new(ExecMode mode, const Graph *g, Weights *w, Pool *pool, Me
 
 int executor_run(Executor *e, const void *const *feeds, float *const *outs, const StepEnv *env)
 {
-    if (e->mode == MODE_COMPILED) return compiled_run(e->plan, feeds, outs, env);
-    return interp_run(e->g, feeds, outs, env, e->pool, &e->stats);
+    int rc = e->mode == MODE_COMPILED ? compiled_run(e->plan, feeds, outs, env)
+                                      : interp_run(e->g, feeds, outs, env, e->pool, &e->stats);
+    /* every var, not only those updated: a step that failed half way wrote some */
+    if (e->writes) weights_touch(env->w, -1);
+    return rc;
 }
 
 size_t executor_peak_bytes(const Executor *e)

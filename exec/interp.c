@@ -81,7 +81,7 @@ static int interp_call(Interp *I, int i, const void *const *in)
         st->live_bytes += bytes;
         if (st->live_bytes + scratch > st->peak_bytes) st->peak_bytes = st->live_bytes + scratch;
     }
-    KCall c = { I->g, n, in, I->data[i], sc, I->pool, I->env };
+    KCall c = { I->g, n, in, I->data[i], sc, I->pool, I->env, NULL };   /* no pack: weights as stored */
     int rc = dispatch_run(&c);
     gc_free(sc);
     return rc;

@@ -52,7 +52,8 @@ int weights_init(Weights *w, const Graph *g, uint64_t seed, DiagSink *d)
     w->names = gc_calloc(nv, sizeof *w->names);
     w->shapes = gc_calloc(nv, sizeof *w->shapes);
     w->roles = gc_calloc(nv, sizeof *w->roles);
-    if (!w->data || !w->names || !w->shapes || !w->roles) goto oom;
+    w->version = gc_calloc(nv, sizeof *w->version);
+    if (!w->data || !w->names || !w->shapes || !w->roles || !w->version) goto oom;
     for (int i = 0; i < g->nvars; i++) {
         const Var *v = &g->vars[i];
         int64_t n = shape_numel(&v->shape);
@@ -72,6 +73,7 @@ int weights_init(Weights *w, const Graph *g, uint64_t seed, DiagSink *d)
         w->shapes[i] = v->shape;
         w->roles[i] = v->role;
         init_var(v, w->data[i], (size_t)n, seed);
+        w->version[i] = 1;
     }
     return 0;
 oom:
@@ -88,6 +90,7 @@ void weights_free(Weights *w)
     gc_free(w->names);
     gc_free(w->shapes);
     gc_free(w->roles);
+    gc_free(w->version);
     memset(w, 0, sizeof *w);
 }
 
@@ -97,7 +100,15 @@ void weights_copy_matching(Weights *dst, const Weights *src)
         for (int j = 0; j < src->n; j++)
             if (strcmp(dst->names[i], src->names[j]) == 0 && shape_eq(&dst->shapes[i], &src->shapes[j])) {
                 memcpy(dst->data[i], src->data[j], (size_t)shape_numel(&dst->shapes[i]) * sizeof(float));
+                weights_touch(dst, i);
                 break;
             }
     dst->step = src->step;
+}
+
+void weights_touch(Weights *w, int v)
+{
+    if (!w->version)
+        return;
+    for (int i = v < 0 ? 0 : v; i < (v < 0 ? w->n : v + 1); i++) w->version[i]++;
 }

@@ -9,6 +9,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
 
 /* BLAS runs single-threaded: the caller's pool supplies the threads (OpenBLAS's own
  * busy-wait, and split small-M products badly).  Set once, before the first call. */
@@ -539,6 +540,148 @@ void kern_gemm_bias_act(Pool *pool, KIsa isa, bool ta, bool tb, size_t M, size_t
         pool_run(pool, (int)j.parts, bias_part, &j);
     else
         bias_part(&j, 0, 0);
+}
+
+/* ---- B packed once (kernels/gemm_micro.h "B packed once") ----------------------------
+ * Where the product streams B (gemm_rows: M <= 16; the GEMV: M = 1) and B is a dense
+ * layer's weights that a plan reads unchanged from call to call, its panels are made
+ * once.  The cut and the chains are the unpacked path's: columns cut over the pool by
+ * whole panels for M >= 2 (any cut gives the same bits), K cut into one block per
+ * thread for M = 1 with the partials summed in block order exactly as gemv_rows_split
+ * does (bits that depend on K and the thread count, as there). */
+
+enum { PACK_PAGE = 2 << 20 };
+
+/* The sizes from which the unpacked path streams B as stored. */
+static bool pack_sizes(bool tb, size_t M, size_t N, size_t K)
+{
+    return !tb && M >= 1 && M <= 16 && (double)N * (double)K * sizeof(float) >= GEMV_SPLIT_BYTES &&
+           !ksplit_ok(M, N, K, tb);
+}
+
+bool kern_gemm_pack_ok(KIsa isa, bool ta, bool tb, size_t M, size_t N, size_t K)
+{
+    (void)ta;
+    if (kern_isa_bf16(isa))
+        return false;
+    const KernVariant *kv = kern_variant(isa);
+    return kv->gemm_rows_packed && own_path(kv, M, tb) != OWN_NONE && pack_sizes(tb, M, N, K);
+}
+
+void kern_gemm_pack_free(KGemmPack *pk)
+{
+    gc_free(pk->raw);
+    memset(pk, 0, sizeof *pk);
+}
+
+bool kern_gemm_pack(KIsa isa, size_t K, size_t N, const float *B, KGemmPack *pk)
+{
+    const KernVariant *kv = kern_variant(isa);
+    const size_t np = (size_t)kv->gemm_pack_np;
+    if (!kv->gemm_rows_packed || np == 0) {
+        kern_gemm_pack_free(pk);
+        return false;
+    }
+    const size_t panels = (N + np - 1) / np;
+    if (!pk->data || pk->np != (int)np || pk->K != K || pk->N != N) {
+        kern_gemm_pack_free(pk);
+        if ((double)panels * (double)K * (double)np >= (double)(SIZE_MAX / sizeof(float) / 2))
+            return false;
+        const size_t bytes = (panels * K * np * sizeof(float) + PACK_PAGE - 1) / PACK_PAGE * PACK_PAGE;
+        if (!(pk->raw = pk->data = gc_malloc_aligned(bytes, PACK_PAGE)))
+            return false;
+        madvise(pk->data, bytes, MADV_HUGEPAGE);   /* advice only: 4 KiB pages if refused */
+    }
+    pk->isa = isa;
+    pk->np = (int)np;
+    pk->K = K;
+    pk->N = N;
+    for (size_t p = 0; p < panels; p++) {
+        const size_t n0 = p * np, w = N - n0 < np ? N - n0 : np;
+        float *dst = pk->data + p * K * np;
+        for (size_t k = 0; k < K; k++, dst += np) {
+            memcpy(dst, B + k * N + n0, w * sizeof *dst);
+            if (w < np)
+                memset(dst + w, 0, (np - w) * sizeof *dst);
+        }
+    }
+    return true;
+}
+
+typedef struct PackJob {
+    KGemm g;
+    const KernVariant *kv;
+    const KGemmPack *pk;
+    EwAct act;
+    size_t parts, panels, stride;
+    float *part;   /* M = 1: parts x stride floats */
+} PackJob;
+
+static void pack_part(void *arg, int part, int worker)
+{
+    (void)worker;
+    const PackJob *j = arg;
+    const size_t t = (size_t)part;
+    if (j->g.M == 1) {   /* K's block t into partial row t (K >= parts: never empty) */
+        j->kv->gemv_packed(&j->g, j->pk->data, j->g.K * t / j->parts, j->g.K * (t + 1) / j->parts,
+                           j->part + t * j->stride);
+        return;
+    }
+    const size_t p0 = j->panels * t / j->parts, p1 = j->panels * (t + 1) / j->parts;
+    if (p1 <= p0)
+        return;
+    j->kv->gemm_rows_packed(&j->g, j->pk->data, p0, p1);
+    KGemm c = j->g;   /* the activation over this part's columns */
+    const size_t n0 = p0 * (size_t)j->pk->np, n1 = p1 * (size_t)j->pk->np;
+    c.C += n0;
+    c.N = (n1 < j->g.N ? n1 : j->g.N) - n0;
+    own_act(&c, j->act);
+}
+
+void kern_gemm_bias_act_packed(Pool *pool, KIsa isa, bool ta, size_t M, size_t N, size_t K, const float *A,
+                               const KGemmPack *pk, const float *B, const float *bias, EwAct act, float *C)
+{
+    const KernVariant *kv = kern_variant(isa);
+    if (!pk || !pk->data || pk->isa != isa || pk->K != K || pk->N != N || pk->np != kv->gemm_pack_np ||
+        !kern_gemm_pack_ok(isa, ta, false, M, N, K)) {
+        kern_gemm_bias_act(pool, isa, ta, false, M, N, K, A, B, bias, act, C);
+        return;
+    }
+    const size_t T = (size_t)pool_threads(pool);
+    PackJob j = { own_args(ta, false, M, N, K, 1.0f, A, ta ? M : K, NULL, N, 0.0f, C, N), kv, pk, act, 1,
+                  (N + (size_t)pk->np - 1) / (size_t)pk->np, (N + 15) / 16 * 16, NULL };
+    if (M > 1) {   /* own_split's rule for a wake-up of the pool, in panels */
+        j.g.bias = bias;
+        if (T > 1 && 2.0 * (double)M * (double)N * (double)K >= 4e6)
+            j.parts = T < j.panels ? T : j.panels;
+        if (j.parts > 1)
+            pool_run(pool, (int)j.parts, pack_part, &j);
+        else
+            pack_part(&j, 0, 0);
+        return;
+    }
+    /* one row: gemv_rows_split's cut (own_split's rule), the partials, then the pass
+     * of kern_bias_act */
+    if (T > 1 && K >= T)
+        j.parts = T;
+    void *raw;
+    j.part = own_buffer(j.stride * j.parts, &raw);
+    if (!j.part) {
+        kern_gemm_bias_act(pool, isa, ta, false, M, N, K, A, B, bias, act, C);
+        return;
+    }
+    if (j.parts > 1)
+        pool_run(pool, (int)j.parts, pack_part, &j);
+    else
+        pack_part(&j, 0, 0);
+    for (size_t n = 0; n < N; n++) {
+        float s = j.part[n];
+        for (size_t p = 1; p < j.parts; p++)
+            s += j.part[p * j.stride + n];
+        C[n] = 1.0f * s;
+    }
+    gc_free(raw);
+    kern_bias_act(C, 1, N, bias, act);
 }
 
 typedef struct BatchJob {

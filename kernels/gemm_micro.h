@@ -352,7 +352,7 @@ ISA_INLINE void NAME(gemm_kblock)(const KGemm *g, const NAME(GemmBlocks) *b, siz
  * from block to block and end in the same epilogue as gemm_tile's: the same bits. */
 
 ISA_INLINE void NAME(gemm_rows_tile)(const int R, const bool whole, const KGemm *g, size_t m0, size_t n0, size_t k0,
-                                     int kc, const NAME(GemmOut) *o)
+                                     int kc, const float *b, size_t bs, const NAME(GemmOut) *o)
 {
     V acc[GEMM_ROWS_MR][GEMM_ROWS_NV];
     VM mk[GEMM_ROWS_NV];
@@ -369,10 +369,11 @@ ISA_INLINE void NAME(gemm_rows_tile)(const int R, const bool whole, const KGemm 
 #pragma GCC unroll 4
         for (int v = 0; v < GEMM_ROWS_NV; v++)
             acc[r][v] = o->first ? v_zero() : NAME(gemm_ld)(P + (size_t)r * o->ldp + (size_t)v * VL, ln[v], mk[v]);
-    /* A [M, K]: row m at lda, k at 1; stored [K, M]: k at lda, m at 1 */
+    /* A [M, K]: row m at lda, k at 1; stored [K, M]: k at lda, m at 1.  b: B's row k0
+     * at column n0, row k0 + k at b + k bs (as stored, or a packed panel) */
     const size_t ars = g->ta ? 1 : g->lda, aks = g->ta ? g->lda : 1;
-    const float *a = g->A + m0 * ars + k0 * aks, *b = g->B + k0 * g->ldb + n0;
-    for (int k = 0; k < kc; k++, a += aks, b += g->ldb) {
+    const float *a = g->A + m0 * ars + k0 * aks;
+    for (int k = 0; k < kc; k++, a += aks, b += bs) {
         V bv[GEMM_ROWS_NV];
 #pragma GCC unroll 4
         for (int v = 0; v < GEMM_ROWS_NV; v++)
@@ -417,15 +418,91 @@ ISA_INLINE void NAME(gemm_rows)(const KGemm *g, float *part)
                 const size_t m0 = NAME(gemm_cut)(g->M, tiles, t);
                 const int R = (int)(NAME(gemm_cut)(g->M, tiles, t + 1) - m0);
                 if (g->N - n0 >= cols) {
-#define GEMM_ROWS_T(RR) NAME(gemm_rows_tile)(RR, true, g, m0, n0, k0, kc, &o)
+#define GEMM_ROWS_T(RR) NAME(gemm_rows_tile)(RR, true, g, m0, n0, k0, kc, g->B + k0 * g->ldb + n0, g->ldb, &o)
                     switch (R) { GEMM_CASES_6(GEMM_ROWS_T) default: break; }
 #undef GEMM_ROWS_T
                 } else {
-#define GEMM_ROWS_T(RR) NAME(gemm_rows_tile)(RR, false, g, m0, n0, k0, kc, &o)
+#define GEMM_ROWS_T(RR) NAME(gemm_rows_tile)(RR, false, g, m0, n0, k0, kc, g->B + k0 * g->ldb + n0, g->ldb, &o)
                     switch (R) { GEMM_CASES_6(GEMM_ROWS_T) default: break; }
 #undef GEMM_ROWS_T
                 }
             }
+    }
+}
+
+/* ---- B packed once (kern_gemm_pack in kernels/blas.c) --------------------------------
+ * A dense layer's weights, B [K, N], that do not change between calls (an inference
+ * plan's), copied once into panels of GEMM_PACK_NP columns, [K][NP] each (zero past N),
+ * panel p at p K NP.  A panel is then one contiguous stream, where B as stored has each
+ * pass read 32 rows 4 KB apart (gemm_rows) or 8 (gemv).  The chains are gemm_rows' and
+ * gemv's, k in order from +0, carried through C or a partial row: the same bits. */
+#define GEMM_PACK_NP (GEMM_ROWS_NV * VL)
+/* rows of a panel per pass of the row tiles: 32 KiB on AVX-512, in L1 while the second
+ * and third tiles read it */
+#define GEMM_PACK_KB 128
+
+/* Few rows (M <= GEMM_ROWS_MAX, beta 0): C's columns of panels [p0, p1), each panel
+ * GEMM_PACK_KB rows at a time for every tile of rows, the chains carried in C. */
+ISA_FN static void NAME(gemm_rows_packed)(const KGemm *g, const float *pack, size_t p0, size_t p1)
+{
+    const size_t tiles = (g->M + GEMM_ROWS_MR - 1) / GEMM_ROWS_MR;
+    NAME(GemmOut) o = { g->C, g->C, g->bias, g->ldc, g->ldc, g->alpha, 0.0f, true, true };
+    for (size_t p = p0; p < p1; p++) {
+        const size_t n0 = p * GEMM_PACK_NP;
+        const bool whole = g->N - n0 >= GEMM_PACK_NP;
+        const float *panel = pack + p * g->K * GEMM_PACK_NP;
+        for (size_t k0 = 0; k0 < g->K; k0 += GEMM_PACK_KB) {
+            const int kc = g->K - k0 < GEMM_PACK_KB ? (int)(g->K - k0) : GEMM_PACK_KB;
+            o.first = k0 == 0;
+            o.last = k0 + (size_t)kc == g->K;
+            for (size_t t = 0; t < tiles; t++) {
+                const size_t m0 = NAME(gemm_cut)(g->M, tiles, t);
+                const int R = (int)(NAME(gemm_cut)(g->M, tiles, t + 1) - m0);
+                const float *b = panel + k0 * GEMM_PACK_NP;
+                if (whole) {
+#define GEMM_ROWS_T(RR) NAME(gemm_rows_tile)(RR, true, g, m0, n0, k0, kc, b, GEMM_PACK_NP, &o)
+                    switch (R) { GEMM_CASES_6(GEMM_ROWS_T) default: break; }
+#undef GEMM_ROWS_T
+                } else {
+#define GEMM_ROWS_T(RR) NAME(gemm_rows_tile)(RR, false, g, m0, n0, k0, kc, b, GEMM_PACK_NP, &o)
+                    switch (R) { GEMM_CASES_6(GEMM_ROWS_T) default: break; }
+#undef GEMM_ROWS_T
+                }
+            }
+        }
+    }
+}
+
+/* One row: P[0, N) = a[k0, k1) B[k0, k1) from the pack, one chain per column from +0
+ * (gemv's), two panels at a time (8 chains on AVX-512: enough FMAs in flight). */
+ISA_FN static void NAME(gemv_packed)(const KGemm *g, const float *pack, size_t k0, size_t k1, float *P)
+{
+    const size_t as = g->ta ? g->lda : 1, panels = (g->N + GEMM_PACK_NP - 1) / GEMM_PACK_NP;
+    for (size_t p = 0; p < panels; p += 2) {
+        const bool two = p + 1 < panels;
+        const float *b0 = pack + (p * g->K + k0) * GEMM_PACK_NP;
+        const float *b1 = two ? b0 + g->K * GEMM_PACK_NP : b0;   /* the last, alone: itself again, not stored */
+        const float *a = g->A + k0 * as;
+        V c[2 * GEMM_ROWS_NV];
+#pragma GCC unroll 8
+        for (int v = 0; v < 2 * GEMM_ROWS_NV; v++)
+            c[v] = v_zero();
+        for (size_t k = k0; k < k1; k++, a += as, b0 += GEMM_PACK_NP, b1 += GEMM_PACK_NP) {
+            const V av = v_bcast(a);
+#pragma GCC unroll 4
+            for (int v = 0; v < GEMM_ROWS_NV; v++) {
+                c[v] = v_fma(av, v_load(b0 + (size_t)v * VL), c[v]);
+                c[GEMM_ROWS_NV + v] = v_fma(av, v_load(b1 + (size_t)v * VL), c[GEMM_ROWS_NV + v]);
+            }
+        }
+        for (int h = 0; h < (two ? 2 : 1); h++) {
+            const size_t n0 = (p + (size_t)h) * GEMM_PACK_NP;
+            const int nr = g->N - n0 < GEMM_PACK_NP ? (int)(g->N - n0) : GEMM_PACK_NP;
+            for (int v = 0; v < GEMM_ROWS_NV; v++) {
+                const int lanes = NAME(gemm_lanes)(nr, v);
+                NAME(gemm_st)(P + n0 + (size_t)v * VL, c[h * GEMM_ROWS_NV + v], lanes, v_mask(lanes));
+            }
+        }
     }
 }
 
@@ -604,7 +681,8 @@ ISA_FN static void NAME(gemm_kpart)(const KGemm *g, size_t k0, size_t k1, float 
     }
 }
 
-#define GEMM_MICRO_FNS NAME(gemm_buf), NAME(gemm), NAME(gemv), NAME(gemm_kpart), GEMM_NR
+#define GEMM_MICRO_FNS NAME(gemm_buf), NAME(gemm), NAME(gemv), NAME(gemm_kpart), GEMM_NR, \
+    NAME(gemm_rows_packed), NAME(gemv_packed), GEMM_PACK_NP
 #else
-#define GEMM_MICRO_FNS NULL, NULL, NULL, NULL, 0
+#define GEMM_MICRO_FNS NULL, NULL, NULL, NULL, 0, NULL, NULL, 0
 #endif

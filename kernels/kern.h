@@ -159,6 +159,30 @@ void kern_gemm(Pool *pool, KIsa isa, bool ta, bool tb, size_t M, size_t N, size_
  * act applied by each thread to its part of C while it is in cache. */
 void kern_gemm_bias_act(Pool *pool, KIsa isa, bool ta, bool tb, size_t M, size_t N, size_t K, const float *A,
                         const float *B, const float *bias, EwAct act, float *C);
+/* A dense layer's weights B [K, N] packed once for the few-rows products that stream
+ * them (kernels/gemm_micro.h "B packed once"): made by kern_gemm_pack for one variant
+ * and read by kern_gemm_bias_act_packed, which gives kern_gemm_bias_act's bits.  The
+ * caller owns it and packs again whenever B is written (exec/compiled.c: a version per
+ * weight). */
+typedef struct KGemmPack {
+    KIsa isa;      /* the variant it was made for */
+    int np;        /* columns per panel */
+    size_t K, N;
+    float *data;   /* [ceil(N / np)][K][np], zero past N; NULL: none */
+    void *raw;     /* data's allocation */
+} KGemmPack;
+/* Whether kern_gemm_bias_act(isa, ta, tb, M, N, K) would stream B from a pack: B as
+ * stored, at least 1 MiB of it, M <= 16, the variant's own GEMM (not bf16), not the
+ * long-K split. */
+bool kern_gemm_pack_ok(KIsa isa, bool ta, bool tb, size_t M, size_t N, size_t K);
+/* Packs B [K, N] into pk for isa (its buffer kept when the sizes match).  false: out of
+ * memory (pk emptied). */
+bool kern_gemm_pack(KIsa isa, size_t K, size_t N, const float *B, KGemmPack *pk);
+void kern_gemm_pack_free(KGemmPack *pk);
+/* kern_gemm_bias_act (tb false) with B read from pk when it was made for isa, K and N
+ * (else from B): the same bits. */
+void kern_gemm_bias_act_packed(Pool *pool, KIsa isa, bool ta, size_t M, size_t N, size_t K, const float *A,
+                               const KGemmPack *pk, const float *B, const float *bias, EwAct act, float *C);
 /* Rows [r0, r1) of kern_gemm's C, on the calling thread (for a caller that splits the
  * work itself): C points at row r0 of C, [r1 - r0, N] contiguous. */
 void kern_gemm_rows(KIsa isa, bool ta, bool tb, size_t M, size_t N, size_t K, size_t r0, size_t r1, float alpha,

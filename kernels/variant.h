@@ -148,6 +148,12 @@ typedef struct KernVariant {
      * element one chain of FMAs from +0 (blas.c's own_ksplit) */
     void (*gemm_kpart)(const KGemm *g, size_t k0, size_t k1, float *P, size_t ldp);
     int gemm_nr;   /* columns per register tile, the unit a product's columns are cut in */
+    /* B packed once into panels of gemm_pack_np columns (kern_gemm_pack): few rows of
+     * C (M <= 16, beta 0), the columns of panels [p0, p1); one row's partial P[0, N)
+     * over K's rows [k0, k1), from +0.  g->B unused. */
+    void (*gemm_rows_packed)(const KGemm *g, const float *pack, size_t p0, size_t p1);
+    void (*gemv_packed)(const KGemm *g, const float *pack, size_t k0, size_t k1, float *P);
+    int gemm_pack_np;
     /* The vector math (kernels/vmath.h): util/elemwise.h's bits in every variant.  unary
      * and unary_grad do whole vectors of the functions they have and return how many
      * elements they did (the caller's scalar loop the rest); row_max and exp_sum are a

@@ -748,6 +748,7 @@ static bool finish(Imp *I, const char *net_name, char *text, OnnxImport *m)
             goto out;
         }
         memcpy(m->w.data[v], I->vdata[src], (size_t)shape_numel(&m->graph->vars[v].shape) * sizeof(float));
+        weights_touch(&m->w, v);
     }
     ok = true;
 out:

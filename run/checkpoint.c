@@ -582,6 +582,7 @@ static int load(const char *path, const Graph *g, Weights *wt, StateMode mode, D
         size_t bytes = (size_t)shape_numel(&g->vars[k].shape) * sizeof(float);
         if (mode == STATE_RESET && g->vars[k].role == VAR_STATE) memset(wt->data[k], 0, bytes);
         else if (L.staged[k]) memcpy(wt->data[k], L.staged[k], bytes);
+        weights_touch(wt, k);
     }
     wt->step = (int64_t)h.step;
     rc = 0;

@@ -293,6 +293,49 @@ START_TEST(weights_saved_and_loaded)
 }
 END_TEST
 
+/* A compiled inference step keeps the dense layer's weights packed (1 MiB of them:
+ * kernels/blas.c's kern_gemm_pack) from one run to the next; every write of the weights
+ * must reach it.  After a training step, and after loading a checkpoint between two
+ * runs of one step (one batch size: another compiles the step again), the outputs at
+ * batch 1 (the GEMV) and 4 (few rows) are those of a fresh model given the same
+ * weights. */
+START_TEST(packed_weights_follow_every_write)
+{
+    char path[64];
+    snprintf(path, sizeof path, "%s/p.ckpt", tmp_dir);
+    float x[BATCH * FEATURES];
+    int32_t y[BATCH];
+    make_data(7, x, y);
+    const void *in[2] = { x, y };
+    static const int64_t batches[] = { 1, 4 };
+    for (size_t i = 0; i < 2; i++) {
+        int64_t n = batches[i];
+        size_t bytes = (size_t)n * CLASSES * sizeof(float);
+        graphc_model *a = load_ok("api.net", model), *c = load_ok("api.net", model);
+        float pa[4 * CLASSES], pb[4 * CLASSES], pc[4 * CLASSES], loss;
+        void *oa[1] = { pa }, *ob[1] = { pb }, *oc[1] = { pc };
+        ck_assert_int_eq(graphc_run(a, n, in, oa), GRAPHC_OK);   /* packs of the initial weights */
+        ck_assert_int_eq(graphc_run(c, n, in, oc), GRAPHC_OK);
+        ck_assert_int_eq(graphc_train_step(a, BATCH, in, &loss, NULL), GRAPHC_OK);
+        ck_assert_msg(graphc_save_weights(a, path) == GRAPHC_OK, "%s", MSG(a));
+        ck_assert_msg(graphc_load_weights(c, path) == GRAPHC_OK, "%s", MSG(c));
+        graphc_model *b = load_ok("api.net", model);
+        ck_assert_msg(graphc_load_weights(b, path) == GRAPHC_OK, "%s", MSG(b));
+        ck_assert_int_eq(graphc_run(b, n, in, ob), GRAPHC_OK);
+        ck_assert_int_eq(graphc_run(a, n, in, oa), GRAPHC_OK);
+        ck_assert_int_eq(graphc_run(c, n, in, oc), GRAPHC_OK);
+        ck_assert_msg(memcmp(pa, pb, bytes) == 0, "batch %lld after a training step: probs[0] %.9g, a fresh model's %.9g",
+                      (long long)n, pa[0], pb[0]);
+        ck_assert_msg(memcmp(pc, pb, bytes) == 0, "batch %lld after loading weights: probs[0] %.9g, a fresh model's %.9g",
+                      (long long)n, pc[0], pb[0]);
+        unlink(path);
+        graphc_free(a);
+        graphc_free(b);
+        graphc_free(c);
+    }
+}
+END_TEST
+
 /* ---- errors ------------------------------------------------------------------------- */
 
 #define ck_assert_fails(call, m, status, text)                                                          \
@@ -399,6 +442,7 @@ static Suite *api_suite(void)
     tcase_add_checked_fixture(tc, make_tmp, remove_tmp);
     tcase_add_test(tc, training_lowers_the_loss);
     tcase_add_test(tc, weights_saved_and_loaded);
+    tcase_add_test(tc, packed_weights_follow_every_write);
     suite_add_tcase(s, tc);
     tc = tcase_create("errors");
     tcase_add_checked_fixture(tc, make_tmp, remove_tmp);

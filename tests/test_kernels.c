@@ -1641,6 +1641,50 @@ START_TEST(test_gemm_few_rows)
 }
 END_TEST
 
+/* B packed once (kern_gemm_pack, kernels/gemm_micro.h "B packed once"): a dense
+ * layer read from its panels has kern_gemm_bias_act's bits exactly (the same chains,
+ * and at one row the same cut of K over the threads), at 1, 2 and 3 threads (_i + 1),
+ * A as stored and transposed, N a whole number of panels or not, one row (the GEMV)
+ * and 2-16 (few rows).  Every shape is one the pack serves (kern_gemm_pack_ok), so
+ * the packed kernels, not the fallback, are what is compared. */
+START_TEST(test_gemm_packed)
+{
+    static const size_t sizes[][3] = { {1, 1024, 800}, {1, 300, 1000}, {16, 1030, 800}, {5, 300, 2800}, {2, 512, 600} };
+    const EwAct relu = { EW_RELU, 0.0f };
+    tu_threads(_i + 1);
+    for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+        size_t M = sizes[s][0], N = sizes[s][1], K = sizes[s][2];
+        float *A = tu_alloc_uniform(M * K, -1.0f, 1.0f, 330 + s), *B = tu_alloc_uniform(K * N, -1.0f, 1.0f, 340 + s);
+        float *bias = tu_alloc_uniform(N, -1.0f, 1.0f, 350 + s), *C = tu_alloc(M * N), *want = tu_alloc(M * N);
+        for (int ta = 0; ta < 2; ta++)
+            FOR_EACH_ISA {
+                if (conv_isa == KISA_PORTABLE)
+                    continue;
+                ck_assert_msg(kern_gemm_pack_ok(conv_isa, ta, false, M, N, K), "%s, %zux%zux%zu: no pack",
+                              kern_isa_name(conv_isa), M, N, K);
+                KGemmPack pk = { 0 };
+                ck_assert(kern_gemm_pack(conv_isa, K, N, B, &pk));
+                kern_fill(want, NAN, M * N);
+                kern_gemm_bias_act(tu_pool, conv_isa, ta, false, M, N, K, A, B, bias, relu, want);
+                kern_fill(C, NAN, M * N);
+                kern_gemm_bias_act_packed(tu_pool, conv_isa, ta, M, N, K, A, &pk, NULL, bias, relu, C);
+                ptrdiff_t i = tu_first_mismatch(C, want, M * N, 0.0, 0.0);
+                ck_assert_msg(i < 0 && memcmp(C, want, M * N * sizeof *C) == 0,
+                              "%s, %zux%zux%zu ta %d, %d threads: packed C[%td] = %.9g, unpacked %.9g",
+                              kern_isa_name(conv_isa), M, N, K, ta, _i + 1, i, i < 0 ? 0.0 : (double)C[i],
+                              i < 0 ? 0.0 : (double)want[i]);
+                kern_gemm_pack_free(&pk);
+            }
+        free(A);
+        free(B);
+        free(bias);
+        free(C);
+        free(want);
+    }
+    tu_threads(1);
+}
+END_TEST
+
 /* Few rows, few columns, long K (a dense layer at small batch: kernels/blas.c's
  * own_ksplit): K cut into ceil(K / 2048) parts (at most 64) whatever the thread count,
  * each part's chain of FMAs from +0, the parts summed in order, then alpha (and beta).
@@ -4269,6 +4313,7 @@ static Suite *make_kernels_suite(void)
     tcase_add_loop_test(tc, test_gemm_bias_act, 0, 2);
     tcase_add_loop_test(tc, test_gemv_rows_split, 0, 3);
     tcase_add_loop_test(tc, test_gemm_few_rows, 0, 3);
+    tcase_add_loop_test(tc, test_gemm_packed, 0, 3);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("conv");
