@@ -210,8 +210,7 @@ static void perop_free(PerOp *po, int s)
 static void plan_packs(CompiledPlan *p)
 {
     const Graph *g = p->g;
-    for (int i = 0; i < g->nnodes; i++)
-        if (op_info[g->nodes[i].op].traits & OPT_UPDATE) return;
+    if (graph_has_updates(g)) return;
     for (int c = 0; c < p->ncalls; c++) {
         const Node *n = p->calls[c].n;
         if (n->op != OP_MATMUL_BIAS_ACT || n->a.matmul.tb) continue;

@@ -30,8 +30,7 @@ Executor *executor_new(ExecMode mode, const Graph *g, Weights *w, Pool *pool, Me
     e->mode = mode;
     e->g = g;
     e->pool = pool;
-    for (int i = 0; i < g->nnodes; i++)
-        if (op_info[g->nodes[i].op].traits & OPT_UPDATE) e->writes = true;
+    e->writes = graph_has_updates(g);
     if (mode == MODE_COMPILED) {
         if (!mp) {
             diag_plain(d, "internal error: a compiled executor without a memory plan");

@@ -43,13 +43,6 @@ static int32_t *readers(const Graph *g)
     return r;
 }
 
-static bool has_training_step(const Graph *g)
-{
-    for (int i = 0; i < g->nnodes; i++)
-        if (op_has(g->nodes[i].op, OPT_UPDATE)) return true;
-    return false;
-}
-
 /* The convolution or matmul that batch_norm_infer node b normalizes, read by nothing
  * else, whose output channels are its weight's last axis; with its bias (a [C] vector
  * added to it, that sum read only by b) in *bias, else -1.  -1 if none. */
@@ -147,7 +140,7 @@ Graph *pass_bn_fold(const Graph *g, DiagSink *d)
     if (!c || !nreaders || !first || !drop) { diag_plain(d, "out of memory"); goto done; }
     for (int32_t b = 0; b < n; b++) first[b] = -1;
     int folded = 0;
-    bool training = has_training_step(g);
+    bool training = graph_has_updates(g);
     for (int32_t b = 0; b < n && !training; b++) {
         int32_t bias, gemm = c->nodes[b].op == OP_BATCH_NORM_INFER ? folds_into(c, nreaders, n, b, &bias) : -1;
         if (gemm < 0) continue;

@@ -329,12 +329,11 @@ static bool take_conv(Graph *c, Node *p, const Node *conv, OpKind op, DiagSink *
 
 Graph *pass_fuse_conv_maxpool(const Graph *g, DiagSink *d)
 {
-    for (int i = 0; i < g->nnodes; i++)
-        if (op_info[g->nodes[i].op].traits & OPT_UPDATE) {
-            Graph *same = graph_clone(g);
-            if (!same) diag_plain(d, "out of memory");
-            return same;
-        }
+    if (graph_has_updates(g)) {
+        Graph *same = graph_clone(g);
+        if (!same) diag_plain(d, "out of memory");
+        return same;
+    }
     Rewrite r;
     if (!rewrite_begin(&r, g, d)) return NULL;
     Graph *c = r.c;

@@ -112,6 +112,13 @@ int graph_batch_sym(const Graph *g)
     return -1;
 }
 
+bool graph_has_updates(const Graph *g)
+{
+    for (int i = 0; i < g->nnodes; i++)
+        if (op_has(g->nodes[i].op, OPT_UPDATE)) return true;
+    return false;
+}
+
 int graph_sym(Graph *g, const char *name)
 {
     for (int i = 0; i < g->nsyms; i++)

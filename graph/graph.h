@@ -286,6 +286,8 @@ int graph_sym(Graph *g, const char *name);   /* index of a symbol, adding it; -1
 /* The batch symbol: the leading dimension (coefficient 1) of the model's first input
  * that has a symbolic one; -1 if every input's batch is a number. */
 int graph_batch_sym(const Graph *g);
+/* Does g write persistent state (an op with OPT_UPDATE: a training step)? */
+bool graph_has_updates(const Graph *g);
 int32_t graph_const(Graph *g, float v, Loc loc);
 /* A deep copy (same source, same vars) for passes that rebuild the graph. */
 Graph *graph_clone(const Graph *g);
