@@ -3983,10 +3983,20 @@ START_TEST(test_bn_forward)
     kern_bn_scale(st + C, gamma, 1e-3f, C, scale);
     kern_bn_apply(tu_pool, x, NULL, rows, C, st, scale, beta, (EwAct){ EW_RELU, 0 }, y);
     ck_assert_floats_near(y, want, rows * C, 1e-5, 1e-5);
+    /* a residual (pass bn_add): the bits of the normalization, then add, then relu, apart;
+     * the same written over the residual */
+    float *res = tu_alloc_uniform(rows * C, -2, 2, 4), *yr = tu_alloc(rows * C);
+    kern_bn_apply(tu_pool, x, NULL, rows, C, st, scale, beta, EW_NO_ACT, want);
+    for (size_t i = 0; i < rows * C; i++) want[i] += res[i];
+    kern_unary(EW_RELU, 0, want, want, rows * C);
+    kern_bn_apply(tu_pool, x, res, rows, C, st, scale, beta, (EwAct){ EW_RELU, 0 }, yr);
+    ck_assert_mem_eq(yr, want, rows * C * sizeof *yr);
+    kern_bn_apply(tu_pool, x, res, rows, C, st, scale, beta, (EwAct){ EW_RELU, 0 }, res);
+    ck_assert_mem_eq(res, want, rows * C * sizeof *res);
     kern_bn_apply(tu_pool, x, NULL, rows, C, st, scale, beta, (EwAct){ EW_RELU, 0 }, x);   /* in place: the same bits */
     ck_assert_mem_eq(x, y, rows * C * sizeof *y);
     tu_threads(1);
-    free(x), free(st), free(y), free(gamma), free(beta), free(scale), free(want), free(scratch);
+    free(x), free(st), free(y), free(gamma), free(beta), free(scale), free(want), free(scratch), free(res), free(yr);
 }
 END_TEST
 
