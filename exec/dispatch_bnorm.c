@@ -32,7 +32,7 @@ int k_bn_stats(const KCall *c)
     return 0;
 }
 
-/* batch_norm(x, stats, gamma, beta, ...) with the batch's statistics, or
+/* batch_norm(x, stats, gamma, beta, ... [, residual]) with the batch's statistics, or
  * batch_norm_infer(x, gamma, beta, moving_mean, moving_variance) with the running ones */
 int k_batch_norm(const KCall *c)
 {
@@ -44,7 +44,8 @@ int k_batch_norm(const KCall *c)
     float *scale = c->scratch;
     kern_bn_scale(var, gamma, c->n->a.bn.eps, C, scale);
     EwAct act = c->n->a.bn.act >= 0 ? (EwAct){ op_info[c->n->a.bn.act].ew, c->n->a.bn.act_p } : EW_NO_ACT;
-    kern_bn_apply(c->pool, in_f(c, 0), rows, C, mean, scale, beta, act, c->out);
+    const float *res = train && c->n->nin == 7 ? in_f(c, 6) : NULL;   /* pass bn_add */
+    kern_bn_apply(c->pool, in_f(c, 0), res, rows, C, mean, scale, beta, act, c->out);
     return 0;
 }
 

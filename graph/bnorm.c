@@ -13,6 +13,8 @@
  * Among the compiler's passes, before bias_act (graph/passes.c):
  *   bn_fold   batch_norm_infer(conv2d(x, w) [+ b])  =>  conv2d(x, w * k) + t
  *             (and matmul), graphs without a training step only
+ *   bn_add    batch_norm(...) + r, the batch norm read only by the add  =>  one batch_norm
+ *             with r as its seventh input (training)
  *   bn_act    batch_norm[_infer](...) read only by an activation  =>  one batch_norm[_infer]
  *             that applies it (a.bn.act), in training too */
 #include <string.h>
@@ -180,6 +182,74 @@ done:
     return out;
 }
 
+/* Appends `extra` to node j's inputs (in c's arena); false when out of memory. */
+static bool add_inputs(Graph *c, int32_t j, const int32_t *extra, int nextra)
+{
+    Node *n = &c->nodes[j];
+    int32_t *in = arena_alloc(&c->arena, (size_t)(n->nin + nextra) * sizeof *in);
+    if (!in) return false;
+    memcpy(in, n->in, (size_t)n->nin * sizeof *in);
+    memcpy(in + n->nin, extra, (size_t)nextra * sizeof *in);
+    n->in = in;
+    n->nin += nextra;
+    return true;
+}
+
+/* A residual join into the batch norm on one side of it: add(batch_norm(...), r) (or
+ * r + batch_norm), training form, the batch norm without an activation and read by the
+ * add alone, becomes one batch_norm with r as a seventh input, in the add's place: it
+ * adds r to each value as it is made, so the normalized values are never written and
+ * read back (2n floats less a join; bn_act then takes the join's relu too).  Where both
+ * operands qualify (a 1x1 shortcut), the first goes in.  The batch norm's backward
+ * reads its input and statistics, never its output, and an add's gradient is the
+ * incoming one, so nothing else changes; bn_relu_grad leaves such a node's relu alone
+ * (its mask would need r).  The same arithmetic as the two ops apart: the normalized
+ * value in float, then the add. */
+Graph *pass_bn_add(const Graph *g, DiagSink *d)
+{
+    int n = g->nnodes;
+    Graph *c = graph_clone(g), *out = NULL;
+    int32_t *nreaders = readers(g), *alias = gc_calloc((size_t)(n ? n : 1), sizeof *alias);
+    bool *keep = gc_calloc((size_t)(n ? n : 1), sizeof *keep);
+    if (!c || !nreaders || !alias || !keep) { diag_plain(d, "out of memory"); goto done; }
+    for (int32_t i = 0; i < n; i++) {
+        keep[i] = true;
+        alias[i] = i;
+    }
+    for (int32_t u = 0; u < n; u++) {
+        Node *add = &c->nodes[u];
+        if (add->op != OP_ADD || add->nin != 2) continue;
+        for (int k = 0; k < 2; k++) {
+            int32_t b = add->in[k], r = add->in[1 - k];
+            const Node *bn = &c->nodes[b];
+            if (bn->op != OP_BATCH_NORM || bn->nin != 6 || bn->a.bn.act >= 0 || nreaders[b] != 1 || b == r ||
+                c->nodes[r].dtype != DT_F32 || !shape_eq(&c->nodes[r].shape, &bn->shape) ||
+                !shape_eq(&add->shape, &bn->shape))
+                continue;
+            if (!add_inputs(c, b, &r, 1)) {
+                diag_plain(d, "out of memory");
+                goto done;
+            }
+            bn = &c->nodes[b];
+            add->op = OP_BATCH_NORM;
+            add->a = bn->a;
+            add->in = bn->in;
+            add->nin = 7;
+            add->loc = bn->loc;
+            add->name = add->name ? add->name : bn->name;
+            keep[b] = false;
+            break;
+        }
+    }
+    out = graph_rebuild(c, keep, alias, g->stage, d);
+done:
+    graph_free(c);
+    gc_free(nreaders);
+    gc_free(alias);
+    gc_free(keep);
+    return out;
+}
+
 /* An activation into the batch norm before it: batch_norm or batch_norm_infer read by
  * nothing but an elementwise unary function becomes one node that applies it to each
  * value as it is made (a.bn.act), in the function's place, so the normalized values
@@ -237,19 +307,6 @@ static bool grad_reads(const Graph *g, int32_t j, int32_t b, int32_t u)
            n->in[3] == gamma;
 }
 
-/* Appends `extra` to node j's inputs (in c's arena); false when out of memory. */
-static bool add_inputs(Graph *c, int32_t j, const int32_t *extra, int nextra)
-{
-    Node *n = &c->nodes[j];
-    int32_t *in = arena_alloc(&c->arena, (size_t)(n->nin + nextra) * sizeof *in);
-    if (!in) return false;
-    memcpy(in, n->in, (size_t)n->nin * sizeof *in);
-    memcpy(in + n->nin, extra, (size_t)nextra * sizeof *in);
-    n->in = in;
-    n->nin += nextra;
-    return true;
-}
-
 /* relu's gradient taken into the backward of the batch norm that applied it (bn_act's
  * a.bn.act relu):
  *   dy = unary_grad[relu](y, g),  batch_norm_grad_params(x, s, dy),  batch_norm_grad(dy, x, s, gamma, p)
@@ -274,7 +331,7 @@ Graph *pass_bn_relu_grad(const Graph *g, DiagSink *d)
         const Node *un = &c->nodes[u];
         if (un->op != OP_UNARY_GRAD || un->a.unary.op != OP_RELU) continue;
         int32_t b = un->in[0], gin = un->in[1];
-        if (c->nodes[b].op != OP_BATCH_NORM || c->nodes[b].a.bn.act != OP_RELU) continue;
+        if (c->nodes[b].op != OP_BATCH_NORM || c->nodes[b].a.bn.act != OP_RELU || c->nodes[b].nin != 6) continue;
         int found = 0;
         for (int32_t j = u + 1; j < n; j++)
             for (int k = 0; k < c->nodes[j].nin; k++)

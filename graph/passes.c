@@ -8,6 +8,7 @@ const GraphPass graph_passes[] = {
     { "folded", pass_fold, "scalar constants folded, dead code removed", false },
     /* batch norm (graph/bnorm.c), before bias_act, which then fuses the folded layer's bias and activation */
     { "bn_fold", pass_bn_fold, "batch norm folded into the conv2d or dense before it (inference)", true },
+    { "bn_add", pass_bn_add, "a residual added to a batch norm's output inside it (training)", false },
     { "bn_act", pass_bn_act, "batch norm + activation as one op", false },
     { "bn_relu_grad", pass_bn_relu_grad, "a batch norm's relu taken into its backward (training)", false },
     { "bias_act", pass_fuse_bias_act, "conv2d/matmul + bias + activation as one op", false },

@@ -19,10 +19,12 @@ Graph *pass_inference(const Graph *g, bool with_metrics, DiagSink *d);
 /* Batch norm (graph/bnorm.c): each batch_norm of g (the training form) becomes
  * batch_norm_infer, which normalizes with the running statistics (pass_inference);
  * folded into the convolution or dense layer before it where there is no training step
- * ("bn_fold"); an activation after it applied by it ("bn_act"); that relu's gradient
- * taken into its backward ("bn_relu_grad"). */
+ * ("bn_fold"); a residual added to it taken inside it ("bn_add"); an activation after
+ * it applied by it ("bn_act"); that relu's gradient taken into its backward
+ * ("bn_relu_grad"). */
 void bn_inference_form(Graph *g);
 Graph *pass_bn_fold(const Graph *g, DiagSink *d);
+Graph *pass_bn_add(const Graph *g, DiagSink *d);
 Graph *pass_bn_act(const Graph *g, DiagSink *d);
 Graph *pass_bn_relu_grad(const Graph *g, DiagSink *d);
 

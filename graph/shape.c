@@ -767,7 +767,7 @@ static bool r_bn_stats(Ctx *c, Node *n)
     return true;
 }
 
-/* batch_norm(x, stats, gamma, beta, moving_mean, moving_variance) and
+/* batch_norm(x, stats, gamma, beta, moving_mean, moving_variance [, residual]) and
  * batch_norm_infer(x, gamma, beta, moving_mean, moving_variance): x's shape */
 static bool r_batch_norm(Ctx *c, Node *n)
 {
@@ -775,10 +775,13 @@ static bool r_batch_norm(Ctx *c, Node *n)
     Dim ch;
     if (!bn_input(c, n, 0, &ch)) return false;
     int first = n->op == OP_BATCH_NORM ? 2 : 1;
+    if (n->nin != first + 4 && !(first == 2 && n->nin == 7))
+        return fail(c, n, "%s: %d inputs, it takes %d%s", op_name(n->op), n->nin, first + 4, first == 2 ? " or 7" : "");
     Shape vec = { 1, { ch } }, st = { 2, { { 2, -1 }, ch } };
     if (first == 2 && !bn_operand(c, n, 1, &st, "the statistics")) return false;
     for (int k = 0; k < 4; k++)
         if (!bn_operand(c, n, first + k, &vec, what[k])) return false;
+    if (n->nin == 7 && !bn_operand(c, n, 6, in_shape(c, n, 0), "the residual")) return false;
     n->dtype = DT_F32;
     n->shape = *in_shape(c, n, 0);
     return true;

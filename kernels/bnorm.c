@@ -153,19 +153,26 @@ INLINE void grad_params_rows_body(const float *x, const float *dy, size_t lo, si
     }
 }
 
-/* y = (x - mean) * scale + beta */
-INLINE void apply_rows_body(const float *x, float *y, size_t rows, size_t C, const float *mean, const float *scale,
-                            const float *beta)
+/* y = (x - mean) * scale + beta [+ res]: rounded before res is added, as the ops apart;
+ * each value's inputs read before it is written, so y may be x or res */
+INLINE void apply_rows_body(const float *x, const float *res, float *y, size_t rows, size_t C, const float *mean,
+                            const float *scale, const float *beta)
 {
     size_t C8 = C & ~(size_t)7;
     for (size_t r = 0; r < rows; r++) {
-        const float *xr = x + r * C;
+        const float *xr = x + r * C, *rr = res ? res + r * C : NULL;
         float *yr = y + r * C;
         size_t c = 0;
-        for (; c < C8; c += 8)
-            *(v8f *)(yr + c) = (*(const v8f *)(xr + c) - *(const v8f *)(mean + c)) * *(const v8f *)(scale + c) +
-                               *(const v8f *)(beta + c);
-        for (; c < C; c++) yr[c] = (xr[c] - mean[c]) * scale[c] + beta[c];
+        for (; c < C8; c += 8) {
+            v8f v = (*(const v8f *)(xr + c) - *(const v8f *)(mean + c)) * *(const v8f *)(scale + c) +
+                    *(const v8f *)(beta + c);
+            if (res) v += *(const v8f *)(rr + c);
+            *(v8f *)(yr + c) = v;
+        }
+        for (; c < C; c++) {
+            float v = (xr[c] - mean[c]) * scale[c] + beta[c];
+            yr[c] = res ? v + rr[c] : v;
+        }
     }
 }
 
@@ -207,10 +214,13 @@ INLINE void grad_input_rows_body(const float *dy, const float *x, float *dx, siz
         else                                                                                                         \
             grad_params_rows_body(x, dy, lo, hi, C, mean, false, NULL, NULL, sxy, sy);                               \
     }                                                                                                                \
-    ATTR static void apply_rows##SUFFIX(const float *x, float *y, size_t rows, size_t C, const float *mean,           \
-                                        const float *scale, const float *beta)                                       \
+    ATTR static void apply_rows##SUFFIX(const float *x, const float *res, float *y, size_t rows, size_t C,           \
+                                        const float *mean, const float *scale, const float *beta)                    \
     {                                                                                                                \
-        apply_rows_body(x, y, rows, C, mean, scale, beta);                                                           \
+        if (res)                                                                                                     \
+            apply_rows_body(x, res, y, rows, C, mean, scale, beta);                                                  \
+        else                                                                                                         \
+            apply_rows_body(x, NULL, y, rows, C, mean, scale, beta);                                                 \
     }                                                                                                                \
     ATTR static void grad_input_rows##SUFFIX(const float *dy, const float *x, float *dx, size_t rows, size_t C,       \
                                              const float *a, const float *k, const float *mean, const float *b,      \
@@ -245,7 +255,7 @@ static const float *relu_scale(BnRelu relu, const float *stats, float eps, size_
 }
 
 typedef struct BnJob {
-    const float *x, *dy;     /* x [rows, C]; dy: the gradient (grad_params, grad_input) */
+    const float *x, *dy;     /* x [rows, C]; dy: the gradient (grad_params, grad_input), apply's residual */
     float *y;                /* apply, grad_input: the output */
     size_t rows, C;
     const float *k0, *k1, *k2;   /* per-channel coefficients (which: see each part function) */
@@ -316,7 +326,7 @@ void kern_bn_scale(const float *var, const float *gamma, float eps, size_t C, fl
 /* Rows per block of apply's activation: about 4096 floats, in cache when it runs. */
 static size_t act_rows(size_t C) { return C >= 4096 ? 1 : 4096 / C; }
 
-/* k0 the mean, k1 the scale, k2 beta */
+/* k0 the mean, k1 the scale, k2 beta; dy the residual, or NULL */
 static void apply_part(void *arg, int part, int worker)
 {
     (void)worker;
@@ -326,15 +336,15 @@ static void apply_part(void *arg, int part, int worker)
     range_of(&j->r, part, &lo, &hi);
     for (size_t r0 = lo; r0 < hi; r0 += step) {
         size_t r1 = r0 + step < hi ? r0 + step : hi;
-        PICK(apply_rows)(j->x + r0 * C, j->y + r0 * C, r1 - r0, C, mean, scale, beta);
+        PICK(apply_rows)(j->x + r0 * C, j->dy ? j->dy + r0 * C : NULL, j->y + r0 * C, r1 - r0, C, mean, scale, beta);
         if (j->act.fn >= 0) kern_unary((EwUnary)j->act.fn, j->act.p, j->y + r0 * C, j->y + r0 * C, (r1 - r0) * C);
     }
 }
 
-void kern_bn_apply(Pool *pool, const float *x, size_t rows, size_t C, const float *mean, const float *scale,
-                   const float *beta, EwAct act, float *y)
+void kern_bn_apply(Pool *pool, const float *x, const float *res, size_t rows, size_t C, const float *mean,
+                   const float *scale, const float *beta, EwAct act, float *y)
 {
-    BnJob j = { .x = x, .y = y, .rows = rows, .C = C, .k0 = mean, .k1 = scale, .k2 = beta, .act = act };
+    BnJob j = { .x = x, .dy = res, .y = y, .rows = rows, .C = C, .k0 = mean, .k1 = scale, .k2 = beta, .act = act };
     j.r = split_range(rows * C, C, pool_threads(pool));
     j.r.n = rows;
     j.r.unit = 1;

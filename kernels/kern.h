@@ -483,9 +483,10 @@ void kern_bn_stats(Pool *pool, const float *x, size_t rows, size_t C, float *sta
  * scale + (beta - mean * scale) would lose the digits of a small spread about a large
  * mean. */
 void kern_bn_scale(const float *var, const float *gamma, float eps, size_t C, float *scale);
-/* y[r, c] = act((x[r, c] - mean[c]) * scale[c] + beta[c]); y may be x. */
-void kern_bn_apply(Pool *pool, const float *x, size_t rows, size_t C, const float *mean, const float *scale,
-                   const float *beta, EwAct act, float *y);
+/* y[r, c] = act((x[r, c] - mean[c]) * scale[c] + beta[c] [+ res[r, c]]) (res NULL: none;
+ * the sum rounded before res is added, the bits of the ops apart); y may be x or res. */
+void kern_bn_apply(Pool *pool, const float *x, const float *res, size_t rows, size_t C, const float *mean,
+                   const float *scale, const float *beta, EwAct act, float *y);
 /* The relu a batch norm applied (kern_bn_apply with EW_RELU), taken by its backward
  * instead of relu's gradient: dy where (x - mean) * scale + beta > 0, else +0 (the
  * bits of kern_unary_grad's relu on the output), scale = kern_bn_scale(var, gamma,

@@ -1686,8 +1686,9 @@ END_TEST
  * paths): the backward takes the relu itself (pass bn_relu_grad), so the fused step
  * has no relu gradient of a batch norm's output left and both backward ops of each
  * such layer read the incoming gradient through relu; the second layer's relu follows
- * an add, and stays.  The compiled plan and the interpreter, on the graph before the
- * passes and after them, give the same bits. */
+ * an add, which the batch norm before it takes in (pass bn_add, its residual h a
+ * seventh input), and its gradient stays.  The compiled plan and the interpreter, on
+ * the graph before the passes and after them, give the same bits. */
 static const char bn_relu_model[] =
     "input x: f32[B, 6, 5, 3]\ninput y: i32[B]\n"
     "h = relu(batch_norm(conv2d(x, filters=40, kernel=3, padding=\"same\", use_bias=false)))\n"
@@ -1703,15 +1704,21 @@ START_TEST(bn_relu_backward)
     Step st;
     CompileOptions co = { .mode = MODE_COMPILED, .threads = 1, .stop_after = "fused" };
     ck_assert_msg(prepare(c.g, FOR_TRAINING, 3, &co, NULL, &st, &c.d) == 0, "%s", c.d.buf ? c.d.buf : "");
-    int through = 0, relu_grads = 0;
+    int through = 0, relu_grads = 0, joins = 0, adds = 0;
     for (int i = 0; i < st.run->nnodes; i++) {
         const Node *n = &st.run->nodes[i];
         if ((n->op == OP_BATCH_NORM_GRAD_PARAMS || n->op == OP_BATCH_NORM_GRAD) && n->a.bn.act == OP_RELU) through++;
-        if (n->op == OP_UNARY_GRAD && st.run->nodes[n->in[0]].op == OP_BATCH_NORM) relu_grads++;
+        if (n->op == OP_UNARY_GRAD && st.run->nodes[n->in[0]].op == OP_BATCH_NORM)
+            relu_grads += st.run->nodes[n->in[0]].nin == 7 ? 100 : 1;
+        if (n->op == OP_BATCH_NORM && n->nin == 7 && n->a.bn.act == OP_RELU) joins++;
+        for (int k = 0; k < n->nin && (n->op == OP_ADD || n->op == OP_FUSED_ELEMWISE); k++)
+            adds += st.run->nodes[n->in[k]].op == OP_BATCH_NORM;   /* none left on a batch norm's output */
     }
     step_free(&st);
     ck_assert_int_eq(through, 4);   /* h's and q's layers, two ops each */
-    ck_assert_int_eq(relu_grads, 0);
+    ck_assert_int_eq(relu_grads, 100);   /* r's, on the batch norm with the residual */
+    ck_assert_int_eq(joins, 1);
+    ck_assert_int_eq(adds, 0);
     assert_modes_agree_as(&c, "bn relu, unfused", 3, 5, false);
     assert_modes_agree_as(&c, "bn relu, fused", 3, 5, true);
     compiled_free_all(&c);

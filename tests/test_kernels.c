@@ -3981,12 +3981,22 @@ START_TEST(test_bn_forward)
         }
     }
     kern_bn_scale(st + C, gamma, 1e-3f, C, scale);
-    kern_bn_apply(tu_pool, x, rows, C, st, scale, beta, (EwAct){ EW_RELU, 0 }, y);
+    kern_bn_apply(tu_pool, x, NULL, rows, C, st, scale, beta, (EwAct){ EW_RELU, 0 }, y);
     ck_assert_floats_near(y, want, rows * C, 1e-5, 1e-5);
-    kern_bn_apply(tu_pool, x, rows, C, st, scale, beta, (EwAct){ EW_RELU, 0 }, x);   /* in place: the same bits */
+    /* a residual (pass bn_add): the bits of the normalization, then add, then relu, apart;
+     * the same written over the residual */
+    float *res = tu_alloc_uniform(rows * C, -2, 2, 4), *yr = tu_alloc(rows * C);
+    kern_bn_apply(tu_pool, x, NULL, rows, C, st, scale, beta, EW_NO_ACT, want);
+    for (size_t i = 0; i < rows * C; i++) want[i] += res[i];
+    kern_unary(EW_RELU, 0, want, want, rows * C);
+    kern_bn_apply(tu_pool, x, res, rows, C, st, scale, beta, (EwAct){ EW_RELU, 0 }, yr);
+    ck_assert_mem_eq(yr, want, rows * C * sizeof *yr);
+    kern_bn_apply(tu_pool, x, res, rows, C, st, scale, beta, (EwAct){ EW_RELU, 0 }, res);
+    ck_assert_mem_eq(res, want, rows * C * sizeof *res);
+    kern_bn_apply(tu_pool, x, NULL, rows, C, st, scale, beta, (EwAct){ EW_RELU, 0 }, x);   /* in place: the same bits */
     ck_assert_mem_eq(x, y, rows * C * sizeof *y);
     tu_threads(1);
-    free(x), free(st), free(y), free(gamma), free(beta), free(scale), free(want), free(scratch);
+    free(x), free(st), free(y), free(gamma), free(beta), free(scale), free(want), free(scratch), free(res), free(yr);
 }
 END_TEST
 
@@ -4006,7 +4016,7 @@ static void bn_train_f(void *ctx, const float *v, float *y)
     double *scratch = bn_scratch(C);
     kern_bn_stats(NULL, x, b->rows, C, st, scratch);
     kern_bn_scale(st + C, gamma, 1e-3f, C, scale);
-    kern_bn_apply(NULL, x, b->rows, C, st, scale, beta, EW_NO_ACT, y);
+    kern_bn_apply(NULL, x, NULL, b->rows, C, st, scale, beta, EW_NO_ACT, y);
     free(st), free(scale), free(scratch);
 }
 
@@ -4043,7 +4053,7 @@ START_TEST(test_bn_threads)
         float *st = out[t][0] = tu_alloc(2 * C), *d = out[t][1] = tu_alloc(2 * C);
         float *y = out[t][2] = tu_alloc(n), *dx = out[t][3] = tu_alloc(n);
         kern_bn_stats(tu_pool, x, rows, C, st, scratch);
-        kern_bn_apply(tu_pool, x, rows, C, st, gamma, dy, (EwAct){ EW_TANH, 0 }, y);
+        kern_bn_apply(tu_pool, x, NULL, rows, C, st, gamma, dy, (EwAct){ EW_TANH, 0 }, y);
         kern_bn_grad_params(tu_pool, x, dy, rows, C, st, 1e-5f, BN_NO_RELU, d, scratch);
         kern_bn_grad_input(tu_pool, dy, x, rows, C, st, gamma, d, 1e-5f, BN_NO_RELU, dx, (float *)scratch);
     }
@@ -4070,13 +4080,13 @@ START_TEST(test_bn_lanes)
     float *xc = tu_alloc(rows), *dyc = tu_alloc(rows), *yc = tu_alloc(rows), *dxc = tu_alloc(rows), stc[2], dc[2];
     double *scratch = bn_scratch(C);
     kern_bn_stats(NULL, x, rows, C, st, scratch);
-    kern_bn_apply(NULL, x, rows, C, st, gamma, dy, EW_NO_ACT, y);
+    kern_bn_apply(NULL, x, NULL, rows, C, st, gamma, dy, EW_NO_ACT, y);
     kern_bn_grad_params(NULL, x, dy, rows, C, st, 1e-3f, BN_NO_RELU, d, scratch);
     kern_bn_grad_input(NULL, dy, x, rows, C, st, gamma, d, 1e-3f, BN_NO_RELU, dx, (float *)scratch);
     for (size_t c = 0; c < C; c++) {
         for (size_t r = 0; r < rows; r++) xc[r] = x[r * C + c], dyc[r] = dy[r * C + c];
         kern_bn_stats(NULL, xc, rows, 1, stc, scratch);
-        kern_bn_apply(NULL, xc, rows, 1, stc, &gamma[c], &dy[c], EW_NO_ACT, yc);
+        kern_bn_apply(NULL, xc, NULL, rows, 1, stc, &gamma[c], &dy[c], EW_NO_ACT, yc);
         kern_bn_grad_params(NULL, xc, dyc, rows, 1, stc, 1e-3f, BN_NO_RELU, dc, scratch);
         kern_bn_grad_input(NULL, dyc, xc, rows, 1, stc, &gamma[c], dc, 1e-3f, BN_NO_RELU, dxc, (float *)scratch);
         ck_assert_msg(stc[0] == st[c] && stc[1] == st[C + c] && dc[0] == d[c] && dc[1] == d[C + c],
@@ -4154,7 +4164,7 @@ START_TEST(test_bn_relu)
     tu_threads(2);
     kern_bn_stats(tu_pool, x, rows, C, st, scratch);
     kern_bn_scale(st + C, gamma, 1e-3f, C, scale);
-    kern_bn_apply(tu_pool, x, rows, C, st, scale, beta, (EwAct){ EW_RELU, 0 }, y);
+    kern_bn_apply(tu_pool, x, NULL, rows, C, st, scale, beta, (EwAct){ EW_RELU, 0 }, y);
     size_t zeros = 0;
     for (size_t i = 0; i < n; i++) zeros += y[i] == 0;
     ck_assert_msg(zeros > n / 8 && zeros < n - n / 8, "%zu of %zu outputs zero: the mask is not tested", zeros, n);
