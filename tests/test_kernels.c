@@ -8,6 +8,7 @@
 #include <check.h>
 #include <float.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <stdatomic.h>
@@ -2146,13 +2147,16 @@ static const ConvCase *any_conv_case(int i)
 /* ---- the thread pool (util/pool.c) ----------------------------------------------------
  * Every task of every job runs once, on worker task % T, and pool_run returns only when
  * all have: whether the workers were spinning for the job, asleep (spinning off, or a
- * pause longer than their spin), or spinning for ever; and a pool freed while its
- * workers spin stops. */
+ * pause longer than their spin), or spinning for ever, or the pool inline (every task on
+ * the caller); and a pool freed while its workers spin stops.  A worker's share that the
+ * caller takes over (asleep workers are slow to wake, so with spinning off the caller
+ * takes most) keeps its worker index: the split run's scratch and bits. */
 typedef struct PoolCount {
     Pool *p;
     int T;
     _Atomic int ran[16];
     int worker[16];
+    pthread_t thread[16];   /* the thread that ran each task */
     int nested[4];   /* task 0's own pool_run: which worker ran each of its tasks, + 1 */
 } PoolCount;
 
@@ -2171,17 +2175,21 @@ static void pool_count(void *arg, int task, int worker)
     }
     if (task == 0) pool_run(c->p, 4, nested_count, c);
     c->worker[task] = worker;
+    c->thread[task] = pthread_self();
     atomic_fetch_add(&c->ran[task], 1);
 }
 
 START_TEST(test_pool_jobs)
 {
-    const int64_t spins[] = { 0, POOL_SPIN_NS, 1000000000 };
-    for (int si = 0; si < 3; si++)
+    const int64_t spins[] = { 0, POOL_SPIN_NS, 1000000000, POOL_SPIN_NS };
+    for (int si = 0; si < 4; si++)
         for (int T = 2; T <= 3; T++) {
+            bool inl = si == 3;
             Pool *p = pool_new(T);
             ck_assert_ptr_nonnull(p);
             pool_set_spin(p, spins[si]);
+            pool_set_inline(p, inl);
+            int here = 0;   /* workers' tasks the caller ran */
             for (int job = 0; job < 200; job++) {
                 PoolCount c = { .p = p, .T = pool_threads(p) };
                 int ntasks = job % 9 + 1;
@@ -2191,11 +2199,16 @@ START_TEST(test_pool_jobs)
                     ck_assert_msg(atomic_load(&c.ran[t]) == 1, "spin %lld, %d threads, job %d: task %d ran %d times",
                                   (long long)spins[si], T, job, t, atomic_load(&c.ran[t]));
                     ck_assert_int_eq(c.worker[t], t % c.T);
+                    bool caller = pthread_equal(c.thread[t], pthread_self());
+                    if (t % c.T == 0 || inl) ck_assert(caller);
+                    here += caller && t % c.T != 0;
                 }
                 /* inside a job: serial, reported as worker 0; a job of one task ran on
                  * this thread outside any job, so its own pool_run had the pool */
                 for (int t = 0; t < 4; t++) ck_assert_int_eq(c.nested[t], ntasks > 1 ? 1 : t % c.T + 1);
             }
+            /* asleep workers wake in microseconds, the caller's share takes none */
+            if (si == 0) ck_assert_msg(here > 0, "%d threads: the caller took over no share in 200 jobs", T);
             pool_free(p);
         }
 }

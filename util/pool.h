@@ -6,9 +6,10 @@
  * condition variable between jobs, after watching for the next one for a while
  * (POOL_SPIN_NS; pool.c says why, and when they stop spinning).  A pool_run from inside a job (of any
  * pool) runs its tasks serially on the calling thread (no nesting).
- * Scheduling is static: with T threads, task i always runs on worker i % T, so a
+ * Scheduling is static: with T threads, task i always runs as worker i % T, so a
  * reduction over tasks sums in the same order every time (bit-for-bit results for a
- * given thread count). */
+ * given thread count).  Which thread runs a worker's share is not fixed: the caller
+ * runs those no worker has started by the time its own is done. */
 #ifndef GRAPHC_POOL_H
 #define GRAPHC_POOL_H
 
@@ -17,6 +18,7 @@
 /* How long, by default, a thread that waits on the pool spins before it sleeps (ns). */
 #define POOL_SPIN_NS 50000
 
+#include <stdbool.h>
 #include <stdint.h>
 
 typedef struct Pool Pool;
@@ -34,6 +36,10 @@ void pool_free(Pool *p);
 int pool_threads(const Pool *p);
 /* How long p's threads spin before they sleep: ns <= 0 never (the tests' switch). */
 void pool_set_spin(Pool *p, int64_t ns);
+/* While on, p's jobs run every share on the calling thread, share 0 first, each task
+ * with the worker index the split run gives it: the split run's bits and scratch,
+ * without the hand-off (for a job too small for one to pay).  Off by default. */
+void pool_set_inline(Pool *p, bool on);
 /* Runs every task and returns when all are done.  Worker w runs tasks w, w+T, ...
  * A NULL pool, or a call from inside a job, runs them in order on this thread.  One
  * job at a time per pool: a pool serves the one thread that runs its model. */
