@@ -191,17 +191,15 @@ void kern_binary(EwBinary op, const float *a, const int64_t *ashape, int arank,
 
 /* ---- sum_to: the adjoint of broadcasting --------------------------------------- */
 
+/* The vector math: it gives util/elemwise.h's bits in every variant, so the best the CPU
+ * runs does it whatever variant a caller asked for (as batch norm's loops). */
+static const KernVariant *vmath(void) { return kern_variant(KISA_AUTO); }
+
 enum { COLSUM_BLOCK = 256 };
 
 void kern_colsum_d(const float *x, size_t rows, size_t cols, double *acc)
 {
-    for (size_t j = 0; j < cols; j++)
-        acc[j] = 0;
-    for (size_t r = 0; r < rows; r++) {
-        const float *xr = x + r * cols;
-        for (size_t j = 0; j < cols; j++)
-            acc[j] += xr[j];
-    }
+    vmath()->colsum_d(x, rows, cols, cols, acc);
 }
 
 void kern_colsum(const float *x, size_t rows, size_t cols, float scale, float *y)
@@ -209,13 +207,7 @@ void kern_colsum(const float *x, size_t rows, size_t cols, float scale, float *y
     double acc[COLSUM_BLOCK];
     for (size_t j0 = 0; j0 < cols; j0 += COLSUM_BLOCK) {
         size_t jn = cols - j0 < COLSUM_BLOCK ? cols - j0 : COLSUM_BLOCK;
-        for (size_t j = 0; j < jn; j++)
-            acc[j] = 0;
-        for (size_t r = 0; r < rows; r++) {
-            const float *xr = x + r * cols + j0;
-            for (size_t j = 0; j < jn; j++)
-                acc[j] += xr[j];
-        }
+        vmath()->colsum_d(x + j0, rows, jn, cols, acc);
         for (size_t j = 0; j < jn; j++)
             y[j0 + j] = (float)(acc[j] * scale);
     }
@@ -281,10 +273,6 @@ void kern_sum_to(const float *x, const int64_t *xshape, int xrank,
 }
 
 /* ---- unary --------------------------------------------------------------------- */
-
-/* The vector math: it gives util/elemwise.h's bits in every variant, so the best the CPU
- * runs does it whatever variant a caller asked for (as batch norm's loops). */
-static const KernVariant *vmath(void) { return kern_variant(KISA_AUTO); }
 
 void kern_unary(EwUnary op, float p, const float *x, float *y, size_t n)
 {

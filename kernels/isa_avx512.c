@@ -61,6 +61,9 @@ ISA_INLINE VI vm_iand(VI a, VI b) { return _mm512_and_si512(a, b); }
 ISA_INLINE VI vm_ior(VI a, VI b) { return _mm512_or_si512(a, b); }
 #define vm_isra(a, n) _mm512_srai_epi32(a, n)
 #define vm_isll(a, n) _mm512_slli_epi32(a, n)
+/* vscalefps: p 2^n rounded once as the scalar's two exact-then-rounding products are
+ * (denormal results too), in one instruction where they took eight */
+#define vm_scale2(p, n) _mm512_scalef_ps(p, n)
 /* vmath.h's tree over 16 lanes in registers: the halves added (lane j + lane j+8), then
  * the quarters, pairs and the last two, each sum with the lower lane first as the
  * scalar tree has it */

@@ -178,6 +178,8 @@ typedef struct KernVariant {
     /* Column sums in double of dy xhat (layer norm's gamma gradient, added into acc),
      * each column in row order (the scalar loop's bits) */
     void (*ln_scale_d)(const float *x, const float *dy, size_t rows, size_t cols, float eps, double *acc);
+    /* acc[j] = column j's sum over the rows (ld apart), in double, in row order */
+    void (*colsum_d)(const float *x, size_t rows, size_t cols, size_t ld, double *acc);
 } KernVariant;
 
 /* The variant that runs for `isa` (kern_isa_resolve's). */

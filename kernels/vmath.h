@@ -345,9 +345,42 @@ ISA_FN static void NAME(vm_ln_scale_d)(const float *x, const float *dy, size_t r
     }
 }
 
+/* acc[j] = the sum over r of x[r ld + j], j < cols, each column one chain in double in
+ * row order (kern_colsum_d's: sum_to's bias gradients).  VM_COLS vectors of columns at
+ * a time, their sums in registers down all the rows: the plain loop (acc[j] += x[j] row
+ * after row, compiled for the baseline ISA) loaded and stored acc for every element. */
+enum { VM_COLS = 4 };
+ISA_FN static void NAME(vm_colsum_d)(const float *x, size_t rows, size_t cols, size_t ld, double *acc)
+{
+    size_t j = 0;
+    for (; j + VM_COLS * VL <= cols; j += VM_COLS * VL) {
+        NAME(VMD) s[VM_COLS];
+        for (int k = 0; k < VM_COLS; k++) s[k] = (NAME(VMD)){ 0 };
+        const float *p = x + j;
+        for (size_t r = 0; r < rows; r++, p += ld)
+#pragma GCC unroll 4
+            for (int k = 0; k < VM_COLS; k++)
+                s[k] += __builtin_convertvector(vm_load(p + (size_t)k * VL), NAME(VMD));
+        memcpy(acc + j, s, sizeof s);
+    }
+    for (; j + VL <= cols; j += VL) {
+        NAME(VMD) s = { 0 };
+        const float *p = x + j;
+        for (size_t r = 0; r < rows; r++, p += ld)
+            s += __builtin_convertvector(vm_load(p), NAME(VMD));
+        memcpy(acc + j, &s, sizeof s);
+    }
+    for (; j < cols; j++) {
+        double s = 0;
+        for (size_t r = 0; r < rows; r++) s += x[r * ld + j];
+        acc[j] = s;
+    }
+}
+
 #define VMATH_FNS                                                                              \
     .unary = NAME(vm_unary), .unary_grad = NAME(vm_unary_grad), .row_max = NAME(vm_row_max),  \
     .exp_sum = NAME(vm_exp_sum), .softmax = NAME(vm_softmax), .softmax_keep = NAME(vm_softmax_keep), \
     .row_stats = NAME(vm_row_stats),                                                          \
     .layer_norm = NAME(vm_layer_norm), .layer_norm_grad = NAME(vm_layer_norm_grad),            \
-    .softmax_grad = NAME(vm_softmax_grad), .ln_scale_d = NAME(vm_ln_scale_d)
+    .softmax_grad = NAME(vm_softmax_grad), .ln_scale_d = NAME(vm_ln_scale_d),                  \
+    .colsum_d = NAME(vm_colsum_d)

@@ -1434,6 +1434,56 @@ START_TEST(test_vmath_colsums)
 }
 END_TEST
 
+/* sum_to's column sums in double (kern_colsum_d, kern_colsum): every variant's
+ * colsum_d gives the plain loop's bits, each column one chain over the rows in order
+ * (values 2^-40 .. 2^40 apart, so sums that round and any other order shows), at
+ * widths around the vector lengths and their multiples, rows ld apart, nothing written
+ * past the width. */
+START_TEST(test_vmath_colsum_d)
+{
+    const size_t rows = 11, cap = 150, ld = 151;
+    float *x = tu_alloc_uniform(rows * ld, -3.0f, 5.0f, 942);
+    double got[151], want[150];
+    for (size_t i = 0; i < rows * ld; i++)
+        x[i] = ldexpf(x[i], (int)(i * 37 % 81) - 40);
+    for (size_t n = 1; n <= cap; n++) {
+        for (size_t j = 0; j < n; j++) {
+            want[j] = 0;
+            for (size_t r = 0; r < rows; r++) want[j] += x[r * ld + j];
+        }
+        FOR_EACH_ISA {
+            got[n] = 42.0;
+            kern_variant(conv_isa)->colsum_d(x, rows, n, ld, got);
+            ck_assert_msg(memcmp(got, want, n * sizeof *got) == 0, "%s, n %zu: column sums not the plain loop's bits",
+                          kern_isa_name(conv_isa), n);
+            ck_assert_double_eq(got[n], 42.0);
+        }
+    }
+    free(x);
+}
+END_TEST
+
+/* e^x where 2^n is made (util/vmath.h): every variant's bits are the scalar's through
+ * the denormal results (x from -104 to -87.3), the last normal ones and the overflow
+ * (88.7 to 89), densely, where test_vmath_functions' uniform draws rarely fall. */
+START_TEST(test_vmath_exp_range)
+{
+    const size_t n = 4096;
+    float *x = tu_alloc(n), *y = tu_alloc(n);
+    for (size_t i = 0; i < n; i++)
+        x[i] = i < n / 2 ? -104.5f + 18.0f * (float)i / (float)(n / 2) : 80.0f + 9.5f * (float)(i - n / 2) / (float)(n / 2);
+    FOR_EACH_ISA {
+        size_t done = kern_variant(conv_isa)->unary(EW_EXP, x, y, n), bad = n;
+        for (size_t i = 0; i < done; i++)
+            if (!same_bits(y[i], ew_unary(EW_EXP, x[i], 0.0f))) bad = i;
+        ck_assert_msg(bad == n, "%s exp(%a): %a, the scalar's %a", kern_isa_name(conv_isa), x[bad % n], y[bad % n],
+                      ew_unary(EW_EXP, x[bad % n], 0.0f));
+    }
+    free(x);
+    free(y);
+}
+END_TEST
+
 /* graphc's own GEMM's contract (kernels/gemm_micro.h): each element of C the chain
  * acc = fma(a_k, b_k, acc) over k in order from +0, then alpha acc (beta 0) or
  * fma(beta, c, alpha acc).  The scalar chain, for the bits. */
@@ -4373,6 +4423,8 @@ static Suite *make_kernels_suite(void)
     tcase_add_test(tc, test_vmath_softmax_keep);
     tcase_add_test(tc, test_vmath_norm_rows);
     tcase_add_test(tc, test_vmath_colsums);
+    tcase_add_test(tc, test_vmath_colsum_d);
+    tcase_add_test(tc, test_vmath_exp_range);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("pool");

@@ -12,6 +12,9 @@
  *   vm_sel(m, a, b)  a where m, else b
  *   vm_bits(f) vm_float(i)   the same bits seen as ints or floats
  *   vm_iadd vm_isub vm_iand vm_ior, vm_isra(i, n) vm_isll(i, n) (n a constant)
+ * and may define
+ *   vm_scale2(p, n)  p 2^n rounded once, n a whole number in a float (else vm_exp
+ *                    makes 2^n from the exponent bits in two products)
  *
  * Why every instance gives the same bits: each lane does the same IEEE operations in
  * the same order, with no FMA (a fused a*b + c would round once where the scalar and
@@ -37,7 +40,6 @@ VM_FN VF VM_NAME(vm_exp)(VF x)
     /* n = x log2(e) rounded to nearest: its integer in the low bits of t's significand */
     VF t = vm_add(vm_mul(xc, vm_set1(1.44269504088896341f)), magic);
     VF n = vm_sub(t, magic);
-    VI ni = vm_isub(vm_bits(t), vm_bits(magic));
     VF r = vm_sub(vm_sub(xc, vm_mul(n, vm_set1(0.693145751953125f))), vm_mul(n, vm_set1(1.42860682030941723e-6f)));
     VF z = vm_mul(r, r);
     VF p = vm_add(vm_mul(vm_set1(1.9875691500e-4f), r), vm_set1(1.3981999507e-3f));
@@ -46,10 +48,17 @@ VM_FN VF VM_NAME(vm_exp)(VF x)
     p = vm_add(vm_mul(p, r), vm_set1(1.6666665459e-1f));
     p = vm_add(vm_mul(p, r), vm_set1(5.0000001201e-1f));
     p = vm_add(vm_add(vm_mul(p, z), r), vm_set1(1.0f));
-    /* 2^n = 2^n1 2^n2, n1 = n / 2 rounded down: both normal for n in [-150, 128] */
+#ifdef vm_scale2
+    /* p 2^n rounded once (an instruction: AVX-512's vscalefps), as below */
+    VF y = vm_sel(under, vm_set1(0.0f), vm_scale2(p, n));
+#else
+    /* 2^n = 2^n1 2^n2, n1 = n / 2 rounded down: both normal for n in [-150, 128], so
+     * p 2^n1 is exact (p is near 1) and the second product rounds p 2^n once */
+    VI ni = vm_isub(vm_bits(t), vm_bits(magic));
     VI n1 = vm_isra(ni, 1), n2 = vm_isub(ni, n1);
     VF s1 = vm_float(vm_isll(vm_iadd(n1, vm_seti(127)), 23)), s2 = vm_float(vm_isll(vm_iadd(n2, vm_seti(127)), 23));
     VF y = vm_sel(under, vm_set1(0.0f), vm_mul(vm_mul(p, s1), s2));
+#endif
     return vm_sel(vm_eq(x, x), y, vm_add(x, x));
 }
 
