@@ -310,14 +310,16 @@ ISA_INLINE void NAME(planar_pool)(const PlanarRow *r, V a[8], float *m, int64_t 
             const V old = v_load(m + f * VL);
             const VB gt = vm_lt(old, a[f]);
             a[f] = vm_sel(gt, a[f], old);
-            gi[f] = vm_sel(gt, v_set1(r->goff), v_load(m + (8 + f) * VL));
+            /* row 0's offsets are zeros, never stored: a sixth less of run's traffic
+             * where windows have 4 rows */
+            gi[f] = vm_sel(gt, v_set1(r->goff), r->g > 1 ? v_load(m + (8 + f) * VL) : v_zero());
         }
     }
     if (r->g < r->glast) {
 #pragma GCC unroll 8
         for (int f = 0; f < 8; f++) {
             v_store(m + f * VL, a[f]);
-            if (ix)
+            if (ix && r->g > 0)
                 v_store(m + (8 + f) * VL, gi[f]);
         }
         return;
@@ -386,11 +388,13 @@ ISA_INLINE void NAME(planar_tile)(const int P, const PlanarRow *r, int64_t ox, i
     const int nkk = (r->ky1 - r->ky0) * r->kw, per = nkk > 0 ? (lines + nkk - 1) / nkk : 0;
     int li = 0;
     for (int ky = r->ky0; ky < r->ky1; ky++)
-        for (int kx = 0; kx < r->kw; kx++) {
+        /* kx's phase kx % sw and column kx / sw counted, not divided: an idiv per tap
+         * was a few % of the tile (sw is not a constant here) */
+        for (int kx = 0, ph = 0, kq = 0; kx < r->kw; kx++) {
             for (int l = 0; l < per && li < lines; l++, li++)
                 for (int i = 0; i < r->nfill; i++)
                     __builtin_prefetch((const char *)(r->fill_src[i] + pf0) + 64 * li, 0, 3);
-            const float *xk = r->xr[ky] + (int64_t)(kx % sw) * pw + kx / sw + ox;
+            const float *xk = r->xr[ky] + (int64_t)ph * pw + kq + ox;
             const float *wk = r->w + (ky * r->kw + kx) * C * 8;
             for (int c = 0; c < C; c++) {
                 V x[PLANAR_P];
@@ -405,6 +409,8 @@ ISA_INLINE void NAME(planar_tile)(const int P, const PlanarRow *r, int64_t ox, i
                         a[p][f] = v_fma(x[p], w, a[p][f]);
                 }
             }
+            if (++ph == sw)
+                ph = 0, kq++;
         }
     const int64_t F = r->F;
 #pragma GCC unroll 4

@@ -73,9 +73,10 @@ typedef struct PlanarRow {
     /* Pooled (run not NULL): kh x 4 windows at stride kh x 4 over the row's npix
      * pixels (a multiple of 4), the row the g-th of its window (glast: kh - 1); run
      * holds the window's rows so far, per vector of pixels 16 vectors (8 filters'
-     * maxima, then their rows' offsets r * ow, in floats); on the last row the pooled
-     * pixels go to py (F apart) and, unless NULL, their cells (iy * ow + ix: window row
-     * 0's offset cell0, plus goff of the row, plus the column) to pidx. */
+     * maxima, then their rows' offsets r * ow, in floats, kept from row 1 on); on the
+     * last row the pooled pixels go to py (F apart) and, unless NULL, their cells
+     * (iy * ow + ix: window row 0's offset cell0, plus goff of the row, plus the
+     * column) to pidx. */
     float *run;
     int g, glast;
     float goff;
