@@ -182,6 +182,46 @@ done:
     return out;
 }
 
+/* What bn_add, bn_act and bn_relu_grad share: a clone of g to rewrite in place, the
+ * readers of each node in g, and graph_rebuild's keep and alias (every node kept, as
+ * itself, until the pass drops one). */
+typedef struct {
+    Graph *c;
+    int32_t *nreaders, *alias;
+    bool *keep;
+} Fold;
+
+/* The rebuilt graph when ok (NULL and said when out of memory), and f freed. */
+static Graph *fold_end(Fold *f, const Graph *g, bool ok, DiagSink *d)
+{
+    Graph *out = ok ? graph_rebuild(f->c, f->keep, f->alias, g->stage, d) : NULL;
+    graph_free(f->c);
+    gc_free(f->nreaders);
+    gc_free(f->alias);
+    gc_free(f->keep);
+    return out;
+}
+
+/* false (said, nothing held) when out of memory */
+static bool fold_begin(Fold *f, const Graph *g, DiagSink *d)
+{
+    size_t n = (size_t)(g->nnodes ? g->nnodes : 1);
+    f->c = graph_clone(g);
+    f->nreaders = readers(g);
+    f->alias = gc_calloc(n, sizeof *f->alias);
+    f->keep = gc_calloc(n, sizeof *f->keep);
+    if (!f->c || !f->nreaders || !f->alias || !f->keep) {
+        diag_plain(d, "out of memory");
+        fold_end(f, g, false, d);
+        return false;
+    }
+    for (int32_t i = 0; i < g->nnodes; i++) {
+        f->keep[i] = true;
+        f->alias[i] = i;
+    }
+    return true;
+}
+
 /* Appends `extra` to node j's inputs (in c's arena); false when out of memory. */
 static bool add_inputs(Graph *c, int32_t j, const int32_t *extra, int nextra)
 {
@@ -207,15 +247,11 @@ static bool add_inputs(Graph *c, int32_t j, const int32_t *extra, int nextra)
  * value in float, then the add. */
 Graph *pass_bn_add(const Graph *g, DiagSink *d)
 {
+    Fold f;
+    if (!fold_begin(&f, g, d)) return NULL;
     int n = g->nnodes;
-    Graph *c = graph_clone(g), *out = NULL;
-    int32_t *nreaders = readers(g), *alias = gc_calloc((size_t)(n ? n : 1), sizeof *alias);
-    bool *keep = gc_calloc((size_t)(n ? n : 1), sizeof *keep);
-    if (!c || !nreaders || !alias || !keep) { diag_plain(d, "out of memory"); goto done; }
-    for (int32_t i = 0; i < n; i++) {
-        keep[i] = true;
-        alias[i] = i;
-    }
+    Graph *c = f.c;
+    const int32_t *nreaders = f.nreaders;
     for (int32_t u = 0; u < n; u++) {
         Node *add = &c->nodes[u];
         if (add->op != OP_ADD || add->nin != 2) continue;
@@ -228,7 +264,7 @@ Graph *pass_bn_add(const Graph *g, DiagSink *d)
                 continue;
             if (!add_inputs(c, b, &r, 1)) {
                 diag_plain(d, "out of memory");
-                goto done;
+                return fold_end(&f, g, false, d);
             }
             bn = &c->nodes[b];
             add->op = OP_BATCH_NORM;
@@ -237,17 +273,11 @@ Graph *pass_bn_add(const Graph *g, DiagSink *d)
             add->nin = 7;
             add->loc = bn->loc;
             add->name = add->name ? add->name : bn->name;
-            keep[b] = false;
+            f.keep[b] = false;
             break;
         }
     }
-    out = graph_rebuild(c, keep, alias, g->stage, d);
-done:
-    graph_free(c);
-    gc_free(nreaders);
-    gc_free(alias);
-    gc_free(keep);
-    return out;
+    return fold_end(&f, g, true, d);
 }
 
 /* An activation into the batch norm before it: batch_norm or batch_norm_infer read by
@@ -259,15 +289,11 @@ done:
  * The same arithmetic as the two ops apart. */
 Graph *pass_bn_act(const Graph *g, DiagSink *d)
 {
+    Fold f;
+    if (!fold_begin(&f, g, d)) return NULL;
     int n = g->nnodes;
-    Graph *c = graph_clone(g), *out = NULL;
-    int32_t *nreaders = readers(g), *alias = gc_calloc((size_t)(n ? n : 1), sizeof *alias);
-    bool *keep = gc_calloc((size_t)(n ? n : 1), sizeof *keep);
-    if (!c || !nreaders || !alias || !keep) { diag_plain(d, "out of memory"); goto done; }
-    for (int32_t i = 0; i < n; i++) {
-        keep[i] = true;
-        alias[i] = i;
-    }
+    Graph *c = f.c;
+    const int32_t *nreaders = f.nreaders;
     for (int32_t u = 0; u < n; u++) {
         Node *act = &c->nodes[u];
         int32_t b = act->nin == 1 ? act->in[0] : -1;
@@ -283,15 +309,9 @@ Graph *pass_bn_act(const Graph *g, DiagSink *d)
         act->nin = bn->nin;
         act->loc = bn->loc;
         act->name = act->name ? act->name : bn->name;
-        keep[b] = false;
+        f.keep[b] = false;
     }
-    out = graph_rebuild(c, keep, alias, g->stage, d);
-done:
-    graph_free(c);
-    gc_free(nreaders);
-    gc_free(alias);
-    gc_free(keep);
-    return out;
+    return fold_end(&f, g, true, d);
 }
 
 /* Node j is one of batch norm b's backward ops that reads u as its dy, without an
@@ -318,15 +338,11 @@ static bool grad_reads(const Graph *g, int32_t j, int32_t b, int32_t u)
  * now 5n (g and x twice, dx once), and y is read by one op fewer. */
 Graph *pass_bn_relu_grad(const Graph *g, DiagSink *d)
 {
+    Fold f;
+    if (!fold_begin(&f, g, d)) return NULL;
     int n = g->nnodes;
-    Graph *c = graph_clone(g), *out = NULL;
-    int32_t *nreaders = readers(g), *alias = gc_calloc((size_t)(n ? n : 1), sizeof *alias);
-    bool *keep = gc_calloc((size_t)(n ? n : 1), sizeof *keep);
-    if (!c || !nreaders || !alias || !keep) { diag_plain(d, "out of memory"); goto done; }
-    for (int32_t i = 0; i < n; i++) {
-        keep[i] = true;
-        alias[i] = i;
-    }
+    Graph *c = f.c;
+    const int32_t *nreaders = f.nreaders;
     for (int32_t u = 0; u < n; u++) {
         const Node *un = &c->nodes[u];
         if (un->op != OP_UNARY_GRAD || un->a.unary.op != OP_RELU) continue;
@@ -346,18 +362,12 @@ Graph *pass_bn_relu_grad(const Graph *g, DiagSink *d)
             r->in[params ? 2 : 0] = gin;
             if (!add_inputs(c, j, params ? gamma_beta : gamma_beta + 1, params ? 2 : 1)) {
                 diag_plain(d, "out of memory");
-                goto done;
+                return fold_end(&f, g, false, d);
             }
             r->a.bn.act = OP_RELU;
             r->a.bn.act_p = bn->a.bn.act_p;
         }
-        keep[u] = false;
+        f.keep[u] = false;
     }
-    out = graph_rebuild(c, keep, alias, g->stage, d);
-done:
-    graph_free(c);
-    gc_free(nreaders);
-    gc_free(alias);
-    gc_free(keep);
-    return out;
+    return fold_end(&f, g, true, d);
 }
