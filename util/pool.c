@@ -45,7 +45,6 @@ struct Pool {
     _Atomic bool stop;
     _Atomic int64_t spin_ns;        /* how long a thread spins before it sleeps (0: never) */
     _Atomic int64_t spin_after;     /* no spinning before this time (CLOCK_MONOTONIC, ns) */
-    bool inline_;                   /* pool_set_inline: every share on the caller */
     PoolFn fn;
     void *arg;
     int ntasks;
@@ -203,23 +202,11 @@ void pool_set_spin(Pool *p, int64_t ns)
     if (p) atomic_store(&p->spin_ns, ns > 0 ? ns : 0);
 }
 
-void pool_set_inline(Pool *p, bool on)
-{
-    if (p) p->inline_ = on;
-}
-
 void pool_run(Pool *p, int ntasks, PoolFn fn, void *arg)
 {
     if (ntasks <= 0) return;
     if (!p || p->nthreads == 1 || ntasks == 1 || in_job) {
         for (int t = 0; t < ntasks; t++) fn(arg, t, 0);
-        return;
-    }
-    if (p->inline_) {
-        in_job = 1;
-        for (int w = 0; w < p->nthreads; w++)
-            for (int t = w; t < ntasks; t += p->nthreads) fn(arg, t, w);
-        in_job = 0;
         return;
     }
     int64_t t0 = now_ns();

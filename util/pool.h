@@ -18,7 +18,6 @@
 /* How long, by default, a thread that waits on the pool spins before it sleeps (ns). */
 #define POOL_SPIN_NS 50000
 
-#include <stdbool.h>
 #include <stdint.h>
 
 typedef struct Pool Pool;
@@ -36,10 +35,6 @@ void pool_free(Pool *p);
 int pool_threads(const Pool *p);
 /* How long p's threads spin before they sleep: ns <= 0 never (the tests' switch). */
 void pool_set_spin(Pool *p, int64_t ns);
-/* While on, p's jobs run every share on the calling thread, share 0 first, each task
- * with the worker index the split run gives it: the split run's bits and scratch,
- * without the hand-off (for a job too small for one to pay).  Off by default. */
-void pool_set_inline(Pool *p, bool on);
 /* Runs every task and returns when all are done.  Worker w runs tasks w, w+T, ...
  * A NULL pool, or a call from inside a job, runs them in order on this thread.  One
  * job at a time per pool: a pool serves the one thread that runs its model. */
