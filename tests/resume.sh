@@ -31,6 +31,13 @@ while [ $n -lt 12 ]; do
     if [ -f "$t/part.ckpt" ]; then from="--resume $t/part.ckpt"; else from=""; fi
     "$G" run "$t/m.net" --threads 2 --log quiet --save "$t/part.ckpt" --save-every 1 $from >/dev/null 2>&1 &
     pid=$!
+    # The first run is killed only after its first save: on a loaded machine (or under
+    # the sanitizers) start-up alone can outlast every delay below, and then no run
+    # would ever leave a checkpoint to resume from.
+    w=0
+    while [ -z "$from" ] && [ ! -f "$t/part.ckpt" ] && [ $w -lt 1200 ] && kill -0 $pid 2>/dev/null; do
+        sleep 0.1; w=$((w + 1))
+    done
     sleep "0.$(( (n * 37 + 11) % 9 + 1 ))"
     kill -9 $pid 2>/dev/null
     wait $pid 2>/dev/null
