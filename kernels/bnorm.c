@@ -255,7 +255,8 @@ static const float *relu_scale(BnRelu relu, const float *stats, float eps, size_
 }
 
 typedef struct BnJob {
-    const float *x, *dy;     /* x [rows, C]; dy: the gradient (grad_params, grad_input), apply's residual */
+    const float *x, *dy;     /* x [rows, C]; dy: the gradient (grad_params, grad_input) */
+    const float *res;        /* apply's residual, or NULL */
     float *y;                /* apply, grad_input: the output */
     size_t rows, C;
     const float *k0, *k1, *k2;   /* per-channel coefficients (which: see each part function) */
@@ -326,7 +327,7 @@ void kern_bn_scale(const float *var, const float *gamma, float eps, size_t C, fl
 /* Rows per block of apply's activation: about 4096 floats, in cache when it runs. */
 static size_t act_rows(size_t C) { return C >= 4096 ? 1 : 4096 / C; }
 
-/* k0 the mean, k1 the scale, k2 beta; dy the residual, or NULL */
+/* k0 the mean, k1 the scale, k2 beta */
 static void apply_part(void *arg, int part, int worker)
 {
     (void)worker;
@@ -336,7 +337,7 @@ static void apply_part(void *arg, int part, int worker)
     range_of(&j->r, part, &lo, &hi);
     for (size_t r0 = lo; r0 < hi; r0 += step) {
         size_t r1 = r0 + step < hi ? r0 + step : hi;
-        PICK(apply_rows)(j->x + r0 * C, j->dy ? j->dy + r0 * C : NULL, j->y + r0 * C, r1 - r0, C, mean, scale, beta);
+        PICK(apply_rows)(j->x + r0 * C, j->res ? j->res + r0 * C : NULL, j->y + r0 * C, r1 - r0, C, mean, scale, beta);
         if (j->act.fn >= 0) kern_unary((EwUnary)j->act.fn, j->act.p, j->y + r0 * C, j->y + r0 * C, (r1 - r0) * C);
     }
 }
@@ -344,7 +345,7 @@ static void apply_part(void *arg, int part, int worker)
 void kern_bn_apply(Pool *pool, const float *x, const float *res, size_t rows, size_t C, const float *mean,
                    const float *scale, const float *beta, EwAct act, float *y)
 {
-    BnJob j = { .x = x, .dy = res, .y = y, .rows = rows, .C = C, .k0 = mean, .k1 = scale, .k2 = beta, .act = act };
+    BnJob j = { .x = x, .res = res, .y = y, .rows = rows, .C = C, .k0 = mean, .k1 = scale, .k2 = beta, .act = act };
     j.r = split_range(rows * C, C, pool_threads(pool));
     j.r.n = rows;
     j.r.unit = 1;
