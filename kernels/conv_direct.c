@@ -471,6 +471,27 @@ void conv_direct_pool(const KernVariant *kv, const KConv *p, const KPool *q, con
     planar_pass(kv, p, q, x, &s, 0, &pr, ring, y, idx);
 }
 
+/* The lines of the input rows that the band after the G rows from r on copies and
+ * this one did not (*pf, *lines; none: unchanged), for fwd_row to prefetch (whole rows only: tiles of columns read
+ * parts of rows, left to the hardware). */
+static void next_band(const KConv *p, const float *x, int64_t r, int64_t G, int64_t end, int64_t gmax, const char **pf,
+                      int64_t *lines)
+{
+    r += G;
+    if (r >= end)
+        return;
+    const int64_t n = r / p->oh, oy = r % p->oh, G2 = band_of(p, gmax, r, oy, end);
+    int64_t iy0 = oy * p->sh - p->pt, iy1 = (oy + G2 - 1) * p->sh - p->pt + p->kh;
+    if (oy > 0)   /* rows the band before read too, still in the cache */
+        iy0 = (oy - 1) * p->sh - p->pt + p->kh;
+    iy0 = iy0 < 0 ? 0 : iy0, iy1 = iy1 > p->h ? p->h : iy1;
+    if (iy1 <= iy0)
+        return;
+    const float *a = x + ((n * p->h + iy0) * p->w) * p->c, *b = x + ((n * p->h + iy1) * p->w) * p->c;
+    *pf = (const char *)((uintptr_t)a & ~(uintptr_t)63);
+    *lines = ((const char *)b - *pf + 63) / 64;
+}
+
 void conv_direct_forward(const KernVariant *kv, const KConv *p, const float *x, const float *wp, const float *bias,
                          EwAct act, float *y, int64_t r0, int64_t rc)
 {
@@ -493,6 +514,10 @@ void conv_direct_forward(const KernVariant *kv, const KConv *p, const float *x, 
             tile_of(p->ow, tiles, i, &c0, &cw);
             const KConv q = column_tile(p, c0, cw);
             fill_rows(&q, x, n, oy, (G - 1) * p->sh + p->kh, strip);
+            const char *pf = NULL;
+            int64_t pf_lines = 0;
+            if (tiles == 1)
+                next_band(p, x, r, G, r0 + rc, gmax, &pf, &pf_lines);
             fr.rowlen = strip_w(&q) * p->c;
             fr.rstep = p->sh * fr.rowlen;
             fr.npix = cw;
@@ -508,6 +533,8 @@ void conv_direct_forward(const KernVariant *kv, const KConv *p, const float *x, 
                         break;
                 }
                 fr.ky0 = ky0, fr.ky1 = ky1, fr.rows = g1 - g;
+                fr.pf = pf, fr.pf_lines = pf_lines * g1 / G - pf_lines * g / G;   /* a share by rows */
+                pf += 64 * fr.pf_lines;
                 fr.xs = strip + g * fr.rstep;
                 fr.y = y + ((r + g - r0) * p->ow + c0) * F;
                 kv->fwd_row(&fr);

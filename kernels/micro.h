@@ -73,7 +73,8 @@ ISA_INLINE NAME(Group) NAME(group)(int64_t left)
  * [ky0, ky1); pixel p's patch at xs + xo[p]; wv[v]: vector v's filters at tap 0; bias:
  * the group's (NULL: none). */
 ISA_INLINE void NAME(fwd_tile)(const int P, const int NV, const FwdRow *r, const float *xs, const int64_t *xo,
-                               const float *const *wv, const NAME(Group) *g, const float *bias, float *y)
+                               const float *const *wv, const NAME(Group) *g, const float *bias, float *y,
+                               const char *pf, int pf_ky)
 {
     V a[TILE_MAX][NV_MAX];
 #pragma GCC unroll 12
@@ -88,6 +89,8 @@ ISA_INLINE void NAME(fwd_tile)(const int P, const int NV, const FwdRow *r, const
     for (int ky = r->ky0; ky < r->ky1; ky++) {
         const float *xr = xs + ky * r->rowlen;
         const int64_t tb = (int64_t)ky * r->kwc * r->wtap;
+        for (int l = 0; l < pf_ky; l++, pf += 64)
+            __builtin_prefetch(pf, 0, 2);
         for (int t = 0; t < r->kwc; t++) {
             V w[NV_MAX];
 #pragma GCC unroll 4
@@ -142,7 +145,15 @@ ISA_FN static void NAME(fwd_row)(const FwdRow *r)
          * are 6 tiles of 5-6 pixels, not 10 of 3-4, each reading the whole filter) */
         const int64_t npix = r->npix * (r->rows > 1 ? r->rows : 1);
         const int64_t ntiles = (npix + g.pmax - 1) / g.pmax;
+        /* the next band's input, a few lines per kernel row of each tile of the first
+         * group of filters: its rows then come from L2 rather than memory (issued all
+         * at once, prefetches stall the core on the L1's miss buffers) */
+        const char *pf = f0 == 0 ? r->pf : NULL;
+        const int nky = r->ky1 - r->ky0;
+        const int pf_ky = pf && nky > 0 ? (int)((r->pf_lines + ntiles * nky - 1) / (ntiles * nky)) : 0;
+        const char *pf_end = pf ? pf + 64 * r->pf_lines : NULL;
         for (int64_t i = 0, q = 0; i < ntiles; i++) {
+            const int pfk = pf && pf < pf_end ? pf_ky : 0;
             const int P = (int)(npix / ntiles + (i < npix % ntiles));
             int64_t xo[TILE_MAX];
             for (int p = 0, gr = (int)(q / r->npix), ox = (int)(q % r->npix); p < P; p++) {
@@ -151,9 +162,9 @@ ISA_FN static void NAME(fwd_row)(const FwdRow *r)
                     ox = 0, gr++;
             }
             float *y = r->y + q * F + f0;
-#define FWD1(PP) NAME(fwd_tile)(PP, 1, r, r->xs, xo, wv, &g, bias, y)
-#define FWD2(PP) NAME(fwd_tile)(PP, 2, r, r->xs, xo, wv, &g, bias, y)
-#define FWD4(PP) NAME(fwd_tile)(PP, 4, r, r->xs, xo, wv, &g, bias, y)
+#define FWD1(PP) NAME(fwd_tile)(PP, 1, r, r->xs, xo, wv, &g, bias, y, pf, pfk)
+#define FWD2(PP) NAME(fwd_tile)(PP, 2, r, r->xs, xo, wv, &g, bias, y, pf, pfk)
+#define FWD4(PP) NAME(fwd_tile)(PP, 4, r, r->xs, xo, wv, &g, bias, y, pf, pfk)
             switch (g.nv) {
 #if NV_MAX >= 4
             case 4: switch (P) { CASES(TILE_NV4, FWD4) default: break; } break;
@@ -165,6 +176,8 @@ ISA_FN static void NAME(fwd_row)(const FwdRow *r)
 #undef FWD2
 #undef FWD4
             q += P;
+            if (pfk)
+                pf += 64 * (int64_t)pfk * nky;
         }
         f0 += (int64_t)g.nv * VL;
     }

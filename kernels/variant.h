@@ -29,6 +29,8 @@ typedef struct FwdRow {
     const float *bias;     /* NULL, or y = y + bias, then relu when `relu` */
     bool relu;
     float *y;              /* pixel 0's F outputs */
+    const char *pf;        /* lines to bring into L2 during the row (the next band's input), or NULL */
+    int64_t pf_lines;
 } FwdRow;
 
 /* The filter gradient's share of a band of output rows g in [g0, g1) (of pixels
