@@ -566,8 +566,8 @@ static int64_t convpool_band_rows(const KConv *p, const KPool *q)
  * 64 bytes, so that the packed filter after the regions is as aligned as the scratch. */
 static size_t convpool_worker_floats(const KConv *p, const KPool *q)
 {
-    size_t band = (size_t)convpool_band_rows(p, q) * (size_t)(p->ow * p->f), run = conv_direct_pool_floats(q);
-    band = band > run ? band : run;   /* or the planar path's maxima (conv_direct_pool) */
+    size_t band = (size_t)convpool_band_rows(p, q) * (size_t)(p->ow * p->f), ring = conv_direct_pool_floats(p, q);
+    band = band > ring ? band : ring;   /* or the planar path's planes (conv_direct_pool) */
     bool col = !conv_direct(p) && !conv_is_identity(p);
     return (band + (col ? (size_t)conv_chunk_rows(p) * (size_t)conv_k(p) : 0) + 15) / 16 * 16;
 }

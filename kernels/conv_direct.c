@@ -264,9 +264,9 @@ static void kernel_rows(const KConv *p, int64_t oy, int *ky0, int *ky1)
  * the taps read. */
 static int64_t planar_pw(const KConv *p, int64_t cols) { return (cols + (p->kw - 1) / p->sw + 15) / 16 * 16 + 16; }
 
-/* Input rows in the ring: the KH under an output row and the SH the next one adds,
- * made while this one is. */
-static int64_t planar_slots(const KConv *p) { return p->kh + p->sh; }
+/* Input rows in the ring: those under a step's G output rows and the G * SH the next
+ * step adds, made while this one is. */
+static int64_t planar_slots(const KConv *p, int64_t G) { return (G - 1) * p->sh + p->kh + G * p->sh; }
 
 /* Output columns per tile (whole rows where the ring of planes fits PLANAR_FLOATS,
  * else a multiple of 16); 0 where the planar path does not apply. */
@@ -275,7 +275,7 @@ static int64_t planar_cols(const KConv *p)
     if (p->c > DIRECT_MAX_C || p->f > PLANAR_MAX_F || p->kh * p->kw * p->c > PLANAR_MAX_K || p->sw > 16 ||
         p->kh > PLANAR_MAX_KH || p->sh > PLANAR_ROWS_MAX)
         return 0;
-    const int64_t per = planar_slots(p) * p->c * p->sw;
+    const int64_t per = planar_slots(p, 1) * p->c * p->sw;
     if (per * planar_pw(p, p->ow) <= PLANAR_FLOATS)
         return p->ow;
     int64_t cols = (PLANAR_FLOATS / per - 32 - (p->kw - 1) / p->sw) / 16 * 16;
@@ -326,86 +326,99 @@ static void fill_plane_row(const KernVariant *kv, const KConv *p, const float *x
 }
 
 /* The output rows of a planar pass: units [r0, r0 + rc) of G rows each (the rows of a
- * pooled row's windows, or G = 1), per_image units an image; row k of the pass is
- * image *n's row *oy. */
+ * pooled row's windows, or G = 1), per_image units an image; unit k of the pass is
+ * image *n's rows from *oy on. */
 typedef struct PlanarSeq {
     int64_t r0, rc, per_image, G;
 } PlanarSeq;
 
-static void seq_row(const PlanarSeq *s, int64_t k, int64_t *n, int64_t *oy)
+static void seq_unit(const PlanarSeq *s, int64_t k, int64_t *n, int64_t *oy)
 {
-    const int64_t u = s->r0 + k / s->G;
+    const int64_t u = s->r0 + k;
     *n = u / s->per_image;
-    *oy = u % s->per_image * s->G + k % s->G;
+    *oy = u % s->per_image * s->G;
 }
 
-/* The next row's input rows that are not in the ring yet (from *next on), into pr's
- * fills where the variant makes them (3 channels at stride 2: the planes' inside run,
- * the edges now), else now. */
-static void planar_fills(const KernVariant *kv, const KConv *p, const float *x, int64_t n, int64_t oy, int64_t c0,
-                         PlanarRow *pr, float *ring, int64_t *next)
+/* The input rows [*lo, *hi) that output rows oy .. oy + G - 1 read (inside the image). */
+static void unit_rows(const KConv *p, int64_t oy, int64_t G, int64_t *lo, int64_t *hi)
 {
-    const int64_t NS = planar_slots(p), slot = p->c * p->sw * pr->pw, iy0 = oy * p->sh - p->pt;
-    int ky0, ky1;
+    int ky0, ky1, ky0l, ky1l;
     kernel_rows(p, oy, &ky0, &ky1);
+    kernel_rows(p, oy + G - 1, &ky0l, &ky1l);
+    *lo = oy * p->sh - p->pt + ky0;
+    *hi = (oy + G - 1) * p->sh - p->pt + ky1l;
+    if (*hi < *lo)
+        *hi = *lo;
+}
+
+/* The next unit's input rows that are not in the ring yet (from *next on), into pr's
+ * fills where the variant makes them (3 channels at stride 2: the planes' inside run,
+ * the edges now; at most PLANAR_MAX_FILL rows), else now. */
+static void planar_fills(const KernVariant *kv, const KConv *p, const float *x, int64_t n, int64_t oy, int64_t G,
+                         int64_t c0, PlanarRow *pr, float *ring, int64_t *next)
+{
+    const int64_t NS = planar_slots(p, G), slot = p->c * p->sw * pr->pw;
+    int64_t lo, hi;
+    unit_rows(p, oy, G, &lo, &hi);
     int64_t ja, jb;
     plane_run(p, c0, pr->pw, &ja, &jb);
     const bool later = p->sw == 2 && p->c == 3 && jb > ja;
-    for (int64_t iy = *next > iy0 + ky0 ? *next : iy0 + ky0; iy < iy0 + ky1 && pr->nfill < PLANAR_MAX_FILL; iy++) {
+    for (int64_t iy = *next > lo ? *next : lo; iy < hi; iy++) {
         float *d = ring + iy % NS * slot;
-        fill_plane_row(kv, p, x, n, iy, c0, pr->pw, d, !later);
-        if (later) {
+        const bool fill = later && pr->nfill < PLANAR_MAX_FILL;
+        fill_plane_row(kv, p, x, n, iy, c0, pr->pw, d, !fill);
+        if (fill) {
             pr->fill_src[pr->nfill] = x + ((n * p->h + iy) * p->w + (c0 + ja) * p->sw - p->pl) * p->c;
             pr->fill_dst[pr->nfill++] = d + ja;
             pr->fill_n = jb - ja;
-            /* the same columns of the rows the row after adds (prefetched into L1
+            /* the same columns of the rows the unit after adds (prefetched into L1
              * during the tile before the fill, planar_row: 2 rows ahead ran 10.9 ms
              * against 14.7 at 1, 11.2 at 6, 22.7 at none, large.net's conv2d_maxpool
              * at batch 4, one thread; prefetcht1 or t2 instead, or 3 or 4 rows ahead,
              * were no faster) */
-            pr->fill_pf = p->sh * p->w * p->c;
+            pr->fill_pf = G * p->sh * p->w * p->c;
         }
         *next = iy + 1;
     }
 }
 
-/* The rows of s in the tile of output columns from c0 (pr->pw wide, pr->npix pixels),
+/* The units of s in the tile of output columns from c0 (pr->pw wide, pr->npix pixels),
  * with pr's filter and epilogue, into y (the pass's row 0 at y[0]; pooled, into
- * pr's pooled rows: y is q's output of unit r0, idx its index or NULL). */
+ * pr's pooled rows: y is q's output of unit r0, idx its index or NULL).  The ring
+ * holds planar_slots(p, G) rows' planes. */
 static void planar_pass(const KernVariant *kv, const KConv *p, const KPool *q, const float *x, const PlanarSeq *s,
                         int64_t c0, PlanarRow *pr, float *ring, float *y, int32_t *idx)
 {
-    const int64_t NS = planar_slots(p), slot = p->c * p->sw * pr->pw, rows = s->rc * s->G;
+    const int64_t G = s->G, NS = planar_slots(p, G), slot = p->c * p->sw * pr->pw;
     int64_t have_n = -1, next = 0;   /* image have_n's rows below `next` are in the ring */
-    for (int64_t k = 0; k < rows; k++) {
-        int64_t n, oy;
-        seq_row(s, k, &n, &oy);
+    for (int64_t k = 0; k < s->rc; k++) {
+        int64_t n, oy, lo, hi;
+        seq_unit(s, k, &n, &oy);
         const int64_t iy0 = oy * p->sh - p->pt;
         if (n != have_n)
             have_n = n, next = 0;
-        kernel_rows(p, oy, &pr->ky0, &pr->ky1);
-        if (next < iy0 + pr->ky0)
-            next = iy0 + pr->ky0;
-        for (; next < iy0 + pr->ky1; next++)
+        for (int64_t g = 0; g < G; g++)
+            kernel_rows(p, oy + g, &pr->ky0[g], &pr->ky1[g]);
+        unit_rows(p, oy, G, &lo, &hi);
+        if (next < lo)
+            next = lo;
+        for (; next < hi; next++)
             fill_plane_row(kv, p, x, n, next, c0, pr->pw, ring + next % NS * slot, true);
-        for (int ky = pr->ky0; ky < pr->ky1; ky++)
-            pr->xr[ky] = ring + (iy0 + ky) % NS * slot;
+        for (int64_t i = 0; i < (G - 1) * p->sh + p->kh; i++)
+            pr->xr[i] = iy0 + i >= lo && iy0 + i < hi ? ring + (iy0 + i) % NS * slot : NULL;
         pr->nfill = 0;
-        if (k + 1 < rows) {
+        if (k + 1 < s->rc) {
             int64_t n1, oy1;
-            seq_row(s, k + 1, &n1, &oy1);
-            if (n1 == n)   /* then oy1 = oy + 1: its rows fit the ring beside this one's */
-                planar_fills(kv, p, x, n, oy1, c0, pr, ring, &next);
+            seq_unit(s, k + 1, &n1, &oy1);
+            if (n1 == n)   /* then oy1 = oy + G: its rows fit the ring beside this unit's */
+                planar_fills(kv, p, x, n, oy1, G, c0, pr, ring, &next);
         }
-        if (!pr->run)
+        if (!pr->pooled)
             pr->y = y + (k * p->ow + c0) * p->f;
         else {
-            const int64_t u = k / s->G, g = k % s->G;
-            pr->py = y + u * q->ow * q->c;
-            pr->pidx = idx ? idx + u * q->ow * q->c : NULL;
-            pr->g = (int)g;
-            pr->goff = (float)(g * p->ow);
-            pr->cell0 = (int32_t)((oy - g) * p->ow);
+            pr->py = y + k * q->ow * q->c;
+            pr->pidx = idx ? idx + k * q->ow * q->c : NULL;
+            pr->cell0 = (int32_t)(oy * p->ow);
         }
         kv->planar_row(pr);
     }
@@ -426,8 +439,8 @@ static void planar_setup(const KConv *p, const float *wp, const float *bias, boo
             w8[t * 8 + f] = f < F ? wp[f / PACK_BLOCK * wblock + t * wtap + f % PACK_BLOCK] : 0.0f;
     for (int64_t f = 0; f < 8; f++)
         b8[f] = bias && f < F ? bias[f] : 0.0f;
-    *pr = (PlanarRow){ .kw = (int)p->kw, .c = (int)p->c, .sw = (int)p->sw, .w = w8, .bias = bias ? b8 : NULL,
-                       .relu = relu, .F = F, .iota = planar_iota };
+    *pr = (PlanarRow){ .kw = (int)p->kw, .c = (int)p->c, .sw = (int)p->sw, .sh = (int)p->sh, .G = 1, .w = w8,
+                       .bias = bias ? b8 : NULL, .relu = relu, .F = F, .ow = p->ow, .iota = planar_iota };
 }
 
 static void planar_forward(const KernVariant *kv, const KConv *p, const float *x, const float *wp, const float *bias,
@@ -450,23 +463,30 @@ bool conv_direct_pool_ok(const KernVariant *kv, const KConv *p, const KPool *q, 
 {
     const int64_t npix = q->ow * q->kw;
     return kv->planar_row && bias && act.fn == EW_RELU && planar_cols(p) == p->ow && q->kw == 4 && q->sw == 4 &&
-           q->kh == q->sh && q->kh >= 1 && q->pt == 0 && q->pl == 0 && q->c == p->f && q->h == p->oh &&
-           q->w == p->ow && q->oh >= 1 && q->ow >= 1 && npix <= p->ow && q->oh * q->kh <= p->oh &&
-           (q->kh + 1) * p->ow < (1 << 24) && p->oh * p->ow <= INT32_MAX;
+           q->kh == q->sh && q->kh >= 1 && q->kh <= PLANAR_MAX_G && (q->kh - 1) * p->sh + p->kh <= PLANAR_MAX_XR &&
+           q->pt == 0 && q->pl == 0 && q->c == p->f && q->h == p->oh && q->w == p->ow && q->oh >= 1 && q->ow >= 1 &&
+           npix <= p->ow && q->oh * q->kh <= p->oh && (q->kh + 1) * p->ow < (1 << 24) && p->oh * p->ow <= INT32_MAX;
 }
 
-size_t conv_direct_pool_floats(const KPool *q) { return (size_t)((q->ow * q->kw + 15) / 16 * 16) * 16; }
+/* The ring of planes of a pooled row's windows' input rows and of the next one's:
+ * large.net's 17 rows, 390 KiB, more than the stack should hold. */
+size_t conv_direct_pool_floats(const KConv *p, const KPool *q)
+{
+    if (planar_cols(p) != p->ow || q->kh < 1 || q->kh > PLANAR_MAX_G)
+        return 0;
+    return (size_t)(planar_slots(p, q->kh) * p->c * p->sw * planar_pw(p, p->ow));
+}
 
 void conv_direct_pool(const KernVariant *kv, const KConv *p, const KPool *q, const float *x, const float *wp,
-                      const float *bias, float *y, int32_t *idx, int64_t r0, int64_t rc, float *run)
+                      const float *bias, float *y, int32_t *idx, int64_t r0, int64_t rc, float *ring)
 {
-    float ring[PLANAR_FLOATS], w8[PLANAR_MAX_K * 8], b8[8];
+    float w8[PLANAR_MAX_K * 8], b8[8];
     PlanarRow pr;
     planar_setup(p, wp, bias, true, w8, b8, &pr);
     pr.npix = q->ow * q->kw;
     pr.pw = planar_pw(p, p->ow);
-    pr.run = run;
-    pr.glast = (int)q->kh - 1;
+    pr.pooled = true;
+    pr.G = (int)q->kh;
     const PlanarSeq s = { r0, rc, q->oh, q->kh };
     planar_pass(kv, p, q, x, &s, 0, &pr, ring, y, idx);
 }

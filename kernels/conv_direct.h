@@ -41,12 +41,13 @@ void conv_direct_forward(const KernVariant *kv, const KConv *p, const float *x, 
  * without padding, and such sizes that a window's cells are exact in floats): pooled
  * rows [r0, r0 + rc) (of q's output viewed as [n*oh, ow*c]) into y (row r0 at y[0])
  * and, unless NULL, their index into idx (as kern_maxpool_argmax's), the convolution's
- * rows pooled as they are made, in registers and conv_direct_pool_floats(q) floats of
- * run (per thread).  The bits of conv_direct_forward and maxpool_rows apart. */
+ * rows pooled as they are made, in registers, from the planes of their input rows in
+ * conv_direct_pool_floats(p, q) floats of ring (per thread; 0 where the planar path
+ * does not run whole rows).  The bits of conv_direct_forward and maxpool_rows apart. */
 bool conv_direct_pool_ok(const KernVariant *kv, const KConv *p, const KPool *q, const float *bias, EwAct act);
-size_t conv_direct_pool_floats(const KPool *q);
+size_t conv_direct_pool_floats(const KConv *p, const KPool *q);
 void conv_direct_pool(const KernVariant *kv, const KConv *p, const KPool *q, const float *x, const float *wp,
-                      const float *bias, float *y, int32_t *idx, int64_t r0, int64_t rc, float *run);
+                      const float *bias, float *y, int32_t *idx, int64_t r0, int64_t rc, float *ring);
 
 /* acc[K, F] += the filter gradient's share of output rows [r0, r0 + rc) (dy's rows
  * read as they are, x's a band of rows at a time). */

@@ -304,35 +304,35 @@ ISA_INLINE void NAME(argmax_step)(const int s, V *v, V *gi, V *c)
     *c = vm_sel(m, sc, *c);
 }
 
-/* The pooled epilogue of pixel vector a (8 filters, pixels ox0 .. ox0 + VL - 1 of a
- * row g of the window): folded into the maxima of the window's rows so far (at m: 8
- * vectors of maxima, then 8 of their rows' offsets), or, on its last row, pooled
- * across the columns, 4 lanes a window (the first maximal cell wins, as above; without
- * an index the maximum alone, which is the same value: relu left no NaN nor -0) and
- * stored as the pooled pixels ox0 / 4 .. of r->py (and r->pidx). */
-ISA_INLINE void NAME(planar_pool)(const PlanarRow *r, V a[8], float *m, int64_t ox0)
+/* The pooled epilogue of pixel vector a (8 filters, pixels ox0 .. ox0 + VL - 1 of row
+ * g of the windows): folded into the maxima of the windows' rows so far (at m: 8
+ * vectors of maxima, then 8 of their rows' offsets; the tile's, in the caller's L1),
+ * or, on the last row, pooled across the columns, 4 lanes a window (the first maximal
+ * cell wins, as above; without an index the maximum alone, which is the same value:
+ * relu left no NaN nor -0) and stored as the pooled pixels ox0 / 4 .. of r->py (and
+ * r->pidx). */
+ISA_INLINE void NAME(planar_pool)(const PlanarRow *r, const int g, V a[8], float *m, int64_t ox0)
 {
     V gi[8];
     const bool ix = r->pidx != NULL;
 #pragma GCC unroll 8
     for (int f = 0; f < 8; f++) {
         gi[f] = v_zero();
-        if (r->g > 0 && !ix)
+        if (g > 0 && !ix)
             a[f] = v_max(a[f], v_load(m + f * VL));
-        else if (r->g > 0) {
+        else if (g > 0) {
             const V old = v_load(m + f * VL);
             const VB gt = vm_lt(old, a[f]);
             a[f] = vm_sel(gt, a[f], old);
-            /* row 0's offsets are zeros, never stored: a sixth less of run's traffic
-             * where windows have 4 rows */
-            gi[f] = vm_sel(gt, v_set1(r->goff), r->g > 1 ? v_load(m + (8 + f) * VL) : v_zero());
+            /* row 0's offsets are zeros, never stored */
+            gi[f] = vm_sel(gt, v_set1((float)(g * r->ow)), g > 1 ? v_load(m + (8 + f) * VL) : v_zero());
         }
     }
-    if (r->g < r->glast) {
+    if (g < r->G - 1) {
 #pragma GCC unroll 8
         for (int f = 0; f < 8; f++) {
             v_store(m + f * VL, a[f]);
-            if (ix && r->g > 0)
+            if (ix && g > 0)
                 v_store(m + (8 + f) * VL, gi[f]);
         }
         return;
@@ -382,11 +382,14 @@ ISA_INLINE void NAME(planar_pool)(const PlanarRow *r, V a[8], float *m, int64_t 
     }
 }
 
-/* Planar tile (PlanarRow): P vectors of VL pixels x 8 filters, one FMA per tap, pixel
- * vector and filter, the taps in fwd_tile's order (ky, kx, c): each output the same
- * chain of FMAs as there, so the same bits.  Then bias and relu, and the tile
- * transposed (v_tr8) into pixels x filters, as y is laid out, or pooled. */
-ISA_INLINE void NAME(planar_tile)(const int P, const PlanarRow *r, int64_t ox, int64_t pf0, int lines)
+/* Planar tile (PlanarRow): P vectors of VL pixels x 8 filters of row g, one FMA per
+ * tap, pixel vector and filter, the taps in fwd_tile's order (ky, kx, c): each output
+ * the same chain of FMAs as there, so the same bits.  Then bias and relu, and the
+ * tile transposed (v_tr8) into pixels x filters, as y is laid out, or pooled (m: the
+ * tile's maxima so far).  Fills [i0, i1)'s sources are prefetched from pf0 on, `lines`
+ * lines each, a few per kernel column. */
+ISA_INLINE void NAME(planar_tile)(const int P, const PlanarRow *r, const int g, int64_t ox, float *m, int64_t pf0,
+                                  int lines, int i0, int i1)
 {
     V a[PLANAR_P][8];
 #pragma GCC unroll 4
@@ -394,20 +397,19 @@ ISA_INLINE void NAME(planar_tile)(const int P, const PlanarRow *r, int64_t ox, i
 #pragma GCC unroll 8
         for (int f = 0; f < 8; f++)
             a[p][f] = v_zero();
-    const int C = r->c, sw = r->sw;
+    const int C = r->c, sw = r->sw, ky0 = r->ky0[g], ky1 = r->ky1[g];
     const int64_t pw = r->pw;
-    /* the lines of the fills' sources the prefetch is to bring (planar_row), a few
-     * per kernel column */
-    const int nkk = (r->ky1 - r->ky0) * r->kw, per = nkk > 0 ? (lines + nkk - 1) / nkk : 0;
+    const float *const *xr = r->xr + g * r->sh;
+    const int nkk = (ky1 - ky0) * r->kw, per = nkk > 0 ? (lines + nkk - 1) / nkk : 0;
     int li = 0;
-    for (int ky = r->ky0; ky < r->ky1; ky++)
+    for (int ky = ky0; ky < ky1; ky++)
         /* kx's phase kx % sw and column kx / sw counted, not divided: an idiv per tap
          * was a few % of the tile (sw is not a constant here) */
         for (int kx = 0, ph = 0, kq = 0; kx < r->kw; kx++) {
             for (int l = 0; l < per && li < lines; l++, li++)
-                for (int i = 0; i < r->nfill; i++)
+                for (int i = i0; i < i1; i++)
                     __builtin_prefetch((const char *)(r->fill_src[i] + pf0) + 64 * li, 0, 3);
-            const float *xk = r->xr[ky] + (int64_t)ph * pw + kq + ox;
+            const float *xk = xr[ky] + (int64_t)ph * pw + kq + ox;
             const float *wk = r->w + (ky * r->kw + kx) * C * 8;
             for (int c = 0; c < C; c++) {
                 V x[PLANAR_P];
@@ -435,8 +437,8 @@ ISA_INLINE void NAME(planar_tile)(const int P, const PlanarRow *r, int64_t ox, i
             if (r->relu)
                 a[p][f] = v_relu(a[p][f]);
         }
-        if (r->run) {
-            NAME(planar_pool)(r, a[p], r->run + (ox / VL + p) * 16 * VL, ox + p * VL);
+        if (r->pooled) {
+            NAME(planar_pool)(r, g, a[p], m + p * 16 * VL, ox + p * VL);
             continue;
         }
         v_tr8(a[p]);
@@ -457,30 +459,38 @@ ISA_INLINE void NAME(planar_tile)(const int P, const PlanarRow *r, int64_t ox, i
     }
 }
 
-/* The row in tiles of PLANAR_P vectors, and between them, a tile's share of the
- * planes of the next rows (r->fill), so that their reads from memory overlap the
- * FMAs.  The rows after those (r->fill_pf floats further on) are prefetched a few
- * lines per kernel column of the tile before: issued between the fills, 36 lines at
- * once, the prefetches stalled the core until the misses came back (no more than
- * the L1's miss buffers in flight), and the reads barely overlapped the FMAs (large's
- * conv2d_maxpool, batch 4, one thread: 9.4-10.5 ms against 8.7-8.9 spread). */
+/* The rows in tiles of PLANAR_P vectors (each tile's G rows one after the other, so
+ * that a pooled window's maxima stay in m, in L1: through a run of a whole row's, 60
+ * KB on large.net, they went to L2 and back on every row), and between the tiles, a
+ * tile's share of the planes of the next rows (r->fill), so that their reads from
+ * memory overlap the FMAs.  The rows after those (r->fill_pf floats further on) are
+ * prefetched a few lines per kernel column of the tile before: issued between the
+ * fills, 36 lines at once, the prefetches stalled the core until the misses came back
+ * (no more than the L1's miss buffers in flight), and the reads barely overlapped the
+ * FMAs (large's conv2d_maxpool, batch 4, one thread: 9.4-10.5 ms against 8.7-8.9
+ * spread). */
 ISA_FN static void NAME(planar_row)(const PlanarRow *r)
 {
+    float m[PLANAR_P * 16 * VL] = { 0 };   /* row 0 never reads it; zeros for GCC's sake */
     const int64_t tiles = (r->npix + PLANAR_P * VL - 1) / (PLANAR_P * VL);
+    const int G = r->G;
     int64_t t = 0, k0 = 0;
     for (int64_t ox = 0; ox < r->npix; ox += PLANAR_P * VL) {
         const int64_t left = (r->npix - ox + VL - 1) / VL;
         const int64_t k1 = ++t == tiles ? r->fill_n : r->fill_n * t / tiles / 16 * 16;
         const int64_t pf0 = 6 * k0 + r->fill_pf;
         const int lines = r->nfill > 0 && k1 > k0 ? (int)((6 * (k1 - k0) * (int64_t)sizeof(float) + 63) / 64) : 0;
-        switch (left < PLANAR_P ? (int)left : PLANAR_P) {
+        for (int g = 0; g < G; g++) {
+            const int i0 = r->nfill * g / G, i1 = r->nfill * (g + 1) / G;
+            switch (left < PLANAR_P ? (int)left : PLANAR_P) {
 #if PLANAR_P >= 3
-        case 3: NAME(planar_tile)(3, r, ox, pf0, lines); break;
+            case 3: NAME(planar_tile)(3, r, g, ox, m, pf0, lines, i0, i1); break;
 #endif
 #if PLANAR_P >= 2
-        case 2: NAME(planar_tile)(2, r, ox, pf0, lines); break;
+            case 2: NAME(planar_tile)(2, r, g, ox, m, pf0, lines, i0, i1); break;
 #endif
-        default: NAME(planar_tile)(1, r, ox, pf0, lines); break;
+            default: NAME(planar_tile)(1, r, g, ox, m, pf0, lines, i0, i1); break;
+            }
         }
         for (int i = 0; i < r->nfill && k1 > k0; i++)
             NAME(planes6)(r->fill_src[i] + 6 * k0, k1 - k0, r->fill_dst[i] + k0, r->pw, 0);

@@ -47,41 +47,40 @@ typedef struct GradwBand {
 } GradwBand;
 
 /* One output row of a few-channel convolution, or a piece of one, vectorised over its
- * pixels (conv_direct.c's planar path): npix pixels, all (at most 8) filters.  The
- * input rows under it are split into planes of one channel and one column phase
- * (column ix = j * sw + ph - pl at plane[j]): kernel row ky's plane (c, ph) at xr[ky]
- * + (c * sw + ph) * pw, so that tap (ky, kx, c) of pixels ox .. ox + VL - 1 is one
- * vector at plane (c, kx % sw) of xr[ky], + ox + kx / sw.  Planes hold at least pw >=
- * npix rounded up to 16, plus (kw - 1) / sw, floats. */
-enum { PLANAR_MAX_KH = 16, PLANAR_MAX_FILL = 4 };
+ * pixels (conv_direct.c's planar path): npix pixels, all (at most 8) filters; pooled,
+ * the G rows of a pooled row's windows, column tile by column tile.  The input rows
+ * under them are split into planes of one channel and one column phase (column ix =
+ * j * sw + ph - pl at plane[j]): row g's kernel row ky's plane (c, ph) at xr[g * sh +
+ * ky] + (c * sw + ph) * pw, so that tap (ky, kx, c) of pixels ox .. ox + VL - 1 is one
+ * vector at plane (c, kx % sw) of that row, + ox + kx / sw.  Planes hold at least pw
+ * >= npix rounded up to 16, plus (kw - 1) / sw, floats. */
+enum { PLANAR_MAX_KH = 16, PLANAR_MAX_FILL = 8, PLANAR_MAX_G = 8, PLANAR_MAX_XR = 32 };
 typedef struct PlanarRow {
-    const float *xr[PLANAR_MAX_KH];   /* kernel rows [ky0, ky1)'s planes */
+    const float *xr[PLANAR_MAX_XR];   /* the input rows from the first row's top on */
     int64_t pw;
-    int kw, c, sw;
-    int ky0, ky1;          /* the kernel rows that fall inside the image */
+    int kw, c, sw, sh;
+    int G;                 /* output rows: 1, or (pooled) the windows' rows */
+    int ky0[PLANAR_MAX_G], ky1[PLANAR_MAX_G];   /* row g's kernel rows inside the image */
     const float *w;        /* [K][8], taps (ky, kx, c), zero past F */
     const float *bias;     /* NULL, or 8 floats: y = y + bias, then relu when `relu` */
     bool relu;
     int64_t F;             /* filters (<= 8), y's pixel stride */
     int64_t npix;
     float *y;              /* pixel 0's F outputs */
-    /* planes made between the row's tiles (the next row's input rows, so that their
-     * reads from memory overlap this row's FMAs): nfill runs of fill_n pixels of 3
-     * channels at stride 2, planes6(fill_src[i], fill_n, fill_dst[i], pw, fill_pf) */
+    /* planes made between the tiles (the next rows' input rows, so that their reads
+     * from memory overlap these rows' FMAs): nfill runs of fill_n pixels of 3
+     * channels at stride 2, planes6(fill_src[i], fill_n, fill_dst[i], pw, 0) */
     int nfill;
     int64_t fill_n, fill_pf;   /* fill_pf: floats past src to prefetch (during the tiles) */
     const float *fill_src[PLANAR_MAX_FILL];
     float *fill_dst[PLANAR_MAX_FILL];
-    /* Pooled (run not NULL): kh x 4 windows at stride kh x 4 over the row's npix
-     * pixels (a multiple of 4), the row the g-th of its window (glast: kh - 1); run
-     * holds the window's rows so far, per vector of pixels 16 vectors (8 filters'
-     * maxima, then their rows' offsets r * ow, in floats, kept from row 1 on); on the
-     * last row the pooled pixels go to py (F apart) and, unless NULL, their cells
-     * (iy * ow + ix: window row 0's offset cell0, plus goff of the row, plus the
+    /* Pooled: G x 4 windows at stride G x 4 over the rows' npix pixels (a multiple of
+     * 4), each tile's G rows folded into their windows' maxima (and the rows' offsets
+     * g * ow, in floats) as made; the pooled pixels go to py (F apart) and, unless
+     * NULL, their cells (iy * ow + ix: row 0's offset cell0, plus the row's, plus the
      * column) to pidx. */
-    float *run;
-    int g, glast;
-    float goff;
+    bool pooled;
+    int64_t ow;            /* the convolution's row: g's offset g * ow */
     int32_t cell0;
     const float *iota;     /* 0, 1, .. VL - 1 */
     float *py;

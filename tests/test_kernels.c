@@ -1953,6 +1953,8 @@ static const ConvCase direct_cases[] = {
     {1, 9, 40, 2, 3, 2, 8, 1, 2, 1, 0, 1, 1},     /* planar, 2 channels, 8 filters, the planes' edges one by one */
     {3, 18, 70, 3, 3, 3, 8, 2, 2, 0, 0, 1, 1},    /* large.net's first layer in small: batch 3, 9 x 35 out (4x4 pool: a row and 3 columns left over) */
     {3, 23, 1001, 3, 3, 3, 8, 2, 2, 0, 0, 1, 1},  /* large.net's first layer, odd sizes: 11 x 501 out, the pooled filter gradient's fills of 4 rows (4 + 4 + 3 an image, the next made while one is read) */
+    {1, 36, 142, 3, 3, 3, 8, 2, 2, 0, 0, 1, 1},   /* large.net's first layer at batch 1: 18 x 71 out, 4x4 pool: 4 pooled rows (of 4 conv rows, their 8 new input rows made while the 4 before are read), 2 rows and 3 columns left over */
+    {1, 33, 66, 3, 3, 3, 8, 2, 2, 1, 1, 1, 1},    /* batch 1 with top padding: 17 x 33 out, the first pooled row's window rows on different kernel rows */
 };
 #define N_DIRECT_CASES ((int)(sizeof direct_cases / sizeof direct_cases[0]))
 
