@@ -35,8 +35,6 @@ struct Pool {
     pthread_mutex_t mu;
     pthread_cond_t work, done;
     pthread_t tid[POOL_MAX_THREADS];
-    clockid_t clock[POOL_MAX_THREADS];   /* each worker's CPU clock (pool_cpu_ns) */
-    bool has_clock[POOL_MAX_THREADS];
     int nthreads;          /* including the caller */
     int nworkers;          /* started pthreads */
     _Atomic unsigned long gen;      /* job generation: workers wait for it to change */
@@ -53,6 +51,8 @@ struct Pool {
     _Atomic bool stats;             /* pool_set_stats */
     _Atomic int64_t busy[POOL_MAX_THREADS];   /* per thread: ns running shares (0: callers) */
     _Atomic int64_t wait;           /* ns callers of pool_run spent not running shares */
+    clockid_t clock[POOL_MAX_THREADS];   /* each worker's CPU clock (pool_cpu_ns) */
+    bool has_clock[POOL_MAX_THREADS];
 };
 
 typedef struct Worker {
