@@ -345,6 +345,12 @@ static void stage_task(void *arg, int task, int worker)
         if (j->p->call_bin[i] == task && dispatch_kernel(&j->p->calls[i]) != 0) j->rc[task] = -1;
 }
 
+/* The most calls of a stage the profile tells apart (stages.c makes at most 32). */
+#define STAGE_PROFILE_MAX 64
+
+static int profile_stage(CompiledPlan *p, StageJob *j, const StepEnv *env);
+static int stage_end(CompiledPlan *p, const StageJob *j);
+
 /* Stage s: one call on this thread, or several at once on the pool. */
 static int run_stage(CompiledPlan *p, int s, const StepEnv *env)
 {
@@ -353,11 +359,49 @@ static int run_stage(CompiledPlan *p, int s, const StepEnv *env)
     if (hi - lo == 1) return dispatch_run(&p->calls[lo]);
     StageJob j = { .p = p, .lo = lo, .hi = hi };
     int T = pool_threads(p->pool);
+    if (env->prof_idle) return profile_stage(p, &j, env);
     pool_run(p->pool, T, stage_task, &j);
-    for (int t = 0; t < T; t++)
-        if (j.rc[t] != 0) return -1;
+    return stage_end(p, &j);
+}
+
+/* A stage run with its threads' idle time counted: thread t is idle for the stage's
+ * wall time less its members' times, put on its last member (a thread without one is
+ * idle throughout, put on the stage's first call); the process's CPU time is shared
+ * out by the members' times. */
+static int profile_stage(CompiledPlan *p, StageJob *j, const StepEnv *env)
+{
+    int T = pool_threads(p->pool);
+    double before[STAGE_PROFILE_MAX];
+    int lo = j->lo, hi = j->hi < lo + STAGE_PROFILE_MAX ? j->hi : lo + STAGE_PROFILE_MAX;
+    for (int i = lo; i < hi; i++) before[i - lo] = env->prof_ns[p->calls[i].n - p->g->nodes];
+    int64_t cpu0 = pool_cpu_ns(p->pool);
+    double t0 = exec_now_ns();
+    pool_run(p->pool, T, stage_task, j);
+    double wall = exec_now_ns() - t0, cpu = (double)(pool_cpu_ns(p->pool) - cpu0);
+    double busy[POOL_MAX_THREADS] = { 0 }, sum = 0;
+    int last[POOL_MAX_THREADS];
+    for (int t = 0; t < T; t++) last[t] = lo;
+    for (int i = lo; i < hi; i++) {
+        double d = env->prof_ns[p->calls[i].n - p->g->nodes] - before[i - lo];
+        busy[p->call_bin[i]] += d;
+        last[p->call_bin[i]] = i;
+        sum += d;
+    }
+    for (int i = lo; i < hi; i++) {
+        int32_t n = (int32_t)(p->calls[i].n - p->g->nodes);
+        env->prof_cpu[n] += sum > 0 ? cpu * (env->prof_ns[n] - before[i - lo]) / sum : cpu / (hi - lo);
+    }
+    for (int t = 0; t < T; t++) env->prof_idle[p->calls[last[t]].n - p->g->nodes] += wall - busy[t];
+    return stage_end(p, j);
+}
+
+/* After a stage's job: its calls' failures, then the numerics checks. */
+static int stage_end(CompiledPlan *p, const StageJob *j)
+{
+    for (int t = 0; t < pool_threads(p->pool); t++)
+        if (j->rc[t] != 0) return -1;
     /* numerics are checked after the stage, in call order, on this thread */
-    for (int i = lo; i < hi; i++)
+    for (int i = j->lo; i < j->hi; i++)
         if (dispatch_check(&p->calls[i]) != 0) return -1;
     return 0;
 }

@@ -249,10 +249,22 @@ static int k_conv2d_maxpool(const KCall *c)
     return run_images(c, q, c->n->op == OP_CONV2D_MAXPOOL ? OP_MAXPOOL : OP_CONV2D_MAXPOOL_ARGMAX, conv);
 }
 
-/* maxpool_values: the first half of its input, copied. */
+static void copy_part(void *arg, int part, int worker)
+{
+    (void)worker;
+    const ElemJob *j = arg;
+    size_t lo, hi;
+    range_of(&j->r, part, &lo, &hi);
+    memcpy(fout(j->c) + lo, fin(j->c, 0) + lo, (hi - lo) * sizeof(float));
+}
+
+/* maxpool_values: the first half of its input, copied, in ranges over the pool (one
+ * thread copied MNIST's 6.4 MB in 0.7 ms of a 72 ms training step while the other
+ * waited). */
 static int k_maxpool_values(const KCall *c)
 {
-    memcpy(c->out, c->in[0], numel(&c->n->shape) * sizeof(float));
+    ElemJob j = { c, ranges(c, numel(&c->n->shape), 16), 0 };
+    pool_run(c->pool, j.r.parts, copy_part, &j);
     return 0;
 }
 
@@ -1432,9 +1444,27 @@ int dispatch_kernel(const KCall *c)
 {
     assert(kernels[c->n->op]);
     if (!c->env->prof_ns) return kernels[c->n->op](c);
+    int64_t i = c->n - c->g->nodes;
+    if (!c->env->prof_idle || pool_in_job()) {   /* a stage's member: run_stage counts the idle */
+        double t0 = exec_now_ns();
+        int rc = kernels[c->n->op](c);
+        c->env->prof_ns[i] += exec_now_ns() - t0;
+        return rc;
+    }
+    /* the caller is busy but while it waits in pool_run; the workers while they run shares */
+    int T = pool_threads(c->pool);
+    int64_t b0[POOL_MAX_THREADS], b1[POOL_MAX_THREADS], w0, w1;
+    pool_stats(c->pool, b0, &w0);
+    int64_t cpu0 = pool_cpu_ns(c->pool);
     double t0 = exec_now_ns();
     int rc = kernels[c->n->op](c);
-    c->env->prof_ns[c->n - c->g->nodes] += exec_now_ns() - t0;
+    double wall = exec_now_ns() - t0;
+    c->env->prof_cpu[i] += (double)(pool_cpu_ns(c->pool) - cpu0);
+    pool_stats(c->pool, b1, &w1);
+    double busy = wall - (double)(w1 - w0);
+    for (int t = 1; t < T; t++) busy += (double)(b1[t] - b0[t]);
+    c->env->prof_ns[i] += wall;
+    c->env->prof_idle[i] += T * wall - busy;
     return rc;
 }
 

@@ -49,6 +49,11 @@ typedef struct StepEnv {
     bool training;       /* dropout active */
     DiagSink *d;         /* run-time errors (a label out of range) */
     double *prof_ns;     /* if set: nanoseconds spent per node are added here */
+    double *prof_idle;   /* with prof_ns, if set: per node, the thread-ns of the pool's
+                          * threads idle while it ran (threads x wall - busy); a
+                          * parallel stage's are its members' (compiled.c) */
+    double *prof_cpu;    /* with prof_idle: per node, the pool's threads' CPU ns while it ran
+                          * (pool_cpu_ns; a stage's shared out by its members' times) */
     bool check_numerics; /* stop at the first NaN or Inf a node produces, naming it */
     Comm *comm;          /* data-parallel ranks (allreduce ops); NULL: one process */
     int shard;           /* this rank's index in the global batch: the rows it holds are

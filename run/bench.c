@@ -30,6 +30,7 @@ typedef struct Row {
     int calls;
     bool staged;   /* its ops ran in parallel stages */
     double ns, flops, bytes, moved;   /* bytes: of the outputs; moved: read and written (exec_node_bytes) */
+    double idle, cpu;                 /* thread-ns idle while it ran (EnvStep.prof_idle), CPU ns */
 } Row;
 
 static int by_time(const void *a, const void *b)
@@ -39,13 +40,14 @@ static int by_time(const void *a, const void *b)
 }
 
 /* mp: the compiled plan's memory plan (its parallel stages), NULL for the interpreter. */
-static void profile_table(FILE *out, const Graph *g, const MemPlan *mp, int threads, const double *ns, int steps,
-                          double step_ns, const char *mode)
+static void profile_table(FILE *out, const Graph *g, const MemPlan *mp, int threads, const double *ns,
+                          const double *idle, const double *cpu, int steps, double step_ns, double step_cpu,
+                          const char *mode)
 {
     Row *rows = gc_calloc((size_t)g->nnodes, sizeof *rows);
     if (!rows) return;
     int nr = 0, staged = 0;
-    double kernel_ns = 0;
+    double kernel_wall = 0, kernel_idle = 0, kernel_cpu = 0, serial_idle = 0;
     for (int i = 0; i < g->nnodes; i++) {
         const Node *n = &g->nodes[i];
         if (n->op == OP_INPUT || n->op == OP_PARAM) continue;
@@ -58,30 +60,47 @@ static void profile_table(FILE *out, const Graph *g, const MemPlan *mp, int thre
         staged += in_stage;
         rows[r].calls++;
         rows[r].ns += ns[i] / steps;
+        rows[r].idle += idle[i] / steps;
+        rows[r].cpu += cpu[i] / steps;
+        kernel_idle += idle[i] / steps;
+        kernel_cpu += cpu[i] / steps;
+        /* an op that left all but one thread idle throughout ran serially */
+        if (!in_stage && idle[i] >= (threads - 1) * ns[i] * 0.98) serial_idle += idle[i] / steps;
         rows[r].flops += node_flops(g, n);
         rows[r].bytes += (double)node_bytes(n);
         rows[r].moved += exec_node_bytes(g, n, threads);
-        kernel_ns += ns[i] / steps;
+        /* a stage's threads are busy or idle throughout it: its wall is their sum over T */
+        kernel_wall += (in_stage ? (ns[i] + idle[i]) / threads : ns[i]) / steps;
     }
     qsort(rows, (size_t)nr, sizeof *rows, by_time);
     fprintf(out, "\n  profile, %s mode (per step; %d steps)\n", mode, steps);
-    fprintf(out, "  %-20s %5s %5s %9s %6s %9s %8s %9s %9s %7s\n", "op", "line", "calls", "ms", "share", "MFLOP", "GFLOP/s",
-            "MB out", "MB moved", "GB/s");
+    fprintf(out, "  %-20s %5s %5s %9s %6s %8s %8s %9s %8s %9s %9s %7s\n", "op", "line", "calls", "ms", "share", "idle ms",
+            "CPU ms", "MFLOP", "GFLOP/s", "MB out", "MB moved", "GB/s");
     for (int r = 0; r < nr; r++) {
         if (rows[r].ns < 1e3 && r > 20) continue;
         char name[32];
         snprintf(name, sizeof name, "%s%s", op_name(rows[r].op), rows[r].staged ? " *" : "");
-        fprintf(out, "  %-20s %5d %5d %9.3f %5.1f%% %9.1f %8.1f %9.2f %9.2f %7.1f\n", name, rows[r].line, rows[r].calls,
-                rows[r].ns / 1e6, 100 * rows[r].ns / step_ns, rows[r].flops / 1e6,
+        fprintf(out, "  %-20s %5d %5d %9.3f %5.1f%% %8.3f %8.3f %9.1f %8.1f %9.2f %9.2f %7.1f\n", name, rows[r].line,
+                rows[r].calls, rows[r].ns / 1e6, 100 * rows[r].ns / step_ns, rows[r].idle / 1e6, rows[r].cpu / 1e6,
+                rows[r].flops / 1e6,
                 rows[r].ns > 0 ? rows[r].flops / rows[r].ns : 0, rows[r].bytes / 1e6, rows[r].moved / 1e6,
                 rows[r].ns > 0 ? rows[r].moved / rows[r].ns : 0);
     }
-    double other = step_ns - kernel_ns;
+    /* outside the kernels the workers wait while the caller does the executor's work */
+    double other = step_ns - kernel_wall;
     fprintf(out, "  %-20s %5s %5s %9.3f %5.1f%%   (allocation, shape checks, dispatch, copies of outputs)\n",
             "outside kernels", "", "", other / 1e6, 100 * other / step_ns);
+    if (threads > 1) {
+        double idle_all = kernel_idle + (threads - 1) * other;
+        fprintf(out, "  threads idle: %.3f of %d x %.3f thread-ms (%.1f%%): %.3f in ops run on one thread, %.3f in split "
+                     "ops%s, %.3f outside kernels; CPU %.3f ms, %.3f of it in kernels\n",
+                idle_all / 1e6, threads, step_ns / 1e6, 100 * idle_all / (threads * step_ns), serial_idle / 1e6,
+                (kernel_idle - serial_idle) / 1e6, staged ? " and stages" : "", (threads - 1) * other / 1e6,
+                step_cpu / 1e6, kernel_cpu / 1e6);
+    }
     if (staged)
         fprintf(out, "  * %d op%s ran in parallel stages, at the same time as another op: their times overlap, so the\n"
-                     "    shares add up to more than the step and 'outside kernels' is less than the real overhead\n",
+                     "    shares add up to more than the step; a stage's idle is on each thread's last op in it\n",
                 staged, staged == 1 ? "" : "s");
     gc_free(rows);
 }
@@ -178,6 +197,7 @@ typedef struct Bench {
     size_t mem[NM_MAX];
     double compile_ns;         /* the compiled plan's prepare(): step graph, passes, plan, calls */
     int threads;               /* the pool's */
+    Pool *pool;
     double bytes;              /* the compiled plan's bytes per step (exec_step_bytes) */
     void **feeds;
     float *outs[16];
@@ -217,6 +237,7 @@ static int bench_setup(Bench *b, Pool *pool, DiagSink *d)
         b->env[m] = bench_env(b->step[m].graph, b->wp[m], o, d);
     }
     b->threads = pool_threads(pool);
+    b->pool = pool;
     b->bytes = exec_step_bytes(executor_graph(b->step[1].ex), b->threads);
     const Graph *g = b->step[0].graph;
     b->feeds = bench_feeds(b->fwd, g, d);
@@ -305,16 +326,21 @@ static int bench_profile(Bench *b)
     int n = b->o->steps;
     for (int m = 0; m < 2; m++) {
         const Graph *eg = executor_graph(b->step[m].ex);
-        double *prof = gc_calloc((size_t)eg->nnodes, sizeof(double));
+        double *prof = gc_calloc((size_t)eg->nnodes * 3, sizeof(double));
         if (!prof) return -1;
         b->env[m].prof_ns = prof;
-        double t0 = exec_now_ns();
+        b->env[m].prof_idle = prof + eg->nnodes;
+        b->env[m].prof_cpu = prof + 2 * eg->nnodes;
+        pool_set_stats(b->pool, true);
+        double t0 = exec_now_ns(), c0 = (double)pool_cpu_ns(b->pool);
         int rc = 0;
         for (int s = 0; s < n && rc == 0; s++) rc = bench_step(b, m);
-        double step_ns = (exec_now_ns() - t0) / n;
-        b->env[m].prof_ns = NULL;
-        if (rc == 0) profile_table(b->o->out, eg, executor_memplan(b->step[m].ex), b->threads, prof, n, step_ns,
-                                    mode_names[m]);
+        double step_ns = (exec_now_ns() - t0) / n, step_cpu = ((double)pool_cpu_ns(b->pool) - c0) / n;
+        pool_set_stats(b->pool, false);
+        b->env[m].prof_ns = b->env[m].prof_idle = b->env[m].prof_cpu = NULL;
+        if (rc == 0)
+            profile_table(b->o->out, eg, executor_memplan(b->step[m].ex), b->threads, prof, prof + eg->nnodes,
+                          prof + 2 * eg->nnodes, n, step_ns, step_cpu, mode_names[m]);
         gc_free(prof);
         if (rc != 0) return -1;
     }

@@ -382,6 +382,70 @@ START_TEST(parallel_stages)
 }
 END_TEST
 
+/* bench --profile's accounting (StepEnv.prof_idle, prof_cpu): over a training step of
+ * mnist at 2 threads, in the interpreter and in the compiled plan with every stage it
+ * can make, each op alone leaves its threads idle between 0 and threads x its wall
+ * time (1 us of slack for the clock), the CPU times add up to no more than the step's
+ * (pool_cpu_ns), and in a stage each thread's ops and its idle time fill the stage's
+ * wall time alike: equal sums on every thread. */
+START_TEST(profile_idle)
+{
+    Compiled c;
+    compile_model(&c, "models/mnist.net");
+    int saved = tu_nthreads();
+    tu_threads(2);
+    Graph *tg = pass_autodiff(c.g, &c.d);
+    ck_assert_ptr_nonnull(tg);
+    ck_assert_int_eq(graph_bind(tg, "B", 16, &c.d), 0);
+    for (int mode = 0; mode < 2; mode++) {
+        Weights w = { 0 };
+        Step st;
+        step_of(&c, tg, 16, mode == 0 ? MODE_INTERP : MODE_COMPILED, 0, STAGES_ALL, &w, 3, &st);
+        const Graph *eg = executor_graph(st.ex);
+        const MemPlan *mp = executor_memplan(st.ex);
+        ck_assert(mode == 0 || mp->parallel > 0);
+        int n = eg->nnodes;
+        double *prof = calloc((size_t)n * 3, sizeof *prof);
+        ck_assert_ptr_nonnull(prof);
+        void **feeds = make_feeds(tg, 10, 0);
+        float lv = 0, av = 0;
+        float *outs[2] = { &lv, &av };
+        StepEnv env = { .w = &w, .lr = 0.01f, .training = true, .d = &c.d, .prof_ns = prof, .prof_idle = prof + n,
+                        .prof_cpu = prof + 2 * n };
+        pool_set_stats(tu_pool, true);
+        int64_t cpu0 = pool_cpu_ns(tu_pool);
+        ck_assert_int_eq(executor_run(st.ex, (const void *const *)feeds, outs, &env), 0);
+        int64_t cpu = pool_cpu_ns(tu_pool) - cpu0;
+        pool_set_stats(tu_pool, false);
+        double cpu_sum = 0, bins[16][2] = { { 0 } };   /* per stage (mod 16) and thread */
+        for (int i = 0; i < n; i++) {
+            const Node *a = &eg->nodes[i];
+            if (!plan_runs(a) && mode == 1) continue;
+            cpu_sum += prof[2 * n + i];
+            ck_assert_msg(prof[2 * n + i] >= 0, "%s: CPU %.0f ns", op_name(a->op), prof[2 * n + i]);
+            if (mode == 1 && stage_calls(eg, mp, mp->stage[i]) > 1) {
+                bins[mp->stage[i] % 16][mp->bin[i]] += prof[i] + prof[n + i];
+                continue;
+            }
+            ck_assert_msg(prof[n + i] >= -1e3 && prof[n + i] <= 2 * prof[i] + 1e3, "%s %%%d: idle %.0f ns in %.0f ns",
+                          op_name(a->op), i, prof[n + i], prof[i]);
+        }
+        ck_assert_msg(cpu_sum > 0 && cpu_sum <= (double)cpu + 1e3, "ops' CPU %.0f ns, the step's %lld", cpu_sum,
+                      (long long)cpu);
+        for (int s = 0; s < 16; s++)
+            ck_assert_msg(fabs(bins[s][0] - bins[s][1]) <= 1e-9 * bins[s][0] + 1,
+                          "stage %d: thread 0's ops and idle %.0f ns, thread 1's %.0f", s, bins[s][0], bins[s][1]);
+        free_feeds(tg, feeds);
+        free(prof);
+        step_free(&st);
+        weights_free(&w);
+    }
+    graph_free(tg);
+    tu_threads(saved);
+    compiled_free_all(&c);
+}
+END_TEST
+
 /* The fusions that round differently, a weight gradient's GEMM fused into its update
  * (matmul_update) and a dense layer's backward with its update (matmul_grad_update):
  * over 100 steps of every model, same seed and same batches, with the model's own
@@ -2022,6 +2086,9 @@ static Suite *make_exec_suite(void)
     tcase_add_test(tc, bn_checkpoint_needs_buffers);
     tcase_add_loop_test(tc, attention_fused_matches, 0, (int)(sizeof attn_cases / sizeof *attn_cases));
     tcase_add_loop_test(tc, attention_fused_gradcheck, 0, (int)(sizeof attn_cases / sizeof *attn_cases));
+    suite_add_tcase(s, tc);
+    tc = tcase_create("profile");
+    tcase_add_test(tc, profile_idle);
     suite_add_tcase(s, tc);
     return s;
 }

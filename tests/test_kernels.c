@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 /* Test hook in conv.c: force the rows per im2col chunk (0 = automatic). */
@@ -2263,6 +2264,66 @@ START_TEST(test_pool_jobs)
 }
 END_TEST
 
+/* pool_set_stats: the busy time of every share is counted, on whichever thread ran it,
+ * and nothing while off.  Each task holds its thread for 1 ms of CPU time (so of wall
+ * time too, however loaded the machine): the caller's busy time is at least that of
+ * the tasks it ran, the workers' at least that of theirs, and the busy times and the
+ * caller's wait add up to no more than T x the jobs' wall time. */
+typedef struct BusyJob {
+    pthread_t caller;
+    _Atomic int on_caller, on_workers;   /* tasks run by each side */
+} BusyJob;
+
+static void busy_task(void *arg, int task, int worker)
+{
+    (void)task;
+    (void)worker;
+    BusyJob *j = arg;
+    struct timespec t0, t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t0);
+    do clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    while ((t.tv_sec - t0.tv_sec) * 1000000000 + (t.tv_nsec - t0.tv_nsec) < 1000000);
+    atomic_fetch_add(pthread_equal(pthread_self(), j->caller) ? &j->on_caller : &j->on_workers, 1);
+}
+
+START_TEST(test_pool_stats)
+{
+    for (int T = 2; T <= 3; T++) {
+        Pool *p = pool_new(T);
+        ck_assert_ptr_nonnull(p);
+        BusyJob j = { .caller = pthread_self() };
+        int64_t busy[POOL_MAX_THREADS], wait, cpu0 = pool_cpu_ns(p);
+        pool_run(p, 4, busy_task, &j);   /* not counted */
+        pool_stats(p, busy, &wait);
+        for (int t = 0; t < pool_threads(p); t++) ck_assert_int_eq(busy[t], 0);
+        ck_assert_int_eq(wait, 0);
+        j = (BusyJob){ .caller = pthread_self() };
+        pool_set_stats(p, true);
+        struct timespec a, b;
+        clock_gettime(CLOCK_MONOTONIC, &a);
+        for (int job = 0; job < 5; job++) pool_run(p, 2 * T + 1, busy_task, &j);
+        clock_gettime(CLOCK_MONOTONIC, &b);
+        pool_set_stats(p, false);
+        int64_t wall = (b.tv_sec - a.tv_sec) * 1000000000 + (b.tv_nsec - a.tv_nsec);
+        pool_stats(p, busy, &wait);
+        int64_t workers = 0;
+        for (int t = 1; t < pool_threads(p); t++) workers += busy[t];
+        ck_assert_msg(busy[0] >= atomic_load(&j.on_caller) * 1000000LL, "%d threads: the caller busy %lld ns for %d tasks",
+                      T, (long long)busy[0], atomic_load(&j.on_caller));
+        ck_assert_msg(workers >= atomic_load(&j.on_workers) * 1000000LL, "%d threads: the workers busy %lld ns for %d tasks",
+                      T, (long long)workers, atomic_load(&j.on_workers));
+        ck_assert_msg(busy[0] + wait <= wall, "%d threads: the caller busy %lld + waiting %lld ns in %lld", T,
+                      (long long)busy[0], (long long)wait, (long long)wall);
+        ck_assert_msg(busy[0] + workers + wait <= T * wall, "%d threads: %lld thread-ns in %lld ns of wall", T,
+                      (long long)(busy[0] + workers + wait), (long long)wall);
+        /* every task's 1 ms ran on a thread of the pool, the caller's or a worker's */
+        ck_assert_msg(pool_cpu_ns(p) - cpu0 >= (5 * (2 * T + 1) + 4) * 1000000LL, "%d threads: CPU %lld ns", T,
+                      (long long)(pool_cpu_ns(p) - cpu0));
+        pool_free(p);
+    }
+}
+END_TEST
+
 /* Inside a parallel stage of the compiled plan (exec/stages.c) a kernel runs as one
  * task of a pool job: its own pool_run then runs every part serially on that thread.
  * The three convolution kernels must give the bits of the split run there (the filter
@@ -4445,6 +4506,7 @@ static Suite *make_kernels_suite(void)
 
     tc = tcase_create("threads");
     tcase_add_test(tc, test_pool_jobs);
+    tcase_add_test(tc, test_pool_stats);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("dropout");

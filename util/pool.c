@@ -48,6 +48,11 @@ struct Pool {
     PoolFn fn;
     void *arg;
     int ntasks;
+    _Atomic bool stats;             /* pool_set_stats */
+    _Atomic int64_t busy[POOL_MAX_THREADS];   /* per thread: ns running shares (0: callers) */
+    _Atomic int64_t wait;           /* ns callers of pool_run spent not running shares */
+    clockid_t clock[POOL_MAX_THREADS];   /* each worker's CPU clock (pool_cpu_ns) */
+    bool has_clock[POOL_MAX_THREADS];
 };
 
 typedef struct Worker {
@@ -59,11 +64,17 @@ typedef struct Worker {
  * splits its work, called by a kernel that already did) runs serially in place. */
 static __thread int in_job;
 
-static void run_share(Pool *p, int worker)
+static int64_t now_ns(void);
+
+/* Runs worker `worker`'s share on thread `thread` (0: the caller). */
+static void run_share(Pool *p, int worker, int thread)
 {
+    bool stats = atomic_load_explicit(&p->stats, memory_order_relaxed);
+    int64_t t0 = stats ? now_ns() : 0;
     in_job = 1;
     for (int t = worker; t < p->ntasks; t += p->nthreads) p->fn(p->arg, t, worker);
     in_job = 0;
+    if (stats) atomic_fetch_add_explicit(&p->busy[thread], now_ns() - t0, memory_order_relaxed);
 }
 
 /* Takes share w of job generation g, unless another thread has: every job's shares are
@@ -138,7 +149,7 @@ static void *worker_main(void *arg)
         /* the job's fn, arg and ntasks were written before its generation */
         seen = atomic_load_explicit(&p->gen, memory_order_acquire);
         if (!claim_share(p, id, seen)) continue;   /* the caller took it (or a later job's is due) */
-        run_share(p, id);
+        run_share(p, id, id);
         if (atomic_fetch_sub_explicit(&p->pending, 1, memory_order_acq_rel) == 1) {
             /* the caller may be asleep on `done` (or about to be: it checks under mu) */
             pthread_mutex_lock(&p->mu);
@@ -174,6 +185,7 @@ Pool *pool_new(int n)
             gc_free(w);
             break;
         }
+        p->has_clock[p->nworkers] = pthread_getcpuclockid(p->tid[p->nworkers], &p->clock[p->nworkers]) == 0;
         p->nworkers++;
     }
     p->nthreads = p->nworkers + 1;   /* fewer if a thread could not be started */
@@ -202,6 +214,37 @@ void pool_set_spin(Pool *p, int64_t ns)
     if (p) atomic_store(&p->spin_ns, ns > 0 ? ns : 0);
 }
 
+static void finish(Pool *p, int64_t t0, bool woken, int taken);
+
+void pool_set_stats(Pool *p, bool on)
+{
+    if (p) atomic_store(&p->stats, on);
+}
+
+void pool_stats(const Pool *p, int64_t *busy, int64_t *wait)
+{
+    int n = pool_threads(p);
+    for (int t = 0; t < n; t++) busy[t] = p ? atomic_load(&((Pool *)p)->busy[t]) : 0;
+    *wait = p ? atomic_load(&((Pool *)p)->wait) : 0;
+}
+
+static int64_t cpu_clock(clockid_t c)
+{
+    struct timespec t;
+    if (clock_gettime(c, &t) != 0) return 0;
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+int64_t pool_cpu_ns(const Pool *p)
+{
+    int64_t ns = cpu_clock(CLOCK_THREAD_CPUTIME_ID);
+    for (int i = 0; p && i < p->nworkers; i++)
+        if (p->has_clock[i]) ns += cpu_clock(p->clock[i]);
+    return ns;
+}
+
+bool pool_in_job(void) { return in_job; }
+
 void pool_run(Pool *p, int ntasks, PoolFn fn, void *arg)
 {
     if (ntasks <= 0) return;
@@ -220,14 +263,23 @@ void pool_run(Pool *p, int ntasks, PoolFn fn, void *arg)
     bool woken = p->sleepers > 0;
     if (woken) pthread_cond_broadcast(&p->work);   /* else they are all spinning */
     pthread_mutex_unlock(&p->mu);
-    run_share(p, 0);
+    run_share(p, 0, 0);
     /* the shares no worker has started: here, rather than wait for a worker to get a CPU */
     int taken = 0;
     for (int w = 1; w <= p->nworkers; w++)
         if (claim_share(p, w, g)) {
-            run_share(p, w);
+            run_share(p, w, 0);
             taken++;
         }
+    int64_t tw = atomic_load_explicit(&p->stats, memory_order_relaxed) ? now_ns() : 0;
+    finish(p, t0, woken, taken);
+    if (tw) atomic_fetch_add_explicit(&p->wait, now_ns() - tw, memory_order_relaxed);
+}
+
+/* The end of pool_run: waits for the workers' shares (those the caller took, `taken`,
+ * done). */
+static void finish(Pool *p, int64_t t0, bool woken, int taken)
+{
     if (taken) {
         /* workers spinning for the job that did not take it in SPIN_PICKUP_NS have been
          * descheduled */

@@ -18,6 +18,7 @@
 /* How long, by default, a thread that waits on the pool spins before it sleeps (ns). */
 #define POOL_SPIN_NS 50000
 
+#include <stdbool.h>
 #include <stdint.h>
 
 typedef struct Pool Pool;
@@ -39,6 +40,19 @@ void pool_set_spin(Pool *p, int64_t ns);
  * A NULL pool, or a call from inside a job, runs them in order on this thread.  One
  * job at a time per pool: a pool serves the one thread that runs its model. */
 void pool_run(Pool *p, int ntasks, PoolFn fn, void *arg);
+/* Profiling (graphc bench --profile): while on, each of p's threads adds up the time it
+ * spends running shares of jobs, and the caller of pool_run the time it spends there
+ * not running one (waiting for the workers).  Off by default: it reads the clock twice
+ * a share. */
+void pool_set_stats(Pool *p, bool on);
+/* busy[t] for t < pool_threads(p): ns thread t ran shares (t = 0: the callers of
+ * pool_run, worker threads after); *wait: ns the callers waited in pool_run. */
+void pool_stats(const Pool *p, int64_t *busy, int64_t *wait);
+/* The CPU time (ns) of the calling thread and p's worker threads: exact at any moment,
+ * where the process's clock lags for threads running on other CPUs. */
+int64_t pool_cpu_ns(const Pool *p);
+/* Whether this thread runs a share of a job now (a pool_run here would run serially). */
+bool pool_in_job(void);
 /* The number of online cores (at least 1). */
 int pool_cores(void);
 
