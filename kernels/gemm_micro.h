@@ -152,10 +152,28 @@ typedef struct NAME(GemmOut) {
     bool first, last;
 } NAME(GemmOut);
 
+/* Where a tile's A is (a constant in each call, so each layout gets its own loop):
+ * packed [kc][R] (row r of k at ap + k R + r), read in place stored [K, M] (ap + k lda
+ * + r) or stored [M, K] (ap + r lda + k). */
+enum { GEMM_A_PACKED, GEMM_A_KM, GEMM_A_MK };
+
+/* Row r's value of k = 0 of a tile of A stored [M, K], from three row pointers and two
+ * strides in bytes (lb = lda floats, l3 = 3 lda): rows 0-4 from a0, 5-9 from a1 = a0 +
+ * 5 lda, 10-13 from a2 = a0 + 10 lda, each as base + l{b,3} x {0, 1, 2, 4}, which is
+ * one x86 address.  Written with 14 row pointers (or offsets) the 14-row tile's loop
+ * needed more integer registers than there are and spilled two accumulators to the
+ * stack (an FMA from memory and a store per k). */
+ISA_INLINE const float *NAME(gemm_mk_row)(const char *a0, const char *a1, const char *a2, size_t lb, size_t l3, int r)
+{
+    const char *base = r < 5 ? a0 : r < 10 ? a1 : a2;
+    const int i = r % 5;
+    return (const float *)(base + (i == 0 ? 0 : i == 1 ? lb : i == 2 ? 2 * lb : i == 3 ? l3 : 4 * lb));
+}
+
 /* The register tile: R rows x GEMM_NV vectors (nr columns of them in C) over kc values
- * of k, A's rows packed [kc][R] at ap, B's columns at bp, row k at bp + k bs (packed:
- * bs = NR; read in place: B's row stride). */
-ISA_INLINE void NAME(gemm_tile)(const int R, size_t kc, const float *ap, size_t ars, size_t aks, const float *bp,
+ * of k, A at ap as `am` says (lda: A's stride when read in place), B's columns at bp,
+ * row k at bp + k bs (packed: bs = NR; read in place: B's row stride). */
+ISA_INLINE void NAME(gemm_tile)(const int R, const int am, size_t kc, const float *ap, size_t lda, const float *bp,
                                 size_t bs, int nr, const NAME(GemmOut) *o)
 {
     V acc[GEMM_MR][GEMM_NV];
@@ -179,20 +197,42 @@ ISA_INLINE void NAME(gemm_tile)(const int R, size_t kc, const float *ap, size_t 
 #pragma GCC unroll 4
         for (int v = 0; v < GEMM_NV; v++)
             acc[r][v] = o->first ? v_zero() : NAME(gemm_ld)(o->P + (size_t)r * o->ldp + (size_t)v * VL, ln[v], mk[v]);
-    for (size_t k = 0; k < kc; k++) {
-        V b[GEMM_NV];
-#pragma GCC unroll 4
-        for (int v = 0; v < GEMM_NV; v++)
-            b[v] = v_load(bp + k * bs + (size_t)v * VL);
-#pragma GCC unroll 16
-        for (int r = 0; r < R; r++) {
-            const V a = v_bcast(ap + k * aks + (size_t)r * ars);
+    if (am == GEMM_A_MK) {
+        const size_t lb = lda * sizeof(float), l3 = 3 * lb;
+        const char *a0 = (const char *)ap, *a1 = a0 + 5 * lb, *a2 = a0 + 10 * lb;
+        for (size_t k = 0; k < kc; k++, a0 += sizeof(float), a1 += sizeof(float), a2 += sizeof(float)) {
+            V b[GEMM_NV];
 #pragma GCC unroll 4
             for (int v = 0; v < GEMM_NV; v++)
-                acc[r][v] = v_fma(a, b[v], acc[r][v]);
+                b[v] = v_load(bp + k * bs + (size_t)v * VL);
+#pragma GCC unroll 16
+            for (int r = 0; r < R; r++) {
+                const V a = v_bcast(NAME(gemm_mk_row)(a0, a1, a2, lb, l3, r));
+#pragma GCC unroll 4
+                for (int v = 0; v < GEMM_NV; v++)
+                    acc[r][v] = v_fma(a, b[v], acc[r][v]);
+            }
+        }
+    } else {
+        const size_t aks = am == GEMM_A_KM ? lda : (size_t)R;
+        for (size_t k = 0; k < kc; k++) {
+            V b[GEMM_NV];
+#pragma GCC unroll 4
+            for (int v = 0; v < GEMM_NV; v++)
+                b[v] = v_load(bp + k * bs + (size_t)v * VL);
+#pragma GCC unroll 16
+            for (int r = 0; r < R; r++) {
+                const V a = v_bcast(ap + k * aks + (size_t)r);
+#pragma GCC unroll 4
+                for (int v = 0; v < GEMM_NV; v++)
+                    acc[r][v] = v_fma(a, b[v], acc[r][v]);
+            }
         }
     }
-    const V va = v_set1(o->alpha), vb = v_set1(o->beta);
+    /* alpha and beta read only now (volatile: GCC otherwise loaded one before the loop
+     * and kept it in the one vector register a 14-row tile has to spare, spilling an
+     * accumulator instead) */
+    const V va = v_set1(*(volatile const float *)&o->alpha), vb = v_set1(*(volatile const float *)&o->beta);
 #pragma GCC unroll 16
     for (int r = 0; r < R; r++)
 #pragma GCC unroll 4
@@ -328,15 +368,19 @@ ISA_INLINE void NAME(gemm_kblock)(const KGemm *g, const NAME(GemmBlocks) *b, siz
                 ot.C = g->C + m0 * g->ldc + j0 + p0;
                 ot.bias = g->bias ? g->bias + j0 + p0 : NULL;
                 ot.P = part ? part + m0 * b->nc + p0 : ot.C;
-                if (b->a_direct) {   /* A [M, K]: row r at lda; stored [K, M]: k at lda */
-                    const float *apt = g->ta ? g->A + k0 * g->lda + m0 : g->A + m0 * g->lda + k0;
-                    const size_t ars = g->ta ? 1 : g->lda, aks = g->ta ? g->lda : 1;
-#define GEMM_T(RR) NAME(gemm_tile)(RR, kc, apt, ars, aks, bpp, bs, nr, &ot)
+                if (b->a_direct && g->ta) {   /* A stored [K, M]: k at lda */
+                    const float *apt = g->A + k0 * g->lda + m0;
+#define GEMM_T(RR) NAME(gemm_tile)(RR, GEMM_A_KM, kc, apt, g->lda, bpp, bs, nr, &ot)
+                    switch (R) { GEMM_CASES(GEMM_MR, GEMM_T) default: break; }
+#undef GEMM_T
+                } else if (b->a_direct) {   /* A [M, K]: row r at lda */
+                    const float *apt = g->A + m0 * g->lda + k0;
+#define GEMM_T(RR) NAME(gemm_tile)(RR, GEMM_A_MK, kc, apt, g->lda, bpp, bs, nr, &ot)
                     switch (R) { GEMM_CASES(GEMM_MR, GEMM_T) default: break; }
 #undef GEMM_T
                 } else {
                     const float *apt = ap + off[t - t0];
-#define GEMM_T(RR) NAME(gemm_tile)(RR, kc, apt, 1, RR, bpp, bs, nr, &ot)
+#define GEMM_T(RR) NAME(gemm_tile)(RR, GEMM_A_PACKED, kc, apt, 0, bpp, bs, nr, &ot)
                     switch (R) { GEMM_CASES(GEMM_MR, GEMM_T) default: break; }
 #undef GEMM_T
                 }
