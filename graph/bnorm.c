@@ -31,17 +31,12 @@ void bn_inference_form(Graph *g)
     }
 }
 
-/* Readers of each node: inputs of other nodes; an output, the logits or the loss count
- * twice (never fused away).  NULL when out of memory. */
+/* pass_uses, with the logits counted twice too: a batch norm that makes them keeps
+ * its output.  NULL when out of memory. */
 static int32_t *readers(const Graph *g)
 {
-    int32_t *r = gc_calloc((size_t)(g->nnodes ? g->nnodes : 1), sizeof *r);
-    if (!r) return NULL;
-    for (int i = 0; i < g->nnodes; i++)
-        for (int k = 0; k < g->nodes[i].nin; k++) r[g->nodes[i].in[k]]++;
-    for (int i = 0; i < g->noutputs; i++) r[g->outputs[i].node] += 2;
-    if (g->logits >= 0) r[g->logits] += 2;
-    if (g->train.minimize >= 0) r[g->train.minimize] += 2;
+    int32_t *r = pass_uses(g);
+    if (r && g->logits >= 0) r[g->logits] += 2;
     return r;
 }
 
@@ -182,43 +177,11 @@ done:
     return out;
 }
 
-/* What bn_add, bn_act and bn_relu_grad share: a clone of g to rewrite in place, the
- * readers of each node in g, and graph_rebuild's keep and alias (every node kept, as
- * itself, until the pass drops one). */
-typedef struct {
-    Graph *c;
-    int32_t *nreaders, *alias;
-    bool *keep;
-} Fold;
-
-/* The rebuilt graph when ok (NULL and said when out of memory), and f freed. */
-static Graph *fold_end(Fold *f, const Graph *g, bool ok, DiagSink *d)
+/* bn_add, bn_act and bn_relu_grad rewrite g with readers() as the uses. */
+static bool fold_begin(Rewrite *r, const Graph *g, DiagSink *d)
 {
-    Graph *out = ok ? graph_rebuild(f->c, f->keep, f->alias, g->stage, d) : NULL;
-    graph_free(f->c);
-    gc_free(f->nreaders);
-    gc_free(f->alias);
-    gc_free(f->keep);
-    return out;
-}
-
-/* false (said, nothing held) when out of memory */
-static bool fold_begin(Fold *f, const Graph *g, DiagSink *d)
-{
-    size_t n = (size_t)(g->nnodes ? g->nnodes : 1);
-    f->c = graph_clone(g);
-    f->nreaders = readers(g);
-    f->alias = gc_calloc(n, sizeof *f->alias);
-    f->keep = gc_calloc(n, sizeof *f->keep);
-    if (!f->c || !f->nreaders || !f->alias || !f->keep) {
-        diag_plain(d, "out of memory");
-        fold_end(f, g, false, d);
-        return false;
-    }
-    for (int32_t i = 0; i < g->nnodes; i++) {
-        f->keep[i] = true;
-        f->alias[i] = i;
-    }
+    if (!rewrite_begin(r, g, d)) return false;
+    if (g->logits >= 0) r->uses[g->logits] += 2;
     return true;
 }
 
@@ -247,11 +210,11 @@ static bool add_inputs(Graph *c, int32_t j, const int32_t *extra, int nextra)
  * value in float, then the add. */
 Graph *pass_bn_add(const Graph *g, DiagSink *d)
 {
-    Fold f;
+    Rewrite f;
     if (!fold_begin(&f, g, d)) return NULL;
     int n = g->nnodes;
     Graph *c = f.c;
-    const int32_t *nreaders = f.nreaders;
+    const int32_t *nreaders = f.uses;
     for (int32_t u = 0; u < n; u++) {
         Node *add = &c->nodes[u];
         if (add->op != OP_ADD || add->nin != 2) continue;
@@ -264,7 +227,7 @@ Graph *pass_bn_add(const Graph *g, DiagSink *d)
                 continue;
             if (!add_inputs(c, b, &r, 1)) {
                 diag_plain(d, "out of memory");
-                return fold_end(&f, g, false, d);
+                return rewrite_end(&f, false, g->stage, d);
             }
             bn = &c->nodes[b];
             add->op = OP_BATCH_NORM;
@@ -277,7 +240,7 @@ Graph *pass_bn_add(const Graph *g, DiagSink *d)
             break;
         }
     }
-    return fold_end(&f, g, true, d);
+    return rewrite_end(&f, true, g->stage, d);
 }
 
 /* An activation into the batch norm before it: batch_norm or batch_norm_infer read by
@@ -289,11 +252,11 @@ Graph *pass_bn_add(const Graph *g, DiagSink *d)
  * The same arithmetic as the two ops apart. */
 Graph *pass_bn_act(const Graph *g, DiagSink *d)
 {
-    Fold f;
+    Rewrite f;
     if (!fold_begin(&f, g, d)) return NULL;
     int n = g->nnodes;
     Graph *c = f.c;
-    const int32_t *nreaders = f.nreaders;
+    const int32_t *nreaders = f.uses;
     for (int32_t u = 0; u < n; u++) {
         Node *act = &c->nodes[u];
         int32_t b = act->nin == 1 ? act->in[0] : -1;
@@ -311,7 +274,7 @@ Graph *pass_bn_act(const Graph *g, DiagSink *d)
         act->name = act->name ? act->name : bn->name;
         f.keep[b] = false;
     }
-    return fold_end(&f, g, true, d);
+    return rewrite_end(&f, true, g->stage, d);
 }
 
 /* Node j is one of batch norm b's backward ops that reads u as its dy, without an
@@ -338,11 +301,11 @@ static bool grad_reads(const Graph *g, int32_t j, int32_t b, int32_t u)
  * now 5n (g and x twice, dx once), and y is read by one op fewer. */
 Graph *pass_bn_relu_grad(const Graph *g, DiagSink *d)
 {
-    Fold f;
+    Rewrite f;
     if (!fold_begin(&f, g, d)) return NULL;
     int n = g->nnodes;
     Graph *c = f.c;
-    const int32_t *nreaders = f.nreaders;
+    const int32_t *nreaders = f.uses;
     for (int32_t u = 0; u < n; u++) {
         const Node *un = &c->nodes[u];
         if (un->op != OP_UNARY_GRAD || un->a.unary.op != OP_RELU) continue;
@@ -362,12 +325,12 @@ Graph *pass_bn_relu_grad(const Graph *g, DiagSink *d)
             r->in[params ? 2 : 0] = gin;
             if (!add_inputs(c, j, params ? gamma_beta : gamma_beta + 1, params ? 2 : 1)) {
                 diag_plain(d, "out of memory");
-                return fold_end(&f, g, false, d);
+                return rewrite_end(&f, false, g->stage, d);
             }
             r->a.bn.act = OP_RELU;
             r->a.bn.act_p = bn->a.bn.act_p;
         }
         f.keep[u] = false;
     }
-    return fold_end(&f, g, true, d);
+    return rewrite_end(&f, true, g->stage, d);
 }

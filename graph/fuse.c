@@ -26,18 +26,6 @@
 #include <string.h>
 #include "graph/passes.h"
 
-/* Uses of each node: inputs of other nodes, outputs, the loss. */
-static int32_t *count_uses(const Graph *g)
-{
-    int32_t *uses = gc_calloc((size_t)(g->nnodes ? g->nnodes : 1), sizeof *uses);
-    if (!uses) return NULL;
-    for (int i = 0; i < g->nnodes; i++)
-        for (int k = 0; k < g->nodes[i].nin; k++) uses[g->nodes[i].in[k]]++;
-    for (int i = 0; i < g->noutputs; i++) uses[g->outputs[i].node] += 2;   /* never fused away */
-    if (g->train.minimize >= 0) uses[g->train.minimize] += 2;
-    return uses;
-}
-
 /* The single consumer of node i, or -1. */
 static int32_t sole_consumer(const Graph *g, const int32_t *uses, int32_t i)
 {
@@ -46,49 +34,6 @@ static int32_t sole_consumer(const Graph *g, const int32_t *uses, int32_t i)
         for (int j = 0; j < g->nodes[k].nin; j++)
             if (g->nodes[k].in[j] == i) return k;
     return -1;
-}
-
-/* What a pattern pass of this file works on: a clone of the graph to rewrite in place,
- * each node's number of readers, which nodes to keep, and what each is replaced by. */
-typedef struct Rewrite {
-    Graph *c;
-    int32_t *uses;
-    bool *keep;
-    int32_t *alias;
-} Rewrite;
-
-/* false after reporting (everything freed) */
-static bool rewrite_begin(Rewrite *r, const Graph *g, DiagSink *d)
-{
-    size_t n = (size_t)(g->nnodes ? g->nnodes : 1);
-    r->c = graph_clone(g);
-    r->uses = count_uses(g);
-    r->keep = gc_calloc(n, sizeof *r->keep);
-    r->alias = gc_calloc(n, sizeof *r->alias);
-    if (!r->c || !r->uses || !r->keep || !r->alias) {
-        diag_plain(d, "out of memory");
-        graph_free(r->c);
-        gc_free(r->uses);
-        gc_free(r->keep);
-        gc_free(r->alias);
-        return false;
-    }
-    for (int i = 0; i < g->nnodes; i++) {
-        r->keep[i] = true;
-        r->alias[i] = i;
-    }
-    return true;
-}
-
-/* The rewritten graph (its kept nodes, renumbered) if ok, else NULL; frees the rest. */
-static Graph *rewrite_end(Rewrite *r, bool ok, const char *stage, DiagSink *d)
-{
-    Graph *out = ok ? graph_rebuild(r->c, r->keep, r->alias, stage, d) : NULL;
-    graph_free(r->c);
-    gc_free(r->uses);
-    gc_free(r->keep);
-    gc_free(r->alias);
-    return out;
 }
 
 /* A GEMM's epilogue may be any elementwise unary function (the kernels apply it to each
@@ -198,7 +143,7 @@ Graph *pass_fuse_elementwise(const Graph *g, DiagSink *d)
 {
     int n = g->nnodes;
     Graph *c = graph_clone(g);
-    int32_t *uses = count_uses(g);
+    int32_t *uses = pass_uses(g);
     bool *keep = gc_calloc((size_t)(n ? n : 1), sizeof *keep), *taken = gc_calloc((size_t)(n ? n : 1), sizeof *taken);
     int32_t *alias = gc_calloc((size_t)(n ? n : 1), sizeof *alias);
     Graph *out = NULL;

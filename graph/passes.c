@@ -120,6 +120,46 @@ Graph *graph_rebuild(const Graph *g, const bool *keep, const int32_t *alias, con
     return c;
 }
 
+int32_t *pass_uses(const Graph *g)
+{
+    int32_t *uses = gc_calloc((size_t)(g->nnodes ? g->nnodes : 1), sizeof *uses);
+    if (!uses) return NULL;
+    for (int i = 0; i < g->nnodes; i++)
+        for (int k = 0; k < g->nodes[i].nin; k++) uses[g->nodes[i].in[k]]++;
+    for (int i = 0; i < g->noutputs; i++) uses[g->outputs[i].node] += 2;
+    if (g->train.minimize >= 0) uses[g->train.minimize] += 2;
+    return uses;
+}
+
+bool rewrite_begin(Rewrite *r, const Graph *g, DiagSink *d)
+{
+    size_t n = (size_t)(g->nnodes ? g->nnodes : 1);
+    r->c = graph_clone(g);
+    r->uses = pass_uses(g);
+    r->keep = gc_calloc(n, sizeof *r->keep);
+    r->alias = gc_calloc(n, sizeof *r->alias);
+    if (!r->c || !r->uses || !r->keep || !r->alias) {
+        diag_plain(d, "out of memory");
+        rewrite_end(r, false, NULL, d);
+        return false;
+    }
+    for (int i = 0; i < g->nnodes; i++) {
+        r->keep[i] = true;
+        r->alias[i] = i;
+    }
+    return true;
+}
+
+Graph *rewrite_end(Rewrite *r, bool ok, const char *stage, DiagSink *d)
+{
+    Graph *out = ok ? graph_rebuild(r->c, r->keep, r->alias, stage, d) : NULL;
+    graph_free(r->c);
+    gc_free(r->uses);
+    gc_free(r->keep);
+    gc_free(r->alias);
+    return out;
+}
+
 /* Marks everything that `roots` need, walking inputs backwards. */
 static void mark_needed(const Graph *g, bool *keep)
 {

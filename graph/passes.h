@@ -85,6 +85,23 @@ Graph *graph_run_passes(const Graph *g, uint64_t off, const char *stop_after, bo
  * each input i by alias[i] first.  Outputs, inputs and the train spec are remapped. */
 Graph *graph_rebuild(const Graph *g, const bool *keep, const int32_t *alias, const char *stage, DiagSink *d);
 
+/* Readers of each node: inputs of other nodes; an output or the loss counts twice, so
+ * that a pattern pass never fuses it away.  NULL when out of memory. */
+int32_t *pass_uses(const Graph *g);
+/* What a pattern pass (graph/fuse.c, graph/bnorm.c) works on: a clone of the graph to
+ * rewrite in place, each node's readers (pass_uses), and graph_rebuild's keep and
+ * alias (every node kept, as itself, until the pass drops one). */
+typedef struct Rewrite {
+    Graph *c;
+    int32_t *uses;
+    bool *keep;
+    int32_t *alias;
+} Rewrite;
+/* false after reporting (everything freed) */
+bool rewrite_begin(Rewrite *r, const Graph *g, DiagSink *d);
+/* The rewritten graph (its kept nodes, renumbered) if ok, else NULL; frees the rest. */
+Graph *rewrite_end(Rewrite *r, bool ok, const char *stage, DiagSink *d);
+
 /* A copy of g with its nodes in `order` (n distinct node ids, each after its inputs);
  * nodes not in `order` are dropped.  NULL after reporting if the order is not
  * topological or leaves out an input or output. */
