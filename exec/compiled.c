@@ -345,9 +345,6 @@ static void stage_task(void *arg, int task, int worker)
         if (j->p->call_bin[i] == task && dispatch_kernel(&j->p->calls[i]) != 0) j->rc[task] = -1;
 }
 
-/* The most calls of a stage the profile tells apart (stages.c makes at most 32). */
-#define STAGE_PROFILE_MAX 64
-
 static int profile_stage(CompiledPlan *p, StageJob *j, const StepEnv *env);
 static int stage_end(CompiledPlan *p, const StageJob *j);
 
@@ -371,8 +368,8 @@ static int run_stage(CompiledPlan *p, int s, const StepEnv *env)
 static int profile_stage(CompiledPlan *p, StageJob *j, const StepEnv *env)
 {
     int T = pool_threads(p->pool);
-    double before[STAGE_PROFILE_MAX];
-    int lo = j->lo, hi = j->hi < lo + STAGE_PROFILE_MAX ? j->hi : lo + STAGE_PROFILE_MAX;
+    double before[STAGE_MAX];
+    int lo = j->lo, hi = j->hi < lo + STAGE_MAX ? j->hi : lo + STAGE_MAX;
     for (int i = lo; i < hi; i++) before[i - lo] = env->prof_ns[p->calls[i].n - p->g->nodes];
     int64_t cpu0 = pool_cpu_ns(p->pool);
     double t0 = exec_now_ns();

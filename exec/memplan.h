@@ -43,6 +43,8 @@ static inline bool plan_runs(const Node *n) { return n->op != OP_INPUT && n->op 
  * every op alone (benchmarks: what the stages buy); STAGES_ALL every group that
  * dependencies and memory allow, whatever the cost (tests). */
 typedef enum StageMode { STAGES_COST, STAGES_OFF, STAGES_ALL, STAGE_MODE_COUNT } StageMode;
+/* The most ops a parallel stage holds (exec/stages.c). */
+#define STAGE_MAX 32
 
 /* What a plan may do; zeroed: everything, on one thread. */
 typedef struct PlanOptions {

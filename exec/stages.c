@@ -24,7 +24,6 @@
 #define SPLIT_ABOVE_NS 40000.0
 #define SPLIT_EFFICIENCY 0.85
 #define STAGE_WAKE_NS 6000.0
-#define STAGE_MAX 32
 
 /* The node whose buffer a value is (through reshape views). */
 static int32_t base(const Graph *g, int32_t id)
