@@ -492,8 +492,8 @@ void conv_direct_pool(const KernVariant *kv, const KConv *p, const KPool *q, con
 }
 
 /* The lines of the input rows that the band after the G rows from r on copies and
- * this one did not (*pf, *lines; none: unchanged), for fwd_row to prefetch (whole rows only: tiles of columns read
- * parts of rows, left to the hardware). */
+ * this one did not (*pf, *lines; none: unchanged), for fwd_row to prefetch (whole rows
+ * only: tiles of columns read parts of rows, left to the hardware). */
 static void next_band(const KConv *p, const float *x, int64_t r, int64_t G, int64_t end, int64_t gmax, const char **pf,
                       int64_t *lines)
 {
@@ -554,7 +554,8 @@ void conv_direct_forward(const KernVariant *kv, const KConv *p, const float *x, 
                 }
                 fr.ky0 = ky0, fr.ky1 = ky1, fr.rows = g1 - g;
                 fr.pf = pf, fr.pf_lines = pf_lines * g1 / G - pf_lines * g / G;   /* a share by rows */
-                pf += 64 * fr.pf_lines;
+                if (pf)
+                    pf += 64 * fr.pf_lines;
                 fr.xs = strip + g * fr.rstep;
                 fr.y = y + ((r + g - r0) * p->ow + c0) * F;
                 kv->fwd_row(&fr);
