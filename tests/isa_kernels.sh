@@ -44,7 +44,7 @@ for isa in avx512 avx2 portable; do
         ok "GRAPHC_ISA=$isa: the kernel suite passes on $want"
     else
         bad "GRAPHC_ISA=$isa: exit $rc"
-        grep -v "^100%\|^Running" "$out" | head -20
+        grep -v "^100%\|^Running" "$out" | head -80
     fi
 done
 
