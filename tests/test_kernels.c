@@ -630,6 +630,35 @@ START_TEST(test_colsum_d)
 }
 END_TEST
 
+/* Wider blocks: each column the chain of double adds in row order, bit for bit,
+ * whatever column group of the vector loop (1-4 vectors at once, and the scalar tail)
+ * it falls in; 201 rows of values 2^-20 .. 2^20, so that another order rounds
+ * otherwise: test_vmath_colsum_d's 11 rows 2^-40 .. 2^40 apart passed with the rows
+ * summed in reverse order, which fails this at every width. */
+static const size_t colsum_widths[] = { 16, 32, 40, 48, 64, 96, 112, 129 };
+
+START_TEST(test_colsum_d_widths)
+{
+    enum { ROWS = 201 };
+    const size_t cols = colsum_widths[_i];
+    float *x = tu_alloc_uniform(ROWS * cols, -1.0f, 1.0f, 300 + (uint64_t)_i);
+    double acc[129 + 1], want[129];
+    for (size_t i = 0; i < ROWS * cols; i++)
+        x[i] = ldexpf(x[i], (int)(i * 7919 % 41) - 20);
+    for (size_t j = 0; j < cols; j++) {
+        want[j] = 0;
+        for (size_t r = 0; r < ROWS; r++)
+            want[j] += x[r * cols + j];
+    }
+    acc[cols] = 42.0;
+    kern_colsum_d(x, ROWS, cols, acc);
+    for (size_t j = 0; j < cols; j++)
+        ck_assert_msg(acc[j] == want[j], "cols %zu, column %zu: %a, want %a", cols, j, acc[j], want[j]);
+    ck_assert_double_eq(acc[cols], 42.0);
+    free(x);
+}
+END_TEST
+
 START_TEST(test_sum_all)
 {
     size_t n = 100003;
@@ -4428,6 +4457,7 @@ static Suite *make_kernels_suite(void)
     tcase_add_test(tc, test_scale_fill_copy_axpy);
     tcase_add_test(tc, test_sum_all);
     tcase_add_test(tc, test_colsum_d);
+    tcase_add_loop_test(tc, test_colsum_d_widths, 0, (int)(sizeof colsum_widths / sizeof colsum_widths[0]));
     tcase_add_test(tc, test_concat_slice);
     suite_add_tcase(s, tc);
 
