@@ -13,7 +13,8 @@
  *                      maxpool_values of it (a training step)
  *   pooled_grads       maxpool_scatter(_relu)(a, ...) of a conv2d_maxpool_argmax a, read only by
  *                      the convolution's conv2d_grad_filter and sum_to (its bias gradient)
- *                      =>  conv2d_grad_filter_pooled(x, a, dy) and sum_to_pooled(a, dy)
+ *                      =>  conv2d_grad_filter_pooled(x, a, dy) and sum_to_pooled(a, dy);
+ *                      through windows of fewer cells, the sum_to alone => sum_to_pooled
  *   early_updates      a large gradient's update moved to right after its last input
  *   gemm_updates       matmul(a, b) -> an optimizer's *_update(w, .)  =>  matmul_update(w, a, b)
  *   dense_backward     matmul(dy, w) -> unary_grad[relu](x, .), and w's sgd/momentum update
@@ -689,17 +690,19 @@ Graph *pass_conv_pool_argmax(const Graph *g, DiagSink *d)
  * its index), a.convpool its windows, pool.act OP_RELU for the scatter's relu mask.
  * The same sums in the same order, their zero terms left out: the same bits for a
  * finite input (kernels/kern.h; a zero times an infinity would be a NaN there).
- * Only windows of POOLED_MIN_CELLS cells or more: the terms are found cell by cell, and
- * through a 2x2 pool (a quarter of the cells) that cost more than it spared: the MNIST
- * CNN's bias gradient took 9 ms instead of the scatter's 3 and a dense sum's 1 (batch
- * 256, one thread), its filter gradient 15-18 ms against 2.2; large's conv1 through
- * a 4x4 pool 3.6 + 10.5 ms against 7.4 + 15.5 + a dense sum's 7 (batch 4). */
+ * The filter gradient only through windows of POOLED_MIN_CELLS cells or more: its terms
+ * are found cell by cell, and through a 2x2 pool (a quarter of the cells) that cost more
+ * than it spared: the MNIST CNN's filter gradient took 15-18 ms against 2.2 (batch 256,
+ * one thread); large's conv1 through a 4x4 pool 3.6 + 10.5 ms against 7.4 + 15.5 + a
+ * dense sum's 7 (batch 4).  Through smaller windows the bias gradient alone reads the
+ * pool (the scatter stays, for the filter gradient): bench/convbench --ops s, the MNIST
+ * CNN's conv1 at batch 256 on one thread, 0.9-1.0 ms against the dense sum's 2.8-3.6. */
 enum { POOLED_MIN_CELLS = 16 };
 
+/* Windows that neither overlap nor pad: every cell has one window at most. */
 static bool pooled_window(const WinAttr *w)
 {
-    return w->kh == w->sh && w->kw == w->sw && w->pt == 0 && w->pb == 0 && w->pl == 0 && w->pr == 0 &&
-           w->kh * w->kw >= POOLED_MIN_CELLS;
+    return w->kh == w->sh && w->kw == w->sw && w->pt == 0 && w->pb == 0 && w->pl == 0 && w->pr == 0;
 }
 
 /* Does reader r of scatter s read it as a gradient pooled_grads takes (x: the
@@ -733,10 +736,13 @@ Graph *pass_pooled_grads(const Graph *g, DiagSink *d)
                     readers++;
                     filters += c->nodes[j].op == OP_CONV2D_GRAD_FILTER;
                 }
-        if (readers != r.uses[s] || filters == 0) continue;
+        /* all of the scatter's readers, or (small windows, or another reader) its bias
+         * gradients alone */
+        const bool whole = readers == r.uses[s] && filters > 0 && sn->a.win.kh * sn->a.win.kw >= POOLED_MIN_CELLS;
         for (int32_t j = s + 1; j < c->nnodes && ok; j++) {
             Node *rn = &c->nodes[j];
             if (rn->nin < 1 || (rn->in[0] != s && (rn->nin < 2 || rn->in[1] != s))) continue;
+            if (!pooled_reader(c, rn, s, x) || (!whole && rn->op != OP_SUM_TO)) continue;
             const bool filter = rn->op == OP_CONV2D_GRAD_FILTER;
             int32_t *in = arena_alloc(&c->arena, 3 * sizeof *in);
             if (!in) {
@@ -763,7 +769,7 @@ Graph *pass_pooled_grads(const Graph *g, DiagSink *d)
             rn->a = at;
             ok = graph_infer_node(c, j, d);
         }
-        r.keep[s] = false;
+        if (whole) r.keep[s] = false;
     }
     return rewrite_end(&r, ok, g->stage, d);
 }

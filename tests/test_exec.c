@@ -181,16 +181,18 @@ START_TEST(wide_nodes_run)
 END_TEST
 
 /* pooled_grads (graph/fuse.c): a first layer's filter and bias gradients from the index
- * of a pool of 16 cells or more, the scatter never made.  Three training steps in the
+ * of a pool of 16 cells or more, the scatter never made (through smaller windows, the
+ * bias gradients alone).  Three training steps in the
  * interpreter (the scatter and the dense gradients apart), in the compiled plan without
  * the pass, and with it, the pooled kernel forced on (these sizes would take the scatter
  * and the dense kernel inside the op; large.net's step in compiled_matches_interp takes
  * the pooled kernel on its own), automatic and forced off: the losses and every weight
  * bit for bit the same, batch 1 and 3, 1 to 3 threads, every variant the CPU runs.
- * `pooled`: how many first layers the pass rewrites (on every CPU). */
+ * `pooled`: how many filter gradients the pass rewrites (on every CPU), `sums`: how many
+ * bias gradients (through any windows that neither overlap nor pad). */
 static const struct {
     const char *text;
-    int pooled;
+    int pooled, sums;
 } pooled_models[] = {
     /* odd sizes, stride 2 "same" (padding at the bottom and right), relu's mask; the
      * pool leaves the last conv rows and columns out, its windows at the borders */
@@ -198,28 +200,28 @@ static const struct {
       "h = maxpool(conv2d(image, filters=8, kernel=3, stride=2, padding=\"same\", activation=\"relu\"), size=4)\n"
       "loss = cross_entropy(dense(flatten(h), units=3), label)\n"
       "train { data = synthetic(count=8)\nminimize = loss }\n",
-      1 },
+      1, 1 },
     /* no activation, no bias (no sum_to), an input mostly zeros: windows of equal
      * values, whose first cell takes the gradient; 5x5 "valid", 13 filters, 5x5 pool */
     { "input image: f32[B, 16, 24, 2]\ninput label: i32[B]\n"
       "h = maxpool(conv2d(relu(image - 0.97), filters=13, kernel=5, use_bias=false), size=5)\n"
       "loss = cross_entropy(dense(flatten(h), units=3), label)\n"
       "train { data = synthetic(count=8)\nminimize = loss }\n",
-      1 },
-    /* a 2x2 pool (too few cells) and a second layer's 4x4 (its gradient also goes to
-     * the input gradient): neither */
+      1, 0 },
+    /* a 2x2 pool (too few cells for the filter gradient) and a second layer's 4x4 (its
+     * gradient also goes to the input gradient): their bias gradients alone */
     { "input image: f32[B, 16, 16, 1]\ninput label: i32[B]\n"
       "h = maxpool(conv2d(image, filters=8, kernel=3, padding=\"same\", activation=\"relu\"), size=2)\n"
       "h = maxpool(conv2d(h, filters=8, kernel=3, padding=\"same\", activation=\"relu\"), size=4)\n"
       "loss = cross_entropy(dense(flatten(h), units=3), label)\n"
       "train { data = synthetic(count=8)\nminimize = loss }\n",
-      0 },
+      0, 2 },
 };
 
 /* Three steps of c's model at `batch`: run 0 the interpreter, 1 the compiled plan
  * without pooled_grads, 2-4 with it, the pooled kernel forced on, automatic, off.
- * Returns the pooled nodes of the plan. */
-static int pooled_run(Compiled *c, int run, int64_t batch, KIsa isa, Weights *w, float *loss)
+ * Returns the pooled filter gradients of the plan, their bias gradients in *sums. */
+static int pooled_run(Compiled *c, int run, int64_t batch, KIsa isa, Weights *w, float *loss, int *sums)
 {
     kern_conv_set_pooled(run == 2 ? 1 : run == 4 ? -1 : 0);
     CompileOptions co = { .mode = run == 0 ? MODE_INTERP : MODE_COMPILED, .pool = tu_pool,
@@ -228,9 +230,12 @@ static int pooled_run(Compiled *c, int run, int64_t batch, KIsa isa, Weights *w,
     memset(w, 0, sizeof *w);
     ck_assert_msg(prepare(c->g, FOR_TRAINING, batch, &co, w, &st, &c->d) == 0, "%s", c->d.buf ? c->d.buf : "");
     int pooled = 0;
+    *sums = 0;
     const Graph *g = executor_graph(st.ex);
-    for (int i = 0; i < g->nnodes; i++)
+    for (int i = 0; i < g->nnodes; i++) {
         pooled += g->nodes[i].op == OP_CONV2D_GRAD_FILTER_POOLED;
+        *sums += g->nodes[i].op == OP_SUM_TO_POOLED;
+    }
     for (int step = 0; step < 3; step++) {
         void **feeds = make_feeds(st.graph, 3, (uint64_t)step);
         float av = 0;
@@ -256,8 +261,9 @@ START_TEST(pooled_grads_steps)
                 float loss[5][3];
                 Weights w[5];
                 for (int run = 0; run < 5; run++) {
-                    int pooled = pooled_run(&c, run, batch, isa, &w[run], loss[run]);
+                    int sums, pooled = pooled_run(&c, run, batch, isa, &w[run], loss[run], &sums);
                     ck_assert_int_eq(pooled, run < 2 ? 0 : pooled_models[_i].pooled);
+                    ck_assert_int_eq(sums, run < 2 ? 0 : pooled_models[_i].sums);
                 }
                 for (int run = 1; run < 5; run++) {
                     for (int step = 0; step < 3; step++)
