@@ -942,7 +942,9 @@ static size_t update_scratch(const Graph *g, const Node *n, int threads)
         return kern_dense_backward_scratch((size_t)n->shape.d[0].v, (size_t)n->shape.d[1].v,
                                            n->a.update.kind == OP_SGD_UPDATE, threads);
     if (n->a.update.kind == OP_SGD_UPDATE || n->a.update.kind == OP_MOMENTUM_UPDATE) return 0;
-    return kern_gemm_optim_scratch((size_t)w->d[0].v, (size_t)w->d[1].v, threads);
+    const Shape *a = &g->nodes[n->in[1]].shape;
+    return kern_gemm_optim_scratch(n->a.update.ta, n->a.update.tb, (size_t)w->d[0].v, (size_t)w->d[1].v,
+                                   (size_t)a->d[n->a.update.ta ? 0 : 1].v, threads);
 }
 
 static int fused_with(const KCall *c, OpKind kind)

@@ -395,6 +395,82 @@ static bool own_ksplit(Pool *pool, const KernVariant *kv, const KGemm *g, const 
     return true;
 }
 
+/* A weight's gradient over many tokens: A stored [K, M] (x^T dy), a long K and a small
+ * C (charlm: K = 1024 tokens, C [64, 256], [256, 64], [64, 64]).  Cut along M or N,
+ * each thread packed all of B [K, N] again for its part of C and ran fewer rows per
+ * panel of B.  Instead K is cut into parts of about WKSPLIT_ROWS rows, their number
+ * from K alone; each part's whole [M, N] product is one call of the variant's GEMM
+ * (one chain of FMAs over its k, from +0) into a partial of its own, the threads
+ * taking consecutive parts; then C = alpha (the partials summed in part order)
+ * (+ beta C), on the calling thread (16K floats: less than a hand-off).  The bits
+ * depend on K, not on the thread count, in both executors and both x86 variants; they
+ * are not the one chain over K of the other paths.  kernels/update.c's Adam makes the
+ * same parts and the same sum (kern_gemm_kparts), so the fused update keeps the bits
+ * of the product and the update apart.  Not with bf16 operands nor in the portable
+ * variant (sgemm), and not for up to 16 rows of C (a batch's rows: gemm_rows and
+ * own_ksplit stream B for those). */
+enum { WKSPLIT_ROWS = 512, WKSPLIT_MAX_PARTS = 8, WKSPLIT_MAX_MN = 1 << 16 };
+
+size_t kern_gemm_kparts_of(bool ta, bool tb, size_t M, size_t N, size_t K)
+{
+    if (!ta || tb || M <= KSPLIT_MAX_M || K < 2 * WKSPLIT_ROWS || M * N > WKSPLIT_MAX_MN)
+        return 1;
+    size_t parts = K / WKSPLIT_ROWS;
+    return parts < WKSPLIT_MAX_PARTS ? parts : WKSPLIT_MAX_PARTS;
+}
+
+size_t kern_gemm_kparts(KIsa isa, bool ta, bool tb, size_t M, size_t N, size_t K)
+{
+    if (kern_isa_bf16(isa) || own_path(kern_variant(isa), M, tb) != OWN_GEMM)
+        return 1;
+    return kern_gemm_kparts_of(ta, tb, M, N, K);
+}
+
+void kern_gemm_kpart(KIsa isa, bool ta, bool tb, size_t M, size_t N, size_t K, size_t parts, size_t p,
+                     const float *A, const float *B, float *part)
+{
+    size_t k0 = K * p / parts, k1 = K * (p + 1) / parts;
+    /* rows k0.. of op(A) and op(B): A's rows when it is stored [K, M], else its columns */
+    gemm_any(kern_variant(isa), ta, tb, M, N, k1 - k0, 1.0f, A + k0 * (ta ? M : 1), ta ? M : K,
+             B + k0 * (tb ? 1 : N), tb ? K : N, 0.0f, part, N);
+}
+
+typedef struct WksplitJob {
+    bool ta, tb;
+    KIsa isa;
+    size_t M, N, K, parts, tasks;
+    const float *A, *B;
+    float *part;   /* parts x [M, N] */
+} WksplitJob;
+
+static void wksplit_task(void *arg, int task, int worker)
+{
+    (void)worker;
+    const WksplitJob *j = arg;
+    for (size_t p = j->parts * (size_t)task / j->tasks; p < j->parts * ((size_t)task + 1) / j->tasks; p++)
+        kern_gemm_kpart(j->isa, j->ta, j->tb, j->M, j->N, j->K, j->parts, p, j->A, j->B, j->part + p * j->M * j->N);
+}
+
+/* false: no buffer (C untouched) */
+static bool own_wksplit(Pool *pool, KIsa isa, bool ta, bool tb, size_t M, size_t N, size_t K, size_t parts,
+                        float alpha, const float *A, const float *B, float beta, float *C)
+{
+    const size_t T = (size_t)pool_threads(pool), mn = M * N;
+    void *raw;
+    WksplitJob j = { ta, tb, isa, M, N, K, parts, T < parts ? T : parts, A, B, NULL };
+    j.part = own_buffer(parts * mn, &raw);
+    if (!j.part)
+        return false;
+    pool_run(pool, (int)j.tasks, wksplit_task, &j);
+    for (size_t p = 1; p < parts; p++)
+        for (size_t i = 0; i < mn; i++)
+            j.part[i] += j.part[p * mn + i];
+    for (size_t i = 0; i < mn; i++)
+        C[i] = beta == 0.0f ? alpha * j.part[i] : fmaf(beta, C[i], alpha * j.part[i]);
+    gc_free(raw);
+    return true;
+}
+
 /* kern_gemm's product through the variant's GEMM, cut over the pool along the longer
  * of M and N (each part packs the other operand whole: cutting the longer packs the
  * least) when it is worth a wake-up; one row through its GEMV, by blocks of B's rows
@@ -482,6 +558,9 @@ void kern_gemm(Pool *pool, KIsa isa, bool ta, bool tb, size_t M, size_t N, size_
         return;
     const KernVariant *kv = kern_variant(isa);
     OwnPath path = own_path(kv, M, tb);
+    size_t kparts = kern_gemm_kparts(isa, ta, tb, M, N, K);
+    if (kparts > 1 && own_wksplit(pool, isa, ta, tb, M, N, K, kparts, alpha, A, B, beta, C))
+        return;
     if (path != OWN_NONE && own_split(pool, kv, path, ta, tb, M, N, K, alpha, A, B, beta, C, NULL, EW_NO_ACT))
         return;
     size_t T = (size_t)pool_threads(pool), longer = M >= N ? M : N;

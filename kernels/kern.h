@@ -353,9 +353,18 @@ void kern_gemm_momentum(Pool *pool, KIsa isa, bool ta, bool tb, size_t M, size_t
 /* Any optimizer that reads the gradient elementwise (Adam, AdamW, RMSprop): the
  * gradient a panel of rows at a time into scratch (kern_gemm_optim_scratch bytes),
  * each panel's rows of w and its state st (as kern_optim's) updated from it by
- * kern_optim; the panels are a fixed grid, so the bits do not depend on the thread
- * count. */
-size_t kern_gemm_optim_scratch(size_t M, size_t N, int threads);
+ * kern_optim, or, at a long K and a small w, by parts of K summed before kern_optim;
+ * the panels and the parts are fixed by the sizes, so the bits do not depend on the
+ * thread count. */
+size_t kern_gemm_optim_scratch(bool ta, bool tb, size_t M, size_t N, size_t K, int threads);
+/* A weight's gradient at a long K (kern_gemm's cut of K, kernels/blas.c): the number of
+ * parts of K kern_gemm makes op(A) op(B) in (1: not cut), for the isa and from the
+ * sizes alone (kern_gemm_kparts_of: as if the variant had graphc's GEMM, for sizing
+ * scratch); part p of them, [M, N] from +0, into part. */
+size_t kern_gemm_kparts(KIsa isa, bool ta, bool tb, size_t M, size_t N, size_t K);
+size_t kern_gemm_kparts_of(bool ta, bool tb, size_t M, size_t N, size_t K);
+void kern_gemm_kpart(KIsa isa, bool ta, bool tb, size_t M, size_t N, size_t K, size_t parts, size_t p,
+                     const float *A, const float *B, float *part);
 /* Test hook: rows per panel (0: automatic, kern_gemm_panel_rows). */
 void kern_gemm_optim_set_panel(size_t rows);
 typedef struct KOptim KOptim;

@@ -69,10 +69,23 @@ static OptimPanels optim_panels(size_t M, size_t N, int threads)
     return p;
 }
 
-size_t kern_gemm_optim_scratch(size_t M, size_t N, int threads)
+/* A long K and a small weight (a transformer's x^T dy over its tokens): kern_gemm cuts
+ * K into parts (kern_gemm_kparts, kernels/blas.c), each thread packing its own rows of
+ * dy once, where panels of rows each packed all of dy.  The same parts here, each
+ * part's [M, N] into scratch, summed in part order on this thread and handed to
+ * kern_optim whole: the product's bits, so those of the ops apart.  Never with the
+ * test hook's panels. */
+static size_t optim_kparts(KIsa isa, bool ta, bool tb, size_t M, size_t N, size_t K)
+{
+    return panel_override ? 1 : kern_gemm_kparts(isa, ta, tb, M, N, K);
+}
+
+size_t kern_gemm_optim_scratch(bool ta, bool tb, size_t M, size_t N, size_t K, int threads)
 {
     OptimPanels p = optim_panels(M, N, threads);
-    return (size_t)p.tasks * p.rows * N * sizeof(float);
+    size_t panels = (size_t)p.tasks * p.rows * N, kparts = kern_gemm_kparts_of(ta, tb, M, N, K);
+    size_t parts = kparts > 1 ? kparts * M * N : 0;   /* the isa's, or the panels (bf16, portable) */
+    return (panels > parts ? panels : parts) * sizeof(float);
 }
 
 typedef struct OptimJob {
@@ -100,10 +113,36 @@ static void optim_part(void *arg, int task, int worker)
     }
 }
 
+typedef struct KpartJob {
+    bool ta, tb;
+    size_t M, N, K, parts, tasks;
+    const float *A, *B;
+    float *part;   /* parts x [M, N] */
+    KIsa isa;
+} KpartJob;
+
+static void kpart_task(void *arg, int task, int worker)
+{
+    (void)worker;
+    const KpartJob *j = arg;
+    for (size_t p = j->parts * (size_t)task / j->tasks; p < j->parts * ((size_t)task + 1) / j->tasks; p++)
+        kern_gemm_kpart(j->isa, j->ta, j->tb, j->M, j->N, j->K, j->parts, p, j->A, j->B, j->part + p * j->M * j->N);
+}
+
 void kern_gemm_optim(Pool *pool, bool ta, bool tb, size_t M, size_t N, size_t K, const float *A, const float *B,
                      const KOptim *o, float *w, float *const *st, float *scratch)
 {
-    OptimJob j = { ta, tb, M, N, K, A, B, w, st, scratch, o, optim_panels(M, N, pool_threads(pool)) };
+    const int T = pool_threads(pool);
+    const size_t parts = optim_kparts(o->isa, ta, tb, M, N, K), mn = M * N;
+    if (parts > 1) {
+        KpartJob j = { ta, tb, M, N, K, parts, parts < (size_t)T ? parts : (size_t)T, A, B, scratch, o->isa };
+        pool_run(pool, (int)j.tasks, kpart_task, &j);
+        for (size_t p = 1; p < parts; p++)   /* in part order, as kern_gemm sums them */
+            for (size_t i = 0; i < mn; i++) scratch[i] += scratch[p * mn + i];
+        kern_optim(o, w, st, scratch, mn);
+        return;
+    }
+    OptimJob j = { ta, tb, M, N, K, A, B, w, st, scratch, o, optim_panels(M, N, T) };
     pool_run(pool, j.p.tasks, optim_part, &j);
 }
 

@@ -539,15 +539,17 @@ END_TEST
  * matmul + adam_update (run by interp_run) and one of the fused node (its kernel run
  * with the scratch dispatch_scratch_bytes asks for, and NaN in the floats past it, which
  * must stay untouched).  Every ta/tb, M a multiple of the panel or not, smaller than one,
- * a last panel of one row (a GEMV); 1, 2 and 3 threads; 4 steps with new a and b each
- * (the bias correction changes with the step).
+ * a last panel of one row (a GEMV), a long K made by parts of K; 1, 2 and 3 threads;
+ * 4 steps with new a and b each (the bias correction changes with the step).
  * With arbitrary floats the gradients are not the same bits: sgemm rounds a row by its
- * place in the call, and a panel's call is not kern_gemm's whole product.  So the
- * operands are first small multiples of 1/8 (|x| <= 2, K <= 24): every product and
+ * place in the call, a panel's call is not kern_gemm's whole product, and parts of K
+ * summed are not its one chain over K.  So the
+ * operands are first small multiples of 1/8 (|x| <= 2, K <= 2600: sums of multiples of
+ * 1/64 below 2^14, within a float's 24 bits whatever their order): every product and
  * partial sum is exact in float, both gradients are exact, and Adam (the same kernel on
  * the same values) must give w, m and v bit for bit.  Then with arbitrary floats the
  * fused node must give the same bits at 1, 2 and 3 threads (the panels are a fixed grid
- * of the rows, whatever the thread count), and m and v (moving averages of g and g^2)
+ * of the rows, the parts of K, whatever the thread count), and m and v (moving averages of g and g^2)
  * within 1e-5 of the ops apart's, relative to each array's largest value (the gradients
  * differ by a few ulps); w's step divides by sqrt(v) + eps, which turns a last-bit
  * difference of a gradient near zero into up to 2 lr, so w is compared bit for bit
@@ -561,6 +563,8 @@ static const struct {
     { 129, 40, 19, 8 },     /* 17 panels over 1-3 threads, the last one row */
     { 200, 1024, 24, 0 },   /* the automatic panel (64 rows of 1024): 4, the last 8 rows */
     { 65, 70, 30, 0 },      /* one panel's worth, made in two (33 and 32 rows) */
+    { 40, 24, 1100, 0 },    /* long K: 2 parts of K (550 rows each), summed */
+    { 20, 36, 2600, 0 },    /* 5 parts over 1-3 threads (consecutive parts a thread) */
 };
 
 static Graph *adam_graph(int64_t M, int64_t N, int64_t K, bool ta, bool tb, bool fused, DiagSink *d)

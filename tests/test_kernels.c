@@ -1772,11 +1772,9 @@ END_TEST
  * Within rounding of the double reference in every variant; in the x86 ones those
  * bits exactly, at 1, 2 and 3 threads (_i + 1), A as stored and transposed, N a whole
  * number of vectors or not, more rows than one register tile. */
-static void ksplit_chains(bool ta, size_t M, size_t N, size_t K, float alpha, const float *A, const float *B,
-                          float beta, const float *C0, float *C)
+static void parts_chains(bool ta, size_t M, size_t N, size_t K, size_t parts, float alpha, const float *A,
+                         const float *B, float beta, const float *C0, float *C)
 {
-    size_t parts = (K + 2047) / 2048;
-    parts = parts < 64 ? parts : 64;
     for (size_t i = 0; i < M; i++)
         for (size_t j = 0; j < N; j++) {
             float s = 0.0f;
@@ -1788,6 +1786,13 @@ static void ksplit_chains(bool ta, size_t M, size_t N, size_t K, float alpha, co
             }
             C[i * N + j] = beta == 0.0f ? alpha * s : fmaf(beta, C0[i * N + j], alpha * s);
         }
+}
+
+static void ksplit_chains(bool ta, size_t M, size_t N, size_t K, float alpha, const float *A, const float *B,
+                          float beta, const float *C0, float *C)
+{
+    size_t parts = (K + 2047) / 2048;
+    parts_chains(ta, M, N, K, parts < 64 ? parts : 64, alpha, A, B, beta, C0, C);
 }
 
 START_TEST(test_gemm_ksplit)
@@ -1820,6 +1825,57 @@ START_TEST(test_gemm_ksplit)
                                   i < 0 ? 0.0 : (double)C[i], i < 0 ? 0.0 : (double)bits[i]);
                 }
             }
+        free(A);
+        free(B);
+        free(C0);
+        free(C);
+        free(want);
+        free(bits);
+    }
+    tu_threads(1);
+}
+END_TEST
+
+/* A weight's gradient at a long K (x^T dy, A stored [K, M]: kernels/blas.c's
+ * own_wksplit): K cut into min(K / 512, 8) parts whatever the thread count, summed as
+ * own_ksplit's are.  Within 1e-4 of the double reference (as test_gemm_ksplit: sums of
+ * 1024-4500 products of [-1, 1) values, each part's chain rounding about K/parts
+ * times); in the x86 variants those bits exactly at 1, 2 and 3 threads (_i + 1),
+ * kern_gemm_kparts saying so, and A stored [M, K] (not cut: one chain) unchanged.
+ * charlm's [64, 256] and [256, 64] gradients, parts not a divisor of K, 8 parts. */
+START_TEST(test_gemm_wksplit)
+{
+    static const size_t sizes[][4] = { {64, 256, 1024, 2}, {256, 64, 1024, 2}, {40, 24, 1100, 2}, {20, 36, 2600, 5},
+                                       {33, 17, 4500, 8} };
+    tu_threads(_i + 1);
+    for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+        size_t M = sizes[s][0], N = sizes[s][1], K = sizes[s][2], parts = sizes[s][3];
+        float *A = tu_alloc_uniform(M * K, -1.0f, 1.0f, 360 + s), *B = tu_alloc_uniform(K * N, -1.0f, 1.0f, 370 + s);
+        float *C0 = tu_alloc_uniform(M * N, -1.0f, 1.0f, 380 + s), *C = tu_alloc(M * N), *want = tu_alloc(M * N);
+        float *bits = tu_alloc(M * N);
+        ck_assert_uint_eq(kern_gemm_kparts_of(true, false, M, N, K), parts);
+        ck_assert_uint_eq(kern_gemm_kparts_of(false, false, M, N, K), 1);
+        for (int bi = 0; bi < 2; bi++) {
+            float alpha = bi ? -0.7f : 1.0f, beta = bi ? 0.3f : 0.0f;
+            ref_gemm(true, false, M, N, K, alpha, A, B, beta, C0, want);
+            parts_chains(true, M, N, K, parts, alpha, A, B, beta, C0, bits);
+            FOR_EACH_ISA {
+                if (beta == 0.0f)
+                    kern_fill(C, NAN, M * N);
+                else
+                    kern_copy(C0, C, M * N);
+                kern_gemm(tu_pool, conv_isa, true, false, M, N, K, alpha, A, B, beta, C);
+                ck_assert_isa_near(C, want, M * N, 1e-4);
+                if (conv_isa == KISA_PORTABLE)
+                    continue;
+                ck_assert_uint_eq(kern_gemm_kparts(conv_isa, true, false, M, N, K), parts);
+                ptrdiff_t i = tu_first_mismatch(C, bits, M * N, 0.0, 0.0);
+                ck_assert_msg(i < 0 && memcmp(C, bits, M * N * sizeof *C) == 0,
+                              "%s, %zux%zux%zu beta %g, %d threads: C[%td] = %.9g, the parts' chains %.9g",
+                              kern_isa_name(conv_isa), M, N, K, (double)beta, _i + 1, i,
+                              i < 0 ? 0.0 : (double)C[i], i < 0 ? 0.0 : (double)bits[i]);
+            }
+        }
         free(A);
         free(B);
         free(C0);
@@ -4480,6 +4536,7 @@ static Suite *make_kernels_suite(void)
     tcase_add_loop_test(tc, test_gemm_variants, 0, 3);
     tcase_add_test(tc, test_gemm_entries);
     tcase_add_loop_test(tc, test_gemm_ksplit, 0, 3);
+    tcase_add_loop_test(tc, test_gemm_wksplit, 0, 3);
     tcase_add_loop_test(tc, test_gemm_bias_act, 0, 2);
     tcase_add_loop_test(tc, test_gemv_rows_split, 0, 3);
     tcase_add_loop_test(tc, test_gemm_few_rows, 0, 3);

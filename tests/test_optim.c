@@ -200,7 +200,7 @@ START_TEST(gemm_optim_panels)
         memcpy(w, w0, sizeof w0);
         memcpy(st, st0, sizeof st0);
         state_of(&o, st, M * N, p);
-        size_t bytes = kern_gemm_optim_scratch(M, N, t);
+        size_t bytes = kern_gemm_optim_scratch(true, false, M, N, K, t);
         float *scratch = malloc(bytes);
         kern_gemm_optim(tu_pool, true, false, M, N, K, a, b, &o, w, p, scratch);
         free(scratch);
@@ -209,6 +209,9 @@ START_TEST(gemm_optim_panels)
     }
     kern_gemm_optim_set_panel(0);
     tu_threads(1);
+    /* a long K by parts of K (kernels/update.c): a partial [M, N] per part, from K alone */
+    ck_assert_uint_eq(kern_gemm_optim_scratch(true, false, M, N, 1100, 1), 2 * M * N * sizeof(float));
+    ck_assert_uint_eq(kern_gemm_optim_scratch(true, false, M, N, 2600, 3), 5 * M * N * sizeof(float));
 }
 END_TEST
 
