@@ -38,6 +38,7 @@ void kern_gemm_momentum(Pool *pool, KIsa isa, bool ta, bool tb, size_t M, size_t
 }
 
 /* ---- Adam, AdamW, RMSprop: the gradient a panel of rows at a time ----------------------
+ * (or, at a long K and a small weight, by kern_gemm's parts of K: optim_kparts below).
  * The [M, N] gradient is made kern_gemm_panel_rows(M, N) rows at a time into scratch
  * (one BLAS call each, kern_gemm_rows), then kern_optim runs on those rows of w and its
  * state while the panel is in cache, so only a panel per thread exists.  The panels are
