@@ -859,7 +859,7 @@ static Suite *make_checkpoint_suite(void)
     suite_add_tcase(s, tc);
     tc = tcase_create("runs");
     tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_set_timeout(tc, 120);
+    tcase_set_timeout(tc, 600);
     tcase_add_loop_test(tc, resume_step_out_of_range, 0, 3);
     tcase_add_test(tc, resume_without_state);
     tcase_add_test(tc, outputs_checked_before_training);

@@ -1125,7 +1125,7 @@ Suite *make_data_suite(void)
 {
     Suite *s = suite_create("data");
     TCase *mn = tcase_create("mnist");
-    tcase_set_timeout(mn, 120);
+    tcase_set_timeout(mn, 600);
     tcase_add_test(mn, test_mnist_train);
     tcase_add_test(mn, test_mnist_test);
     tcase_add_test(mn, test_idx_real_header);
@@ -1161,7 +1161,7 @@ Suite *make_data_suite(void)
     suite_add_tcase(s, bt);
 
     TCase *syn = tcase_create("synthetic");
-    tcase_set_timeout(syn, 120);
+    tcase_set_timeout(syn, 600);
     tcase_add_test(syn, test_synthetic_deterministic);
     tcase_add_test(syn, test_synthetic_learnable);
     tcase_add_test(syn, test_synthetic_huge_sample);
@@ -1169,7 +1169,7 @@ Suite *make_data_suite(void)
     suite_add_tcase(s, syn);
 
     TCase *feed = tcase_create("feed");
-    tcase_set_timeout(feed, 120);
+    tcase_set_timeout(feed, 600);
     tcase_add_test(feed, test_feed_training_set_shape);
     tcase_add_test(feed, test_feed_layouts);
     tcase_add_test(feed, test_feed_labels_beyond_classes);

@@ -3346,7 +3346,7 @@ Suite *make_robust_suite(void)
 {
     Suite *s = suite_create("robust");
     TCase *tc = tcase_create("robustness");
-    tcase_set_timeout(tc, 300);
+    tcase_set_timeout(tc, 600);
     tcase_add_test(tc, robust_mutations_of_mnist);
     tcase_add_test(tc, robust_random_bytes);
     tcase_add_test(tc, robust_token_soup);
@@ -3617,7 +3617,7 @@ Suite *make_known_bugs_suite(void)
 {
     Suite *s = suite_create("regressions");
     TCase *tc = tcase_create("regressions");
-    tcase_set_timeout(tc, 120);
+    tcase_set_timeout(tc, 600);
     tcase_add_test(tc, kb_oom_graph_sym_null_name);
     tcase_add_test(tc, kb_oom_lower_output_lookup);
     tcase_add_test(tc, kb_oom_first_allocation_unreported);
@@ -3641,7 +3641,7 @@ static Suite *make_still_open_suite(void)
 {
     Suite *s = suite_create("known_bugs");
     TCase *tc = tcase_create("known_bugs");
-    tcase_set_timeout(tc, 120);
+    tcase_set_timeout(tc, 600);
     tcase_add_test(tc, kb_train_one_line_recovery);
     suite_add_tcase(s, tc);
     return s;

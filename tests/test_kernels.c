@@ -4544,7 +4544,7 @@ static Suite *make_kernels_suite(void)
     suite_add_tcase(s, tc);
 
     tc = tcase_create("conv");
-    tcase_set_timeout(tc, 120);
+    tcase_set_timeout(tc, 600);
     tcase_add_loop_test(tc, test_conv_vs_direct, 0, N_CONV_CASES);
     tcase_add_loop_test(tc, test_conv_small_chunks, 0, N_CONV_CASES);
     tcase_add_loop_test(tc, test_conv_threads, 0, N_CONV_CASES);
@@ -4570,7 +4570,7 @@ static Suite *make_kernels_suite(void)
     suite_add_tcase(s, tc);
 
     tc = tcase_create("vmath");
-    tcase_set_timeout(tc, 120);
+    tcase_set_timeout(tc, 600);
     tcase_add_test(tc, test_vmath_accuracy);
     tcase_add_test(tc, test_vmath_functions);
     tcase_add_test(tc, test_vmath_rows);
@@ -4582,7 +4582,7 @@ static Suite *make_kernels_suite(void)
     suite_add_tcase(s, tc);
 
     tc = tcase_create("pool");
-    tcase_set_timeout(tc, 60);
+    tcase_set_timeout(tc, 600);
     tcase_add_loop_test(tc, test_pool_vs_direct, 0, N_POOL_CASES);
     tcase_add_loop_test(tc, test_maxpool_indices, 0, N_POOL_CASES);
     tcase_add_test(tc, test_maxpool_ties);

@@ -376,7 +376,7 @@ Suite *make_plot_suite(void)
     Suite *s = suite_create("plot");
     TCase *tc = tcase_create("svg");
     tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_set_timeout(tc, 120);
+    tcase_set_timeout(tc, 600);
     tcase_add_test(tc, test_plot_small);
     tcase_add_test(tc, test_plot_one_step);
     tcase_add_test(tc, test_plot_empty);

@@ -444,7 +444,7 @@ Suite *make_runloop_suite(void)
     Suite *s = suite_create("runloop");
     TCase *tc = tcase_create("events");
     tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_set_timeout(tc, 300);
+    tcase_set_timeout(tc, 600);
     tcase_add_test(tc, events_in_order);
     tcase_add_test(tc, eval_event);
     tcase_add_test(tc, interrupted);
