@@ -426,47 +426,54 @@ size_t kern_gemm_kparts(KIsa isa, bool ta, bool tb, size_t M, size_t N, size_t K
     return kern_gemm_kparts_of(ta, tb, M, N, K);
 }
 
-void kern_gemm_kpart(KIsa isa, bool ta, bool tb, size_t M, size_t N, size_t K, size_t parts, size_t p,
-                     const float *A, const float *B, float *part)
+/* part p of `parts`: rows k0.. of op(A) and op(B) (A's rows when it is stored [K, M],
+ * else its columns) */
+static void gemm_kpart(KIsa isa, bool ta, bool tb, size_t M, size_t N, size_t K, size_t parts, size_t p,
+                       const float *A, const float *B, float *part)
 {
     size_t k0 = K * p / parts, k1 = K * (p + 1) / parts;
-    /* rows k0.. of op(A) and op(B): A's rows when it is stored [K, M], else its columns */
     gemm_any(kern_variant(isa), ta, tb, M, N, k1 - k0, 1.0f, A + k0 * (ta ? M : 1), ta ? M : K,
              B + k0 * (tb ? 1 : N), tb ? K : N, 0.0f, part, N);
 }
 
-typedef struct WksplitJob {
+typedef struct KpartsJob {
     bool ta, tb;
     KIsa isa;
     size_t M, N, K, parts, tasks;
     const float *A, *B;
     float *part;   /* parts x [M, N] */
-} WksplitJob;
+} KpartsJob;
 
-static void wksplit_task(void *arg, int task, int worker)
+static void kparts_task(void *arg, int task, int worker)
 {
     (void)worker;
-    const WksplitJob *j = arg;
+    const KpartsJob *j = arg;
     for (size_t p = j->parts * (size_t)task / j->tasks; p < j->parts * ((size_t)task + 1) / j->tasks; p++)
-        kern_gemm_kpart(j->isa, j->ta, j->tb, j->M, j->N, j->K, j->parts, p, j->A, j->B, j->part + p * j->M * j->N);
+        gemm_kpart(j->isa, j->ta, j->tb, j->M, j->N, j->K, j->parts, p, j->A, j->B, j->part + p * j->M * j->N);
+}
+
+void kern_gemm_kparts_sum(Pool *pool, KIsa isa, bool ta, bool tb, size_t M, size_t N, size_t K, size_t parts,
+                          const float *A, const float *B, float *part)
+{
+    const size_t T = (size_t)pool_threads(pool), mn = M * N;
+    KpartsJob j = { ta, tb, isa, M, N, K, parts, T < parts ? T : parts, A, B, part };
+    pool_run(pool, (int)j.tasks, kparts_task, &j);
+    for (size_t p = 1; p < parts; p++)   /* the threads' parts, summed in part order here */
+        for (size_t i = 0; i < mn; i++) part[i] += part[p * mn + i];
 }
 
 /* false: no buffer (C untouched) */
 static bool own_wksplit(Pool *pool, KIsa isa, bool ta, bool tb, size_t M, size_t N, size_t K, size_t parts,
                         float alpha, const float *A, const float *B, float beta, float *C)
 {
-    const size_t T = (size_t)pool_threads(pool), mn = M * N;
+    const size_t mn = M * N;
     void *raw;
-    WksplitJob j = { ta, tb, isa, M, N, K, parts, T < parts ? T : parts, A, B, NULL };
-    j.part = own_buffer(parts * mn, &raw);
-    if (!j.part)
+    float *part = own_buffer(parts * mn, &raw);
+    if (!part)
         return false;
-    pool_run(pool, (int)j.tasks, wksplit_task, &j);
-    for (size_t p = 1; p < parts; p++)
-        for (size_t i = 0; i < mn; i++)
-            j.part[i] += j.part[p * mn + i];
+    kern_gemm_kparts_sum(pool, isa, ta, tb, M, N, K, parts, A, B, part);
     for (size_t i = 0; i < mn; i++)
-        C[i] = beta == 0.0f ? alpha * j.part[i] : fmaf(beta, C[i], alpha * j.part[i]);
+        C[i] = beta == 0.0f ? alpha * part[i] : fmaf(beta, C[i], alpha * part[i]);
     gc_free(raw);
     return true;
 }

@@ -360,11 +360,13 @@ size_t kern_gemm_optim_scratch(bool ta, bool tb, size_t M, size_t N, size_t K, i
 /* A weight's gradient at a long K (kern_gemm's cut of K, kernels/blas.c): the number of
  * parts of K kern_gemm makes op(A) op(B) in (1: not cut), for the isa and from the
  * sizes alone (kern_gemm_kparts_of: as if the variant had graphc's GEMM, for sizing
- * scratch); part p of them, [M, N] from +0, into part. */
+ * scratch).  kern_gemm_kparts_sum makes the parts over the pool, each [M, N] from +0
+ * into part (parts x M x N floats), and leaves their sum, in part order, in its first
+ * M x N: kern_gemm's and kern_gemm_optim's one way to the same bits. */
 size_t kern_gemm_kparts(KIsa isa, bool ta, bool tb, size_t M, size_t N, size_t K);
 size_t kern_gemm_kparts_of(bool ta, bool tb, size_t M, size_t N, size_t K);
-void kern_gemm_kpart(KIsa isa, bool ta, bool tb, size_t M, size_t N, size_t K, size_t parts, size_t p,
-                     const float *A, const float *B, float *part);
+void kern_gemm_kparts_sum(Pool *pool, KIsa isa, bool ta, bool tb, size_t M, size_t N, size_t K, size_t parts,
+                          const float *A, const float *B, float *part);
 /* Test hook: rows per panel (0: automatic, kern_gemm_panel_rows). */
 void kern_gemm_optim_set_panel(size_t rows);
 typedef struct KOptim KOptim;

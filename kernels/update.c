@@ -114,33 +114,14 @@ static void optim_part(void *arg, int task, int worker)
     }
 }
 
-typedef struct KpartJob {
-    bool ta, tb;
-    size_t M, N, K, parts, tasks;
-    const float *A, *B;
-    float *part;   /* parts x [M, N] */
-    KIsa isa;
-} KpartJob;
-
-static void kpart_task(void *arg, int task, int worker)
-{
-    (void)worker;
-    const KpartJob *j = arg;
-    for (size_t p = j->parts * (size_t)task / j->tasks; p < j->parts * ((size_t)task + 1) / j->tasks; p++)
-        kern_gemm_kpart(j->isa, j->ta, j->tb, j->M, j->N, j->K, j->parts, p, j->A, j->B, j->part + p * j->M * j->N);
-}
-
 void kern_gemm_optim(Pool *pool, bool ta, bool tb, size_t M, size_t N, size_t K, const float *A, const float *B,
                      const KOptim *o, float *w, float *const *st, float *scratch)
 {
     const int T = pool_threads(pool);
-    const size_t parts = optim_kparts(o->isa, ta, tb, M, N, K), mn = M * N;
-    if (parts > 1) {
-        KpartJob j = { ta, tb, M, N, K, parts, parts < (size_t)T ? parts : (size_t)T, A, B, scratch, o->isa };
-        pool_run(pool, (int)j.tasks, kpart_task, &j);
-        for (size_t p = 1; p < parts; p++)   /* in part order, as kern_gemm sums them */
-            for (size_t i = 0; i < mn; i++) scratch[i] += scratch[p * mn + i];
-        kern_optim(o, w, st, scratch, mn);
+    const size_t parts = optim_kparts(o->isa, ta, tb, M, N, K);
+    if (parts > 1) {   /* kern_gemm's parts and sum */
+        kern_gemm_kparts_sum(pool, o->isa, ta, tb, M, N, K, parts, A, B, scratch);
+        kern_optim(o, w, st, scratch, M * N);
         return;
     }
     OptimJob j = { ta, tb, M, N, K, A, B, w, st, scratch, o, optim_panels(M, N, T) };
