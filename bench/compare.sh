@@ -48,6 +48,14 @@ of CPU: this run's, and the kept runs bench/results/cpu-*.jsonl of other kinds.
   --no-torch           skip PyTorch (and so ONNX Runtime, whose models it exports)
   --no-ort             skip ONNX Runtime
   --timeout S          kill any one measuring process after S seconds (default 900)
+  --isa avx2           hold the run to AVX2 on a CPU that has AVX-512, the nearest
+                       this machine comes to an AVX2 one: graphc's avx2 variant
+                       (GRAPHC_ISA=avx2), PyTorch's oneDNN and ATen at AVX2
+                       (ONEDNN_MAX_CPU_ISA=AVX2, ATEN_CPU_CAPABILITY=avx2),
+                       OpenBLAS's Haswell core (OPENBLAS_CORETYPE=Haswell), and the
+                       limits from bench/peak's AVX2 FMA (--isa avx2+fma). ONNX
+                       Runtime has no such setting: it runs what the CPU has, and the
+                       report says so. Kept as its own section (cpu-forced-avx2*.jsonl)
   -h, --help           this text
 
 Environment: PYTHON (default /usr/bin/python3, Debian's, which has python3-torch),
@@ -78,6 +86,7 @@ JSONL=bench/results/latest.jsonl
 DO_TORCH=1
 DO_ORT=1
 TIMEOUT=900
+FORCED_ISA=
 PY=${PYTHON:-/usr/bin/python3}
 NODE=${NODE:-node}
 GRAPHC=${GRAPHC:-./graphc}
@@ -105,10 +114,17 @@ while [ $# -gt 0 ]; do
     --no-torch) DO_TORCH=0; shift ;;
     --no-ort) DO_ORT=0; shift ;;
     --timeout) need "$@"; posint "$1" "$2"; TIMEOUT=$2; shift 2 ;;
+    --isa) need "$@"; [ "$2" = avx2 ] || die "--isa: only avx2 (the variant below AVX-512 that peers can be held to)"
+        FORCED_ISA=$2; shift 2 ;;
     -h | --help) usage; exit 0 ;;
     *) usage >&2; die "unknown option '$1'" ;;
     esac
 done
+# Every process of the run inherits these: the peers' own switches to AVX2, and graphc's.
+if [ -n "$FORCED_ISA" ]; then
+    grep -qw avx512f /proc/cpuinfo 2>/dev/null || die "--isa avx2: this CPU has no AVX-512; run without --isa"
+    export GRAPHC_ISA=avx2 ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2 OPENBLAS_CORETYPE=Haswell
+fi
 if [ "$QUICK" = 1 ]; then
     STEPS_OVERRIDE=${STEPS_OVERRIDE:-3}
     WARMUP_OVERRIDE=${WARMUP_OVERRIDE:-1}
@@ -269,7 +285,9 @@ emit kind=meta command="$CMDLINE" date="$(date -u '+%Y-%m-%d %H:%M UTC')" \
     ort_status="$ORT_STATUS" ort_version="$ORT_VERSION" node_version="$NODE_VERSION" \
     env_OPENBLAS_CORETYPE="$(env_or_unset OPENBLAS_CORETYPE)" env_OPENBLAS_L2_SIZE="$(env_or_unset OPENBLAS_L2_SIZE)" \
     env_OMP_WAIT_POLICY="$(env_or_unset OMP_WAIT_POLICY)" env_OPENBLAS_NUM_THREADS="$(env_or_unset OPENBLAS_NUM_THREADS)" \
-    env_OMP_NUM_THREADS="$(env_or_unset OMP_NUM_THREADS)" \
+    env_OMP_NUM_THREADS="$(env_or_unset OMP_NUM_THREADS)" env_GRAPHC_ISA="$(env_or_unset GRAPHC_ISA)" \
+    env_ONEDNN_MAX_CPU_ISA="$(env_or_unset ONEDNN_MAX_CPU_ISA)" env_ATEN_CPU_CAPABILITY="$(env_or_unset ATEN_CPU_CAPABILITY)" \
+    isa_forced="$FORCED_ISA" \
     compare_stages="${STAGES[*]:-no (this graphc has no --compare-stages)}" \
     openblas_other_env="$OTHER_DESC" openblas_other_prefix="${OTHER_ENV[*]}" \
     openblas_lib="$OPENBLAS_LIB" openblas_reads_l2_size="$L2_READ" \
@@ -294,6 +312,7 @@ fi
 if [ -z "$peak_why" ]; then
     peak_args=()
     [ "$QUICK" = 1 ] && peak_args=(--quick)
+    [ -n "$FORCED_ISA" ] && peak_args+=(--isa avx2+fma)
     log "the machine's limit: $PEAK ${peak_args[*]} (FMA peak, OpenBLAS sgemm)"
     TAG=(kind=peak command="$PEAK${peak_args[*]:+ ${peak_args[*]}}" loadavg="$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)")
     run_json bench/peak peak peak "" "" "" -- "$PEAK" "${peak_args[@]}"

@@ -11,8 +11,8 @@ check_PROGRAMS += %D%/peak
 %C%_peak_SOURCES = %D%/peak.c
 %C%_peak_CFLAGS = $(AM_CFLAGS)
 %C%_peak_LDADD = $(OPENBLAS_LIBS) $(LIBS)
-TESTS += %D%/peak_check.sh
-EXTRA_DIST += %D%/peak_check.sh
+TESTS += %D%/peak_check.sh %D%/report_check.sh
+EXTRA_DIST += %D%/peak_check.sh %D%/report_check.sh
 
 # bench/convbench: each convolution of the benchmark networks alone, in one variant (the
 # figures of docs/kernels.md "Measured").  Built on demand only: make bench/convbench.

@@ -281,7 +281,11 @@ def limit_section(L, meta, peak, jobs, graphc, peak_failed):
     if isa != "none":
         lanes = peak.get("vector_bits", 0) // 32
         flops = "a multiply or an add 1 flop per lane" if isa == "sse" else "2 flops per lane"
-        how += (f" FMA peak: {'each vector multiply-add loop this CPU runs, the widest' if peak.get('fma') else 'the widest vector multiply-add this CPU has'} ({isa}, chosen at run time) giving the limit below; for it, "
+        which = ("the one vector multiply-add loop `--isa` asked for" if "--isa" in str(peak.get("command", ""))
+                 else "each vector multiply-add loop this CPU runs, the widest" if peak.get("fma")
+                 else "the widest vector multiply-add this CPU has")
+        chosen = "named by `--isa`" if "--isa" in str(peak.get("command", "")) else "chosen at run time"
+        how += (f" FMA peak: {which} ({isa}, {chosen}) giving the limit below; for it, "
                 f"{peak.get('accumulators')} independent chains a thread on {peak.get('vector_bits')}-bit registers "
                 f"({lanes} floats, {flops}), about {peak.get('fma_seconds', '?')} s a measurement; the "
                 f"{pt}-thread figure runs one such thread per CPU at once and divides all their flops by the "
@@ -597,6 +601,8 @@ def render_run(recs, raw_name, kept=False):
                      f"convolutions, OpenBLAS through libblas.so.3 for matrix products)")
          if meta.get("torch_status") == "ok" else meta.get("torch_status", "?")],
         ["ONNX Runtime", f"onnxruntime-node {meta.get('ort_version')} on node {meta.get('node_version')}"
+         + ("; it has no setting that holds it to AVX2 (its kernels follow CPUID), so it ran with the "
+            "CPU's AVX-512: against it graphc's avx2 variant is handicapped" if meta.get("isa_forced") else "")
          if meta.get("ort_status") == "ok" else meta.get("ort_status", "?")],
         ["environment", ", ".join(f"`{k[4:]}` {v}" for k, v in meta.items() if k.startswith("env_"))
          + " (as the script found them; it then sets the two thread counts above for the peers)"
@@ -847,7 +853,8 @@ def render_run(recs, raw_name, kept=False):
 
 KINDS = {"avx512f": "AVX-512", "avx512f-half": "AVX-512 on 256-bit units",
          "avx512f-intel": "AVX-512, Intel Xeon", "avx2+fma": "AVX2",
-         "sse": "SSE2 only", "none": "no x86 vector FMA"}
+         "sse": "SSE2 only", "none": "no x86 vector FMA",
+         "forced-avx2": "AVX2 held on an AVX-512 CPU (`--isa avx2`)"}
 
 
 def run_kind(recs):
@@ -859,7 +866,11 @@ def run_kind(recs):
     one-thread avx512f rate is under 1.5x its avx2+fma rate.  Intel's server cores with
     512-bit units are a kind of their own ('avx512f-intel'): the same flops a cycle as
     Zen 5 but another cache hierarchy (2 MB L2, a mesh L3) and memory, so a run there
-    must not replace Zen 5's kept results."""
+    must not replace Zen 5's kept results.  A run held to AVX2 with --isa ('forced-avx2')
+    is a kind of its own whatever the CPU: it must not replace an AVX2 machine's run."""
+    meta = next((r for r in recs if r.get("kind") == "meta"), {})
+    if meta.get("isa_forced"):
+        return "forced-" + meta["isa_forced"]
     peak = next((r for r in recs if r.get("kind") == "peak"), None)
     if not peak:
         return None
@@ -868,7 +879,6 @@ def run_kind(recs):
         rate = {f.get("isa"): f.get("gflops_1t") for f in peak.get("fma") or []}
         if rate.get("avx512f") and rate.get("avx2+fma") and rate["avx512f"] < 1.5 * rate["avx2+fma"]:
             return "avx512f-half"
-        meta = next((r for r in recs if r.get("kind") == "meta"), {})
         if "intel" in (meta.get("cpu") or "").lower():
             return "avx512f-intel"
     return isa
