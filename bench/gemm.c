@@ -164,7 +164,8 @@ int main(int argc, char **argv)
         for (size_t i = 0; i < nb; i++) B[i] = (float)((i * 104729) % 1000) / 1000.0f - 0.5f;
         for (size_t i = 0; i < nc; i++) C[i] = 0.0f;
         double cpu[2][101], wall[2][101], fma[101];
-        long iters = 1000;   /* the FMA loop's, grown in the warm-up to about a product's time */
+        long iters = 1000;   /* the FMA loop's, grown in the warm-up to a product's time, 1 ms at least (the
+                               * clock's own cost out of the figure) */
         for (int r = 0; r < reps + 1; r++)
             for (int w = 0; w < 2; w++) {
                 if (peak && w == 1) {
@@ -173,7 +174,7 @@ int main(int argc, char **argv)
                     if (r > 0)
                         fma[r - 1] = f / t * 1e-9;
                     else
-                        for (; t < cpu[0][0] && iters < (1L << 30); iters *= 2, t *= 2) {}
+                        for (; (t < cpu[0][0] || t < 1e-3) && iters < (1L << 30); iters *= 2, t *= 2) {}
                 }
                 kern_gemm_set_own(w == 0 ? 1 : -1);
                 double c0 = now(CLOCK_PROCESS_CPUTIME_ID), w0 = now(CLOCK_MONOTONIC);
