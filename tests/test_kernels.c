@@ -2662,6 +2662,63 @@ START_TEST(test_conv_maxpool)
 }
 END_TEST
 
+/* conv2d_maxpool without an index, where the planar path pools in registers (large.net's
+ * first layer and its 4x4 pool), applies the bias and relu to each window's maximum
+ * rather than to each cell (micro.h's planar_pool): the same value, so long as a cell
+ * whose sum is NaN (relu makes it 0) never wins the maximum.  Inputs with NaN and
+ * +-inf scattered (sums NaN, +-inf or finite, in windows with positive cells too, and
+ * whole windows of NaN) and a bias with NaN and +-inf: the bits of conv2d_bias_act and
+ * maxpool apart, every variant, 1 and 2 threads. */
+START_TEST(test_conv_maxpool_nonfinite)
+{
+    static const ConvCase cases[] = {
+        /*  n  h   w   c  kh kw f   sh sw pt pl pb pr */
+        {3, 18, 70, 3, 3, 3, 8, 2, 2, 0, 0, 1, 1},
+        {1, 33, 66, 3, 3, 3, 8, 2, 2, 1, 1, 1, 1},
+        {2, 36, 142, 3, 3, 3, 7, 2, 2, 0, 0, 1, 1},
+    };
+    const ConvCase *k = &cases[_i];
+    KConv p = conv_params(k);
+    KPool q;
+    ck_assert(convpool_pool(&p, &(PoolWin){ 4, 4, 4, 4, false }, &q));
+    size_t nx = conv_nx(&p), nw = conv_nw(&p), ny = conv_ny(&p), npool = (size_t)(q.n * q.oh * q.ow * q.c);
+    uint64_t seed = 9100 + (uint64_t)_i;
+    float *x = tu_alloc_uniform(nx, -1.0f, 1.0f, seed), *w = tu_alloc_uniform(nw, -1.0f, 1.0f, seed + 1);
+    float *bias = tu_alloc_uniform((size_t)p.f, -0.5f, 0.5f, seed + 2);
+    for (size_t i = 0; i < nx; i += 97)   /* one input in 97: a few cells of most windows */
+        x[i] = i % 3 == 0 ? NAN : i % 3 == 1 ? INFINITY : -INFINITY;
+    for (int64_t iy = 0; iy < 10 && iy < p.h; iy++)   /* image 0's first windows: every cell NaN */
+        for (int64_t ix = 0; ix < 20; ix++)
+            for (int64_t c = 0; c < p.c; c++)
+                x[(iy * p.w + ix) * p.c + c] = NAN;
+    bias[1] = NAN, bias[2] = INFINITY, bias[3] = -INFINITY;
+    float *conv = tu_alloc(ny), *y = tu_alloc(npool), *want = tu_alloc(npool);
+    const EwAct relu = { EW_RELU, 0.0f };
+    int nan_cells = 0;
+    FOR_EACH_ISA for (int threads = 1; threads <= 2; threads++) {
+        tu_threads(threads);
+        size_t cbytes = kern_conv2d_scratch(&p, tu_nthreads()), fbytes = kern_conv2d_maxpool_scratch(&p, &q, tu_nthreads());
+        float *cscratch = cbytes ? malloc(cbytes) : NULL, *fscratch = fbytes ? malloc(fbytes) : NULL;
+        ck_assert((cbytes == 0 || cscratch) && (fbytes == 0 || fscratch));
+        kern_conv2d(tu_pool, conv_isa, &p, x, w, conv, cscratch);   /* the sums, to see NaNs among them */
+        for (size_t i = 0; i < ny; i++)
+            nan_cells += isnan(conv[i]);
+        kern_conv2d_bias_act(tu_pool, conv_isa, &p, x, w, bias, relu, conv, cscratch);
+        kern_maxpool(TOP_ISA, &q, conv, want);
+        kern_fill(y, -1.0f, npool);
+        kern_conv2d_maxpool(tu_pool, conv_isa, &p, &q, x, w, bias, relu, y, fscratch);
+        ck_assert_msg(memcmp(y, want, npool * sizeof *y) == 0,
+                      "nonfinite case %d, %s kernels, %d threads: not the bits of the ops apart", _i,
+                      kern_isa_name(conv_isa), threads);
+        free(cscratch);
+        free(fscratch);
+    }
+    tu_threads(1);
+    ck_assert_int_gt(nan_cells, 0);
+    free(x), free(w), free(bias), free(conv), free(y), free(want);
+}
+END_TEST
+
 /* kern_maxpool_scatter_colsum_d of pooled gradient dp (through idx, and mask unless
  * NULL) against kern_colsum_d of its scatter dy (M pixels), in every variant: its
  * pixels cut into 1 to 9 parts, and into three of unequal lengths. */
@@ -4557,6 +4614,7 @@ static Suite *make_kernels_suite(void)
     tcase_add_loop_test(tc, test_conv_wide, 0, N_WIDE_CASES);
     tcase_add_loop_test(tc, test_conv_bias_act, 0, N_DIRECT_CASES + N_WIDE_CASES + N_CONV_CASES);
     tcase_add_loop_test(tc, test_conv_maxpool, 0, N_DIRECT_CASES + N_WIDE_CASES + N_CONV_CASES);
+    tcase_add_loop_test(tc, test_conv_maxpool_nonfinite, 0, 3);
     tcase_add_test(tc, test_conv_maxpool_scratch);
     tcase_add_loop_test(tc, test_conv_grad_filter_pooled, 0, N_DIRECT_CASES + N_WIDE_CASES + N_CONV_CASES);
     tcase_add_loop_test(tc, test_pooled_bias_ties, 0, 5);
