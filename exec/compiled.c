@@ -269,7 +269,7 @@ CompiledPlan *compiled_plan(const Graph *g, Weights *w, Pool *pool, MemPlan *mp,
     for (int i = 0; i < g->nnodes; i++) nargs += g->nodes[i].nin;
     p->own_arena = !p->mp.per_op && !p->mp.external;
     if (p->own_arena)
-        p->arena = aligned_alloc(MEMPLAN_ALIGN, (size_t)memplan_align(p->mp.arena ? p->mp.arena : MEMPLAN_ALIGN));
+        p->arena = gc_aligned_pages((size_t)memplan_align(p->mp.arena ? p->mp.arena : MEMPLAN_ALIGN), MEMPLAN_ALIGN);
     else
         p->arena = p->mp.external;   /* NULL with per-op allocation: node_data leaves the pointers */
     p->calls = gc_calloc((size_t)(g->nnodes ? g->nnodes : 1), sizeof *p->calls);

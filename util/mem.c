@@ -39,12 +39,17 @@ void *gc_malloc(size_t n)
     return n >= HUGE_MIN ? alloc_huge(n) : malloc(n ? n : 1);
 }
 
-void *gc_malloc_aligned(size_t n, size_t align)
+void *gc_aligned_pages(size_t n, size_t align)
 {
     size_t total;
-    if (!gc_add_size(n ? n : 1, align - 1, &total) || should_fail()) return NULL;
+    if (!gc_add_size(n ? n : 1, align - 1, &total)) return NULL;
     if (n >= HUGE_MIN && align <= HUGE_PAGE) return alloc_huge(n);
     return aligned_alloc(align, total / align * align);   /* C11: a multiple of align */
+}
+
+void *gc_malloc_aligned(size_t n, size_t align)
+{
+    return should_fail() ? NULL : gc_aligned_pages(n, align);
 }
 
 void *gc_calloc(size_t count, size_t size)
