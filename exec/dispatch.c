@@ -1328,12 +1328,17 @@ static void layer_norm_part(void *arg, int part, int worker)
     size_t cols = j->len, off = lo * cols;
     if (c->n->op == OP_LAYER_NORM)
         kern_layer_norm(fin(c, 0) + off, fin(c, 1), fin(c, 2), hi - lo, cols, c->n->a.axes.eps, fout(c) + off);
-    else
-        kern_layer_norm_grad(fin(c, 0) + off, fin(c, 1), fin(c, 2) + off, hi - lo, cols, c->n->a.axes.eps, fout(c) + off);
+    else if (c->n->op == OP_LAYER_NORM_GRAD)
+        kern_layer_norm_grad(fin(c, 0) + off, fin(c, 1), fin(c, 2) + off, NULL, hi - lo, cols, c->n->a.axes.eps,
+                             fout(c) + off);
+    else   /* layer_norm_grad_add (res, x, gamma, dy) */
+        kern_layer_norm_grad(fin(c, 1) + off, fin(c, 2), fin(c, 3) + off, fin(c, 0) + off, hi - lo, cols,
+                             c->n->a.axes.eps, fout(c) + off);
 }
 
 static int k_layer_norm(const KCall *c) { return run_axis(c, ishape(c, 0), layer_norm_part); }
 static int k_layer_norm_grad(const KCall *c) { return run_axis(c, ishape(c, 0), layer_norm_part); }
+static int k_layer_norm_grad_add(const KCall *c) { return run_axis(c, ishape(c, 1), layer_norm_part); }
 
 /* gamma's gradient, a sum over every row: as sum_to's, the rows cut into a fixed number
  * of blocks summed in double on the pool (each into its part of the scratch), then the

@@ -463,9 +463,12 @@ int kern_embedding_grad(const int32_t *ids, size_t n, const float *dy, size_t vo
 
 /* Layer normalization of the rows of x [rows, cols]: (x - mean) / sqrt(var + eps) * gamma
  * + beta, mean and (biased) variance per row; the input's gradient from dy (the mean and
- * deviation recomputed from x); gamma's gradient acc[c] += dy * xhat over the rows. */
+ * deviation recomputed from x), with res [rows, cols] added to it unless res is NULL
+ * (the bits of the gradient, then `add`; dx may be x, dy or res); gamma's gradient
+ * acc[c] += dy * xhat over the rows. */
 void kern_layer_norm(const float *x, const float *gamma, const float *beta, size_t rows, size_t cols, float eps, float *y);
-void kern_layer_norm_grad(const float *x, const float *gamma, const float *dy, size_t rows, size_t cols, float eps, float *dx);
+void kern_layer_norm_grad(const float *x, const float *gamma, const float *dy, const float *res, size_t rows, size_t cols,
+                          float eps, float *dx);
 void kern_layer_norm_grad_scale(const float *x, const float *dy, size_t rows, size_t cols, float eps, double *acc);
 
 /* kern_cross_entropy and its gradient with label smoothing s (PyTorch's): the target of

@@ -1393,7 +1393,7 @@ START_TEST(test_vmath_norm_rows)
         FOR_EACH_ISA {
             const KernVariant *kv = kern_variant(conv_isa);
             kv->layer_norm(x, g, b, rows, n, 1e-5f, out[0]);
-            kv->layer_norm_grad(x, g, dy, rows, n, 1e-5f, out[1]);
+            kv->layer_norm_grad(x, g, dy, NULL, rows, n, 1e-5f, out[1]);
             kv->softmax_grad(x, dy, out[2], rows, n);
             for (int k = 0; k < 3; k++) {
                 if (isa_i_ == 0) memcpy(first[k], out[k], rows * n * sizeof(float));
@@ -4043,7 +4043,7 @@ START_TEST(test_layer_norm)
             ck_assert_float_near_rel(y[r * C + c], (x[r * C + c] - m) / sqrt(v + 1e-5) * g[c] + b[c], 1e-5, 1e-6);
     }
     LnCtx ctx = { R, C, x, g, b, 0 };
-    kern_layer_norm_grad(x, g, dy, R, C, 1e-5f, dx);
+    kern_layer_norm_grad(x, g, dy, NULL, R, C, 1e-5f, dx);
     ck_assert_grad_fd(ln_fn, &ctx, x, n, n, dy, dx, FD_EPS, FD_RTOL, FD_ATOL);
     double acc[7] = { 0 };
     kern_layer_norm_grad_scale(x, dy, R, C, 1e-5f, acc);
