@@ -476,6 +476,11 @@ void kern_layer_norm_grad_scale(const float *x, const float *dy, size_t rows, si
 int kern_cross_entropy_ls(const float *logits, const int32_t *labels, size_t rows, size_t cols, float s, float *loss);
 int kern_cross_entropy_ls_grad(const float *logits, const int32_t *labels, float dloss, float *dlogits, size_t rows,
                                size_t cols, float s);
+/* The gradient's rows [r0, r1) of a batch of `rows` (each row's values do not depend on
+ * the others: the pool's parts give the bits of the whole); a bad label returns -1 - its
+ * row in the batch. */
+int kern_cross_entropy_ls_grad_rows(const float *logits, const int32_t *labels, float dloss, float *dlogits, size_t r0,
+                                    size_t r1, size_t rows, size_t cols, float s);
 
 /* Binary cross entropy with logits, mean over n: max(x, 0) - x t + log(1 + exp(-|x|));
  * its gradient with respect to x, (sigmoid(x) - t) dloss / n, or to t, -x dloss / n. */

@@ -4109,6 +4109,16 @@ START_TEST(test_smoothing_and_bce)
     ck_assert_float_near_rel(loss, want, 1e-6, 1e-7);
     kern_cross_entropy_ls_grad(x, labels, 1.0f, d, R, C, 0.1f);
     ck_assert_grad_fd(ce_ls_fn, &ctx, x, n, 1, &one, d, FD_EPS, FD_RTOL, FD_ATOL);
+    /* the rows in two parts (the dispatch's split over the pool): the whole's bits; a bad
+     * label in the second part is reported at its row in the batch */
+    float *d2 = tu_alloc(n);
+    ck_assert_int_eq(kern_cross_entropy_ls_grad_rows(x, labels, 1.0f, d2, 0, 2, R, C, 0.1f), 0);
+    ck_assert_int_eq(kern_cross_entropy_ls_grad_rows(x, labels, 1.0f, d2, 2, R, R, C, 0.1f), 0);
+    ck_assert(memcmp(d, d2, n * sizeof *d) == 0);
+    labels[3] = (int32_t)C;
+    ck_assert_int_eq(kern_cross_entropy_ls_grad_rows(x, labels, 1.0f, d2, 2, R, R, C, 0.1f), -1 - 3);
+    labels[3] = 1;
+    free(d2);
     x[0] = 100.0f;
     x[1] = -100.0f;
     kern_bce_logits(x, t, n, &loss);
