@@ -670,13 +670,35 @@ static int k_cross_entropy(const KCall *c)
     return rc ? bad_label(c, rc) : 0;
 }
 
+/* The gradient's rows over the pool, as an elementwise op's (charlm's 1024 x 256 logits:
+ * 0.2 ms on one thread while the other waited); the first bad label is reported. */
+typedef struct CeJob {
+    const KCall *c;
+    Range r;
+    size_t cols;
+    int rc[POOL_MAX_THREADS];
+} CeJob;
+
+static void ce_grad_part(void *arg, int part, int worker)
+{
+    (void)worker;
+    CeJob *j = arg;
+    const KCall *c = j->c;
+    size_t lo, hi;
+    range_of(&j->r, part, &lo, &hi);
+    j->rc[part] = kern_cross_entropy_ls_grad_rows(fin(c, 0), (const int32_t *)c->in[1], fin(c, 2)[0], fout(c), lo, hi,
+                                                  j->r.n, j->cols, c->n->a.loss.smoothing);
+}
+
 static int k_cross_entropy_grad(const KCall *c)
 {
     size_t rows, cols;
     class_rows(c, &rows, &cols);
-    int rc = kern_cross_entropy_ls_grad(fin(c, 0), (const int32_t *)c->in[1], fin(c, 2)[0], fout(c), rows, cols,
-                                        c->n->a.loss.smoothing);
-    return rc ? bad_label(c, rc) : 0;
+    CeJob j = { .c = c, .r = row_ranges(c, rows, cols), .cols = cols };
+    pool_run(c->pool, j.r.parts, ce_grad_part, &j);
+    for (int p = 0; p < j.r.parts; p++)
+        if (j.rc[p]) return bad_label(c, j.rc[p]);
+    return 0;
 }
 
 static int k_accuracy(const KCall *c)
@@ -1328,12 +1350,17 @@ static void layer_norm_part(void *arg, int part, int worker)
     size_t cols = j->len, off = lo * cols;
     if (c->n->op == OP_LAYER_NORM)
         kern_layer_norm(fin(c, 0) + off, fin(c, 1), fin(c, 2), hi - lo, cols, c->n->a.axes.eps, fout(c) + off);
-    else
-        kern_layer_norm_grad(fin(c, 0) + off, fin(c, 1), fin(c, 2) + off, hi - lo, cols, c->n->a.axes.eps, fout(c) + off);
+    else if (c->n->op == OP_LAYER_NORM_GRAD)
+        kern_layer_norm_grad(fin(c, 0) + off, fin(c, 1), fin(c, 2) + off, NULL, hi - lo, cols, c->n->a.axes.eps,
+                             fout(c) + off);
+    else   /* layer_norm_grad_add (res, x, gamma, dy) */
+        kern_layer_norm_grad(fin(c, 1) + off, fin(c, 2), fin(c, 3) + off, fin(c, 0) + off, hi - lo, cols,
+                             c->n->a.axes.eps, fout(c) + off);
 }
 
 static int k_layer_norm(const KCall *c) { return run_axis(c, ishape(c, 0), layer_norm_part); }
 static int k_layer_norm_grad(const KCall *c) { return run_axis(c, ishape(c, 0), layer_norm_part); }
+static int k_layer_norm_grad_add(const KCall *c) { return run_axis(c, ishape(c, 1), layer_norm_part); }
 
 /* gamma's gradient, a sum over every row: as sum_to's, the rows cut into a fixed number
  * of blocks summed in double on the pool (each into its part of the scratch), then the

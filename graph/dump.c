@@ -46,7 +46,8 @@ static void axes_str(const Graph *g, const Node *n, char *buf, size_t len)
     }
     if (n->a.axes.keepdims) put(buf, len, &at, " keepdims");
     if (n->a.axes.mean) put(buf, len, &at, " mean");
-    if (n->op == OP_LAYER_NORM || n->op == OP_LAYER_NORM_GRAD || n->op == OP_LAYER_NORM_GRAD_SCALE)
+    if (n->op == OP_LAYER_NORM || n->op == OP_LAYER_NORM_GRAD || n->op == OP_LAYER_NORM_GRAD_SCALE ||
+        n->op == OP_LAYER_NORM_GRAD_ADD)
         put(buf, len, &at, " eps=%g", n->a.axes.eps);
     if (n->op == OP_EXPAND) {
         char b1[128];
@@ -232,7 +233,7 @@ static void attrs_str(const Graph *g, const Node *n, char *buf, size_t len)
         break;
     case OP_SOFTMAX: case OP_LOG_SOFTMAX: case OP_SOFTMAX_GRAD: case OP_LOG_SOFTMAX_GRAD:
     case OP_REDUCE_SUM: case OP_REDUCE_MEAN: case OP_REDUCE_MAX: case OP_REDUCE_MAX_GRAD: case OP_EXPAND:
-    case OP_LAYER_NORM: case OP_LAYER_NORM_GRAD: case OP_LAYER_NORM_GRAD_SCALE:
+    case OP_LAYER_NORM: case OP_LAYER_NORM_GRAD: case OP_LAYER_NORM_GRAD_SCALE: case OP_LAYER_NORM_GRAD_ADD:
     case OP_TRANSPOSE: case OP_CAUSAL_MASK: case OP_SOFTMAX_CAUSAL: case OP_SOFTMAX_GRAD_CAUSAL: case OP_ATTENTION: case OP_ATTENTION_PROBS:
     case OP_ATTENTION_OUT: case OP_ATTENTION_GRAD: case OP_CROSS_ENTROPY: case OP_CROSS_ENTROPY_GRAD: case OP_BCE_LOGITS_GRAD:
     case OP_SLICE_GRAD:

@@ -3,6 +3,7 @@
  *   bias_act           conv2d(x, w) -> add(., b) [-> act]  =>  conv2d_bias_act(x, w, b)
  *                      matmul(a, w) -> add(., b) [-> act]  =>  matmul_bias_act(a, w, b)
  *   maxpool_grad_relu  maxpool_grad(x, y, dy) -> unary_grad[relu](x, .)  =>  maxpool_grad_relu(x, y, dy)
+ *   ln_grad_add        add(r, layer_norm_grad(x, gamma, dy))  =>  layer_norm_grad_add(r, x, gamma, dy)
  *   update_all         the updates of the step that stay at its end  =>  update_all(p1, g1, ...)
  *   conv_maxpool       conv2d_bias_act(x, w, b) or conv2d(x, w) -> maxpool  =>  conv2d_maxpool(x, w[, b])
  *                      (graphs without a training step)
@@ -842,6 +843,46 @@ Graph *pass_fuse_masked_softmax(const Graph *g, DiagSink *d)
             n->nin = 2;
             r.keep[s] = false;
         }
+    }
+    return rewrite_end(&r, true, g->stage, d);
+}
+
+/* A residual join in the backward pass: add(r, layer_norm_grad(x, gamma, dy)), the
+ * layer norm's gradient read by the add alone and of the add's shape, becomes one
+ * layer_norm_grad_add(r, x, gamma, dy), which adds r to each row of dx as it makes it
+ * (the add's bits: the gradient rounded, then r added), in place over r as the add
+ * was.  The add's pass over three arrays and its call go: charlm has six. */
+Graph *pass_fuse_ln_grad_add(const Graph *g, DiagSink *d)
+{
+    Rewrite r;
+    if (!rewrite_begin(&r, g, d)) return NULL;
+    Graph *c = r.c;
+    for (int i = 0; i < c->nnodes; i++) {
+        Node *n = &c->nodes[i];
+        if (n->op != OP_ADD || n->nin != 2) continue;
+        int32_t ln = -1, res = -1;
+        for (int k = 1; k >= 0 && ln < 0; k--) {   /* either side; the later operand first */
+            const Node *m = &c->nodes[n->in[k]];
+            if (m->op == OP_LAYER_NORM_GRAD && r.uses[n->in[k]] == 1 && shape_eq(&m->shape, &n->shape) &&
+                shape_eq(&c->nodes[n->in[1 - k]].shape, &n->shape) && n->in[0] != n->in[1]) {
+                ln = n->in[k];
+                res = n->in[1 - k];
+            }
+        }
+        if (ln < 0) continue;
+        int32_t *in = arena_alloc(&c->arena, 4 * sizeof *in);
+        if (!in) {
+            diag_plain(d, "out of memory");
+            return rewrite_end(&r, false, g->stage, d);
+        }
+        const Node *m = &c->nodes[ln];
+        in[0] = res;
+        memcpy(in + 1, m->in, 3 * sizeof *in);
+        n->op = OP_LAYER_NORM_GRAD_ADD;
+        n->a = m->a;
+        n->in = in;
+        n->nin = 4;
+        r.keep[ln] = false;
     }
     return rewrite_end(&r, true, g->stage, d);
 }

@@ -437,6 +437,8 @@ double node_flops(const Graph *g, const Node *n)
         return 4.0 * numel_d(g, &g->nodes[n->in[0]].shape);
     case OP_LAYER_NORM: case OP_LAYER_NORM_GRAD: case OP_LAYER_NORM_GRAD_SCALE:
         return 8.0 * numel_d(g, &g->nodes[n->in[0]].shape);
+    case OP_LAYER_NORM_GRAD_ADD:   /* the gradient's and the add's */
+        return 9.0 * numel_d(g, &g->nodes[n->in[1]].shape);
     case OP_TRANSPOSE: case OP_EMBEDDING: case OP_SLICE_GRAD: case OP_CAUSAL_MASK:
         return 0;
     case OP_ATTENTION: case OP_ATTENTION_PROBS: case OP_ATTENTION_OUT: case OP_ATTENTION_GRAD: {

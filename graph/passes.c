@@ -15,6 +15,7 @@ const GraphPass graph_passes[] = {
     { "maxpool_grad_relu", pass_fuse_maxpool_grad_relu, "a relu's gradient inside the max pool's gradient", false },
     { "masked_softmax", pass_fuse_masked_softmax, "causal attention's mask and softmax (and their gradients) as one op", false },
     { "attention", pass_fuse_attention, "attention's scores, softmax and weighted sum per head (and their gradients) as one op", false },
+    { "ln_grad_add", pass_fuse_ln_grad_add, "a residual's gradient added inside the layer norm's gradient", false },
     { "update_all", pass_fuse_update_all, "the updates at the end of the step as one op", false },
     { "conv_maxpool", pass_fuse_conv_maxpool, "a convolution and its max pool as one op (no training step)", false },
     { "elementwise", pass_fuse_elementwise, "chains of elementwise ops as one loop", false },

@@ -46,6 +46,8 @@ Graph *pass_fuse_maxpool_grad_relu(const Graph *g, DiagSink *d);
 Graph *pass_fuse_masked_softmax(const Graph *g, DiagSink *d);
 /* multi_head_attention's chain per head, and its backward, as one op each (graph/attention.c) */
 Graph *pass_fuse_attention(const Graph *g, DiagSink *d);
+/* add(r, layer_norm_grad(...)) as one layer_norm_grad_add (graph/fuse.c) */
+Graph *pass_fuse_ln_grad_add(const Graph *g, DiagSink *d);
 Graph *pass_fuse_update_all(const Graph *g, DiagSink *d);
 Graph *pass_fuse_conv_maxpool(const Graph *g, DiagSink *d);
 Graph *pass_fuse_elementwise(const Graph *g, DiagSink *d);

@@ -493,11 +493,17 @@ int kern_cross_entropy_grad(const float *logits, const int32_t *labels, float dl
 int kern_cross_entropy_ls_grad(const float *logits, const int32_t *labels, float dloss, float *dlogits, size_t rows,
                                size_t cols, float s)
 {
-    int st = check_labels(labels, rows, cols);
+    return kern_cross_entropy_ls_grad_rows(logits, labels, dloss, dlogits, 0, rows, rows, cols, s);
+}
+
+int kern_cross_entropy_ls_grad_rows(const float *logits, const int32_t *labels, float dloss, float *dlogits, size_t r0,
+                                    size_t r1, size_t rows, size_t cols, float s)
+{
+    int st = check_labels(labels + r0, r1 - r0, cols);
     if (st)
-        return st;
+        return st - (int)r0;
     float scale = dloss / (float)rows, spread = s / (float)cols;
-    for (size_t r = 0; r < rows; r++) {
+    for (size_t r = r0; r < r1; r++) {
         float *dr = dlogits + r * cols;
         kern_softmax(logits + r * cols, dr, 1, cols);
         dr[labels[r]] -= 1.0f - s;

@@ -463,9 +463,12 @@ int kern_embedding_grad(const int32_t *ids, size_t n, const float *dy, size_t vo
 
 /* Layer normalization of the rows of x [rows, cols]: (x - mean) / sqrt(var + eps) * gamma
  * + beta, mean and (biased) variance per row; the input's gradient from dy (the mean and
- * deviation recomputed from x); gamma's gradient acc[c] += dy * xhat over the rows. */
+ * deviation recomputed from x), with res [rows, cols] added to it unless res is NULL
+ * (the bits of the gradient, then `add`; dx may be x, dy or res); gamma's gradient
+ * acc[c] += dy * xhat over the rows. */
 void kern_layer_norm(const float *x, const float *gamma, const float *beta, size_t rows, size_t cols, float eps, float *y);
-void kern_layer_norm_grad(const float *x, const float *gamma, const float *dy, size_t rows, size_t cols, float eps, float *dx);
+void kern_layer_norm_grad(const float *x, const float *gamma, const float *dy, const float *res, size_t rows, size_t cols,
+                          float eps, float *dx);
 void kern_layer_norm_grad_scale(const float *x, const float *dy, size_t rows, size_t cols, float eps, double *acc);
 
 /* kern_cross_entropy and its gradient with label smoothing s (PyTorch's): the target of
@@ -473,6 +476,11 @@ void kern_layer_norm_grad_scale(const float *x, const float *dy, size_t rows, si
 int kern_cross_entropy_ls(const float *logits, const int32_t *labels, size_t rows, size_t cols, float s, float *loss);
 int kern_cross_entropy_ls_grad(const float *logits, const int32_t *labels, float dloss, float *dlogits, size_t rows,
                                size_t cols, float s);
+/* The gradient's rows [r0, r1) of a batch of `rows` (each row's values do not depend on
+ * the others: the pool's parts give the bits of the whole); a bad label returns -1 - its
+ * row in the batch. */
+int kern_cross_entropy_ls_grad_rows(const float *logits, const int32_t *labels, float dloss, float *dlogits, size_t r0,
+                                    size_t r1, size_t rows, size_t cols, float s);
 
 /* Binary cross entropy with logits, mean over n: max(x, 0) - x t + log(1 + exp(-|x|));
  * its gradient with respect to x, (sigmoid(x) - t) dloss / n, or to t, -x dloss / n. */

@@ -322,10 +322,11 @@ void kern_layer_norm(const float *x, const float *gamma, const float *beta, size
         vmath()->layer_norm(x, gamma, beta, rows, cols, eps, y);
 }
 
-void kern_layer_norm_grad(const float *x, const float *gamma, const float *dy, size_t rows, size_t cols, float eps, float *dx)
+void kern_layer_norm_grad(const float *x, const float *gamma, const float *dy, const float *res, size_t rows, size_t cols,
+                          float eps, float *dx)
 {
     if (cols)
-        vmath()->layer_norm_grad(x, gamma, dy, rows, cols, eps, dx);
+        vmath()->layer_norm_grad(x, gamma, dy, res, rows, cols, eps, dx);
 }
 
 void kern_layer_norm_grad_scale(const float *x, const float *dy, size_t rows, size_t cols, float eps, double *acc)

@@ -174,8 +174,8 @@ typedef struct KernVariant {
     void (*row_stats)(const float *x, size_t n, float eps, float *mean, float *rstd);
     void (*layer_norm)(const float *x, const float *gamma, const float *beta, size_t rows, size_t cols, float eps,
                        float *y);
-    void (*layer_norm_grad)(const float *x, const float *gamma, const float *dy, size_t rows, size_t cols, float eps,
-                            float *dx);
+    void (*layer_norm_grad)(const float *x, const float *gamma, const float *dy, const float *res, size_t rows,
+                            size_t cols, float eps, float *dx);
     void (*softmax_grad)(const float *y, const float *dy, float *dx, size_t rows, size_t cols);
     /* Column sums in double of dy xhat (layer norm's gamma gradient, added into acc),
      * each column in row order (the scalar loop's bits) */

@@ -284,22 +284,33 @@ ISA_FN static void NAME(vm_layer_norm)(const float *x, const float *gamma, const
 }
 
 /* Its gradient to x: dx = rstd (g - mean(g) - xhat mean(g xhat)), g = dy gamma,
- * xhat = (x - mean) rstd. */
-ISA_FN static void NAME(vm_layer_norm_grad)(const float *x, const float *gamma, const float *dy, size_t rows, size_t n,
-                                            float eps, float *dx)
+ * xhat = (x - mean) rstd; plus res (a residual's gradient, rounded after as `add`
+ * would) unless res is NULL.  dx may be x, dy or res: a row is read before it is
+ * written. */
+ISA_INLINE VF NAME(vm_ln_grad_v)(const float *x, const float *gamma, const float *dy, size_t i, VF mv, VF rv, VF mgv,
+                                 VF mgxv)
 {
-    for (size_t r = 0; r < rows; r++, x += n, dy += n, dx += n) {
+    VF g = vm_mul(vm_load(dy + i), vm_load(gamma + i)), xh = vm_mul(vm_sub(vm_load(x + i), mv), rv);
+    return vm_mul(rv, vm_sub(vm_sub(g, mgv), vm_mul(xh, mgxv)));
+}
+
+ISA_FN static void NAME(vm_layer_norm_grad)(const float *x, const float *gamma, const float *dy, const float *res,
+                                            size_t rows, size_t n, float eps, float *dx)
+{
+    for (size_t r = 0; r < rows; r++, x += n, dy += n, dx += n, res = res ? res + n : NULL) {
         float m, rs;
         NAME(vm_row_stats)(x, n, eps, &m, &rs);
         const float mg = NAME(vm_row_sum)(VM_PROD, dy, gamma, NULL, n, 0.0f, 0.0f) / (float)n;
         const float mgx = NAME(vm_row_sum)(VM_PRODXH, dy, gamma, x, n, m, rs) / (float)n;
         const VF mv = vm_set1(m), rv = vm_set1(rs), mgv = vm_set1(mg), mgxv = vm_set1(mgx);
         size_t i = 0;
-        VM_LOOP(VF g = vm_mul(vm_load(dy + i), vm_load(gamma + i)); VF xh = vm_mul(vm_sub(vm_load(x + i), mv), rv);
-                vm_store(dx + i, vm_mul(rv, vm_sub(vm_sub(g, mgv), vm_mul(xh, mgxv)))))
+        if (res)
+            VM_LOOP(vm_store(dx + i, vm_add(vm_load(res + i), NAME(vm_ln_grad_v)(x, gamma, dy, i, mv, rv, mgv, mgxv))))
+        else
+            VM_LOOP(vm_store(dx + i, NAME(vm_ln_grad_v)(x, gamma, dy, i, mv, rv, mgv, mgxv)))
         for (; i < n; i++) {
-            float g = dy[i] * gamma[i], xh = (x[i] - m) * rs;
-            dx[i] = rs * ((g - mg) - xh * mgx);
+            float g = dy[i] * gamma[i], xh = (x[i] - m) * rs, d = rs * ((g - mg) - xh * mgx);
+            dx[i] = res ? res[i] + d : d;
         }
     }
 }

@@ -2065,6 +2065,65 @@ START_TEST(attention_fused_gradcheck)
 }
 END_TEST
 
+/* ---- a residual's gradient inside the layer norm's (pass ln_grad_add) ----------------- */
+
+/* Residual blocks with a layer norm on the branch: the add that joins the gradients is
+ * add(r, layer_norm_grad) on either side (x + f(ln(x)) and f(ln(x)) + x), rows of 13
+ * (a vector and a tail) and of 32 (whole vectors); in the second the layer norm is
+ * read twice, so the gradient it takes is a sum. */
+static const char *const ln_add_models[] = {
+    "input x: f32[B, 5, 13]\ninput y: i32[B, 5]\n"
+    "h = x + dense(layer_norm(x), units=13)\nh = dense(tanh(layer_norm(h)), units=13) + h\n"
+    "loss = cross_entropy(dense(h, units=4), y)\ntrain { data = synthetic(count=8)\nminimize = loss }\n",
+    "input x: f32[B, 32]\ninput y: i32[B]\n"
+    "a = dense(x, units=32)\nn = layer_norm(a)\nh = a + dense(n, units=32) + dense(gelu(n), units=32)\n"
+    "loss = cross_entropy(dense(layer_norm(h), units=4), y)\ntrain { data = synthetic(count=8)\nminimize = loss }\n",
+};
+
+/* With the pass and without: three SGD steps of the compiled plan, the losses and every
+ * weight bit for bit (the fused kernel rounds the gradient, then adds, as the two ops);
+ * the fused step has no add of a layer norm's gradient left, the other none fused. */
+START_TEST(ln_grad_add_matches)
+{
+    Compiled c;
+    compile_str(&c, ln_add_models[_i]);
+    Graph *tg = pass_autodiff(c.g, &c.d);
+    ck_assert_ptr_nonnull(tg);
+    ck_assert_int_eq(graph_bind(tg, "B", 6, &c.d), 0);
+    Weights w[2] = { { 0 }, { 0 } };
+    float loss[2][3];
+    for (int run = 0; run < 2; run++) {
+        Step st;
+        step_of(&c, tg, 6, MODE_COMPILED, rounding_passes() | (run ? pass_bit("ln_grad_add") : 0), STAGES_COST, &w[run], 3,
+                &st);
+        const Graph *fg = executor_graph(st.ex);
+        int fused = count_op(fg, OP_LAYER_NORM_GRAD_ADD), joins = 0;
+        for (int i = 0; i < fg->nnodes; i++)
+            if (fg->nodes[i].op == OP_ADD)
+                for (int k = 0; k < 2; k++) joins += fg->nodes[fg->nodes[i].in[k]].op == OP_LAYER_NORM_GRAD;
+        if (run) {
+            ck_assert_int_eq(fused, 0);
+            ck_assert_int_ge(joins, 1);
+        } else {
+            ck_assert_int_ge(fused, 1);
+            ck_assert_int_eq(joins, 0);
+        }
+        three_steps(st.ex, tg, &w[run], 4, 13, 0.05f, &c.d, loss[run]);
+        step_free(&st);
+    }
+    for (int step = 0; step < 3; step++)
+        ck_assert_msg(memcmp(&loss[0][step], &loss[1][step], sizeof(float)) == 0, "model %d step %d: fused %.9g, apart %.9g",
+                      _i, step, loss[0][step], loss[1][step]);
+    for (int v = 0; v < w[0].n; v++)
+        ck_assert_msg(memcmp(w[0].data[v], w[1].data[v], (size_t)shape_numel(&w[0].shapes[v]) * 4) == 0,
+                      "model %d: %s differs after 3 steps", _i, w[0].names[v]);
+    weights_free(&w[0]);
+    weights_free(&w[1]);
+    graph_free(tg);
+    compiled_free_all(&c);
+}
+END_TEST
+
 static Suite *make_exec_suite(void)
 {
     Suite *s = suite_create("executors");
@@ -2096,6 +2155,7 @@ static Suite *make_exec_suite(void)
     tcase_add_test(tc, bn_checkpoint_needs_buffers);
     tcase_add_loop_test(tc, attention_fused_matches, 0, (int)(sizeof attn_cases / sizeof *attn_cases));
     tcase_add_loop_test(tc, attention_fused_gradcheck, 0, (int)(sizeof attn_cases / sizeof *attn_cases));
+    tcase_add_loop_test(tc, ln_grad_add_matches, 0, (int)(sizeof ln_add_models / sizeof *ln_add_models));
     suite_add_tcase(s, tc);
     tc = tcase_create("profile");
     tcase_add_test(tc, profile_idle);

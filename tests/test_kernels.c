@@ -1393,7 +1393,7 @@ START_TEST(test_vmath_norm_rows)
         FOR_EACH_ISA {
             const KernVariant *kv = kern_variant(conv_isa);
             kv->layer_norm(x, g, b, rows, n, 1e-5f, out[0]);
-            kv->layer_norm_grad(x, g, dy, rows, n, 1e-5f, out[1]);
+            kv->layer_norm_grad(x, g, dy, NULL, rows, n, 1e-5f, out[1]);
             kv->softmax_grad(x, dy, out[2], rows, n);
             for (int k = 0; k < 3; k++) {
                 if (isa_i_ == 0) memcpy(first[k], out[k], rows * n * sizeof(float));
@@ -4100,7 +4100,7 @@ START_TEST(test_layer_norm)
             ck_assert_float_near_rel(y[r * C + c], (x[r * C + c] - m) / sqrt(v + 1e-5) * g[c] + b[c], 1e-5, 1e-6);
     }
     LnCtx ctx = { R, C, x, g, b, 0 };
-    kern_layer_norm_grad(x, g, dy, R, C, 1e-5f, dx);
+    kern_layer_norm_grad(x, g, dy, NULL, R, C, 1e-5f, dx);
     ck_assert_grad_fd(ln_fn, &ctx, x, n, n, dy, dx, FD_EPS, FD_RTOL, FD_ATOL);
     double acc[7] = { 0 };
     kern_layer_norm_grad_scale(x, dy, R, C, 1e-5f, acc);
@@ -4166,6 +4166,16 @@ START_TEST(test_smoothing_and_bce)
     ck_assert_float_near_rel(loss, want, 1e-6, 1e-7);
     kern_cross_entropy_ls_grad(x, labels, 1.0f, d, R, C, 0.1f);
     ck_assert_grad_fd(ce_ls_fn, &ctx, x, n, 1, &one, d, FD_EPS, FD_RTOL, FD_ATOL);
+    /* the rows in two parts (the dispatch's split over the pool): the whole's bits; a bad
+     * label in the second part is reported at its row in the batch */
+    float *d2 = tu_alloc(n);
+    ck_assert_int_eq(kern_cross_entropy_ls_grad_rows(x, labels, 1.0f, d2, 0, 2, R, C, 0.1f), 0);
+    ck_assert_int_eq(kern_cross_entropy_ls_grad_rows(x, labels, 1.0f, d2, 2, R, R, C, 0.1f), 0);
+    ck_assert(memcmp(d, d2, n * sizeof *d) == 0);
+    labels[3] = (int32_t)C;
+    ck_assert_int_eq(kern_cross_entropy_ls_grad_rows(x, labels, 1.0f, d2, 2, R, R, C, 0.1f), -1 - 3);
+    labels[3] = 1;
+    free(d2);
     x[0] = 100.0f;
     x[1] = -100.0f;
     kern_bce_logits(x, t, n, &loss);
