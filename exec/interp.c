@@ -66,7 +66,8 @@ static int interp_call(Interp *I, int i, const void *const *in)
     InterpStats *st = I->st;
     size_t bytes = (size_t)shape_numel(&I->rt[i]) * 4;
     size_t scratch = dispatch_scratch_bytes(I->g, n, pool_threads(I->pool));
-    /* aligned as PyTorch's CPU allocator aligns, and as the compiled plan's arena */
+    /* aligned as PyTorch's CPU allocator aligns, and as the compiled plan's arena; like
+     * PyTorch 1.13's, in pages without huge-page advice (util/mem.c) */
     I->data[i] = gc_malloc_aligned(bytes, 64);
     float *sc = scratch ? gc_malloc_aligned(scratch, 64) : NULL;
     if (!I->data[i] || (scratch && !sc)) {

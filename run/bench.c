@@ -128,7 +128,7 @@ static void **random_feeds(const Graph *g, int32_t classes, DiagSink *d)
             bench_free_feeds(g, f);
             return NULL;
         }
-        f[i] = gc_mul_size((size_t)cnt, 4, &bytes) ? gc_malloc(bytes) : NULL;
+        f[i] = gc_mul_size((size_t)cnt, 4, &bytes) ? gc_malloc_pages(bytes, 64) : NULL;
         if (!f[i]) {
             char b[128];
             diag_plain(d, "out of memory: input '%s' %s needs %.1f GB", n->name ? n->name : "?",

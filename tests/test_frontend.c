@@ -29,6 +29,34 @@ Suite *make_parser_suite(void);
 Suite *make_lower_suite(void);
 Suite *make_shape_suite(void);
 Suite *make_errors_suite(void);
+/* util/mem.c's buffers for what a step streams: from 8 MiB on at a 2 MiB boundary (so
+ * the huge-page advice covers them whole), smaller ones at the asked alignment; the test
+ * hook fails gc_malloc_pages but not gc_aligned_pages (the arena's, reported apart); an
+ * absurd size is refused, not wrapped. */
+START_TEST(robust_page_buffers)
+{
+    const size_t big = (9u << 20) + 3, huge_page = 2u << 20;
+    unsigned char *p = gc_malloc_pages(big, 64);
+    ck_assert_ptr_nonnull(p);
+    ck_assert_msg((uintptr_t)p % huge_page == 0, "a 9 MiB buffer at %p, not at a 2 MiB boundary", (void *)p);
+    p[0] = 1, p[big - 1] = 2;   /* the whole size is there (ASan checks) */
+    gc_free(p);
+    unsigned char *q = gc_malloc_pages(1000, 64);
+    ck_assert_ptr_nonnull(q);
+    ck_assert_uint_eq((uintptr_t)q % 64, 0);
+    q[999] = 1;
+    gc_free(q);
+    ck_assert_ptr_null(gc_malloc_pages(SIZE_MAX - 10, 64));
+    ck_assert_ptr_null(gc_aligned_pages(SIZE_MAX - 10, 64));
+    gc_mem_fail_after(0);
+    void *failed = gc_malloc_pages(big, 64), *arena = gc_aligned_pages(big, 64);
+    gc_mem_fail_after(-1);
+    ck_assert_ptr_null(failed);
+    ck_assert_ptr_nonnull(arena);
+    gc_free(arena);
+}
+END_TEST
+
 Suite *make_robust_suite(void);
 Suite *make_known_bugs_suite(void);
 
@@ -3360,6 +3388,7 @@ Suite *make_robust_suite(void)
     tcase_add_test(tc, robust_pipeline_steep_loss);
     tcase_add_test(tc, robust_allocation_failure);
     tcase_add_test(tc, robust_allocation_failure_errors);
+    tcase_add_test(tc, robust_page_buffers);
     suite_add_tcase(s, tc);
     return s;
 }

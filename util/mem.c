@@ -15,41 +15,50 @@ static bool should_fail(void)
     return false;
 }
 
-/* Buffers from HUGE_MIN on (large.net's 99.5 MB batch of images, its 66 MB gradients,
- * the plans' arenas) in 2 MiB pages where Linux grants them (MADV_HUGEPAGE: advice,
- * 4 KiB pages if refused): streamed once per step, each 4 KiB page cost a TLB miss,
- * and large.net's first layer ran 8-20% longer in CPU time (bench/convbench, the Xeon). */
+/* Long-lived buffers that a step streams (the compiled plan's arena, bench's input
+ * batches) from HUGE_MIN on go in 2 MiB pages where Linux grants them (MADV_HUGEPAGE:
+ * advice, 4 KiB pages if refused; this VM's THP is madvise-only): in 4 KiB pages each
+ * page of large.net's 99.5 MB batch cost a TLB miss, and its first layer ran 8-20%
+ * longer in CPU time (bench/convbench, the Xeon).  gc_malloc and gc_malloc_aligned
+ * stay plain: the interpreter's per-op results come from them, and an eager engine
+ * allocates as PyTorch's CPU allocator does (1.13 gives no huge-page advice).  With
+ * the advice there, fresh 2 MiB pages faulted in each step moved fashion-resnet's
+ * interpreted step by +4-15% CPU and large.net's by -40%: no longer the eager engine
+ * docs/why-graph-mode.md measures. */
 enum { HUGE_MIN = 8 << 20, HUGE_PAGE = 2 << 20 };
-
-static void *alloc_huge(size_t n)
-{
-    size_t total;
-    if (!gc_add_size(n, HUGE_PAGE - 1, &total)) return NULL;
-    total = total / HUGE_PAGE * HUGE_PAGE;
-    void *p = aligned_alloc(HUGE_PAGE, total);
-#ifdef MADV_HUGEPAGE
-    if (p) madvise(p, total, MADV_HUGEPAGE);
-#endif
-    return p;
-}
 
 void *gc_malloc(size_t n)
 {
     if (should_fail()) return NULL;
-    return n >= HUGE_MIN ? alloc_huge(n) : malloc(n ? n : 1);
+    return malloc(n ? n : 1);
 }
 
 void *gc_aligned_pages(size_t n, size_t align)
 {
     size_t total;
+    if (n >= HUGE_MIN && align <= HUGE_PAGE) {
+        if (!gc_add_size(n, HUGE_PAGE - 1, &total)) return NULL;
+        total = total / HUGE_PAGE * HUGE_PAGE;
+        void *p = aligned_alloc(HUGE_PAGE, total);
+#ifdef MADV_HUGEPAGE
+        if (p) madvise(p, total, MADV_HUGEPAGE);
+#endif
+        return p;
+    }
     if (!gc_add_size(n ? n : 1, align - 1, &total)) return NULL;
-    if (n >= HUGE_MIN && align <= HUGE_PAGE) return alloc_huge(n);
     return aligned_alloc(align, total / align * align);   /* C11: a multiple of align */
+}
+
+void *gc_malloc_pages(size_t n, size_t align)
+{
+    return should_fail() ? NULL : gc_aligned_pages(n, align);
 }
 
 void *gc_malloc_aligned(size_t n, size_t align)
 {
-    return should_fail() ? NULL : gc_aligned_pages(n, align);
+    size_t total;
+    if (!gc_add_size(n ? n : 1, align - 1, &total) || should_fail()) return NULL;
+    return aligned_alloc(align, total / align * align);   /* C11: a multiple of align */
 }
 
 void *gc_calloc(size_t count, size_t size)

@@ -14,8 +14,11 @@ void *gc_malloc(size_t n);            /* NULL on failure (or injected failure) *
  * sizeof(void *)): tensors for the vector kernels, whose 64-byte loads split across
  * cache lines otherwise.  Freed with gc_free. */
 void *gc_malloc_aligned(size_t n, size_t align);
-/* The same without the test hook below: the compiled plan's arena, whose size is
- * checked apart (exec_fits_memory) and whose failure has its own message. */
+/* As gc_malloc_aligned, and from 8 MiB on 2 MiB-aligned in pages advised huge
+ * (util/mem.c says which buffers and why).  gc_aligned_pages is the same without the
+ * test hook below: the compiled plan's arena, whose size is checked apart
+ * (exec_fits_memory) and whose failure has its own message. */
+void *gc_malloc_pages(size_t n, size_t align);
 void *gc_aligned_pages(size_t n, size_t align);
 void *gc_calloc(size_t count, size_t size); /* NULL on overflow or failure */
 void *gc_realloc(void *p, size_t n);
