@@ -33,20 +33,25 @@ void *gc_malloc(size_t n)
     return malloc(n ? n : 1);
 }
 
-void *gc_aligned_pages(size_t n, size_t align)
+/* n bytes (at least 1) at a multiple of align, the size rounded up to one (C11's
+ * aligned_alloc asks it); *bytes gets that size.  NULL on overflow or failure. */
+static void *alloc_aligned(size_t n, size_t align, size_t *bytes)
 {
     size_t total;
-    if (n >= HUGE_MIN && align <= HUGE_PAGE) {
-        if (!gc_add_size(n, HUGE_PAGE - 1, &total)) return NULL;
-        total = total / HUGE_PAGE * HUGE_PAGE;
-        void *p = aligned_alloc(HUGE_PAGE, total);
-#ifdef MADV_HUGEPAGE
-        if (p) madvise(p, total, MADV_HUGEPAGE);
-#endif
-        return p;
-    }
     if (!gc_add_size(n ? n : 1, align - 1, &total)) return NULL;
-    return aligned_alloc(align, total / align * align);   /* C11: a multiple of align */
+    *bytes = total / align * align;
+    return aligned_alloc(align, *bytes);
+}
+
+void *gc_aligned_pages(size_t n, size_t align)
+{
+    bool huge = n >= HUGE_MIN && align <= HUGE_PAGE;
+    size_t bytes;
+    void *p = alloc_aligned(n, huge ? HUGE_PAGE : align, &bytes);
+#ifdef MADV_HUGEPAGE
+    if (p && huge) madvise(p, bytes, MADV_HUGEPAGE);
+#endif
+    return p;
 }
 
 void *gc_malloc_pages(size_t n, size_t align)
@@ -56,9 +61,9 @@ void *gc_malloc_pages(size_t n, size_t align)
 
 void *gc_malloc_aligned(size_t n, size_t align)
 {
-    size_t total;
-    if (!gc_add_size(n ? n : 1, align - 1, &total) || should_fail()) return NULL;
-    return aligned_alloc(align, total / align * align);   /* C11: a multiple of align */
+    size_t total, bytes;
+    if (!gc_add_size(n ? n : 1, align - 1, &total) || should_fail()) return NULL;   /* no hook count on overflow */
+    return alloc_aligned(n, align, &bytes);
 }
 
 void *gc_calloc(size_t count, size_t size)
